@@ -1,0 +1,106 @@
+"""Engine benchmark: full offline run, no-change re-run, and a prompt change, at 1x and 10x the demo.
+
+    python -m evals.bench_engine                # scales 1 and 10 (200 and 2,000 conversations)
+    python -m evals.bench_engine --scales 1     # just the demo size
+
+Each scale runs in its own process so peak RSS is that scale's alone. Prints a table and JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PIPELINE = '''
+from synthex import Pipeline
+from synthex.prompts import extract_transcript, monthly_reflection, world_model_prompt
+
+pipeline = Pipeline("bench", agent="bench")
+pipeline.source("chatgpt", file={export!r}, format="chatgpt-export")
+pipeline.transform("transcripts", from_="chatgpt", fn=extract_transcript)
+
+
+def summarize(record):
+    return "{instruction}\\n\\n## Conversation\\n" + record.content + "\\n\\n## Summary\\n"
+
+
+pipeline.transform("summaries", from_="transcripts", prompt=summarize)
+pipeline.aggregate("monthly", from_="summaries", period="month", prompt=monthly_reflection)
+pipeline.fold("world-model", from_="monthly", prompt=world_model_prompt)
+'''
+
+
+def one_scale(scale: int) -> dict:
+    from synthex.demo.generate import generate
+    from synthex.project import load_pipeline
+
+    root = Path(tempfile.mkdtemp(prefix=f"synthex-bench-{scale}x-"))
+    export = root / "conversations.json"
+    export.write_text(json.dumps(generate(conversations=200 * scale, months=14, seed=7)))
+
+    def write(instruction: str):
+        (root / "pipeline.py").write_text(PIPELINE.format(export=str(export), instruction=instruction))
+        return load_pipeline(root)
+
+    pipe = write("Summarize this conversation in 2-3 sentences.")
+    t0 = time.perf_counter()
+    full = pipe.run()
+    full_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    noop = pipe.run()
+    noop_s = time.perf_counter() - t0
+    pipe = write("Summarize the conversation as bullet points of decisions.")
+    t0 = time.perf_counter()
+    changed = pipe.run()
+    changed_s = time.perf_counter() - t0
+    steps = list(pipe.steps)
+    return {
+        "scale": scale,
+        "conversations": 200 * scale,
+        "records": full.stats.output,
+        "full_run_s": round(full_s, 2),
+        "per_step_records_per_s": {s: round(full.step_stats[s].output / max(full.step_stats[s].duration, 1e-9), 1)
+                                   for s in steps},
+        "no_change_run_s": round(noop_s, 3),
+        "no_change_ratio": round(noop_s / full_s, 4),
+        "no_change_dagster_runs": len(noop.dagster_run_ids),
+        "prompt_change_run_s": round(changed_s, 2),
+        "prompt_change_recomputed": {s: changed.step_stats.get(s).output if s in changed.step_stats else 0
+                                     for s in steps},
+        "prompt_change_expected_all": {s: full.step_stats[s].output for s in steps},
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--scales", default="1,10")
+    parser.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one is not None:
+        print(json.dumps(one_scale(args.one)))
+        return
+    results = []
+    for scale in (int(s) for s in args.scales.split(",")):
+        out = subprocess.run([sys.executable, "-m", "evals.bench_engine", "--one", str(scale)],
+                             capture_output=True, text=True, check=True)
+        results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    for r in results:
+        print(f"\n== {r['conversations']} conversations ({r['scale']}x), {r['records']} records ==")
+        print(f"full run           {r['full_run_s']:>8.2f} s   peak RSS {r['peak_rss_mb']} MB")
+        print(f"records/s by step  {r['per_step_records_per_s']}")
+        print(f"no-change re-run   {r['no_change_run_s']:>8.3f} s   ratio {r['no_change_ratio']:.4f}x "
+              f"({r['no_change_dagster_runs']} Dagster runs)")
+        print(f"prompt change      {r['prompt_change_run_s']:>8.2f} s   recomputed {r['prompt_change_recomputed']}")
+        print(f"                   (full run made {r['prompt_change_expected_all']})")
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()

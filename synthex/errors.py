@@ -1,0 +1,17 @@
+"""Errors users see: each names the file, record or step and the problem."""
+
+
+class SynthexError(Exception):
+    """Base class for errors reported to the user without a traceback."""
+
+
+class SourceError(SynthexError):
+    """A source file could not be read or parsed (names the file and the problem)."""
+
+
+class PipelineDefinitionError(SynthexError):
+    """The pipeline definition is invalid (unknown step, cycle, duplicate name...)."""
+
+
+class StepError(SynthexError):
+    """A step failed on a record (names the step, the record and the problem)."""

@@ -1,0 +1,111 @@
+"""Format detection and the shared shape every importer returns."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from synthex.errors import SourceError
+
+FORMATS = ("chatgpt-export", "claude-export", "folder", "jsonl")
+
+
+@dataclass
+class SourceItem:
+    """One conversation or document: becomes one source record."""
+
+    key: str  # stable identity inside the file (conversation id, relative path, line id)
+    content: str
+    created_at: str  # ISO-8601 UTC
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def read_json(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SourceError(f"{path}: cannot read file: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise SourceError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        hint = " (the file looks truncated)" if exc.pos >= len(text.rstrip()) - 1 else ""
+        raise SourceError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}{hint}") from exc
+
+
+def detect_format(path: Path) -> str:
+    """Guess the export format of ``path`` (a file or a folder)."""
+    if path.is_dir():
+        return "folder"
+    if not path.exists():
+        raise SourceError(f"{path}: no such file or folder")
+    if path.suffix.lower() == ".jsonl":
+        return "jsonl"
+    if path.suffix.lower() in (".md", ".txt"):
+        return "folder"
+    data = read_json(path)
+    if isinstance(data, list) and data and isinstance(data[0], dict):
+        first = data[0]
+        if "mapping" in first:
+            return "chatgpt-export"
+        if "chat_messages" in first:
+            return "claude-export"
+    raise SourceError(
+        f"{path}: unknown format: expected a ChatGPT export (conversations with 'mapping'), "
+        f"a Claude export (conversations with 'chat_messages'), a .jsonl file or a folder of .md/.txt"
+    )
+
+
+def file_digest(path: Path) -> str:
+    """Content hash of a file or folder: the cache key for parsed sources."""
+    digest = hashlib.sha256()
+    paths = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for p in paths:
+        digest.update(str(p.relative_to(path) if path.is_dir() else p.name).encode())
+        digest.update(str(p.stat().st_size).encode())
+        digest.update(hashlib.sha256(p.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+_PARSE_CACHE: dict[tuple[str, str, str], list[SourceItem]] = {}
+
+
+def load_source(path: str | Path, fmt: str = "auto") -> list[SourceItem]:
+    """Parse a source once per (path, format, content hash); later calls reuse the parse."""
+    from synthex.importers import chatgpt, claude, folder, jsonl
+
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise SourceError(f"{p}: no such file or folder")
+    if fmt == "auto":
+        fmt = detect_format(p)
+    parsers = {
+        "chatgpt-export": chatgpt.parse,
+        "claude-export": claude.parse,
+        "folder": folder.parse,
+        "jsonl": jsonl.parse,
+    }
+    if fmt not in parsers:
+        raise SourceError(f"{p}: unknown format {fmt!r}; expected one of {', '.join(FORMATS)} or 'auto'")
+    cache_key = (str(p.resolve()), fmt, file_digest(p))
+    if cache_key not in _PARSE_CACHE:
+        _PARSE_CACHE.clear()  # keep one parse per process: exports can be large
+        items = parsers[fmt](p)
+        keys = [i.key for i in items]
+        if len(set(keys)) != len(keys):
+            dup = next(k for k in keys if keys.count(k) > 1)
+            raise SourceError(f"{p}: two items share the id {dup!r}")
+        _PARSE_CACHE[cache_key] = items
+    return _PARSE_CACHE[cache_key]
+
+
+def render_conversation(title: str, turns: list[tuple[str, str, str]]) -> str:
+    """Text of a conversation: a title line, then ``role: text`` blocks (timestamps kept in metadata)."""
+    lines = [f"# {title}"] if title else []
+    for role, _ts, text in turns:
+        lines.append(f"{role}: {text}")
+    return "\n\n".join(lines)

@@ -1,0 +1,331 @@
+"""Pipeline: the user's memory architecture, a DAG of steps defined in Python (design doc §4)."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from synthex.errors import PipelineDefinitionError
+from synthex.record import Record, Run
+from synthex.steps import AggregateStep, FoldStep, MergeStep, SourceStep, Step, TransformStep
+from synthex.steps.base import callable_ref
+
+SURFACES = ("projection", "search")
+
+
+class RecordResolver(Protocol):
+    def get_many(self, ids: list[str]) -> list[Record]: ...
+
+
+@dataclass
+class Output:
+    name: str
+    from_: list[str]
+    surface: str
+    on_update: Callable[[dict[str, Any]], Any] | str | None = None
+
+
+@dataclass
+class Plan:
+    """What ``run`` would do: steps and (step -> periods) to process, with estimates."""
+
+    branch: str
+    steps: list[str]
+    partitions: dict[str, list[str]]
+    estimates: dict[str, float]
+    per_step: dict[str, dict[str, Any]]
+    periods: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"branch": self.branch, "steps": self.steps, "estimates": self.estimates,
+                "per_step": self.per_step, "partitions": self.partitions, "periods": self.periods}
+
+
+def _as_list(value: str | list[str] | tuple[str, ...]) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)
+
+
+class Pipeline:
+    """``Pipeline(name, agent=)`` with ``.source/.transform/.aggregate/.fold/.merge/.output``."""
+
+    def __init__(
+        self,
+        name: str,
+        agent: str = "",
+        description: str = "",
+        project_dir: str | Path | None = None,
+        store_uri: str | None = None,
+    ) -> None:
+        self.name = name
+        self.agent = agent
+        self.description = description
+        self.project_dir = Path(project_dir).resolve() if project_dir else Path.cwd()
+        self._store_uri = store_uri
+        self.steps: dict[str, Step] = {}
+        self.outputs: dict[str, Output] = {}
+
+    # -- where things live ----------------------------------------------------------------------
+    @property
+    def data_dir(self) -> Path:
+        return self.project_dir / ".synthex"
+
+    @property
+    def store_uri(self) -> str:
+        """LanceDB URI: a local folder by default; any LanceDB URI (s3://, gs://...) works."""
+        return self._store_uri or str(self.data_dir / "lancedb")
+
+    @store_uri.setter
+    def store_uri(self, value: str) -> None:
+        self._store_uri = value
+
+    @property
+    def dagster_home(self) -> Path:
+        return self.data_dir / "dagster"
+
+    # -- definition -----------------------------------------------------------------------------
+    def _add(self, step: Step) -> Step:
+        if not step.name or step.name in self.steps or step.name in self.outputs:
+            raise PipelineDefinitionError(f"step name {step.name!r} is empty or already used")
+        for upstream in step.from_:
+            if upstream not in self.steps:
+                raise PipelineDefinitionError(
+                    f"step {step.name!r}: from_ names {upstream!r}, which is not defined (yet); "
+                    f"defined steps: {', '.join(self.steps) or 'none'}"
+                )
+        self.steps[step.name] = step
+        return step
+
+    def source(self, name: str, file: str | Path, format: str = "auto") -> SourceStep:
+        return self._add(SourceStep(name=name, file=str(file), format=format, base_dir=str(self.project_dir)))
+
+    def transform(
+        self,
+        name: str,
+        from_: str,
+        prompt: Callable[[Record], str] | None = None,
+        model: str | None = None,
+        temperature: float = 0.0,
+        fn: Callable[[Record], str] | None = None,
+    ) -> TransformStep:
+        return self._add(TransformStep(name=name, from_=_as_list(from_), prompt=prompt, fn=fn,
+                                       model=model, temperature=temperature))
+
+    def aggregate(
+        self,
+        name: str,
+        from_: str | list[str],
+        period: str = "month",
+        prompt: Callable[[list[Record], str], str] | None = None,
+        model: str | None = None,
+        temperature: float = 0.0,
+    ) -> AggregateStep:
+        return self._add(AggregateStep(name=name, from_=_as_list(from_), period=period, prompt=prompt,
+                                       model=model, temperature=temperature))
+
+    def fold(
+        self,
+        name: str,
+        from_: str | list[str],
+        prompt: Callable[[Record, str], str] | None = None,
+        model: str | None = None,
+        temperature: float = 0.0,
+        initial_state: str = "",
+    ) -> FoldStep:
+        return self._add(FoldStep(name=name, from_=_as_list(from_), prompt=prompt, model=model,
+                                  temperature=temperature, initial_state=initial_state))
+
+    def merge(self, name: str, from_: list[str]) -> MergeStep:
+        return self._add(MergeStep(name=name, from_=_as_list(from_)))
+
+    def output(
+        self,
+        name: str,
+        from_: str | list[str],
+        surface: str = "search",
+        on_update: Callable[[dict[str, Any]], Any] | str | None = None,
+    ) -> Output:
+        if surface not in SURFACES:
+            raise PipelineDefinitionError(f"output {name!r}: surface={surface!r}; expected one of {SURFACES}")
+        if name in self.outputs or name in self.steps:
+            raise PipelineDefinitionError(f"output name {name!r} is already used")
+        sources = _as_list(from_)
+        for s in sources:
+            if s not in self.steps:
+                raise PipelineDefinitionError(f"output {name!r}: from_ names unknown step {s!r}")
+        if surface == "projection" and len(sources) != 1:
+            raise PipelineDefinitionError(f"output {name!r}: a projection reads exactly one step")
+        out = Output(name=name, from_=sources, surface=surface, on_update=on_update)
+        self.outputs[name] = out
+        return out
+
+    # -- graph ----------------------------------------------------------------------------------
+    def order(self) -> list[str]:
+        """Steps in dependency order (definition order is already topological: from_ must exist)."""
+        return list(self.steps)
+
+    def downstream(self, name: str) -> list[str]:
+        found = {name}
+        for step in self.order():
+            if any(u in found for u in self.steps[step].from_):
+                found.add(step)
+        return [s for s in self.order() if s in found]
+
+    def upstream(self, name: str) -> list[str]:
+        found = {name}
+        for step in reversed(self.order()):
+            if step in found:
+                found.update(self.steps[step].from_)
+        return [s for s in self.order() if s in found]
+
+    def select(self, step: str | None = None, from_: str | None = None) -> list[str]:
+        for s in (step, from_):
+            if s is not None and s not in self.steps:
+                raise PipelineDefinitionError(f"unknown step {s!r}; steps: {', '.join(self.steps)}")
+        if step is not None:
+            return self.upstream(step)
+        if from_ is not None:
+            return self.downstream(from_)
+        return self.order()
+
+    def leaf_steps(self) -> list[str]:
+        return [s for s, st in self.steps.items() if isinstance(st, SourceStep)]
+
+    # -- execution (the Dagster layer does the work; imported lazily so this package stays pure) --
+    def run(self, step: str | None = None, from_: str | None = None, full: bool = False,
+            branch: str = "main", progress: Any = None) -> Run:
+        from synthex_assets.runner import run_pipeline
+
+        return run_pipeline(self, branch=branch, step=step, from_=from_, full=full, progress=progress)
+
+    def plan(self, step: str | None = None, from_: str | None = None, full: bool = False,
+             branch: str = "main") -> Plan:
+        from synthex_assets.planner import plan_pipeline
+
+        return plan_pipeline(self, branch=branch, step=step, from_=from_, full=full)
+
+    def store(self) -> Any:
+        from synthex_resources.record_store import open_store
+
+        return open_store(self.store_uri)
+
+    def get(self, record_id: str) -> Record | None:
+        return self.store().get(record_id)
+
+    def records(self, step: str, branch: str = "main") -> list[Record]:
+        return self.store().list(step=step, branch=branch)
+
+    def stats(self, branch: str = "main") -> dict[str, Any]:
+        counts = self.store().counts(branch)
+        return {"branch": branch, "steps": {s: {"records": counts.get(s, 0), "kind": self.steps[s].kind}
+                                            for s in self.order()}}
+
+    def runs(self, limit: int = 20) -> list[Run]:
+        return self.store().runs(limit=limit)
+
+    # -- search (design doc §6) -------------------------------------------------------------------
+    def search_steps(self) -> list[str]:
+        """The steps of the ``surface="search"`` outputs (every step when there is none)."""
+        steps = [s for o in self.outputs.values() if o.surface == "search" for s in o.from_]
+        return list(dict.fromkeys(steps)) or self.order()
+
+    def search(self, query: str, step: str | list[str] | None = None, exact: bool = False, branch: str = "main",
+               k: int = 10, mode: str = "hybrid", periods: list[str] | None = None,
+               metadata: dict[str, Any] | None = None) -> list[Any]:
+        """Surface search at a step (altitude); ``exact=True`` is verbatim search in leaf steps by default."""
+        from synthex_resources.search import SearchResource
+
+        if step is None:
+            steps = self.leaf_steps() if exact else self.search_steps()
+        else:
+            steps = [step] if isinstance(step, str) else list(step)
+        for s in steps:
+            if s not in self.steps:
+                raise PipelineDefinitionError(f"unknown step {s!r}; steps: {', '.join(self.steps)}")
+        if mode not in ("bm25", "dense", "hybrid"):
+            raise PipelineDefinitionError(f"unknown search mode {mode!r}; expected bm25, dense or hybrid")
+        return SearchResource(uri=self.store_uri).search(query, step=steps, branch=branch, k=k, mode=mode,
+                                                         exact=exact, periods=periods, metadata=metadata)
+
+    def projection(self, name: str, branch: str = "main") -> Record | None:
+        """The latest record of a ``surface="projection"`` output's step (e.g. the world model)."""
+        out = self.outputs.get(name)
+        if out is None or out.surface != "projection":
+            known = [o.name for o in self.outputs.values() if o.surface == "projection"]
+            raise PipelineDefinitionError(f"no projection output {name!r}; projections: {', '.join(known) or 'none'}")
+        return self.store().latest(out.from_[0], branch)
+
+    # -- sharing (design doc §4.8) ------------------------------------------------------------
+    def to_toml_dict(self) -> dict[str, Any]:
+        steps = []
+        for step in self.steps.values():
+            entry: dict[str, Any] = {"name": step.name, "kind": step.kind}
+            if isinstance(step, SourceStep):
+                entry.update(step.toml_config())
+            else:
+                entry["from"] = list(step.from_)
+            for attr in ("prompt", "fn"):
+                ref = callable_ref(getattr(step, attr, None))
+                if ref:
+                    entry[attr] = ref
+            for attr in ("model", "temperature", "period", "initial_state"):
+                value = getattr(step, attr, None)
+                if value not in (None, ""):
+                    entry[attr] = value
+            steps.append(entry)
+        outputs = [{"name": o.name, "from": o.from_, "surface": o.surface}
+                   | ({"on_update": o.on_update} if isinstance(o.on_update, str) else {})
+                   for o in self.outputs.values()]
+        return {"pipeline": {"name": self.name, "agent": self.agent, "description": self.description},
+                "steps": steps, "outputs": outputs}
+
+    def to_toml(self, path: str | Path | None = None) -> str:
+        import tomli_w
+
+        text = tomli_w.dumps(self.to_toml_dict())
+        if path is not None:
+            Path(path).write_text(text, encoding="utf-8")
+        return text
+
+    @classmethod
+    def from_toml(cls, path: str | Path, project_dir: str | Path | None = None) -> Pipeline:
+        import tomllib
+
+        p = Path(path)
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+        head = data.get("pipeline", {})
+        if "name" not in head:
+            raise PipelineDefinitionError(f"{p}: [pipeline] needs a name")
+        pipe = cls(head["name"], agent=head.get("agent", ""), description=head.get("description", ""),
+                   project_dir=project_dir or p.parent)
+        builders = {"source": pipe.source, "transform": pipe.transform, "aggregate": pipe.aggregate,
+                    "fold": pipe.fold, "merge": pipe.merge}
+        for entry in data.get("steps", []):
+            entry = dict(entry)
+            kind = entry.pop("kind", None)
+            if kind not in builders:
+                raise PipelineDefinitionError(f"{p}: step {entry.get('name')!r} has unknown kind {kind!r}")
+            if "from" in entry:
+                entry["from_"] = entry.pop("from")
+            for attr in ("prompt", "fn"):
+                if attr in entry:
+                    entry[attr] = resolve_callable(entry[attr], where=f"{p}: step {entry.get('name')!r}")
+            builders[kind](**entry)
+        for out in data.get("outputs", []):
+            pipe.output(out["name"], from_=out["from"], surface=out.get("surface", "search"),
+                        on_update=out.get("on_update"))
+        return pipe
+
+
+def resolve_callable(ref: str, where: str = "") -> Callable[..., Any]:
+    """Import ``module:qualname``."""
+    module_name, _, qualname = ref.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise PipelineDefinitionError(f"{where}: cannot import prompt function {ref!r}: {exc}") from exc
+    return obj

@@ -1,0 +1,183 @@
+"""Record and Run: the runtime entities of design doc §3.2."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from synthex.pipeline import RecordResolver
+
+RESERVED_META_NAMESPACES = ("time", "chat", "source", "step", "custom")
+
+
+@dataclass
+class Record:
+    """One piece of content with provenance.
+
+    ``source_ids`` is the §3.2 ``sources`` field (input record ids); ``sources()`` resolves
+    them to records. ``to_dict()`` uses the §3.2 field names.
+    """
+
+    id: str
+    content: str
+    step: str
+    branch: str = "main"
+    source_ids: list[str] = field(default_factory=list)
+    materialization_key: str = ""
+    run_id: str = ""
+    created_at: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    audit: dict[str, Any] = field(default_factory=dict)
+    embedding: list[float] | None = None
+    period: str = ""
+    _resolver: RecordResolver | None = field(default=None, repr=False, compare=False)
+
+    # -- metadata ---------------------------------------------------------------------------
+    def meta(self, dotted: str, default: Any = None) -> Any:
+        """``record.meta("time.created_at")`` reads a reserved key of §3.4."""
+        node: Any = self.metadata
+        for part in dotted.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return default
+            node = node[part]
+        return node
+
+    # -- provenance ---------------------------------------------------------------------------
+    def _need_resolver(self) -> RecordResolver:
+        if self._resolver is None:
+            raise RuntimeError(f"record {self.id} is not attached to a store; load it via Pipeline.get()")
+        return self._resolver
+
+    def sources(self) -> list[Record]:
+        """The input records this record was made from."""
+        return self._need_resolver().get_many(self.source_ids)
+
+    def leaves(self) -> list[Record]:
+        """The source-step records at the bottom of this record's provenance."""
+        resolver = self._need_resolver()
+        if not self.source_ids:
+            return [self]
+        seen: dict[str, Record] = {}
+        frontier = [self]
+        while frontier:
+            next_frontier: list[Record] = []
+            for rec in resolver.get_many([s for r in frontier for s in r.source_ids]):
+                if rec.id in seen:
+                    continue
+                seen[rec.id] = rec
+                if rec.source_ids:
+                    next_frontier.append(rec)
+            frontier = next_frontier
+        return sorted((r for r in seen.values() if not r.source_ids), key=lambda r: (r.created_at, r.id))
+
+    def lineage(self) -> dict[str, Any]:
+        """``{"id", "step", "content", "sources": [same shape...]}`` down to the source records."""
+        resolver = self._need_resolver()
+
+        def build(rec: Record, depth: int) -> dict[str, Any]:
+            node: dict[str, Any] = {"id": rec.id, "step": rec.step, "content": rec.content, "sources": []}
+            if depth < 64:
+                node["sources"] = [build(src, depth + 1) for src in resolver.get_many(rec.source_ids)]
+            return node
+
+        return build(self, 0)
+
+    # -- serialisation ------------------------------------------------------------------------
+    def to_dict(self, with_embedding: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "content": self.content,
+            "step": self.step,
+            "branch": self.branch,
+            "sources": list(self.source_ids),
+            "materialization_key": self.materialization_key,
+            "run_id": self.run_id,
+            "created_at": self.created_at,
+            "metadata": self.metadata,
+            "audit": self.audit,
+            "period": self.period,
+        }
+        if with_embedding:
+            out["embedding"] = None if self.embedding is None else [float(x) for x in self.embedding]
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, indent=2)
+
+
+@dataclass
+class RunStats:
+    input: int = 0
+    output: int = 0
+    skipped: int = 0
+    errors: int = 0
+    tokens: int = 0
+    duration: float = 0.0
+
+    def add(self, other: RunStats) -> None:
+        self.input += other.input
+        self.output += other.output
+        self.skipped += other.skipped
+        self.errors += other.errors
+        self.tokens += other.tokens
+        self.duration += other.duration
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "input": self.input,
+            "output": self.output,
+            "skipped": self.skipped,
+            "errors": self.errors,
+            "tokens": self.tokens,
+            "duration": round(self.duration, 4),
+        }
+
+
+@dataclass
+class Run:
+    """An execution of one or more steps (§3.2)."""
+
+    id: str
+    pipeline: str
+    branch: str
+    steps: list[str]
+    status: str = "pending"  # pending | running | completed | failed
+    started_at: str = ""
+    completed_at: str = ""
+    stats: RunStats = field(default_factory=RunStats)
+    step_stats: dict[str, RunStats] = field(default_factory=dict)
+    error: str = ""
+    dagster_run_ids: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "pipeline": self.pipeline,
+            "branch": self.branch,
+            "steps": list(self.steps),
+            "status": self.status,
+            "started_at": self.started_at,
+            "completed_at": self.completed_at,
+            "stats": self.stats.to_dict(),
+            "step_stats": {k: v.to_dict() for k, v in self.step_stats.items()},
+            "error": self.error,
+            "dagster_run_ids": list(self.dagster_run_ids),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Run:
+        return cls(
+            id=data["id"],
+            pipeline=data["pipeline"],
+            branch=data["branch"],
+            steps=list(data.get("steps", [])),
+            status=data.get("status", "pending"),
+            started_at=data.get("started_at", ""),
+            completed_at=data.get("completed_at", ""),
+            stats=RunStats(**data.get("stats", {})),
+            step_stats={k: RunStats(**v) for k, v in data.get("step_stats", {}).items()},
+            error=data.get("error", ""),
+            dagster_run_ids=list(data.get("dagster_run_ids", [])),
+        )

@@ -1,0 +1,24 @@
+"""The step kinds of design doc §3.5, one module each."""
+
+from synthex.steps.aggregate import AggregateStep
+from synthex.steps.base import PartitionResult, Step, StepContext, WorkItem, execute_partition
+from synthex.steps.fold import FoldStep
+from synthex.steps.merge import MergeStep
+from synthex.steps.source import SourceStep
+from synthex.steps.transform import TransformStep
+
+STEP_KINDS = {cls.kind: cls for cls in (SourceStep, TransformStep, AggregateStep, FoldStep, MergeStep)}
+
+__all__ = [
+    "STEP_KINDS",
+    "AggregateStep",
+    "FoldStep",
+    "MergeStep",
+    "PartitionResult",
+    "SourceStep",
+    "Step",
+    "StepContext",
+    "TransformStep",
+    "WorkItem",
+    "execute_partition",
+]

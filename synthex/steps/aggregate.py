@@ -1,0 +1,77 @@
+"""Aggregate: group a month partition's records by month/week/day, reduce each group to one record."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from synthex.errors import PipelineDefinitionError
+from synthex.hashing import input_print
+from synthex.periods import PERIOD_KINDS, group_label
+from synthex.record import Record
+from synthex.steps.base import (
+    Step,
+    StepContext,
+    WorkItem,
+    audit_for,
+    call_prompt,
+    callable_ref,
+    callable_source_hash,
+    prompt_tokens,
+)
+
+
+@dataclass
+class AggregateStep(Step):
+    """``prompt(records, period) -> str``; one output per period group."""
+
+    prompt: Callable[[list[Record], str], str] | None = None
+    period: str = "month"
+    model: str | None = None
+    temperature: float = 0.0
+    kind: ClassVar[str] = "aggregate"
+
+    def __post_init__(self) -> None:
+        if self.prompt is None:
+            raise PipelineDefinitionError(f"aggregate {self.name!r}: prompt= is required")
+        if self.period not in PERIOD_KINDS:
+            raise PipelineDefinitionError(
+                f"aggregate {self.name!r}: period={self.period!r}; expected one of {', '.join(PERIOD_KINDS)}"
+            )
+
+    def config(self) -> dict[str, Any]:
+        return {"from": self.from_, "period": self.period, "model": self.model,
+                "temperature": self.temperature, "prompt": callable_ref(self.prompt)}
+
+    def _code_hashes(self) -> dict[str, str | None]:
+        return {"prompt": callable_source_hash(self.prompt)}
+
+    def work(self, ctx: StepContext) -> list[WorkItem]:
+        groups: dict[str, list[Record]] = defaultdict(list)
+        for name in self.from_:
+            for rec in ctx.upstream(name):
+                groups[group_label(rec.meta("time.created_at") or rec.created_at, self.period)].append(rec)
+        items = []
+        for label in sorted(groups):
+            members = sorted(groups[label], key=lambda r: (r.meta("time.created_at") or "", r.id))
+            items.append(self.item(ctx, [input_print(r.id, r.content) for r in members], label, inputs=members))
+        return items
+
+    def produce(self, items: list[WorkItem], ctx: StepContext) -> tuple[list[Record], int]:
+        assert self.prompt is not None and ctx.completer is not None
+        rendered = [call_prompt(self, self.prompt, (i.inputs, i.group_key), f"period {i.group_key}") for i in items]
+        completions = ctx.completer.complete_many(rendered, self.model, self.temperature)
+        out, tokens = [], 0
+        for item, text, completion in zip(items, rendered, completions, strict=True):
+            latest = max((r.meta("time.created_at") or "") for r in item.inputs)
+            meta = {"time": {"created_at": latest, "period": item.group_key}, "custom": {"inputs": len(item.inputs)}}
+            out.append(self.make_record(ctx, item, completion.text, meta, audit_for(self.prompt, text, completion, self.temperature)))
+            tokens += completion.tokens_in + completion.tokens_out
+            ctx.progress(1)
+        return out, tokens
+
+    def estimate_tokens(self, items: list[WorkItem]) -> int:
+        assert self.prompt is not None
+        return prompt_tokens([call_prompt(self, self.prompt, (i.inputs, i.group_key), f"period {i.group_key}") for i in items])

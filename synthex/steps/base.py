@@ -1,0 +1,208 @@
+"""What every step kind shares: version hashing, work items, prompt calls, partition execution.
+
+A step kind answers two questions for one (branch, period) partition:
+- ``work(ctx)``: which outputs should exist (materialization key + deterministic id each), computed
+  from the current upstream records without calling any model. The planner and the executor both
+  use it, so ``synthex plan`` is exactly what ``synthex run`` will do.
+- ``produce(items, ctx)``: make the records for the items whose key is not stored yet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, ClassVar, Protocol
+
+from synthex.errors import StepError
+from synthex.hashing import materialization_key, record_id, stable_hash
+from synthex.llm import Completer, Completion, approx_tokens
+from synthex.record import Record, RunStats
+
+
+def callable_ref(fn: Callable[..., Any] | None) -> str | None:
+    """``module:qualname`` of a function, used by TOML export and in audit trails."""
+    if fn is None:
+        return None
+    return f"{fn.__module__}:{fn.__qualname__}"
+
+
+def callable_source_hash(fn: Callable[..., Any] | None) -> str | None:
+    """Hash of a prompt function's source: editing the prompt changes the step version."""
+    if fn is None:
+        return None
+    try:
+        source = inspect.getsource(fn)
+    except (OSError, TypeError):
+        source = callable_ref(fn) or repr(fn)
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()[:32]
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class StepContext(Protocol):
+    """What a step sees of the world while planning or executing one partition."""
+
+    branch: str
+    period: str
+    run_id: str
+    completer: Completer | None
+
+    def upstream(self, step: str) -> list[Record]: ...
+
+    def previous_state(self, step: str) -> Record | None: ...
+
+    def progress(self, n: int) -> None: ...
+
+
+@dataclass
+class WorkItem:
+    key: str
+    id: str
+    group_key: str
+    inputs: list[Record] = field(default_factory=list)
+    payload: Any = None  # kind-specific (source item, previous state, ...)
+
+
+@dataclass
+class Step:
+    """Base class of every step kind. Subclasses set ``kind`` and implement work/produce."""
+
+    name: str
+    from_: list[str] = field(default_factory=list)
+    kind: ClassVar[str] = "step"
+
+    # -- identity -----------------------------------------------------------------------------
+    def config(self) -> dict[str, Any]:
+        """The step's configuration as plain data (TOML export; version hash input)."""
+        return {"from": list(self.from_)}
+
+    def version_hash(self) -> str:
+        """hash(step type + config + prompt function source + model + temperature)."""
+        return stable_hash("step/v1", self.kind, self.config(), self._code_hashes())[:24]
+
+    def _code_hashes(self) -> dict[str, str | None]:
+        return {}
+
+    # -- semantics ----------------------------------------------------------------------------
+    def work(self, ctx: StepContext) -> list[WorkItem]:
+        raise NotImplementedError
+
+    def produce(self, items: list[WorkItem], ctx: StepContext) -> tuple[list[Record], int]:
+        raise NotImplementedError
+
+    def estimate_tokens(self, items: list[WorkItem]) -> int:
+        return 0
+
+    # -- helpers for subclasses ---------------------------------------------------------------
+    def item(self, ctx: StepContext, fingerprints: Sequence[str], group_key: str, **kw: Any) -> WorkItem:
+        key = materialization_key(ctx.branch, self.name, self.version_hash(), list(fingerprints), group_key)
+        return WorkItem(key=key, id=record_id(key), group_key=group_key, **kw)
+
+    def make_record(
+        self,
+        ctx: StepContext,
+        item: WorkItem,
+        content: str,
+        metadata: dict[str, Any],
+        audit: dict[str, Any],
+        sources: list[str] | None = None,
+    ) -> Record:
+        meta = {k: (dict(v) if isinstance(v, dict) else v) for k, v in metadata.items()}
+        meta.setdefault("step", {})
+        meta["step"] = {**meta["step"], "version_hash": self.version_hash(), "kind": self.kind}
+        return Record(
+            id=item.id,
+            content=content,
+            step=self.name,
+            branch=ctx.branch,
+            source_ids=sources if sources is not None else [r.id for r in item.inputs],
+            materialization_key=item.key,
+            run_id=ctx.run_id,
+            created_at=now_iso(),
+            metadata=meta,
+            audit=audit,
+            period=ctx.period,
+        )
+
+
+def describe_record(record: Record) -> str:
+    title = record.meta("chat.title")
+    return f"record {record.id}" + (f" ({title!r})" if title else "")
+
+
+def call_prompt(step: Step, fn: Callable[..., str], args: tuple[Any, ...], about: str) -> str:
+    """Call a user prompt function; a raise becomes a StepError naming the step and record."""
+    try:
+        rendered = fn(*args)
+    except Exception as exc:  # noqa: BLE001 - any user error is reported, with context
+        raise StepError(
+            f"step {step.name!r}: prompt function {callable_ref(fn)} raised "
+            f"{type(exc).__name__}: {exc} on {about}"
+        ) from exc
+    if not isinstance(rendered, str):
+        raise StepError(
+            f"step {step.name!r}: prompt function {callable_ref(fn)} returned "
+            f"{type(rendered).__name__}, expected str, on {about}"
+        )
+    return rendered
+
+
+def audit_for(prompt_fn: Callable[..., Any] | None, rendered: str, completion: Completion, temperature: float) -> dict[str, Any]:
+    return {
+        "prompt_template_hash": callable_source_hash(prompt_fn) or "",
+        "prompt_function": callable_ref(prompt_fn) or "",
+        "rendered_prompt_hash": hashlib.sha256(rendered.encode("utf-8")).hexdigest(),
+        "model": completion.model,
+        "temperature": temperature,
+        "raw_response": completion.raw,
+        "tokens_in": completion.tokens_in,
+        "tokens_out": completion.tokens_out,
+        "cached": completion.cached,
+    }
+
+
+def python_audit(fn: Callable[..., Any]) -> dict[str, Any]:
+    """Audit of a record made by a plain Python function: no model, nothing to replay."""
+    return {
+        "prompt_template_hash": callable_source_hash(fn) or "",
+        "prompt_function": callable_ref(fn) or "",
+        "rendered_prompt_hash": "",
+        "model": f"python:{callable_ref(fn)}",
+        "temperature": 0.0,
+        "raw_response": "",
+    }
+
+
+def prompt_tokens(prompts: list[str]) -> int:
+    # ~150 output tokens a call is the planning assumption for summaries.
+    return sum(approx_tokens(p) + 150 for p in prompts)
+
+
+@dataclass
+class PartitionResult:
+    """Outcome of one step on one (branch, period): what to write, what to keep, stats."""
+
+    new_records: list[Record]
+    keep_ids: set[str]
+    stats: RunStats
+
+
+def execute_partition(step: Step, ctx: StepContext, existing_ids: set[str], full: bool = False) -> PartitionResult:
+    """Plan the partition, produce only what is missing (everything when ``full``)."""
+    started = datetime.now(UTC)
+    items = step.work(ctx)
+    todo = items if full else [i for i in items if i.id not in existing_ids]
+    records, tokens = step.produce(todo, ctx) if todo else ([], 0)
+    stats = RunStats(
+        input=sum(len(i.inputs) or 1 for i in items),
+        output=len(records),
+        skipped=len(items) - len(todo),
+        tokens=tokens,
+        duration=(datetime.now(UTC) - started).total_seconds(),
+    )
+    return PartitionResult(records, {i.id for i in items}, stats)

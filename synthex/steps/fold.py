@@ -1,0 +1,93 @@
+"""Fold: sequential N:1 with state. One state record per period, chained through the periods.
+
+The state after period P is computed from the state after the latest earlier period (read from
+the store) and P's inputs in time order. Its materialization key includes the previous state's
+id, so inserting or changing an earlier period re-folds from that point on (design doc §10.1
+option 1), and every period is a checkpoint: a failure at P keeps P-1's state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from synthex.errors import PipelineDefinitionError
+from synthex.hashing import input_print
+from synthex.llm import approx_tokens
+from synthex.record import Record
+from synthex.steps.base import (
+    Step,
+    StepContext,
+    WorkItem,
+    audit_for,
+    call_prompt,
+    callable_ref,
+    callable_source_hash,
+    describe_record,
+)
+
+
+@dataclass
+class FoldStep(Step):
+    """``prompt(record, state) -> str``, called once per input in order; returns the new state."""
+
+    prompt: Callable[[Record, str], str] | None = None
+    initial_state: str = ""
+    model: str | None = None
+    temperature: float = 0.0
+    kind: ClassVar[str] = "fold"
+
+    def __post_init__(self) -> None:
+        if self.prompt is None:
+            raise PipelineDefinitionError(f"fold {self.name!r}: prompt= is required")
+
+    def config(self) -> dict[str, Any]:
+        return {"from": self.from_, "model": self.model, "temperature": self.temperature,
+                "initial_state": self.initial_state, "prompt": callable_ref(self.prompt)}
+
+    def _code_hashes(self) -> dict[str, str | None]:
+        return {"prompt": callable_source_hash(self.prompt)}
+
+    def work(self, ctx: StepContext) -> list[WorkItem]:
+        inputs = sorted(
+            (r for name in self.from_ for r in ctx.upstream(name)),
+            key=lambda r: (r.meta("time.created_at") or "", r.id),
+        )
+        if not inputs:
+            return []
+        previous = ctx.previous_state(self.name)
+        prints = [input_print(r.id, r.content) for r in inputs] + [previous.id if previous else ""]
+        return [self.item(ctx, prints, ctx.period, inputs=inputs, payload=previous)]
+
+    def produce(self, items: list[WorkItem], ctx: StepContext) -> tuple[list[Record], int]:
+        assert self.prompt is not None and ctx.completer is not None
+        out, tokens = [], 0
+        for item in items:
+            previous: Record | None = item.payload
+            state = previous.content if previous else self.initial_state
+            last_prompt, last_completion = "", None
+            for rec in item.inputs:  # sequential: each call sees the state the previous one produced
+                last_prompt = call_prompt(self, self.prompt, (rec, state), describe_record(rec))
+                last_completion = ctx.completer.complete_many([last_prompt], self.model, self.temperature)[0]
+                state = last_completion.text
+                tokens += last_completion.tokens_in + last_completion.tokens_out
+            assert last_completion is not None
+            sequence = (previous.meta("step.sequence", 0) + 1) if previous else 1
+            meta = {
+                "time": {"created_at": max((r.meta("time.created_at") or "") for r in item.inputs), "period": ctx.period},
+                "step": {"sequence": sequence, "previous_state": previous.id if previous else None},
+            }
+            sources = [r.id for r in item.inputs] + ([previous.id] if previous else [])
+            audit = audit_for(self.prompt, last_prompt, last_completion, self.temperature)
+            out.append(self.make_record(ctx, item, state, meta, audit, sources=sources))
+            ctx.progress(1)
+        return out, tokens
+
+    def estimate_tokens(self, items: list[WorkItem]) -> int:
+        assert self.prompt is not None
+        total = 0
+        for item in items:
+            for rec in item.inputs:
+                total += approx_tokens(call_prompt(self, self.prompt, (rec, ""), describe_record(rec))) + 400
+        return total

@@ -1,0 +1,44 @@
+"""Merge: combine several steps' records of a period, dropping exact duplicates by content fingerprint."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import ClassVar
+
+from synthex.errors import PipelineDefinitionError
+from synthex.hashing import fingerprint, input_print
+from synthex.record import Record
+from synthex.steps.base import Step, StepContext, WorkItem
+
+
+@dataclass
+class MergeStep(Step):
+    kind: ClassVar[str] = "merge"
+
+    def __post_init__(self) -> None:
+        if not self.from_:
+            raise PipelineDefinitionError(f"merge {self.name!r}: from_ must name at least one step")
+
+    def work(self, ctx: StepContext) -> list[WorkItem]:
+        by_print: dict[str, list[Record]] = defaultdict(list)
+        for name in self.from_:
+            for rec in ctx.upstream(name):
+                by_print[fingerprint(rec.content)].append(rec)
+        items = []
+        for fp in sorted(by_print):
+            members = sorted(by_print[fp], key=lambda r: (r.meta("time.created_at") or "", r.id))
+            items.append(self.item(ctx, [input_print(r.id, r.content) for r in members], fp, inputs=members))
+        return items
+
+    def produce(self, items: list[WorkItem], ctx: StepContext) -> tuple[list[Record], int]:
+        out = []
+        for item in items:
+            first = item.inputs[0]
+            meta = {k: v for k, v in first.metadata.items() if k in ("time", "chat", "source", "custom")}
+            meta["custom"] = {**meta.get("custom", {}), "merged_from_steps": sorted({r.step for r in item.inputs})}
+            audit = {"model": "merge:exact-fingerprint", "prompt_template_hash": "", "rendered_prompt_hash": "",
+                     "temperature": 0.0, "raw_response": ""}
+            out.append(self.make_record(ctx, item, first.content, meta, audit))
+            ctx.progress(1)
+        return out, 0

@@ -1,0 +1,157 @@
+"""The plan: which (step, period) partitions have work, computed without calling any model.
+
+A partition is dirty when a selected step's expected outputs (materialization keys from the
+current upstream records) are not all stored, when it holds stale rows (an old step version, a
+half-finished write), when an upstream partition of the same period is dirty, or, for a fold,
+when an earlier period is dirty. ``synthex run`` launches Dagster runs only for dirty partitions,
+which is what makes a no-change run cheap; ``synthex plan`` shows the same computation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from synthex.pipeline import Pipeline, Plan
+from synthex.steps import AggregateStep, FoldStep, MergeStep, SourceStep, Step, TransformStep
+from synthex_assets.step_context import SnapshotContext
+from synthex_resources.llm import PRICES, LLMResource
+from synthex_resources.record_store import RecordStore, open_store
+
+CHARS_PER_TOKEN = 4
+LLM_OUTPUT_CHARS = 600  # ~150 tokens: what a summary-style call returns, for estimates
+
+
+@dataclass
+class PartitionWork:
+    step: str
+    period: str
+    records: int  # outputs to (re)compute
+    tokens: int
+    stale: int = 0
+    reason: str = ""
+
+
+@dataclass
+class PartitionPlan:
+    periods: list[str]
+    work: dict[tuple[str, str], PartitionWork] = field(default_factory=dict)
+
+    def periods_to_run(self) -> list[str]:
+        return sorted({p for (_, p) in self.work})
+
+    def steps_for(self, period: str, order: list[str]) -> list[str]:
+        return [s for s in order if (s, period) in self.work]
+
+
+def _uses_llm(step: Step) -> bool:
+    return isinstance(step, AggregateStep | FoldStep) or (isinstance(step, TransformStep) and step.prompt is not None)
+
+
+def compute_partition_plan(pipeline: Pipeline, store: RecordStore, branch: str, selected: list[str],
+                           full: bool = False) -> PartitionPlan:
+    snapshot = SnapshotContext(store.list(branch=branch), branch)
+    periods = set(snapshot.periods())
+    for step in pipeline.steps.values():
+        if isinstance(step, SourceStep):
+            periods.update(step.periods())
+    plan = PartitionPlan(periods=sorted(periods))
+    expected: dict[tuple[str, str], int] = {}
+    chars: dict[tuple[str, str], int] = {}
+    for period in plan.periods:
+        ctx = snapshot.at(period)
+        for name in pipeline.order():
+            step = pipeline.steps[name]
+            existing = snapshot.ids(name, period)
+            up_dirty = any((u, period) in plan.work for u in step.from_)
+            prev_dirty = isinstance(step, FoldStep) and any(
+                (name, p) in plan.work for p in plan.periods if p < period)
+            if name not in selected:
+                expected[(name, period)] = len(existing)
+                chars[(name, period)] = sum(len(r.content) for r in ctx.upstream(name))
+                continue
+            if up_dirty or prev_dirty:
+                count, size = _estimate_outputs(step, period, expected, chars)
+                expected[(name, period)], chars[(name, period)] = count, size
+                tokens = _estimate_tokens(step, period, count, chars) if _uses_llm(step) else 0
+                if count or existing:
+                    plan.work[(name, period)] = PartitionWork(name, period, count, tokens, reason="upstream changed")
+                continue
+            items = step.work(ctx)
+            expected[(name, period)] = len(items)
+            if isinstance(step, SourceStep):
+                chars[(name, period)] = sum(len(i.payload.content) for i in items)
+            else:
+                chars[(name, period)] = sum(len(r.content) for r in ctx.upstream(name)) or _estimate_outputs(
+                    step, period, expected, chars)[1]
+            todo = items if full else [i for i in items if i.id not in existing]
+            stale = existing - {i.id for i in items}
+            if todo or stale:
+                tokens = step.estimate_tokens(todo) if _uses_llm(step) else 0
+                reason = "full" if full else ("new or changed inputs" if todo else "stale records")
+                plan.work[(name, period)] = PartitionWork(name, period, len(todo), tokens, len(stale), reason)
+    return plan
+
+
+def _estimate_outputs(step: Step, period: str, expected: dict, chars: dict) -> tuple[int, int]:
+    """Outputs and their size for a partition whose inputs do not exist yet."""
+    up_count = sum(expected.get((u, period), 0) for u in step.from_)
+    up_chars = sum(chars.get((u, period), 0) for u in step.from_)
+    if isinstance(step, TransformStep):
+        return up_count, (up_chars + 60 * up_count) if step.fn else LLM_OUTPUT_CHARS * up_count
+    if isinstance(step, MergeStep):
+        return up_count, up_chars
+    if isinstance(step, AggregateStep):
+        groups = 0 if up_count == 0 else {"month": 1, "week": min(up_count, 5), "day": min(up_count, 31)}[step.period]
+        return groups, LLM_OUTPUT_CHARS * groups
+    if isinstance(step, FoldStep):
+        return (1 if up_count else 0), LLM_OUTPUT_CHARS
+    return up_count, up_chars
+
+
+def _estimate_tokens(step: Step, period: str, count: int, chars: dict) -> int:
+    up_chars = sum(chars.get((u, period), 0) for u in step.from_)
+    calls = count if not isinstance(step, FoldStep) else max(count, 1)
+    return up_chars // CHARS_PER_TOKEN + calls * (LLM_OUTPUT_CHARS // CHARS_PER_TOKEN + 50)
+
+
+def plan_pipeline(pipeline: Pipeline, branch: str = "main", step: str | None = None, from_: str | None = None,
+                  full: bool = False, store: RecordStore | None = None) -> Plan:
+    from synthex_assets.naming import branch_key
+
+    branch_key(branch)
+    store = store or open_store(pipeline.store_uri)
+    selected = pipeline.select(step, from_)
+    pplan = compute_partition_plan(pipeline, store, branch, selected, full)
+    llm = LLMResource()
+    offline = llm.is_offline()
+    default_model = llm.resolved()["model"]
+    per_step: dict[str, dict] = {}
+    total_records = total_tokens = 0
+    total_cost = 0.0
+    for name in pipeline.order():
+        works = [w for (s, _), w in sorted(pplan.work.items()) if s == name]
+        if not works:
+            continue
+        st = pipeline.steps[name]
+        model = getattr(st, "model", None) or default_model
+        records = sum(w.records for w in works)
+        tokens = sum(w.tokens for w in works)
+        price_in, price_out = (0.0, 0.0) if offline or not _uses_llm(st) else PRICES.get(model, (0.0, 0.0))
+        out_tokens = records * (LLM_OUTPUT_CHARS // CHARS_PER_TOKEN) if _uses_llm(st) else 0
+        cost = (max(tokens - out_tokens, 0) * price_in + out_tokens * price_out) / 1e6
+        per_step[name] = {"kind": st.kind, "periods": [w.period for w in works], "records": records,
+                          "stale": sum(w.stale for w in works), "tokens": tokens, "cost": round(cost, 6),
+                          "model": (f"offline stand-in (configured: {model})" if offline else model)
+                          if _uses_llm(st) else None}
+        total_records += records
+        total_tokens += tokens
+        total_cost += cost
+    return Plan(
+        branch=branch,
+        steps=list(per_step),
+        partitions={k: v["periods"] for k, v in per_step.items()},
+        estimates={"records": total_records, "tokens": total_tokens, "cost": round(total_cost, 4),
+                   "offline": offline},
+        per_step=per_step,
+        periods=pplan.periods,
+    )

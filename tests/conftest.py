@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from synthex.demo.generate import generate
+
+
+@pytest.fixture(autouse=True)
+def offline_env(monkeypatch):
+    """Tests run offline unless a test points the LLM at the local fake server itself."""
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "SYNTHEX_MODEL", "SYNTHEX_DAGSTER_HOME"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture
+def small_export(tmp_path) -> Path:
+    path = tmp_path / "exports" / "conversations.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(generate(conversations=12, months=3, seed=3)))
+    return path
+
+
+PIPELINE_PY = '''
+from synthex import Pipeline
+from synthex.prompts import extract_transcript, monthly_reflection, world_model_prompt
+
+pipeline = Pipeline("test-memory", agent="tester")
+pipeline.source("chatgpt", file={export!r}, format="auto")
+pipeline.transform("transcripts", from_="chatgpt", fn=extract_transcript)
+
+
+def summarize(record):
+    return "Summarize this conversation.\\n\\n" + record.content
+
+
+pipeline.transform("summaries", from_="transcripts", prompt=summarize)
+pipeline.aggregate("monthly", from_="summaries", period="month", prompt=monthly_reflection)
+pipeline.fold("world-model", from_="monthly", prompt=world_model_prompt)
+pipeline.output("context", from_="world-model", surface="projection")
+pipeline.output("search", from_=["summaries", "monthly"], surface="search")
+'''
+
+
+def write_project(root: Path, export: Path, body: str = PIPELINE_PY) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "pipeline.py").write_text(textwrap.dedent(body).format(export=str(export)))
+    return root
+
+
+@pytest.fixture
+def project(tmp_path, small_export) -> Path:
+    return write_project(tmp_path / "proj", small_export)
+
+
+def load(root: Path):
+    from synthex.project import load_pipeline
+
+    return load_pipeline(root)
+
+
+def env_without_openai() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}

@@ -1,0 +1,52 @@
+"""The `synthex` CLI as a user runs it (subprocesses, offline)."""
+
+import json
+import subprocess
+import sys
+
+from conftest import env_without_openai
+
+
+def synthex(*args, cwd=None, check=True):
+    proc = subprocess.run([sys.executable, "-m", "synthex.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          env=env_without_openai(), timeout=300)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"synthex {args} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def test_init_run_stats_get_lineage_plan_runs(tmp_path, small_export):
+    synthex("init", "mem", "--from", str(small_export), cwd=tmp_path)
+    proj = tmp_path / "mem"
+    assert (proj / "pipeline.py").exists()
+    plan = json.loads(synthex("plan", "--json", "--project", str(proj)).stdout)
+    assert plan["steps"] == ["chatgpt", "transcripts", "summaries", "monthly", "world-model"]
+    assert set(plan["estimates"]) >= {"records", "tokens", "cost"}
+    done = synthex("run", "--project", str(proj))
+    assert "summaries" in done.stderr  # the per-step progress lines
+    stats = json.loads(synthex("stats", "--json", "--project", str(proj)).stdout)
+    assert stats["branch"] == "main" and stats["steps"]["summaries"]["records"] == 12
+    runs = json.loads(synthex("runs", "--json", "--project", str(proj)).stdout)
+    assert runs[0]["status"] == "completed" and runs[0]["stats"]["output"] > 0
+    from synthex.project import load_pipeline
+
+    monthly_id = load_pipeline(proj).records("monthly")[0].id
+    record = json.loads(synthex("get", monthly_id, "--json", "--project", str(proj)).stdout)
+    assert record["id"] == monthly_id and record["step"] == "monthly" and record["sources"]
+    tree = json.loads(synthex("lineage", monthly_id, "--json", "--project", str(proj)).stdout)
+    assert set(tree) == {"id", "step", "content", "sources"}
+    assert tree["sources"][0]["sources"][0]["sources"][0]["step"] == "chatgpt"
+    again = json.loads(synthex("plan", "--json", "--project", str(proj)).stdout)
+    assert again["steps"] == [] and again["estimates"]["records"] == 0
+    toml = synthex("export-toml", "--project", str(proj)).stdout
+    assert 'kind = "fold"' in toml
+
+
+def test_bad_inputs_exit_non_zero_with_a_clear_message(tmp_path):
+    truncated = tmp_path / "conversations.json"
+    truncated.write_text('[{"title": "x", "mapping": {')
+    proc = synthex("init", "bad", "--from", str(truncated), cwd=tmp_path, check=False)
+    assert proc.returncode == 1 and str(truncated) in proc.stderr and "invalid JSON" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    proc = synthex("get", "nope", "--project", str(tmp_path), check=False)
+    assert proc.returncode == 1 and "no pipeline.py" in proc.stderr

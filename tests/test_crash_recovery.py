@@ -1,0 +1,41 @@
+"""A run killed with SIGKILL mid-step, started again, converges to the same records (no duplicates)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+from conftest import PIPELINE_PY, env_without_openai, load, write_project
+
+SLOW = PIPELINE_PY.replace(
+    'return "Summarize this conversation.',
+    'import time; time.sleep(0.25)\n    return "Summarize this conversation.')
+RUN = "from synthex.project import load_pipeline; load_pipeline({root!r}).run()"
+
+
+def test_sigkill_mid_step_then_rerun_converges(tmp_path, small_export):
+    clean = write_project(tmp_path / "clean", small_export)
+    load(clean).run()
+    expected = {s: sorted(r.content for r in load(clean).records(s)) for s in ("chatgpt", "summaries", "monthly")}
+
+    root = write_project(tmp_path / "killed", small_export, SLOW)
+    proc = subprocess.Popen([sys.executable, "-c", RUN.format(root=str(root))], env=env_without_openai())
+    deadline = time.time() + 120
+    store_dir = root / ".synthex" / "lancedb" / "records.lance"
+    while time.time() < deadline and not store_dir.exists():
+        time.sleep(0.1)
+    time.sleep(2.0)  # well inside the slow summaries step
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+
+    subprocess.run([sys.executable, "-c", RUN.format(root=str(root))], env=env_without_openai(), check=True,
+                   timeout=300)
+    pipe = load(root)
+    for step, contents in expected.items():
+        records = pipe.records(step)
+        assert sorted(r.content for r in records) == contents
+        assert max(Counter(r.id for r in records).values()) == 1
+    assert pipe.plan().steps == []
