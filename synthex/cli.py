@@ -209,6 +209,93 @@ def search(query: str, steps: tuple[str, ...], exact: bool, k: int, mode: str, b
         click.echo(f"{i:>2}. {h.score:8.4f}  [{h.step}] {h.id[:8]}  {h.period}  {text[:100]}")
 
 
+@main.group("eval")
+def eval_group() -> None:
+    """Score memory architectures on LoCoMo / LongMemEval retrieval."""
+
+
+@eval_group.command("locomo")
+@click.option("--data", type=click.Path(exists=True, dir_okay=False), required=True,
+              help="The official locomo10.json (or a subset in the same format).")
+@click.option("--limit", type=int, default=None, help="Only the first N conversations.")
+@click.option("--compare", default=None,
+              help="Comma-separated architectures: raw-bm25, raw-dense, raw-hybrid, contextual-hybrid, or a branch "
+                   "of this project's pipeline (default: main).")
+@click.option("-k", "k", default=10, show_default=True)
+@project_option
+@json_option
+def eval_locomo(data: str, limit: int | None, compare: str | None, k: int, project: str, as_json: bool) -> None:
+    """LoCoMo retrieval: each conversation ingested through the architecture's sources."""
+    from evals.architectures import resolve
+    from evals.locomo_eval import evaluate_locomo
+
+    root = Path(project).resolve()
+    names = [n.strip() for n in (compare or "main").split(",") if n.strip()]
+    try:
+        archs = resolve(names, root)
+    except ValueError as exc:
+        raise SynthexError(str(exc)) from exc
+    eval_dir = root / ".synthex" / "evals"
+    def log(msg: str) -> None:
+        click.echo(msg, err=True)
+
+    results = evaluate_locomo(Path(data), archs, eval_dir / "work" / "locomo", limit=limit, k=k, log=log)
+    _finish(results, eval_dir, compare, as_json)
+
+
+@eval_group.command("longmemeval")
+@click.option("--data", type=click.Path(exists=True, dir_okay=False), required=True,
+              help="longmemeval_s_cleaned.json, longmemeval_m*.json or longmemeval_oracle.json.")
+@click.option("--protocol", type=click.Choice(["official", "any"]), default="official", show_default=True)
+@click.option("--limit", type=int, default=None, help="Only the first N questions.")
+@click.option("--compare", default=None, help="Comma-separated architectures (as for `eval locomo`).")
+@click.option("-k", "k", default=10, show_default=True)
+@project_option
+@json_option
+def eval_longmemeval(data: str, protocol: str, limit: int | None, compare: str | None, k: int, project: str,
+                     as_json: bool) -> None:
+    """LongMemEval retrieval: each question's haystack ingested through the architecture's sources."""
+    from evals.architectures import resolve
+    from evals.longmemeval_eval import evaluate_longmemeval
+
+    root = Path(project).resolve()
+    names = [n.strip() for n in (compare or "main").split(",") if n.strip()]
+    try:
+        archs = resolve(names, root)
+    except ValueError as exc:
+        raise SynthexError(str(exc)) from exc
+    eval_dir = root / ".synthex" / "evals"
+
+    def log(msg: str) -> None:
+        click.echo(msg, err=True)
+
+    results = evaluate_longmemeval(Path(data), archs, eval_dir / "work" / "longmemeval", protocol=protocol,
+                                   limit=limit, k=k, log=log)
+    _finish(results, eval_dir, compare, as_json)
+
+
+def _finish(results: list[dict], eval_dir: Path, compare: str | None, as_json: bool) -> None:
+    from evals.report import category_table, chart, save, table
+
+    saved = save(results, eval_dir)
+    png = chart(results, saved.with_suffix(".png")) if len(results) > 1 or compare else None
+    if as_json:
+        _emit(results[0] if len(results) == 1 else {"results": results, "chart": str(png) if png else None})
+        return
+    click.echo(f"Turn level\n{table(results, 'turn')}\n\nSession level\n{table(results, 'session')}\n\n"
+               f"recall_any@10 by category\n{category_table(results)}\n\nsaved {saved}"
+               + (f"\nchart {png}" if png else ""))
+
+
+@eval_group.command("report")
+@project_option
+def eval_report(project: str) -> None:
+    """Markdown report of the latest eval runs."""
+    from evals.report import report
+
+    click.echo(report(Path(project).resolve() / ".synthex" / "evals"))
+
+
 @main.command("export-toml")
 @click.option("-o", "--output", default=None, help="File to write (default: stdout).")
 @project_option
@@ -237,7 +324,7 @@ def ui(port: int, project: str) -> None:
     env = dict(os.environ, SYNTHEX_PROJECT=str(root), DAGSTER_HOME=str(home))
     if not (root / PIPELINE_FILE).exists():
         click.echo(f"no {PIPELINE_FILE} in {root}: showing the bundled demo pipeline", err=True)
-    args = ["dagster", "dev", "-m", "synthex_assets.code_location", "-p", str(port)]
+    args = [sys.executable, "-m", "dagster", "dev", "-m", "evals.code_location", "-p", str(port)]
     # dagster dev ignores SIGINT/SIGTERM when started with SIGINT ignored (e.g. from a background script).
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     os.execvpe(args[0], args, env)

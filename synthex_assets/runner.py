@@ -67,7 +67,8 @@ def run_pipeline(pipeline: Pipeline, branch: str = "main", step: str | None = No
                         f"period {period}: {type(cause).__name__}: {cause}")) from cause
                 run.dagster_run_ids.append(result.run_id)
         if periods:
-            SearchEngine(store).ensure_index()  # fold the new rows into the FTS index once per run
+            engine = SearchEngine(store)
+            engine.ensure_index()  # fold the new rows into the FTS index once per run
         run.status = "completed"
         fire_changed(pipeline, branch, projections_before)
     except BaseException as exc:

@@ -3,6 +3,7 @@
 from synthex_resources.embedder import EmbedderResource, MiniLMOnnxEmbedder, get_embedder
 from synthex_resources.llm import LLMResource, OpenAICompleter
 from synthex_resources.record_store import RecordStore, RecordStoreResource, open_store
+from synthex_resources.search import SearchEngine, SearchResource
 
 __all__ = [
     "EmbedderResource",
@@ -11,6 +12,8 @@ __all__ = [
     "OpenAICompleter",
     "RecordStore",
     "RecordStoreResource",
+    "SearchEngine",
+    "SearchResource",
     "get_embedder",
     "open_store",
 ]

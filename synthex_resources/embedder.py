@@ -116,13 +116,25 @@ def get_embedder(kind: str = "minilm-onnx", model: str = "", base_url: str | Non
 
 
 class EmbedderResource(ConfigurableResource):
-    """Dagster resource: which embedder writes the ``vector`` column."""
+    """Dagster resource: which embedder writes the ``vector`` column.
 
-    kind: str = "minilm-onnx"
-    model: str = ""
+    Defaults come from the environment: ``SYNTHEX_EMBEDDER=openai`` (with ``SYNTHEX_EMBEDDING_MODEL``,
+    ``SYNTHEX_EMBEDDING_DIM``, ``OPENAI_BASE_URL``/``OPENAI_API_KEY``) selects an OpenAI-compatible
+    embeddings endpoint; otherwise the offline MiniLM. A store's vector width is fixed when its table
+    is created, so pick the embedder before the first run.
+    """
+
+    kind: str | None = None
+    model: str | None = None
     base_url: str | None = None
     api_key: str | None = None
-    dim: int = MINILM_DIM
+    dim: int | None = None
 
     def get_embedder(self) -> Embedder:
-        return get_embedder(self.kind, self.model, self.base_url, self.api_key, self.dim)
+        kind = self.kind or os.environ.get("SYNTHEX_EMBEDDER") or "minilm-onnx"
+        if kind == "minilm-onnx":
+            return get_embedder(kind)
+        return get_embedder(kind, self.model or os.environ.get("SYNTHEX_EMBEDDING_MODEL", ""),
+                            self.base_url or os.environ.get("OPENAI_BASE_URL"),
+                            self.api_key or os.environ.get("OPENAI_API_KEY"),
+                            self.dim or int(os.environ.get("SYNTHEX_EMBEDDING_DIM", "1536")))

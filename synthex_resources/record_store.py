@@ -8,6 +8,7 @@ purge and search are single queries over it. Upserts go by deterministic id with
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -306,7 +307,8 @@ _STORES_LOCK = threading.Lock()
 def open_store(uri: str, embedder: EmbedderResource | None = None) -> RecordStore:
     """One RecordStore per (uri, embedder) and process."""
     cfg = embedder or EmbedderResource()
-    key = (uri, f"{cfg.kind}:{cfg.model}:{cfg.base_url}")
+    env = (os.environ.get("SYNTHEX_EMBEDDER"), os.environ.get("SYNTHEX_EMBEDDING_MODEL"), os.environ.get("OPENAI_BASE_URL"))
+    key = (uri, f"{cfg.kind}:{cfg.model}:{cfg.base_url}:{env}")
     with _STORES_LOCK:
         if key not in _STORES:
             _STORES[key] = RecordStore(uri, embedder=cfg.get_embedder)
@@ -320,8 +322,8 @@ class RecordStoreResource(ConfigurableResource):
     """
 
     uri: str
-    embedder_kind: str = "minilm-onnx"
-    embedder_model: str = ""
+    embedder_kind: str | None = None
+    embedder_model: str | None = None
     embedder_base_url: str | None = None
 
     def get_store(self) -> RecordStore:

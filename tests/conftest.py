@@ -13,7 +13,8 @@ from synthex.demo.generate import generate
 @pytest.fixture(autouse=True)
 def offline_env(monkeypatch):
     """Tests run offline unless a test points the LLM at the local fake server itself."""
-    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "SYNTHEX_MODEL", "SYNTHEX_DAGSTER_HOME"):
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "SYNTHEX_MODEL", "SYNTHEX_DAGSTER_HOME", "SYNTHEX_EMBEDDER",
+                "SYNTHEX_EMBEDDING_MODEL", "SYNTHEX_EMBEDDING_DIM"):
         monkeypatch.delenv(var, raising=False)
 
 

@@ -144,3 +144,47 @@ def test_cli_search_json(built):
     hits = json.loads(proc.stdout)["hits"]
     assert len(hits) <= 2 and hits[0]["step"] == "transcripts"
     assert {"id", "step", "branch", "score", "content", "sources", "metadata"} <= set(hits[0])
+
+
+def test_openai_compatible_embedder_and_webhook(tmp_path, monkeypatch, small_export):
+    """Vectors from an OpenAI-compatible /embeddings endpoint; a projection webhook receives JSON."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from fake_openai import FakeOpenAI
+
+    received = []
+
+    class Hook(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):  # noqa: N802
+            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(204)
+            self.end_headers()
+
+    hook = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=hook.serve_forever, daemon=True).start()
+    body = f'''
+from synthex import Pipeline
+from synthex.prompts import monthly_reflection
+pipeline = Pipeline("emb")
+pipeline.source("chatgpt", file={{export!r}})
+pipeline.aggregate("monthly", from_="chatgpt", prompt=monthly_reflection)
+pipeline.output("latest", from_="monthly", surface="projection", on_update="http://127.0.0.1:{hook.server_address[1]}/hook")
+'''
+    with FakeOpenAI() as server:
+        monkeypatch.setenv("SYNTHEX_EMBEDDER", "openai")
+        monkeypatch.setenv("SYNTHEX_EMBEDDING_MODEL", "fake-embed")
+        monkeypatch.setenv("SYNTHEX_EMBEDDING_DIM", "4")
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "k")
+        pipe = load(write_project(tmp_path / "emb", small_export, body))
+        pipe.run()
+        record = pipe.store().get(pipe.records("chatgpt")[0].id, with_embedding=True)
+        assert record.embedding == [1.0, 0.0, 0.0, 0.0]
+        assert pipe.search("conversation", step="chatgpt", mode="dense", k=2)
+    hook.shutdown()
+    assert len(received) == 1 and received[0]["output"] == "latest"
+    assert received[0]["record"]["id"] == pipe.projection("latest").id

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,13 @@ def file_digest(path: Path) -> str:
 
 
 _PARSE_CACHE: dict[tuple[str, str, str], list[SourceItem]] = {}
+# Formats added by other packages (e.g. evals registers the benchmark formats): name -> parser(path).
+EXTRA_FORMATS: dict[str, Callable[[Path], list[SourceItem]]] = {}
+
+
+def register_format(name: str, parser: Callable[[Path], list[SourceItem]]) -> None:
+    """Make ``format=name`` available to ``pipeline.source``."""
+    EXTRA_FORMATS[name] = parser
 
 
 def load_source(path: str | Path, fmt: str = "auto") -> list[SourceItem]:
@@ -88,9 +96,11 @@ def load_source(path: str | Path, fmt: str = "auto") -> list[SourceItem]:
         "claude-export": claude.parse,
         "folder": folder.parse,
         "jsonl": jsonl.parse,
+        **EXTRA_FORMATS,
     }
     if fmt not in parsers:
-        raise SourceError(f"{p}: unknown format {fmt!r}; expected one of {', '.join(FORMATS)} or 'auto'")
+        known = ", ".join([*FORMATS, *EXTRA_FORMATS])
+        raise SourceError(f"{p}: unknown format {fmt!r}; expected one of {known} or 'auto'")
     cache_key = (str(p.resolve()), fmt, file_digest(p))
     if cache_key not in _PARSE_CACHE:
         _PARSE_CACHE.clear()  # keep one parse per process: exports can be large

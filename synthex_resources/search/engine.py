@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,10 +21,12 @@ import numpy as np
 
 from synthex.record import Record
 from synthex_resources.record_store import LIGHT_COLUMNS, RecordStore, q
+from synthex_resources.search.dense_index import dense_index
 from synthex_resources.search.recipes import HYBRID_RRF, SearchConfig
 from synthex_resources.search.tokenize import tokenize
 
 FTS_COLUMN = "content"
+_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="synthex-search")
 
 
 @dataclass
@@ -68,6 +71,8 @@ class SearchEngine:
             stats = tbl.index_stats(f"{FTS_COLUMN}_idx")
             if stats is not None and stats.num_unindexed_rows > 0:
                 tbl.optimize()
+        if "id_idx" not in names:
+            tbl.create_scalar_index("id", index_type="BTREE")  # id lookups: drill-down, dense hits
         stats = tbl.index_stats(f"{FTS_COLUMN}_idx")
         return {"rows": tbl.count_rows(), "fts_indexed": stats.num_indexed_rows if stats else 0,
                 "fts_unindexed": stats.num_unindexed_rows if stats else 0,
@@ -92,24 +97,29 @@ class SearchEngine:
     def _meta_ok(rec: Record, metadata: dict[str, Any] | None) -> bool:
         return all(rec.meta(k) == v for k, v in (metadata or {}).items())
 
-    # -- candidate lists --------------------------------------------------------------------------
-    def lexical(self, query: str, where: str, n: int) -> list[dict[str, Any]]:
+    # -- candidate lists: (id, score) pairs, best first, ties by id -------------------------------
+    def lexical(self, query: str, where: str, n: int) -> list[tuple[str, float]]:
         tbl = self.store.records_table()
         tokens = tokenize(query)
         if tbl is None or not tokens:
             return []
         rows = (tbl.search(" ".join(tokens), query_type="fts", fts_columns=FTS_COLUMN)
-                .where(where, prefilter=True).select([*LIGHT_COLUMNS, "vector", "_score"]).limit(n).to_list())
-        return sorted(rows, key=lambda r: (-r["_score"], r["id"]))
+                .where(where, prefilter=True).select(["id", "_score"]).limit(n).to_list())
+        return sorted(((r["id"], float(r["_score"])) for r in rows), key=lambda p: (-p[1], p[0]))
 
-    def dense(self, query: str, where: str, n: int, vector: np.ndarray | None = None) -> list[dict[str, Any]]:
+    def dense(self, query: str, where: str, n: int, vector: np.ndarray | None = None,
+              steps: list[str] | None = None, branch: str = "main", periods: list[str] | None = None,
+              in_memory: bool = True) -> list[tuple[str, float]]:
+        """Cosine top-n. Step/branch/period filters use the in-memory matrix; other filters use LanceDB."""
         tbl = self.store.records_table()
         if tbl is None:
             return []
         qvec = vector if vector is not None else self.store.embedder.embed([query])[0]
+        if in_memory:
+            return [(rid, sim) for rid, sim, _ in dense_index(self.store).search(qvec, steps, branch, periods, n)]
         rows = (tbl.search(qvec.tolist(), vector_column_name="vector", query_type="vector").metric("cosine")
-                .where(where, prefilter=True).select([*LIGHT_COLUMNS, "vector", "_distance"]).limit(n).to_list())
-        return sorted(rows, key=lambda r: (r["_distance"], r["id"]))
+                .where(where, prefilter=True).select(["id", "_distance"]).limit(n).to_list())
+        return sorted(((r["id"], 1.0 - float(r["_distance"])) for r in rows), key=lambda p: (-p[1], p[0]))
 
     # -- search -----------------------------------------------------------------------------------
     def search(self, query: str, steps: list[str] | None = None, branch: str = "main", k: int = 10,
@@ -119,48 +129,73 @@ class SearchEngine:
         where = self.where(steps, branch, periods, metadata)
         if exact:
             return self.exact(query, where, k, metadata)
-        lists: dict[str, list[dict[str, Any]]] = {}
+        in_memory = not metadata
+        legs: dict[str, Any] = {}
         if config.lexical:
-            lists["lexical"] = self.lexical(query, where, max(config.lexical_pool, k))
+            legs["lexical"] = lambda: self.lexical(query, where, max(config.lexical_pool, k))
         if config.dense:
-            lists["dense"] = self.dense(query, where, max(config.dense_pool, k), query_vector)
+            legs["dense"] = lambda: self.dense(query, where, max(config.dense_pool, k), query_vector, steps=steps,
+                                               branch=branch, periods=periods, in_memory=in_memory)
+        if len(legs) > 1:  # the two legs wait on different things (index I/O, the embedder): overlap them
+            futures = {name: _POOL.submit(fn) for name, fn in legs.items()}
+            lists = {name: f.result() for name, f in futures.items()}
+        else:
+            lists = {name: fn() for name, fn in legs.items()}
         weights = {"lexical": config.lexical_weight, "dense": config.dense_weight}
         fused: dict[str, float] = {}
         ranks: dict[str, dict[str, int]] = {}
-        rows: dict[str, dict[str, Any]] = {}
-        for name, candidates in lists.items():
-            for rank, row in enumerate(candidates, start=1):
-                rows.setdefault(row["id"], row)
-                ranks.setdefault(row["id"], {})[name] = rank
-                fused[row["id"]] = fused.get(row["id"], 0.0) + weights[name] / (config.rrf_k + rank)
-        if len(lists) == 1:  # a single list keeps its own scores (BM25 score / cosine similarity)
-            [(name, candidates)] = lists.items()
-            fused = {r["id"]: (r["_score"] if name == "lexical" else 1.0 - r["_distance"]) for r in candidates}
+        for name, pairs in lists.items():
+            for rank, (rid, raw_score) in enumerate(pairs, start=1):
+                ranks.setdefault(rid, {})[name] = rank
+                if len(lists) == 1:  # a single list keeps its own score (BM25 score / cosine similarity)
+                    fused[rid] = raw_score
+                else:
+                    fused[rid] = fused.get(rid, 0.0) + weights[name] / (config.rrf_k + rank)
         order = sorted(fused, key=lambda i: (-fused[i], i))
-        hits: list[SearchHit] = []
-        kept_vectors: list[np.ndarray] = []
-        for rid in order:
-            row = rows[rid]
-            hit = self._hit(row, fused[rid], ranks.get(rid, {}))
-            if not self._meta_ok(hit, metadata):
+        want = len(order) if config.reranker is not None else k
+        kept, collapsed = self._collapse(order, config.dedup_cosine, want, in_memory)
+        rows = {r["id"]: r for r in self.store._rows("id IN (" + ",".join(q(i) for i in kept) + ")")} if kept else {}
+        hits = []
+        for rid in kept:
+            if rid not in rows:
                 continue
-            vec = row.get("vector")
-            if config.dedup_cosine is not None and vec is not None:
-                v = np.asarray(vec, dtype=np.float32)
-                dup = next((h for h, kv in zip(hits, kept_vectors, strict=True)
-                            if float(kv @ v) > config.dedup_cosine), None)
-                if dup is not None:
-                    dup.collapsed.append(rid)
-                    continue
-                kept_vectors.append(v)
-            else:
-                kept_vectors.append(np.zeros(1, dtype=np.float32))
-            hits.append(hit)
-            if len(hits) >= k and config.reranker is None:
-                break
+            hit = self._hit(rows[rid], fused[rid], ranks.get(rid, {}))
+            hit.collapsed = collapsed.get(rid, [])
+            if self._meta_ok(hit, metadata):
+                hits.append(hit)
         if config.reranker is not None:
             hits = list(config.reranker(query, hits))
         return hits[:k]
+
+    def _collapse(self, order: list[str], threshold: float | None, want: int,
+                  in_memory: bool) -> tuple[list[str], dict[str, list[str]]]:
+        """Walk the fused order, folding each candidate into an earlier kept one above ``threshold`` cosine."""
+        if threshold is None:
+            return order[:want], {}
+        if in_memory:
+            vectors = dense_index(self.store).vectors_of(order)
+        else:
+            rows = self.store._rows("id IN (" + ",".join(q(i) for i in order) + ")", ["id", "vector"]) if order else []
+            vectors = {r["id"]: np.asarray(r["vector"], dtype=np.float32) for r in rows if r.get("vector") is not None}
+        kept: list[str] = []
+        kept_vectors: list[np.ndarray] = []
+        collapsed: dict[str, list[str]] = {}
+        for rid in order:
+            vec = vectors.get(rid)
+            if vec is not None and kept_vectors:
+                sims = np.stack(kept_vectors) @ vec
+                best = int(np.argmax(sims))
+                if float(sims[best]) > threshold:
+                    collapsed.setdefault(kept[best], []).append(rid)
+                    continue
+            kept.append(rid)
+            if vec is not None:
+                kept_vectors.append(vec)
+            else:
+                kept_vectors.append(np.zeros_like(next(iter(vectors.values()))) if vectors else np.zeros(1, np.float32))
+            if len(kept) >= want:
+                break
+        return kept, collapsed
 
     def exact(self, phrase: str, where: str, k: int, metadata: dict[str, Any] | None = None) -> list[SearchHit]:
         """Verbatim (case-insensitive) substring search; score = occurrences; order by score, time, id."""

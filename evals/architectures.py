@@ -1,0 +1,94 @@
+"""What an eval scores: a memory architecture (a pipeline on a branch), fed the benchmark's data
+through its sources and queried through its search.
+
+- ``raw-bm25`` / ``raw-dense`` / ``raw-hybrid``: the leaf records searched directly, no processing.
+- ``contextual-hybrid``: each turn indexed with the turn before it (a plain-Python transform).
+- any other name: the project's own pipeline (``pipeline.py``) on that branch, its sources pointed at
+  the benchmark data; hits are drilled down to their leaves to score turns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from synthex import Pipeline
+from synthex.steps import SourceStep
+from synthex_resources.search.tokenize import tokenize
+
+BUILTIN = ("raw-bm25", "raw-dense", "raw-hybrid", "contextual-hybrid")
+
+
+@dataclass
+class Architecture:
+    name: str
+    build: Callable[[Path, Path, str], Pipeline]  # (benchmark file, project root, source format) -> pipeline
+    mode: str = "hybrid"
+    branch: str = "main"
+    steps: list[str] | None = None  # None: the pipeline's search output steps
+
+
+def _raw(data: Path, root: Path, fmt: str) -> Pipeline:
+    pipe = Pipeline("raw", project_dir=root)
+    pipe.source("turns", file=str(data), format=fmt)
+    pipe.output("search", from_=["turns"], surface="search")
+    return pipe
+
+
+def _contextual(data: Path, root: Path, fmt: str) -> Pipeline:
+    from evals.locomo import with_previous_turn
+
+    pipe = Pipeline("contextual", project_dir=root)
+    pipe.source("turns", file=str(data), format=fmt)
+    pipe.transform("turns-in-context", from_="turns", fn=with_previous_turn)
+    pipe.output("search", from_=["turns-in-context"], surface="search")
+    return pipe
+
+
+def project_architecture(project: Path, branch: str) -> Architecture:
+    """The user's pipeline with every source reading the benchmark file instead of their exports."""
+
+    def build(data: Path, root: Path, fmt: str) -> Pipeline:
+        from synthex.project import load_pipeline
+
+        pipe = load_pipeline(project)
+        pipe.project_dir = root
+        pipe.store_uri = str(root / ".synthex" / "lancedb")
+        for step in pipe.steps.values():
+            if isinstance(step, SourceStep):
+                step.file, step.format, step.base_dir = str(data), fmt, str(root)
+        return pipe
+
+    return Architecture(name=branch, build=build, mode="hybrid", branch=branch)
+
+
+def resolve(names: list[str], project: Path | None) -> list[Architecture]:
+    out = []
+    for name in names:
+        if name.startswith("raw-"):
+            out.append(Architecture(name, _raw, mode=name.split("-", 1)[1]))
+        elif name == "contextual-hybrid":
+            out.append(Architecture(name, _contextual))
+        else:
+            if project is None or not (project / "pipeline.py").exists():
+                raise ValueError(f"architecture {name!r} is a branch of the project's pipeline, but there is "
+                                 f"no pipeline.py in {project}; built-ins: {', '.join(BUILTIN)}")
+            out.append(project_architecture(project, name))
+    return out
+
+
+def ranked_leaf_keys(hits: list, query: str, key: Callable, k: int) -> list[str]:
+    """Drill down: each hit's leaves, best-matching first, flattened to the first ``k`` distinct keys."""
+    words = set(tokenize(query))
+    out: list[str] = []
+    for hit in hits:
+        leaves = [hit] if not hit.source_ids else hit.leaves()
+        leaves.sort(key=lambda r: (-len(words & set(tokenize(r.content))), r.meta("time.created_at") or "", r.id))
+        for leaf in leaves:
+            value = key(leaf)
+            if value is not None and value not in out:
+                out.append(value)
+            if len(out) >= k:
+                return out
+    return out

@@ -1,0 +1,85 @@
+"""Eval assets: LoCoMo retrieval of the project's pipeline as a Dagster asset partitioned by branch.
+
+Metrics go to the materialization metadata (the UI plots them across materializations); an asset
+check compares them with thresholds from run config and can block downstream materializations.
+A schedule (off by default) re-runs the eval nightly on ``main``.
+"""
+
+
+import os
+from pathlib import Path
+
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    Config,
+    DefaultScheduleStatus,
+    Definitions,
+    MaterializeResult,
+    MetadataValue,
+    RunRequest,
+    asset,
+    define_asset_job,
+    schedule,
+)
+
+from evals.architectures import project_architecture
+from evals.locomo_eval import evaluate_locomo
+from evals.report import chart, table
+from synthex.pipeline import Pipeline
+from synthex_assets.partitions import BRANCHES
+
+DEFAULT_LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10_dev7.json"
+CHECK = "retrieval_thresholds"
+
+
+class LoCoMoEvalConfig(Config):
+    data: str = os.environ.get("SYNTHEX_LOCOMO_DATA", str(DEFAULT_LOCOMO))
+    limit: int | None = None
+    k: int = 10
+    # metric name ("turn/recall_any@10", "session/ndcg_any@10", ...) -> minimum value
+    thresholds: dict[str, float] = {"turn/recall_any@10": 0.5}
+
+
+def eval_definitions(pipeline: Pipeline, blocking: bool = False) -> Definitions:
+    @asset(
+        name="eval_locomo",
+        partitions_def=BRANCHES,
+        group_name="evals",
+        kinds={"python"},
+        description=f"LoCoMo retrieval of pipeline `{pipeline.name}` on a branch (turn and session level).",
+        check_specs=[AssetCheckSpec(CHECK, asset="eval_locomo", blocking=blocking,
+                                    description="Every configured metric is at or above its threshold.")],
+    )
+    def eval_locomo(context: AssetExecutionContext, config: LoCoMoEvalConfig) -> MaterializeResult:
+        branch = context.partition_key
+        work = pipeline.data_dir / "evals" / "work" / "locomo"
+        arch = project_architecture(pipeline.project_dir, branch)
+        [result] = evaluate_locomo(Path(config.data), [arch], work, limit=config.limit, k=config.k,
+                                   log=context.log.info)
+        flat = {f"{level}/{name}": value for level in ("turn", "session")
+                for name, value in result["metrics"][level].items()}
+        failing = {m: (flat.get(m), t) for m, t in config.thresholds.items() if flat.get(m, 0.0) < t}
+        png = chart([result], pipeline.data_dir / "evals" / f"eval_locomo-{branch}.png")
+        metadata = {k: float(v) for k, v in flat.items() if k.split("/")[1] in
+                    ("recall_any@5", "recall_any@10", "recall_all@5", "recall_all@10", "ndcg_any@10", "mrr")}
+        metadata |= {"n_questions": result["n_questions"], "wall_s": result["wall_s"],
+                     "table": MetadataValue.md(table([result], "turn")), "chart": MetadataValue.path(str(png))}
+        return MaterializeResult(
+            metadata=metadata,
+            check_results=[AssetCheckResult(
+                check_name=CHECK, passed=not failing, severity=AssetCheckSeverity.ERROR,
+                metadata={"failing": MetadataValue.json({m: {"value": v, "threshold": t} for m, (v, t) in failing.items()}),
+                          "thresholds": MetadataValue.json(config.thresholds)})],
+        )
+
+    job = define_asset_job("nightly_evals", selection=[eval_locomo], partitions_def=BRANCHES)
+
+    @schedule(job=job, cron_schedule="0 3 * * *", default_status=DefaultScheduleStatus.STOPPED)
+    def nightly_eval_schedule(context):
+        """Re-run the LoCoMo eval on main every night (turn it on in the UI)."""
+        return RunRequest(partition_key="main")
+
+    return Definitions(assets=[eval_locomo], jobs=[job], schedules=[nightly_eval_schedule])

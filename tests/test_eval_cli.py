@@ -1,0 +1,57 @@
+"""`synthex eval locomo` end to end on a small fixture in the official format."""
+
+import json
+import subprocess
+import sys
+
+from conftest import env_without_openai, write_project
+
+TOPICS = ["adopted a puppy named Rex", "started pottery classes", "ran the Lisbon half marathon",
+          "moved to a flat in Porto", "learned to bake sourdough", "visited Kyoto in spring"]
+
+
+def fixture():
+    samples = []
+    for c in range(2):
+        conv = {"speaker_a": "Ann", "speaker_b": "Bob"}
+        qa = []
+        for s in range(1, 4):
+            conv[f"session_{s}_date_time"] = f"1:{10 + s} pm on {s + 4} May, 2023"
+            turns = []
+            for t in range(1, 5):
+                topic = TOPICS[(c + s + t) % len(TOPICS)]
+                speaker = "Ann" if t % 2 else "Bob"
+                turns.append({"speaker": speaker, "dia_id": f"D{s}:{t}", "text": f"{speaker} says: I {topic} (note {c}{s}{t})."})
+                if t == 1:
+                    qa.append({"question": f"Who {topic}?", "answer": speaker, "evidence": [f"D{s}:{t}"], "category": 4})
+            conv[f"session_{s}"] = turns
+        qa.append({"question": "What did Ann never do?", "adversarial_answer": "x", "evidence": [], "category": 5})
+        samples.append({"sample_id": f"conv-{c}", "conversation": conv, "qa": qa})
+    return samples
+
+
+def test_eval_locomo_compare_json_chart_and_report(tmp_path, small_export):
+    data = tmp_path / "locomo10.json"
+    data.write_text(json.dumps(fixture()))
+    project = write_project(tmp_path / "proj", small_export)
+    cmd = [sys.executable, "-m", "synthex.cli", "eval", "locomo", "--data", str(data), "--compare",
+           "raw-bm25,raw-hybrid,main", "--json", "--project", str(project)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env_without_openai(), timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert [r["architecture"] for r in out["results"]] == ["raw-bm25", "raw-hybrid", "main"]
+    first = out["results"][0]
+    assert {"benchmark", "pipeline", "branch", "n_questions", "metrics", "by_category"} <= set(first)
+    assert first["n_questions"] == 6  # the evidence-less adversarial items have no gold
+    assert {"recall_any@5", "recall_all@10", "ndcg_any@10", "mrr"} <= set(first["metrics"]["turn"])
+    assert first["metrics"]["turn"]["recall_any@10"] >= 0.8  # distinctive wording: lexical finds it
+    main = out["results"][2]
+    assert main["pipeline"] == "test-memory"  # the project's own pipeline, fed the benchmark's turns
+    assert 0.0 <= main["metrics"]["session"]["recall_any@10"] <= 1.0
+    assert out["chart"].endswith(".png") and (project / ".synthex" / "evals").exists()
+    from pathlib import Path
+
+    assert Path(out["chart"]).stat().st_size > 10_000
+    report = subprocess.run([sys.executable, "-m", "synthex.cli", "eval", "report", "--project", str(project)],
+                            capture_output=True, text=True, env=env_without_openai(), timeout=120)
+    assert report.returncode == 0 and "| raw-hybrid |" in report.stdout
