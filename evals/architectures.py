@@ -18,6 +18,7 @@ from synthex.steps import SourceStep
 from synthex_resources.search.tokenize import tokenize
 
 BUILTIN = ("raw-bm25", "raw-dense", "raw-hybrid", "contextual-hybrid")
+PEERS = ("mem0",)  # other systems, fed the same data (evals/peers/)
 
 
 @dataclass
@@ -27,6 +28,11 @@ class Architecture:
     mode: str = "hybrid"
     branch: str = "main"
     steps: list[str] | None = None  # None: the pipeline's search output steps
+    workspace: str = ""  # architectures with the same pipeline share ingested data (default: the name)
+
+    @property
+    def work_key(self) -> str:
+        return self.workspace or self.name
 
 
 def _raw(data: Path, root: Path, fmt: str) -> Pipeline:
@@ -66,10 +72,12 @@ def project_architecture(project: Path, branch: str) -> Architecture:
 def resolve(names: list[str], project: Path | None) -> list[Architecture]:
     out = []
     for name in names:
+        if name in PEERS:
+            continue  # peers are not pipelines; the eval runs them separately
         if name.startswith("raw-"):
-            out.append(Architecture(name, _raw, mode=name.split("-", 1)[1]))
+            out.append(Architecture(name, _raw, mode=name.split("-", 1)[1], workspace="raw"))
         elif name == "contextual-hybrid":
-            out.append(Architecture(name, _contextual))
+            out.append(Architecture(name, _contextual, workspace="contextual"))
         else:
             if project is None or not (project / "pipeline.py").exists():
                 raise ValueError(f"architecture {name!r} is a branch of the project's pipeline, but there is "

@@ -8,7 +8,6 @@ answers are integers; some evidence lists are empty; some evidence entries are m
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -17,6 +16,7 @@ from typing import Any
 
 from synthex.errors import SourceError
 from synthex.importers import SourceItem, register_format
+from synthex.importers.base import read_json
 from synthex.periods import iso
 from synthex.record import Record
 
@@ -85,10 +85,7 @@ def normalize_evidence(raw: list[Any]) -> list[str]:
 
 def load_locomo(path: str | Path) -> list[Conversation]:
     p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise SourceError(f"{p}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
+    data = read_json(p)
     if not isinstance(data, list):
         raise SourceError(f"{p}: LoCoMo is a JSON list of samples")
     conversations = []

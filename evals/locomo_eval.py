@@ -25,7 +25,7 @@ def evaluate_locomo(data: Path, architectures: list[Architecture], work_dir: Pat
         by_cat: dict[str, list] = defaultdict(list)
         pipeline_name = arch.name
         for conv in conversations:
-            root = work_dir / arch.name / conv.sample_id
+            root = work_dir / arch.work_key / conv.sample_id
             root.mkdir(parents=True, exist_ok=True)
             conv_json = root / "conversation.json"
             payload = json.dumps([s for s in raw if s.get("sample_id") == conv.sample_id])

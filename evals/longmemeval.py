@@ -14,7 +14,6 @@ Protocols:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 
 from synthex.errors import SourceError
 from synthex.importers import SourceItem, register_format
+from synthex.importers.base import read_json
 from synthex.periods import iso
 
 REQUIRED = ("question_id", "question_type", "question", "answer", "haystack_session_ids", "haystack_sessions",
@@ -61,10 +61,7 @@ def parse_lme_date(text: str | None) -> str:
 
 def load_longmemeval(path: str | Path) -> list[LMEQuestion]:
     p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise SourceError(f"{p}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
+    data = read_json(p)
     if not isinstance(data, list):
         raise SourceError(f"{p}: LongMemEval is a JSON list of questions")
     out = []

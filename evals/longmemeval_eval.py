@@ -15,7 +15,16 @@ from typing import Any
 
 from evals.architectures import Architecture, ranked_leaf_keys
 from evals.longmemeval import documents, load_longmemeval, questions_for
-from evals.metrics import dedupe, mean, score
+from evals.metrics import dedupe, freshness, mean, score
+
+
+def evidence_by_time(question, gold_sessions: set[str]) -> list[str]:
+    """The question's evidence sessions, oldest first (haystack dates; haystack order breaks ties)."""
+    raw = question.raw
+    dates = raw.get("haystack_dates") or [""] * len(raw["haystack_session_ids"])
+    order = [(d, i, sid) for i, (sid, d) in enumerate(zip(raw["haystack_session_ids"], dates, strict=True))
+             if sid in gold_sessions]
+    return [sid for _, _, sid in sorted(order)]
 
 
 def evaluate_longmemeval(data: Path, architectures: list[Architecture], work_dir: Path, protocol: str = "official",
@@ -27,11 +36,12 @@ def evaluate_longmemeval(data: Path, architectures: list[Architecture], work_dir
         started = time.perf_counter()
         turn_rows, session_rows = [], []
         by_type: dict[str, list] = defaultdict(list)
+        fresh_rows: list[dict[str, float]] = []
         pipeline_name = arch.name
         for index, question in enumerate(questions, start=1):
             _, gold_turns = documents(question, "turn", protocol)
             _, gold_sessions = documents(question, "session", protocol)
-            root = work_dir / protocol / arch.name / question.question_id
+            root = work_dir / protocol / arch.work_key / question.question_id
             root.mkdir(parents=True, exist_ok=True)
             qfile = root / "question.json"
             payload = json.dumps([raw[question.question_id]])
@@ -49,6 +59,8 @@ def evaluate_longmemeval(data: Path, architectures: list[Architecture], work_dir
             s_row = score(sessions, gold_sessions)
             session_rows.append(s_row)
             by_type[question.question_type].append(s_row)
+            if question.question_type == "knowledge-update":
+                fresh_rows.append(freshness(sessions, evidence_by_time(question, gold_sessions), 5))
             if index % 25 == 0:
                 log(f"  {arch.name}: {index}/{len(questions)} questions")
         results.append({
@@ -57,6 +69,7 @@ def evaluate_longmemeval(data: Path, architectures: list[Architecture], work_dir
             "n_questions": len(session_rows),
             "metrics": {"turn": mean(turn_rows), "session": mean(session_rows)},
             "by_category": {t: mean(v) | {"n": len(v)} for t, v in sorted(by_type.items())},
+            "freshness": mean(fresh_rows) | {"n": len(fresh_rows)},
             "headline": {"official": "session recall_all@5", "any": "session recall_any@5"}[protocol],
             "wall_s": round(time.perf_counter() - started, 1),
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),

@@ -42,3 +42,20 @@ def mean(rows: list[dict[str, float]]) -> dict[str, float]:
     if not rows:
         return {}
     return {key: round(sum(r[key] for r in rows) / len(rows), 4) for key in rows[0]}
+
+
+def freshness(ranked: Sequence[str], evidence_by_time: Sequence[str], k: int) -> dict[str, float]:
+    """Memory freshness (design doc §9.2) for a knowledge-update question.
+
+    ``evidence_by_time``: the evidence sessions oldest first; the last one holds the current fact.
+    - ``fresh@k``: 1 when the latest evidence is in the top k and above every older evidence item.
+    - ``recency_precision@k``: sum over the top k of a recency weight (1 for the latest evidence,
+      0.5 for older evidence, 0 otherwise), divided by k: stale evidence counts half.
+    """
+    if not evidence_by_time:
+        return {}
+    latest, older = evidence_by_time[-1], set(evidence_by_time[:-1])
+    top = list(ranked[:k])
+    fresh = latest in top and all(top.index(latest) < top.index(o) for o in older if o in top)
+    weights = [1.0 if r == latest else 0.5 if r in older else 0.0 for r in top]
+    return {f"fresh@{k}": float(fresh), f"recency_precision@{k}": sum(weights) / k}

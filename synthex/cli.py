@@ -226,20 +226,17 @@ def eval_group() -> None:
 @json_option
 def eval_locomo(data: str, limit: int | None, compare: str | None, k: int, project: str, as_json: bool) -> None:
     """LoCoMo retrieval: each conversation ingested through the architecture's sources."""
-    from evals.architectures import resolve
     from evals.locomo_eval import evaluate_locomo
 
-    root = Path(project).resolve()
-    names = [n.strip() for n in (compare or "main").split(",") if n.strip()]
-    try:
-        archs = resolve(names, root)
-    except ValueError as exc:
-        raise SynthexError(str(exc)) from exc
-    eval_dir = root / ".synthex" / "evals"
-    def log(msg: str) -> None:
-        click.echo(msg, err=True)
+    archs, eval_dir = _architectures(compare, project)
+    results = evaluate_locomo(Path(data), archs, eval_dir / "work" / "locomo", limit=limit, k=k, log=_log)
+    if "mem0" in (compare or "").split(","):
+        from evals.peers.mem0_peer import evaluate_mem0_locomo
 
-    results = evaluate_locomo(Path(data), archs, eval_dir / "work" / "locomo", limit=limit, k=k, log=log)
+        try:
+            results.append(evaluate_mem0_locomo(Path(data), eval_dir / "work" / "locomo", limit=limit, k=k, log=_log))
+        except RuntimeError as exc:
+            raise SynthexError(str(exc)) from exc
     _finish(results, eval_dir, compare, as_json)
 
 
@@ -255,23 +252,28 @@ def eval_locomo(data: str, limit: int | None, compare: str | None, k: int, proje
 def eval_longmemeval(data: str, protocol: str, limit: int | None, compare: str | None, k: int, project: str,
                      as_json: bool) -> None:
     """LongMemEval retrieval: each question's haystack ingested through the architecture's sources."""
-    from evals.architectures import resolve
     from evals.longmemeval_eval import evaluate_longmemeval
+
+    archs, eval_dir = _architectures(compare, project)
+    results = evaluate_longmemeval(Path(data), archs, eval_dir / "work" / "longmemeval", protocol=protocol,
+                                   limit=limit, k=k, log=_log)
+    _finish(results, eval_dir, compare, as_json)
+
+
+def _log(msg: str) -> None:
+    click.echo(msg, err=True)
+
+
+def _architectures(compare: str | None, project: str) -> tuple[list, Path]:
+    """The architectures named by --compare (default: the project's pipeline on main), and the eval dir."""
+    from evals.architectures import resolve
 
     root = Path(project).resolve()
     names = [n.strip() for n in (compare or "main").split(",") if n.strip()]
     try:
-        archs = resolve(names, root)
+        return resolve(names, root), root / ".synthex" / "evals"
     except ValueError as exc:
         raise SynthexError(str(exc)) from exc
-    eval_dir = root / ".synthex" / "evals"
-
-    def log(msg: str) -> None:
-        click.echo(msg, err=True)
-
-    results = evaluate_longmemeval(Path(data), archs, eval_dir / "work" / "longmemeval", protocol=protocol,
-                                   limit=limit, k=k, log=log)
-    _finish(results, eval_dir, compare, as_json)
 
 
 def _finish(results: list[dict], eval_dir: Path, compare: str | None, as_json: bool) -> None:

@@ -93,3 +93,11 @@ def test_eval_longmemeval_cli_official_protocol(lme_file, tmp_path):
     assert out["metrics"]["session"]["recall_all@5"] == 1.0
     assert out["metrics"]["turn"]["recall_any@1"] == 1.0
     assert out["headline"] == "session recall_all@5"
+
+
+def test_freshness_metric():
+    from evals.metrics import freshness
+
+    assert freshness(["new", "old", "x"], ["old", "new"], 5) == {"fresh@5": 1.0, "recency_precision@5": 0.3}
+    assert freshness(["old", "new"], ["old", "new"], 5)["fresh@5"] == 0.0  # stale fact ranked first
+    assert freshness(["x", "old"], ["old", "new"], 5) == {"fresh@5": 0.0, "recency_precision@5": 0.1}

@@ -11,42 +11,26 @@ from synthex.errors import PipelineDefinitionError
 from synthex.hashing import input_print
 from synthex.periods import PERIOD_KINDS, group_label
 from synthex.record import Record
-from synthex.steps.base import (
-    Step,
-    StepContext,
-    WorkItem,
-    audit_for,
-    call_prompt,
-    callable_ref,
-    callable_source_hash,
-    prompt_tokens,
-)
+from synthex.steps.base import ModelStep, StepContext, WorkItem, audit_for, call_prompt, prompt_tokens
 
 
 @dataclass
-class AggregateStep(Step):
+class AggregateStep(ModelStep):
     """``prompt(records, period) -> str``; one output per period group."""
 
     prompt: Callable[[list[Record], str], str] | None = None
     period: str = "month"
-    model: str | None = None
-    temperature: float = 0.0
     kind: ClassVar[str] = "aggregate"
 
     def __post_init__(self) -> None:
-        if self.prompt is None:
-            raise PipelineDefinitionError(f"aggregate {self.name!r}: prompt= is required")
+        self.require_prompt()
         if self.period not in PERIOD_KINDS:
             raise PipelineDefinitionError(
                 f"aggregate {self.name!r}: period={self.period!r}; expected one of {', '.join(PERIOD_KINDS)}"
             )
 
     def config(self) -> dict[str, Any]:
-        return {"from": self.from_, "period": self.period, "model": self.model,
-                "temperature": self.temperature, "prompt": callable_ref(self.prompt)}
-
-    def _code_hashes(self) -> dict[str, str | None]:
-        return {"prompt": callable_source_hash(self.prompt)}
+        return super().config() | {"period": self.period}
 
     def work(self, ctx: StepContext) -> list[WorkItem]:
         groups: dict[str, list[Record]] = defaultdict(list)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol
 
-from synthex.errors import StepError
+from synthex.errors import PipelineDefinitionError, StepError
 from synthex.hashing import materialization_key, record_id, stable_hash
 from synthex.llm import Completer, Completion, approx_tokens
 from synthex.record import Record, RunStats
@@ -128,6 +128,26 @@ class Step:
             audit=audit,
             period=ctx.period,
         )
+
+
+@dataclass
+class ModelStep(Step):
+    """A step that sends a prompt function's output to a model (transform, aggregate, fold)."""
+
+    prompt: Callable[..., str] | None = None
+    model: str | None = None
+    temperature: float = 0.0
+
+    def config(self) -> dict[str, Any]:
+        return {"from": self.from_, "model": self.model, "temperature": self.temperature,
+                "prompt": callable_ref(self.prompt)}
+
+    def _code_hashes(self) -> dict[str, str | None]:
+        return {"prompt": callable_source_hash(self.prompt)}
+
+    def require_prompt(self) -> None:
+        if self.prompt is None:
+            raise PipelineDefinitionError(f"{self.kind} {self.name!r}: prompt= is required")
 
 
 def describe_record(record: Record) -> str:

@@ -12,42 +12,25 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from synthex.errors import PipelineDefinitionError
 from synthex.hashing import input_print
 from synthex.llm import approx_tokens
 from synthex.record import Record
-from synthex.steps.base import (
-    Step,
-    StepContext,
-    WorkItem,
-    audit_for,
-    call_prompt,
-    callable_ref,
-    callable_source_hash,
-    describe_record,
-)
+from synthex.steps.base import ModelStep, StepContext, WorkItem, audit_for, call_prompt, describe_record
 
 
 @dataclass
-class FoldStep(Step):
+class FoldStep(ModelStep):
     """``prompt(record, state) -> str``, called once per input in order; returns the new state."""
 
     prompt: Callable[[Record, str], str] | None = None
     initial_state: str = ""
-    model: str | None = None
-    temperature: float = 0.0
     kind: ClassVar[str] = "fold"
 
     def __post_init__(self) -> None:
-        if self.prompt is None:
-            raise PipelineDefinitionError(f"fold {self.name!r}: prompt= is required")
+        self.require_prompt()
 
     def config(self) -> dict[str, Any]:
-        return {"from": self.from_, "model": self.model, "temperature": self.temperature,
-                "initial_state": self.initial_state, "prompt": callable_ref(self.prompt)}
-
-    def _code_hashes(self) -> dict[str, str | None]:
-        return {"prompt": callable_source_hash(self.prompt)}
+        return super().config() | {"initial_state": self.initial_state}
 
     def work(self, ctx: StepContext) -> list[WorkItem]:
         inputs = sorted(

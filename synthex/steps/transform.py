@@ -10,7 +10,7 @@ from synthex.errors import PipelineDefinitionError
 from synthex.hashing import fingerprint
 from synthex.record import Record
 from synthex.steps.base import (
-    Step,
+    ModelStep,
     StepContext,
     WorkItem,
     audit_for,
@@ -24,13 +24,11 @@ from synthex.steps.base import (
 
 
 @dataclass
-class TransformStep(Step):
+class TransformStep(ModelStep):
     """``prompt(record) -> str`` is sent to the model; ``fn(record) -> str`` is plain Python, no model."""
 
     prompt: Callable[[Record], str] | None = None
     fn: Callable[[Record], str] | None = None
-    model: str | None = None
-    temperature: float = 0.0
     kind: ClassVar[str] = "transform"
 
     def __post_init__(self) -> None:
@@ -40,11 +38,10 @@ class TransformStep(Step):
             raise PipelineDefinitionError(f"transform {self.name!r}: takes exactly one input step (from_)")
 
     def config(self) -> dict[str, Any]:
-        return {"from": self.from_, "model": self.model, "temperature": self.temperature,
-                "prompt": callable_ref(self.prompt), "fn": callable_ref(self.fn)}
+        return super().config() | {"fn": callable_ref(self.fn)}
 
     def _code_hashes(self) -> dict[str, str | None]:
-        return {"prompt": callable_source_hash(self.prompt), "fn": callable_source_hash(self.fn)}
+        return super()._code_hashes() | {"fn": callable_source_hash(self.fn)}
 
     def work(self, ctx: StepContext) -> list[WorkItem]:
         inputs = ctx.upstream(self.from_[0])

@@ -1,0 +1,83 @@
+"""Mem0 as a peer in the same eval run: the same conversations, the same offline embedder, its own
+local vector store (embedded Qdrant), ``add(infer=False)`` (no LLM), scored with the same metrics.
+
+Optional: ``pip install -e ".[peers]"`` (mem0ai). Mem0's BM25 leg needs hub files, so offline it
+searches by vector only.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+# Mem0 reads this at import time: no telemetry upload (there is no network here).
+os.environ["MEM0_TELEMETRY"] = "False"
+
+from evals.locomo import CATEGORIES, load_locomo, turn_text  # noqa: E402
+from evals.metrics import dedupe, mean, score  # noqa: E402
+from evals.peers.local_embeddings import LocalEmbeddingServer  # noqa: E402
+
+
+def mem0_available() -> bool:
+    try:
+        import mem0  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _memory(root: Path, collection: str, base_url: str, dim: int):
+    from mem0 import Memory
+
+    return Memory.from_config({
+        "vector_store": {"provider": "qdrant", "config": {"path": str(root / "qdrant"), "collection_name": collection,
+                                                         "embedding_model_dims": dim, "on_disk": True}},
+        "embedder": {"provider": "openai", "config": {"model": "synthex-minilm", "openai_base_url": base_url,
+                                                      "api_key": "local", "embedding_dims": dim}},
+        "llm": {"provider": "openai", "config": {"model": "unused", "api_key": "unused", "openai_base_url": base_url}},
+        "history_db_path": str(root / "history.db"),
+    })
+
+
+def evaluate_mem0_locomo(data: Path, work_dir: Path, limit: int | None = None, k: int = 10, log=print) -> dict[str, Any]:
+    if not mem0_available():
+        raise RuntimeError("the mem0 peer needs mem0ai: pip install -e '.[peers]'")
+    started = time.perf_counter()
+    conversations = load_locomo(data)[: limit or None]
+    turn_rows, session_rows = [], []
+    by_cat: dict[str, list] = defaultdict(list)
+    with LocalEmbeddingServer() as server:
+        for conv in conversations:
+            root = work_dir / "mem0" / conv.sample_id
+            shutil.rmtree(root, ignore_errors=True)  # Mem0 add() is not idempotent: start clean
+            root.mkdir(parents=True)
+            memory = _memory(root, conv.sample_id.replace("-", "_"), server.base_url, server.dim)
+            for turn in conv.turns:
+                memory.add(turn_text(turn), user_id=conv.sample_id, infer=False,
+                           metadata={"dia_id": turn.dia_id, "session": turn.session_id})
+            session_of = {t.dia_id: t.session_id for t in conv.turns}
+            questions = [q for q in conv.questions if q.evidence]
+            for question in questions:
+                found = memory.search(question.question, top_k=k, filters={"user_id": conv.sample_id}, threshold=0.0)
+                turns = dedupe(r.get("metadata", {}).get("dia_id") for r in found.get("results", []))
+                turns = [t for t in turns if t]
+                t_scores = score(turns, set(question.evidence))
+                turn_rows.append(t_scores)
+                session_rows.append(score(dedupe(session_of.get(t, "?") for t in turns), set(question.evidence_sessions)))
+                by_cat[CATEGORIES.get(question.category, str(question.category))].append(t_scores)
+            log(f"  mem0: {conv.sample_id} done ({len(questions)} questions)")
+            memory.vector_store.client.close()
+    import resource
+
+    return {
+        "benchmark": "locomo", "pipeline": "mem0ai (add infer=False, vector search)", "architecture": "mem0",
+        "branch": "-", "mode": "dense", "data": str(data), "conversations": len(conversations),
+        "n_questions": len(turn_rows), "metrics": {"turn": mean(turn_rows), "session": mean(session_rows)},
+        "by_category": {c: mean(v) | {"n": len(v)} for c, v in sorted(by_cat.items())},
+        "wall_s": round(time.perf_counter() - started, 1),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
