@@ -15,7 +15,15 @@ from evals.metrics import dedupe, mean, score
 
 
 def evaluate_locomo(data: Path, architectures: list[Architecture], work_dir: Path, limit: int | None = None,
-                    k: int = 10, log=print) -> list[dict[str, Any]]:
+                    k: int = 10, log=print, qa: bool = False, qa_context: int = 5) -> list[dict[str, Any]]:
+    """Retrieval metrics per architecture; with ``qa``, also answer + judge accuracy (real LLM only)."""
+    if qa:
+        from synthex_resources.llm import LLMResource
+
+        if LLMResource().is_offline():
+            from evals.qa import qa_accuracy
+
+            qa_accuracy([])  # raises the clear "needs a real LLM" error before any work
     conversations = load_locomo(data)[: limit or None]
     raw = json.loads(Path(data).read_text(encoding="utf-8"))
     results = []
@@ -23,6 +31,7 @@ def evaluate_locomo(data: Path, architectures: list[Architecture], work_dir: Pat
         started = time.perf_counter()
         turn_rows, session_rows = [], []
         by_cat: dict[str, list] = defaultdict(list)
+        qa_items = []
         pipeline_name = arch.name
         for conv in conversations:
             root = work_dir / arch.work_key / conv.sample_id
@@ -43,9 +52,21 @@ def evaluate_locomo(data: Path, architectures: list[Architecture], work_dir: Pat
                 t_scores = score(turns, set(question.evidence))
                 turn_rows.append(t_scores)
                 session_rows.append(score(sessions, set(question.evidence_sessions)))
-                by_cat[CATEGORIES.get(question.category, str(question.category))].append(t_scores)
+                category = CATEGORIES.get(question.category, str(question.category))
+                by_cat[category].append(t_scores)
+                if qa and not question.adversarial:  # adversarial items have no answer to grade
+                    from evals.qa import QAItem
+
+                    qa_items.append(QAItem(question.question, question.answer,
+                                           [h.content for h in hits[:qa_context]], category))
             log(f"  {arch.name}: {conv.sample_id} done ({len(questions)} questions)")
+        qa_result = None
+        if qa:
+            from evals.qa import qa_accuracy
+
+            qa_result = qa_accuracy(qa_items)
         results.append({
+            "qa": qa_result,
             "benchmark": "locomo", "pipeline": pipeline_name, "architecture": arch.name, "branch": arch.branch,
             "mode": arch.mode, "data": str(data), "conversations": len(conversations), "n_questions": len(turn_rows),
             "metrics": {"turn": mean(turn_rows), "session": mean(session_rows)},

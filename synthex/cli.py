@@ -222,14 +222,16 @@ def eval_group() -> None:
               help="Comma-separated architectures: raw-bm25, raw-dense, raw-hybrid, contextual-hybrid, or a branch "
                    "of this project's pipeline (default: main).")
 @click.option("-k", "k", default=10, show_default=True)
+@click.option("--qa", is_flag=True, help="Also answer from the top-5 hits and judge with the configured LLM.")
 @project_option
 @json_option
-def eval_locomo(data: str, limit: int | None, compare: str | None, k: int, project: str, as_json: bool) -> None:
+def eval_locomo(data: str, limit: int | None, compare: str | None, k: int, qa: bool, project: str,
+                as_json: bool) -> None:
     """LoCoMo retrieval: each conversation ingested through the architecture's sources."""
     from evals.locomo_eval import evaluate_locomo
 
     archs, eval_dir = _architectures(compare, project)
-    results = evaluate_locomo(Path(data), archs, eval_dir / "work" / "locomo", limit=limit, k=k, log=_log)
+    results = evaluate_locomo(Path(data), archs, eval_dir / "work" / "locomo", limit=limit, k=k, log=_log, qa=qa)
     if "mem0" in (compare or "").split(","):
         from evals.peers.mem0_peer import evaluate_mem0_locomo
 

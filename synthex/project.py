@@ -69,8 +69,6 @@ def init_project(target: str | Path, name: str, sources: list[str], agent: str =
     root = Path(target).resolve()
     root.mkdir(parents=True, exist_ok=True)
     path = root / PIPELINE_FILE
-    if path.exists():
-        raise PipelineDefinitionError(f"{path} already exists; not overwriting it")
     lines, names = [], []
     for i, src in enumerate(sources):
         src_path = Path(src).expanduser().resolve()
@@ -84,9 +82,11 @@ def init_project(target: str | Path, name: str, sources: list[str], agent: str =
         transcript_from = "unified"
     else:
         transcript_from = names[0]
-    path.write_text(
-        TEMPLATE.format(name=name, agent=agent or name, sources="\n".join(lines) + "\n",
-                        transcript_from=transcript_from),
-        encoding="utf-8",
-    )
+    text = TEMPLATE.format(name=name, agent=agent or name, sources="\n".join(lines) + "\n",
+                           transcript_from=transcript_from)
+    if path.exists():
+        if path.read_text(encoding="utf-8") == text:
+            return path  # the same init again: nothing to do
+        raise PipelineDefinitionError(f"{path} already exists (and differs); not overwriting it")
+    path.write_text(text, encoding="utf-8")
     return path

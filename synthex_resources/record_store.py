@@ -21,7 +21,7 @@ from dagster import ConfigurableResource
 
 from synthex.hashing import fingerprint
 from synthex.record import Record, Run, RunStats
-from synthex_resources.embedder import MINILM_DIM, Embedder, EmbedderResource, get_embedder
+from synthex_resources.embedder import Embedder, EmbedderResource, get_embedder
 
 RECORDS, RUNS, RUN_STEPS, LLM_CACHE = "records", "runs", "run_steps", "llm_cache"
 LIGHT_COLUMNS = ["id", "content", "step", "branch", "period", "sources", "materialization_key", "run_id",
@@ -94,8 +94,7 @@ class RecordStore:
             return tbl
 
     def records_table(self, create: bool = False) -> Any | None:
-        schema = records_schema(self.embedder.dim if create else MINILM_DIM) if create else None
-        return self.table(RECORDS, schema)
+        return self.table(RECORDS, records_schema(self.embedder.dim) if create else None)
 
     # -- records: read --------------------------------------------------------------------------
     def _rows(self, where: str, columns: list[str] | None = None, limit: int | None = None) -> list[dict[str, Any]]:

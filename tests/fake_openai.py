@@ -52,15 +52,26 @@ class FakeOpenAI:
                     with outer._lock:
                         outer.prompts.append(prompt)
                     digest = hashlib.sha256(prompt.encode()).hexdigest()[:8]
+                    if "CORRECT or WRONG" in prompt:  # the QA judge: correct when the gold text was answered
+                        gold = prompt.split("Gold answer: ", 1)[1].split("\n", 1)[0]
+                        given = prompt.split("Answer to grade: ", 1)[1].split("\n", 1)[0]
+                        digest = "CORRECT" if gold.lower() in given.lower() else "WRONG"
                     self._send(200, {
                         "id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": body["model"],
                         "choices": [{"index": 0, "finish_reason": "stop",
-                                     "message": {"role": "assistant", "content": f"FAKE SUMMARY {digest}"}}],
+                                     "message": {"role": "assistant", "content": digest if digest in ("CORRECT", "WRONG")
+                                                 else self._answer(prompt, digest)}}],
                         "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
                     })
                 finally:
                     with outer._lock:
                         outer.in_flight -= 1
+
+            def _answer(self, prompt, digest):
+                # QA answers echo the first excerpt, so a judged answer is right exactly when retrieval was.
+                if prompt.startswith("You answer questions") and "\n- " in prompt:
+                    return prompt.split("\n- ", 1)[1].split("\n", 1)[0]
+                return f"FAKE SUMMARY {digest}"
 
             def _send(self, status, payload, headers=None):
                 raw = json.dumps(payload).encode()

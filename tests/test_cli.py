@@ -50,3 +50,12 @@ def test_bad_inputs_exit_non_zero_with_a_clear_message(tmp_path):
     assert "Traceback" not in proc.stderr
     proc = synthex("get", "nope", "--project", str(tmp_path), check=False)
     assert proc.returncode == 1 and "no pipeline.py" in proc.stderr
+
+
+def test_init_is_idempotent_but_never_overwrites(tmp_path, small_export):
+    synthex("init", "mem", "--from", str(small_export), cwd=tmp_path)
+    synthex("init", "mem", "--from", str(small_export), cwd=tmp_path)  # same command again: fine
+    (tmp_path / "mem" / "pipeline.py").write_text("# my edits\n")
+    proc = synthex("init", "mem", "--from", str(small_export), cwd=tmp_path, check=False)
+    assert proc.returncode == 1 and "already exists" in proc.stderr
+    assert (tmp_path / "mem" / "pipeline.py").read_text() == "# my edits\n"
