@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,17 @@ def read_json(path: Path) -> Any:
     except json.JSONDecodeError as exc:
         hint = " (the file looks truncated)" if exc.pos >= len(text.rstrip()) - 1 else ""
         raise SourceError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}{hint}") from exc
+
+
+def read_conversations(path: Path, export_name: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(index, conversation) of an export that is a JSON list of objects; anything else is an error."""
+    data = read_json(path)
+    if not isinstance(data, list):
+        raise SourceError(f"{path}: a {export_name} export is a JSON list of conversations")
+    for index, conv in enumerate(data):
+        if not isinstance(conv, dict):
+            raise SourceError(f"{path}: conversation #{index} is not an object")
+        yield index, conv
 
 
 def detect_format(path: Path) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from synthex.errors import SourceError
-from synthex.importers.base import SourceItem, read_json, render_conversation
+from synthex.importers.base import SourceItem, read_conversations, render_conversation
 from synthex.periods import iso, parse_timestamp
 
 
@@ -64,13 +64,8 @@ def _active_path(conv: dict[str, Any], where: str) -> list[dict[str, Any]]:
 
 
 def parse(path: Path) -> list[SourceItem]:
-    data = read_json(path)
-    if not isinstance(data, list):
-        raise SourceError(f"{path}: a ChatGPT export is a JSON list of conversations")
     items: list[SourceItem] = []
-    for index, conv in enumerate(data):
-        if not isinstance(conv, dict):
-            raise SourceError(f"{path}: conversation #{index} is not an object")
+    for index, conv in read_conversations(path, "ChatGPT"):
         conv_id = conv.get("conversation_id") or conv.get("id")
         title = conv.get("title") or "Untitled"
         where = f"{path}: conversation #{index} ({conv_id or 'no id'}, {title!r})"

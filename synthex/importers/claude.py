@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from synthex.errors import SourceError
-from synthex.importers.base import SourceItem, read_json, render_conversation
+from synthex.importers.base import SourceItem, read_conversations, render_conversation
 from synthex.periods import iso, parse_timestamp
 
 _ROLE = {"human": "user", "assistant": "assistant"}
@@ -21,13 +21,8 @@ def _message_text(message: dict[str, Any]) -> str:
 
 
 def parse(path: Path) -> list[SourceItem]:
-    data = read_json(path)
-    if not isinstance(data, list):
-        raise SourceError(f"{path}: a Claude export is a JSON list of conversations")
     items: list[SourceItem] = []
-    for index, conv in enumerate(data):
-        if not isinstance(conv, dict):
-            raise SourceError(f"{path}: conversation #{index} is not an object")
+    for index, conv in read_conversations(path, "Claude"):
         conv_id = conv.get("uuid")
         title = conv.get("name") or "Untitled"
         where = f"{path}: conversation #{index} ({conv_id or 'no uuid'}, {title!r})"
