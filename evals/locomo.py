@@ -16,7 +16,7 @@ from typing import Any
 
 from synthex.errors import SourceError
 from synthex.importers import SourceItem, register_format
-from synthex.importers.base import read_json
+from synthex.importers.base import read_json_objects
 from synthex.periods import iso
 from synthex.record import Record
 
@@ -85,11 +85,8 @@ def normalize_evidence(raw: list[Any]) -> list[str]:
 
 def load_locomo(path: str | Path) -> list[Conversation]:
     p = Path(path)
-    data = read_json(p)
-    if not isinstance(data, list):
-        raise SourceError(f"{p}: LoCoMo is a JSON list of samples")
     conversations = []
-    for index, sample in enumerate(data):
+    for index, sample in read_json_objects(p, "LoCoMo", "sample"):
         conv = sample.get("conversation")
         if not isinstance(conv, dict):
             raise SourceError(f"{p}: sample #{index} has no 'conversation'")

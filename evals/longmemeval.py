@@ -21,7 +21,7 @@ from typing import Any
 
 from synthex.errors import SourceError
 from synthex.importers import SourceItem, register_format
-from synthex.importers.base import read_json
+from synthex.importers.base import read_json_objects
 from synthex.periods import iso
 
 REQUIRED = ("question_id", "question_type", "question", "answer", "haystack_session_ids", "haystack_sessions",
@@ -61,11 +61,8 @@ def parse_lme_date(text: str | None) -> str:
 
 def load_longmemeval(path: str | Path) -> list[LMEQuestion]:
     p = Path(path)
-    data = read_json(p)
-    if not isinstance(data, list):
-        raise SourceError(f"{p}: LongMemEval is a JSON list of questions")
     out = []
-    for index, item in enumerate(data):
+    for index, item in read_json_objects(p, "LongMemEval", "question"):
         missing = [k for k in REQUIRED if k not in item]
         if missing:
             raise SourceError(f"{p}: question #{index} ({item.get('question_id', 'no id')}) lacks {', '.join(missing)}")

@@ -36,11 +36,6 @@ class PartitionPlan:
     periods: list[str]
     work: dict[tuple[str, str], PartitionWork] = field(default_factory=dict)
 
-    def periods_to_run(self) -> list[str]:
-        return sorted({p for (_, p) in self.work})
-
-    def steps_for(self, period: str, order: list[str]) -> list[str]:
-        return [s for s in order if (s, period) in self.work]
 
 
 def _uses_llm(step: Step) -> bool:
@@ -49,7 +44,7 @@ def _uses_llm(step: Step) -> bool:
 
 def compute_partition_plan(pipeline: Pipeline, store: RecordStore, branch: str, selected: list[str],
                            full: bool = False) -> PartitionPlan:
-    snapshot = SnapshotContext(store.list(branch=branch), branch)
+    snapshot = SnapshotContext.of(store.list(branch=branch), branch)
     periods = set(snapshot.periods())
     for step in pipeline.steps.values():
         if isinstance(step, SourceStep):

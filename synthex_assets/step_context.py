@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 from synthex import progress
 from synthex.llm import Completer
@@ -34,36 +34,33 @@ class StoreStepContext:
 class SnapshotContext:
     """Planning context over one in-memory snapshot of a branch (one scan instead of one per partition)."""
 
-    records: list[Record]
+    index: dict[tuple[str, str], list[Record]]  # (step, period) -> records, in store order
     branch: str
     period: str = ""
     run_id: str = "plan"
     completer: Completer | None = None
-    _index: dict[tuple[str, str], list[Record]] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
+    @classmethod
+    def of(cls, records: list[Record], branch: str) -> SnapshotContext:
         index: dict[tuple[str, str], list[Record]] = defaultdict(list)
-        for rec in self.records:
+        for rec in records:
             index[(rec.step, rec.period)].append(rec)
-        self._index = dict(index)
+        return cls(dict(index), branch)
 
     def at(self, period: str) -> SnapshotContext:
-        ctx = SnapshotContext.__new__(SnapshotContext)
-        ctx.records, ctx.branch, ctx.period, ctx.run_id, ctx.completer = self.records, self.branch, period, "plan", None
-        ctx._index = self._index
-        return ctx
+        return replace(self, period=period)
 
     def ids(self, step: str, period: str) -> set[str]:
-        return {r.id for r in self._index.get((step, period), [])}
+        return {r.id for r in self.index.get((step, period), [])}
 
     def periods(self) -> set[str]:
-        return {p for (_, p) in self._index}
+        return {p for (_, p) in self.index}
 
     def upstream(self, step: str) -> list[Record]:
-        return self._index.get((step, self.period), [])
+        return self.index.get((step, self.period), [])
 
     def previous_state(self, step: str) -> Record | None:
-        earlier = [(p, recs) for (s, p), recs in self._index.items() if s == step and p < self.period and recs]
+        earlier = [(p, recs) for (s, p), recs in self.index.items() if s == step and p < self.period and recs]
         if not earlier:
             return None
         return max(max(earlier, key=lambda e: e[0])[1], key=lambda r: r.id)

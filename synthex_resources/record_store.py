@@ -147,13 +147,6 @@ class RecordStore:
         where = f"step = {q(step)} AND branch = {q(branch)} AND period = {q(period)}"
         return {r["id"] for r in self._rows(where, ["id"])}
 
-    def ids_by_partition(self, branch: str) -> dict[tuple[str, str], set[str]]:
-        """(step, period) -> ids for a whole branch in one scan (what the planner compares against)."""
-        out: dict[tuple[str, str], set[str]] = defaultdict(set)
-        for row in self._rows(f"branch = {q(branch)}", ["id", "step", "period"]):
-            out[(row["step"], row["period"])].add(row["id"])
-        return out
-
     def previous_state(self, step: str, branch: str, period: str) -> Record | None:
         """The record of ``step`` in the latest period before ``period`` (a fold's prior state)."""
         rows = self._rows(f"step = {q(step)} AND branch = {q(branch)} AND period < {q(period)}",

@@ -38,15 +38,15 @@ def read_json(path: Path) -> Any:
         raise SourceError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}{hint}") from exc
 
 
-def read_conversations(path: Path, export_name: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(index, conversation) of an export that is a JSON list of objects; anything else is an error."""
+def read_json_objects(path: Path, what: str, item: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(index, object) of a JSON file that is a list of objects; anything else is an error naming the file."""
     data = read_json(path)
     if not isinstance(data, list):
-        raise SourceError(f"{path}: a {export_name} export is a JSON list of conversations")
-    for index, conv in enumerate(data):
-        if not isinstance(conv, dict):
-            raise SourceError(f"{path}: conversation #{index} is not an object")
-        yield index, conv
+        raise SourceError(f"{path}: {what} is a JSON list of {item}s")
+    for index, obj in enumerate(data):
+        if not isinstance(obj, dict):
+            raise SourceError(f"{path}: {item} #{index} is not an object")
+        yield index, obj
 
 
 def detect_format(path: Path) -> str:

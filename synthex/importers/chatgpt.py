@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from synthex.errors import SourceError
-from synthex.importers.base import SourceItem, read_conversations, render_conversation
+from synthex.importers.base import SourceItem, read_json_objects, render_conversation
 from synthex.periods import iso, parse_timestamp
 
 
@@ -65,7 +65,7 @@ def _active_path(conv: dict[str, Any], where: str) -> list[dict[str, Any]]:
 
 def parse(path: Path) -> list[SourceItem]:
     items: list[SourceItem] = []
-    for index, conv in read_conversations(path, "ChatGPT"):
+    for index, conv in read_json_objects(path, "a ChatGPT export", "conversation"):
         conv_id = conv.get("conversation_id") or conv.get("id")
         title = conv.get("title") or "Untitled"
         where = f"{path}: conversation #{index} ({conv_id or 'no id'}, {title!r})"

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from synthex.errors import SourceError
-from synthex.importers.base import SourceItem, read_conversations, render_conversation
+from synthex.importers.base import SourceItem, read_json_objects, render_conversation
 from synthex.periods import iso, parse_timestamp
 
 _ROLE = {"human": "user", "assistant": "assistant"}
@@ -22,7 +22,7 @@ def _message_text(message: dict[str, Any]) -> str:
 
 def parse(path: Path) -> list[SourceItem]:
     items: list[SourceItem] = []
-    for index, conv in read_conversations(path, "Claude"):
+    for index, conv in read_json_objects(path, "a Claude export", "conversation"):
         conv_id = conv.get("uuid")
         title = conv.get("name") or "Untitled"
         where = f"{path}: conversation #{index} ({conv_id or 'no uuid'}, {title!r})"

@@ -7,10 +7,7 @@ from synthex.steps.merge import MergeStep
 from synthex.steps.source import SourceStep
 from synthex.steps.transform import TransformStep
 
-STEP_KINDS = {cls.kind: cls for cls in (SourceStep, TransformStep, AggregateStep, FoldStep, MergeStep)}
-
 __all__ = [
-    "STEP_KINDS",
     "AggregateStep",
     "FoldStep",
     "MergeStep",
