@@ -3,8 +3,12 @@ through its sources and queried through its search.
 
 - ``raw-bm25`` / ``raw-dense`` / ``raw-hybrid``: the leaf records searched directly, no processing.
 - ``contextual-hybrid``: each turn indexed with the turn before it (a plain-Python transform).
+- ``conversational``: the same pipeline with a stemmed BM25 index, searched with the
+  ``conversational`` recipe (turns scored through their context records and their own text, smoothed
+  over adjacent turns, date prior, speakers' names dropped from the query). No model anywhere.
 - any other name: the project's own pipeline (``pipeline.py``) on that branch, its sources pointed at
-  the benchmark data; hits are drilled down to their leaves to score turns.
+  the benchmark data; hits are drilled down to their leaves to score turns. ``branch@recipe``
+  searches that branch with another recipe (e.g. ``main@conversational``).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from synthex import Pipeline
 from synthex.steps import SourceStep
 from synthex_resources.search.tokenize import tokenize
 
-BUILTIN = ("raw-bm25", "raw-dense", "raw-hybrid", "contextual-hybrid")
+BUILTIN = ("raw-bm25", "raw-dense", "raw-hybrid", "contextual-hybrid", "conversational")
 PEERS = ("mem0",)  # other systems, fed the same data (evals/peers/)
 
 
@@ -42,10 +46,10 @@ def _raw(data: Path, root: Path, fmt: str) -> Pipeline:
     return pipe
 
 
-def _contextual(data: Path, root: Path, fmt: str) -> Pipeline:
+def _contextual(data: Path, root: Path, fmt: str, stem: bool = False) -> Pipeline:
     from evals.locomo import with_previous_turn
 
-    pipe = Pipeline("contextual", project_dir=root)
+    pipe = Pipeline("contextual", project_dir=root, lexical_stem=stem)
     pipe.source("turns", file=str(data), format=fmt)
     pipe.transform("turns-in-context", from_="turns", fn=with_previous_turn)
     pipe.output("search", from_=["turns-in-context"], surface="search")
@@ -78,11 +82,23 @@ def resolve(names: list[str], project: Path | None) -> list[Architecture]:
             out.append(Architecture(name, _raw, mode=name.split("-", 1)[1], workspace="raw"))
         elif name == "contextual-hybrid":
             out.append(Architecture(name, _contextual, workspace="contextual"))
+        elif name == "conversational":
+            out.append(Architecture(name, lambda d, r, f: _contextual(d, r, f, stem=True), mode="conversational",
+                                    workspace="contextual-stemmed"))
         else:
+            branch, _, mode = name.partition("@")  # "main@conversational": the branch searched with that recipe
             if project is None or not (project / "pipeline.py").exists():
                 raise ValueError(f"architecture {name!r} is a branch of the project's pipeline, but there is "
                                  f"no pipeline.py in {project}; built-ins: {', '.join(BUILTIN)}")
-            out.append(project_architecture(project, name))
+            arch = project_architecture(project, branch)
+            if mode:
+                from synthex_resources.search.recipes import RECIPES
+
+                if mode not in RECIPES:
+                    raise ValueError(f"architecture {name!r}: unknown search recipe {mode!r}; "
+                                     f"recipes: {', '.join(RECIPES)}")
+                arch.name, arch.mode, arch.workspace = name, mode, branch  # same ingested data as the branch
+            out.append(arch)
     return out
 
 

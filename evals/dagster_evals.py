@@ -39,6 +39,7 @@ class LoCoMoEvalConfig(Config):
     data: str = os.environ.get("SYNTHEX_LOCOMO_DATA", str(DEFAULT_LOCOMO))
     limit: int | None = None
     k: int = 10
+    search_mode: str = "hybrid"  # a recipe name: bm25, dense, hybrid, conversational
     # metric name ("turn/recall_any@10", "session/ndcg_any@10", ...) -> minimum value
     thresholds: dict[str, float] = {"turn/recall_any@10": 0.5}
 
@@ -57,6 +58,7 @@ def eval_definitions(pipeline: Pipeline, blocking: bool = False) -> Definitions:
         branch = context.partition_key
         work = pipeline.data_dir / "evals" / "work" / "locomo"
         arch = project_architecture(pipeline.project_dir, branch)
+        arch.mode = config.search_mode
         [result] = evaluate_locomo(Path(config.data), [arch], work, limit=config.limit, k=config.k,
                                    log=context.log.info)
         flat = {f"{level}/{name}": value for level in ("turn", "session")

@@ -14,6 +14,19 @@ from evals.locomo import CATEGORIES, load_locomo
 from evals.metrics import dedupe, mean, score
 
 
+def ingest_conversation(arch: Architecture, sample_id: str, raw: list[dict[str, Any]], work_dir: Path):
+    """One conversation fed through the architecture's pipeline, in its own workspace (re-runs are incremental)."""
+    root = work_dir / arch.work_key / sample_id
+    root.mkdir(parents=True, exist_ok=True)
+    conv_json = root / "conversation.json"
+    payload = json.dumps([s for s in raw if s.get("sample_id") == sample_id])
+    if not conv_json.exists() or conv_json.read_text() != payload:
+        conv_json.write_text(payload)  # unchanged file: the re-run is incremental
+    pipe = arch.build(conv_json, root, "locomo-turns")
+    pipe.run(branch=arch.branch)
+    return pipe
+
+
 def evaluate_locomo(data: Path, architectures: list[Architecture], work_dir: Path, limit: int | None = None,
                     k: int = 10, log=print, qa: bool = False, qa_context: int = 5) -> list[dict[str, Any]]:
     """Retrieval metrics per architecture; with ``qa``, also answer + judge accuracy (real LLM only)."""
@@ -34,15 +47,8 @@ def evaluate_locomo(data: Path, architectures: list[Architecture], work_dir: Pat
         qa_items = []
         pipeline_name = arch.name
         for conv in conversations:
-            root = work_dir / arch.work_key / conv.sample_id
-            root.mkdir(parents=True, exist_ok=True)
-            conv_json = root / "conversation.json"
-            payload = json.dumps([s for s in raw if s.get("sample_id") == conv.sample_id])
-            if not conv_json.exists() or conv_json.read_text() != payload:
-                conv_json.write_text(payload)  # unchanged file: the re-run is incremental
-            pipe = arch.build(conv_json, root, "locomo-turns")
+            pipe = ingest_conversation(arch, conv.sample_id, raw, work_dir)
             pipeline_name = pipe.name
-            pipe.run(branch=arch.branch)
             session_of = {t.dia_id: t.session_id for t in conv.turns}
             questions = [q for q in conv.questions if q.evidence]
             for question in questions:

@@ -191,7 +191,8 @@ def lineage(record_id: str, project: str, as_json: bool) -> None:
 @click.option("--step", "steps", multiple=True, help="Step(s) to search (default: the search output's steps).")
 @click.option("--exact", is_flag=True, help="Verbatim substring search (default steps: the leaf/source steps).")
 @click.option("-k", "k", default=10, show_default=True, help="Number of hits.")
-@click.option("--mode", type=click.Choice(["bm25", "dense", "hybrid"]), default="hybrid", show_default=True)
+@click.option("--mode", type=click.Choice(["bm25", "dense", "hybrid", "conversational"]), default="hybrid",
+              show_default=True, help="conversational: rank turns (leaves) through their context records")
 @branch_option
 @project_option
 @json_option
@@ -219,7 +220,7 @@ def eval_group() -> None:
               help="The official locomo10.json (or a subset in the same format).")
 @click.option("--limit", type=int, default=None, help="Only the first N conversations.")
 @click.option("--compare", default=None,
-              help="Comma-separated architectures: raw-bm25, raw-dense, raw-hybrid, contextual-hybrid, or a branch "
+              help="Comma-separated architectures: raw-bm25, raw-dense, raw-hybrid, contextual-hybrid, conversational, or a branch "
                    "of this project's pipeline (default: main).")
 @click.option("-k", "k", default=10, show_default=True)
 @click.option("--qa", is_flag=True, help="Also answer from the top-5 hits and judge with the configured LLM.")

@@ -58,8 +58,12 @@ class Pipeline:
         description: str = "",
         project_dir: str | Path | None = None,
         store_uri: str | None = None,
+        lexical_stem: bool = False,
     ) -> None:
         self.name = name
+        # English stemming in the BM25 index ("cooked" finds "cooking"): it lost on LongMemEval in the
+        # lethe notes and won on LoCoMo here (docs/benchmarks.md), so each project chooses.
+        self.lexical_stem = lexical_stem
         self.agent = agent
         self.description = description
         self.project_dir = Path(project_dir).resolve() if project_dir else Path.cwd()
@@ -244,8 +248,10 @@ class Pipeline:
         for s in steps:
             if s not in self.steps:
                 raise PipelineDefinitionError(f"unknown step {s!r}; steps: {', '.join(self.steps)}")
-        if mode not in ("bm25", "dense", "hybrid"):
-            raise PipelineDefinitionError(f"unknown search mode {mode!r}; expected bm25, dense or hybrid")
+        from synthex_resources.search.recipes import RECIPES
+
+        if mode not in RECIPES:
+            raise PipelineDefinitionError(f"unknown search mode {mode!r}; expected one of {', '.join(RECIPES)}")
         return SearchResource(uri=self.store_uri).search(query, step=steps, branch=branch, k=k, mode=mode,
                                                          exact=exact, periods=periods, metadata=metadata)
 
@@ -278,7 +284,10 @@ class Pipeline:
         outputs = [{"name": o.name, "from": o.from_, "surface": o.surface}
                    | ({"on_update": o.on_update} if isinstance(o.on_update, str) else {})
                    for o in self.outputs.values()]
-        return {"pipeline": {"name": self.name, "agent": self.agent, "description": self.description},
+        head = {"name": self.name, "agent": self.agent, "description": self.description}
+        if self.lexical_stem:
+            head["lexical_stem"] = True
+        return {"pipeline": head,
                 "steps": steps, "outputs": outputs}
 
     def to_toml(self, path: str | Path | None = None) -> str:
@@ -299,7 +308,7 @@ class Pipeline:
         if "name" not in head:
             raise PipelineDefinitionError(f"{p}: [pipeline] needs a name")
         pipe = cls(head["name"], agent=head.get("agent", ""), description=head.get("description", ""),
-                   project_dir=project_dir or p.parent)
+                   project_dir=project_dir or p.parent, lexical_stem=bool(head.get("lexical_stem", False)))
         builders = {"source": pipe.source, "transform": pipe.transform, "aggregate": pipe.aggregate,
                     "fold": pipe.fold, "merge": pipe.merge}
         for entry in data.get("steps", []):

@@ -68,7 +68,7 @@ def run_pipeline(pipeline: Pipeline, branch: str = "main", step: str | None = No
                 run.dagster_run_ids.append(result.run_id)
         if periods:
             engine = SearchEngine(store)
-            engine.ensure_index()  # fold the new rows into the FTS index once per run
+            engine.ensure_index(stem=pipeline.lexical_stem)  # fold the new rows into the FTS index once per run
         run.status = "completed"
         fire_changed(pipeline, branch, projections_before)
     except BaseException as exc:

@@ -60,7 +60,7 @@ def build_step_asset(pipeline: Pipeline, step: Step) -> AssetsDefinition:
         records.record_step_stats(run_id, pipeline.name, branch, step.name, period, result.stats,
                                   datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
         stats = result.stats
-        index = SearchEngine(records).ensure_index(optimize=False)
+        index = SearchEngine(records).ensure_index(optimize=False, stem=pipeline.lexical_stem)
         return MaterializeResult(metadata={
             "index_rows": index["rows"],
             "index_fts_unindexed_rows": index["fts_unindexed"],

@@ -35,13 +35,15 @@ def test_eval_locomo_compare_json_chart_and_report(tmp_path, small_export):
     data.write_text(json.dumps(fixture()))
     project = write_project(tmp_path / "proj", small_export)
     cmd = [sys.executable, "-m", "synthex.cli", "eval", "locomo", "--data", str(data), "--compare",
-           "raw-bm25,raw-hybrid,main,mem0", "--json", "--project", str(project)]
+           "raw-bm25,raw-hybrid,main,mem0,conversational", "--json", "--project", str(project)]
     env = env_without_openai() | {"MEM0_DIR": str(tmp_path / "mem0home")}  # keep Mem0's state out of ~
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    assert [r["architecture"] for r in out["results"]] == ["raw-bm25", "raw-hybrid", "main", "mem0"]
-    mem0 = out["results"][3]
+    assert [r["architecture"] for r in out["results"]] == ["raw-bm25", "raw-hybrid", "main", "conversational", "mem0"]
+    mem0 = out["results"][4]
+    conversational = out["results"][3]
+    assert conversational["mode"] == "conversational" and conversational["metrics"]["turn"]["recall_any@10"] >= 0.8
     assert mem0["n_questions"] == 6 and mem0["metrics"]["turn"]["recall_any@10"] >= 0.8
     first = out["results"][0]
     assert {"benchmark", "pipeline", "branch", "n_questions", "metrics", "by_category"} <= set(first)

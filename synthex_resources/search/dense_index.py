@@ -70,22 +70,33 @@ class DenseIndex:
             return {}
         return {rid: m.vectors[m.row_of[rid]] for rid in ids if rid in m.row_of}
 
-    def search(self, query_vector: np.ndarray, steps: list[str] | None, branch: str,
-               periods: list[str] | None, n: int) -> list[tuple[str, float, np.ndarray]]:
-        """Top ``n`` (id, cosine similarity, vector), ties broken by id."""
-        m = self._current()
+    def scores(self, query_vector: np.ndarray, steps: list[str] | None, branch: str,
+               periods: list[str] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Cosine similarity of every record in scope: (ids, similarities, matrix rows)."""
+        return self._scores(self._current(), query_vector, steps, branch, periods)
+
+    @staticmethod
+    def _scores(m: _Matrix | None, query_vector: np.ndarray, steps: list[str] | None, branch: str,
+                periods: list[str] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if m is None or not len(m.ids):
-            return []
+            return np.zeros(0, object), np.zeros(0, np.float32), np.zeros(0, np.int64)
         mask = m.branches == m.codes["branch"].get(branch, -1)
         if steps:
             mask &= np.isin(m.steps, [m.codes["step"].get(s, -1) for s in steps])
         if periods:
             mask &= np.isin(m.periods, [m.codes["period"].get(p, -1) for p in periods])
         rows = np.flatnonzero(mask)
-        if not len(rows):
-            return []
         # Multiply all rows, then select: cheaper than copying the selected rows out of the matrix.
-        sims = (m.vectors @ np.asarray(query_vector, dtype=np.float32))[rows]
+        sims = (m.vectors @ np.asarray(query_vector, dtype=np.float32))[rows] if len(rows) else np.zeros(0, np.float32)
+        return m.ids[rows], sims, rows
+
+    def search(self, query_vector: np.ndarray, steps: list[str] | None, branch: str,
+               periods: list[str] | None, n: int) -> list[tuple[str, float, np.ndarray]]:
+        """Top ``n`` (id, cosine similarity, vector), ties broken by id."""
+        m = self._current()
+        _, sims, rows = self._scores(m, query_vector, steps, branch, periods)
+        if m is None or not len(rows):
+            return []
         take = min(len(rows), n * 2)  # a margin, so ties at the cut are ordered by id
         top = np.argpartition(-sims, take - 1)[:take]
         ranked = sorted(((m.ids[rows[i]], float(sims[i]), rows[i]) for i in top), key=lambda p: (-p[1], p[0]))

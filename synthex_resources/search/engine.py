@@ -5,6 +5,8 @@
 - dense: cosine over the ``vector`` column, written once at record write time.
 - hybrid: reciprocal rank fusion of both candidate lists, ties broken by record id (so the ranking
   does not depend on ingest order), then near-duplicate collapse and an optional reranker.
+- leaf-sum (the ``conversational`` recipe): representation records lend their scores to their leaf
+  turns, which are ranked instead (search/leaf_fusion.py).
 - exact: verbatim substring match (case-insensitive) in the chosen steps.
 Every filter (steps, branch, periods, metadata) is applied inside the index query (prefilter).
 """
@@ -22,6 +24,7 @@ import numpy as np
 from synthex.record import Record
 from synthex_resources.record_store import LIGHT_COLUMNS, RecordStore, q
 from synthex_resources.search.dense_index import dense_index
+from synthex_resources.search.leaf_fusion import leaf_sum_search
 from synthex_resources.search.recipes import HYBRID_RRF, SearchConfig
 from synthex_resources.search.tokenize import tokenize
 
@@ -50,11 +53,14 @@ class SearchEngine:
         self.store = store
 
     # -- index maintenance ------------------------------------------------------------------------
-    def ensure_index(self, optimize: bool = True) -> dict[str, Any]:
-        """Create the FTS index if missing; with ``optimize``, fold unindexed rows into it. Returns stats.
+    def ensure_index(self, optimize: bool = True, stem: bool = False) -> dict[str, Any]:
+        """Create the FTS index if missing (or rebuild it if its stemming differs from ``stem``); with
+        ``optimize``, fold unindexed rows into it. Returns stats.
 
         Rows written after the index was built are searched too (LanceDB scans the unindexed part),
-        so optimizing is about latency, not correctness.
+        so optimizing is about latency, not correctness. Stemming (English Snowball, inside LanceDB's
+        tokenizer, so queries are stemmed the same way) is a per-project choice: it lost on LongMemEval
+        in the lethe notes and won on LoCoMo here (docs/benchmarks.md).
         """
         from lancedb.index import FTS
 
@@ -63,10 +69,14 @@ class SearchEngine:
             return {"rows": 0, "fts_indexed": 0, "fts_unindexed": 0}
         started = time.perf_counter()
         names = {i.name: i for i in tbl.list_indices()}
-        if f"{FTS_COLUMN}_idx" not in names:
-            tbl.create_index(FTS_COLUMN, config=FTS(base_tokenizer="simple", lower_case=True, stem=False,
-                                                    remove_stop_words=False, ascii_folding=True,
-                                                    with_position=False))
+        current = names.get(f"{FTS_COLUMN}_idx")
+        if current is not None and bool((current.index_details or {}).get("stem", False)) != stem:
+            tbl.drop_index(f"{FTS_COLUMN}_idx")
+            current = None
+        if current is None:
+            tbl.create_index(FTS_COLUMN, config=FTS(base_tokenizer="simple", lower_case=True, stem=stem,
+                                                    language="English", remove_stop_words=False,
+                                                    ascii_folding=True, with_position=False))
         elif optimize:
             stats = tbl.index_stats(f"{FTS_COLUMN}_idx")
             if stats is not None and stats.num_unindexed_rows > 0:
@@ -129,6 +139,11 @@ class SearchEngine:
         where = self.where(steps, branch, periods, metadata)
         if exact:
             return self.exact(query, where, k, metadata)
+        if config.fusion == "leaf-sum":
+            if metadata:
+                raise ValueError("leaf-sum search (the conversational recipe) takes step, branch and period "
+                                 "filters, not metadata filters")
+            return leaf_sum_search(self, query, steps, branch, k, config, periods)
         in_memory = not metadata
         legs: dict[str, Any] = {}
         if config.lexical:

@@ -21,6 +21,13 @@ class SearchConfig:
     dense_weight: float = 1.0
     dedup_cosine: float | None = 0.95  # collapse near-duplicates above this cosine (None: keep all)
     reranker: Reranker | None = None
+    # "rrf": fuse the records' ranks. "leaf-sum": score the *leaves* (turns): every searched record
+    # lends its normalized lexical and dense scores to its leaves, summed (search/leaf_fusion.py).
+    fusion: str = "rrf"
+    leaf_dense_weight: float = 0.0  # leaf-sum: weight of the dense score of the leaves' own text
+    neighbour_weight: float = 0.0  # leaf-sum: share of the better adjacent turn's score a turn receives
+    date_weight: float = 0.0  # leaf-sum: bonus (x the top score) for turns inside a date the query names
+    drop_participants: bool = False  # leaf-sum: drop the conversation's speakers' names from the query
 
     def with_(self, **changes: Any) -> SearchConfig:
         return replace(self, **changes)
@@ -34,4 +41,13 @@ HYBRID_RRF_EQUAL = SearchConfig()
 # (lethe notes: BM25-only 0.242 vs vector-only 0.138 NDCG@10 on LongMemEval); on LoCoMo turns here a
 # sharper fusion (k = 10) with half-weight dense beat k = 60 / equal weights (docs/benchmarks.md).
 HYBRID_RRF = SearchConfig(rrf_k=10, dense_weight=0.5)
-RECIPES = {"bm25": BM25_ONLY, "dense": DENSE_ONLY, "hybrid": HYBRID_RRF, "hybrid-equal": HYBRID_RRF_EQUAL}
+# Conversational memory, no model at query time: turns scored through their context-window records
+# (BM25 + dense) and their own text (dense), summed on max-normalized scores, smoothed over adjacent
+# turns, with a date prior and the speakers' names dropped from the query (in a two-person chat every
+# turn is by one of them, and the names dominate a short question's embedding). Tuned on LoCoMo
+# (docs/benchmarks.md); the lexical leg wants a stemmed index (``Pipeline(lexical_stem=True)``).
+CONVERSATIONAL = SearchConfig(fusion="leaf-sum", lexical_pool=200, dense_pool=200, dense_weight=0.5,
+                              leaf_dense_weight=0.5, neighbour_weight=0.4, date_weight=1.0,
+                              drop_participants=True, dedup_cosine=None)
+RECIPES = {"bm25": BM25_ONLY, "dense": DENSE_ONLY, "hybrid": HYBRID_RRF, "hybrid-equal": HYBRID_RRF_EQUAL,
+           "conversational": CONVERSATIONAL}
