@@ -9,13 +9,14 @@ from test_eval_cli import fixture
 from evals.dagster_evals import CHECK, eval_definitions
 
 
-def run_eval(pipe, data, thresholds):
+def run_eval(pipe, data, thresholds, search_mode="hybrid"):
     defs = eval_definitions(pipe)
     [eval_asset] = [a for a in defs.assets]
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("branch", ["main"])
     return materialize([eval_asset], instance=instance, partition_key="main", raise_on_error=False,
-                       run_config={"ops": {"eval_locomo": {"config": {"data": str(data), "thresholds": thresholds}}}})
+                       run_config={"ops": {"eval_locomo": {"config": {"data": str(data), "thresholds": thresholds,
+                                                                       "search_mode": search_mode}}}})
 
 
 def test_eval_asset_metadata_and_threshold_check(project, tmp_path):
@@ -33,3 +34,8 @@ def test_eval_asset_metadata_and_threshold_check(project, tmp_path):
     failing = run_eval(pipe, data, {"turn/recall_all@10": 1.01})
     [check] = failing.get_asset_check_evaluations()
     assert not check.passed and "turn/recall_all@10" in check.metadata["failing"].value
+
+    # The same branch scored with another search recipe, from config (re-uses the ingested workspace).
+    conversational = run_eval(pipe, data, {"turn/recall_any@10": 0.5}, search_mode="conversational")
+    [mat] = conversational.asset_materializations_for_node("eval_locomo")
+    assert conversational.success and mat.metadata["turn/recall_any@10"].value >= 0.5
