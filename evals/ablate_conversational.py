@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
-from evals.architectures import resolve
+from evals.architectures import ranked_leaf_keys, resolve
 from evals.locomo import load_locomo
-from evals.locomo_eval import ingest_conversation
-from evals.metrics import mean, score
+from evals.locomo_eval import add_question, ingest_conversation
+from evals.scoring import Tally
 from synthex_resources import open_store
 from synthex_resources.search import SearchEngine
 from synthex_resources.search.recipes import CONVERSATIONAL, HYBRID_RRF, SearchConfig
@@ -41,21 +40,20 @@ def run(data: Path, work_dir: Path, limit: int | None = None, k: int = 10) -> li
     pipes = {c.sample_id: ingest_conversation(arch, c.sample_id, raw, work_dir) for c in conversations}
     rows = []
     for name, (config, stem) in VARIANTS.items():
-        started = time.perf_counter()
-        scored = []
+        tally = Tally()
         for conv in conversations:
             engine = SearchEngine(open_store(pipes[conv.sample_id].store_uri))
             engine.ensure_index(stem=stem)
+            session_of = {t.dia_id: t.session_id for t in conv.turns}
             for question in (q for q in conv.questions if q.evidence):
-                hits = engine.search(question.question, steps=["turns-in-context"], k=k * 2, config=config)
-                # RRF returns context records: score the turn each stands for, as the eval's drill-down does.
-                turns = list(dict.fromkeys((h.leaves()[0] if h.source_ids else h).meta("chat.message_id")
-                                           for h in hits))[:k]
-                scored.append(score(turns, set(question.evidence), ks=(5, 10)))
-        m = mean(scored)
-        rows.append({"variant": name, "n": len(scored), "recall_any@5": m["recall_any@5"],
-                     "recall_any@10": m["recall_any@10"], "recall_all@10": m["recall_all@10"],
-                     "ndcg_any@10": m["ndcg_any@10"], "query_s": round(time.perf_counter() - started, 1)})
+                hits = engine.search(question.question, steps=["turns-in-context"], k=k, config=config)
+                turns = ranked_leaf_keys(hits, question.question, lambda r: r.meta("chat.message_id"), k)
+                add_question(tally, question, turns, session_of)
+        m = tally.result()
+        turn = m["metrics"]["turn"]
+        rows.append({"variant": name, "n": m["n_questions"], "recall_any@5": turn["recall_any@5"],
+                     "recall_any@10": turn["recall_any@10"], "recall_all@10": turn["recall_all@10"],
+                     "ndcg_any@10": turn["ndcg_any@10"], "query_s": m["wall_s"]})
         print(json.dumps(rows[-1]), flush=True)
     for pipe in pipes.values():  # leave the workspace as the architecture defines it
         SearchEngine(open_store(pipe.store_uri)).ensure_index(stem=True)

@@ -38,6 +38,19 @@ class Architecture:
     def work_key(self) -> str:
         return self.workspace or self.name
 
+    def ingest(self, root: Path, filename: str, payload: str, fmt: str) -> Pipeline:
+        """Feed ``payload`` (benchmark JSON) through this architecture's pipeline in workspace ``root``.
+
+        The file is rewritten only when its content changed, so a re-run is incremental like any run.
+        """
+        root.mkdir(parents=True, exist_ok=True)
+        data = root / filename
+        if not data.exists() or data.read_text() != payload:
+            data.write_text(payload)
+        pipe = self.build(data, root, fmt)
+        pipe.run(branch=self.branch)
+        return pipe
+
 
 def _raw(data: Path, root: Path, fmt: str) -> Pipeline:
     pipe = Pipeline("raw", project_dir=root)

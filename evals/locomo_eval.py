@@ -3,28 +3,25 @@
 from __future__ import annotations
 
 import json
-import resource
-import time
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from evals.architectures import Architecture, ranked_leaf_keys
-from evals.locomo import CATEGORIES, load_locomo
-from evals.metrics import dedupe, mean, score
+from evals.locomo import CATEGORIES, Question, load_locomo
+from evals.metrics import dedupe
+from evals.scoring import Tally
 
 
 def ingest_conversation(arch: Architecture, sample_id: str, raw: list[dict[str, Any]], work_dir: Path):
-    """One conversation fed through the architecture's pipeline, in its own workspace (re-runs are incremental)."""
-    root = work_dir / arch.work_key / sample_id
-    root.mkdir(parents=True, exist_ok=True)
-    conv_json = root / "conversation.json"
+    """One conversation fed through the architecture's pipeline, in its own workspace."""
     payload = json.dumps([s for s in raw if s.get("sample_id") == sample_id])
-    if not conv_json.exists() or conv_json.read_text() != payload:
-        conv_json.write_text(payload)  # unchanged file: the re-run is incremental
-    pipe = arch.build(conv_json, root, "locomo-turns")
-    pipe.run(branch=arch.branch)
-    return pipe
+    return arch.ingest(work_dir / arch.work_key / sample_id, "conversation.json", payload, "locomo-turns")
+
+
+def add_question(tally: Tally, question: Question, turns: list[str], session_of: dict[str, str]) -> None:
+    """Score one LoCoMo question's ranked turns (dia_ids) at turn and session level."""
+    tally.add(turns, set(question.evidence), dedupe(session_of.get(t, "?") for t in turns),
+              set(question.evidence_sessions), CATEGORIES.get(question.category, str(question.category)))
 
 
 def evaluate_locomo(data: Path, architectures: list[Architecture], work_dir: Path, limit: int | None = None,
@@ -41,9 +38,7 @@ def evaluate_locomo(data: Path, architectures: list[Architecture], work_dir: Pat
     raw = json.loads(Path(data).read_text(encoding="utf-8"))
     results = []
     for arch in architectures:
-        started = time.perf_counter()
-        turn_rows, session_rows = [], []
-        by_cat: dict[str, list] = defaultdict(list)
+        tally = Tally()
         qa_items = []
         pipeline_name = arch.name
         for conv in conversations:
@@ -54,30 +49,19 @@ def evaluate_locomo(data: Path, architectures: list[Architecture], work_dir: Pat
             for question in questions:
                 hits = pipe.search(question.question, step=arch.steps, k=k, mode=arch.mode, branch=arch.branch)
                 turns = ranked_leaf_keys(hits, question.question, lambda r: r.meta("chat.message_id"), k)
-                sessions = dedupe(session_of.get(t, "?") for t in turns)
-                t_scores = score(turns, set(question.evidence))
-                turn_rows.append(t_scores)
-                session_rows.append(score(sessions, set(question.evidence_sessions)))
-                category = CATEGORIES.get(question.category, str(question.category))
-                by_cat[category].append(t_scores)
+                add_question(tally, question, turns, session_of)
                 if qa and not question.adversarial:  # adversarial items have no answer to grade
                     from evals.qa import QAItem
 
-                    qa_items.append(QAItem(question.question, question.answer,
-                                           [h.content for h in hits[:qa_context]], category))
+                    qa_items.append(QAItem(question.question, question.answer, [h.content for h in hits[:qa_context]],
+                                           CATEGORIES.get(question.category, str(question.category))))
             log(f"  {arch.name}: {conv.sample_id} done ({len(questions)} questions)")
         qa_result = None
         if qa:
             from evals.qa import qa_accuracy
 
             qa_result = qa_accuracy(qa_items)
-        results.append({
-            "qa": qa_result,
-            "benchmark": "locomo", "pipeline": pipeline_name, "architecture": arch.name, "branch": arch.branch,
-            "mode": arch.mode, "data": str(data), "conversations": len(conversations), "n_questions": len(turn_rows),
-            "metrics": {"turn": mean(turn_rows), "session": mean(session_rows)},
-            "by_category": {c: mean(v) | {"n": len(v)} for c, v in sorted(by_cat.items())},
-            "wall_s": round(time.perf_counter() - started, 1),
-            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        })
+        results.append(tally.result(
+            qa=qa_result, benchmark="locomo", pipeline=pipeline_name, architecture=arch.name, branch=arch.branch,
+            mode=arch.mode, data=str(data), conversations=len(conversations)))
     return results

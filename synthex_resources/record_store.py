@@ -120,16 +120,20 @@ class RecordStore:
         rows = self._rows(f"id = {q(record_id)}", cols, limit=1)
         return self._to_record(rows[0]) if rows else None
 
-    def get_many(self, ids: Iterable[str]) -> list[Record]:
+    def rows_by_id(self, ids: Iterable[str], columns: list[str] | None = None) -> dict[str, dict[str, Any]]:
+        """Raw rows by id (light columns by default), read in chunks of 500 ids; missing ids are absent."""
         wanted = list(dict.fromkeys(ids))
-        if not wanted:
-            return []
-        found: dict[str, Record] = {}
+        found: dict[str, dict[str, Any]] = {}
         for start in range(0, len(wanted), 500):
             chunk = wanted[start:start + 500]
-            for row in self._rows("id IN (" + ",".join(q(i) for i in chunk) + ")"):
-                found[row["id"]] = self._to_record(row)
-        return [found[i] for i in wanted if i in found]
+            for row in self._rows("id IN (" + ",".join(q(i) for i in chunk) + ")", columns):
+                found[row["id"]] = row
+        return found
+
+    def get_many(self, ids: Iterable[str]) -> list[Record]:
+        wanted = list(dict.fromkeys(ids))
+        found = self.rows_by_id(wanted)
+        return [self._to_record(found[i]) for i in wanted if i in found]
 
     def list(self, step: str | None = None, branch: str = "main", period: str | None = None,
              with_embedding: bool = False) -> list[Record]:

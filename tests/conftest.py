@@ -47,6 +47,13 @@ pipeline.output("search", from_=["summaries", "monthly"], surface="search")
 '''
 
 
+def write_json(path: Path, data: object) -> Path:
+    """A benchmark or export fixture written as the JSON file the loaders read."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+    return path
+
+
 def write_project(root: Path, export: Path, body: str = PIPELINE_PY) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / "pipeline.py").write_text(textwrap.dedent(body).format(export=str(export)))

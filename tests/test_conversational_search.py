@@ -3,10 +3,10 @@
 Real LanceDB, real embedder, real Dagster runs, on a small LoCoMo-format fixture.
 """
 
-import json
 from datetime import UTC, datetime
 
 import pytest
+from conftest import write_json
 
 from evals.locomo import with_previous_turn  # importing it also registers the locomo-turns format
 from synthex import Pipeline
@@ -45,9 +45,7 @@ def locomo_fixture() -> list[dict]:
 
 
 def build(root, stem: bool = True) -> Pipeline:
-    root.mkdir(parents=True, exist_ok=True)
-    data = root / "locomo.json"
-    data.write_text(json.dumps(locomo_fixture()))
+    data = write_json(root / "locomo.json", locomo_fixture())
     pipe = Pipeline("conv", project_dir=root, lexical_stem=stem)
     pipe.source("turns", file=str(data), format="locomo-turns")
     pipe.transform("turns-in-context", from_="turns", fn=with_previous_turn)

@@ -1,8 +1,7 @@
 """The LoCoMo eval as a Dagster asset (partitioned by branch) with its threshold check."""
 
-import json
 
-from conftest import load
+from conftest import load, write_json
 from dagster import DagsterInstance, materialize
 from test_eval_cli import fixture
 
@@ -20,8 +19,7 @@ def run_eval(pipe, data, thresholds, search_mode="hybrid"):
 
 
 def test_eval_asset_metadata_and_threshold_check(project, tmp_path):
-    data = tmp_path / "locomo10.json"
-    data.write_text(json.dumps(fixture()))
+    data = write_json(tmp_path / "locomo10.json", fixture())
     pipe = load(project)
     result = run_eval(pipe, data, {"session/recall_any@10": 0.0})
     assert result.success

@@ -4,7 +4,7 @@ import json
 import subprocess
 import sys
 
-from conftest import env_without_openai, write_project
+from conftest import env_without_openai, write_json, write_project
 
 TOPICS = ["adopted a puppy named Rex", "started pottery classes", "ran the Lisbon half marathon",
           "moved to a flat in Porto", "learned to bake sourdough", "visited Kyoto in spring"]
@@ -31,8 +31,7 @@ def fixture():
 
 
 def test_eval_locomo_compare_json_chart_and_report(tmp_path, small_export):
-    data = tmp_path / "locomo10.json"
-    data.write_text(json.dumps(fixture()))
+    data = write_json(tmp_path / "locomo10.json", fixture())
     project = write_project(tmp_path / "proj", small_export)
     cmd = [sys.executable, "-m", "synthex.cli", "eval", "locomo", "--data", str(data), "--compare",
            "raw-bm25,raw-hybrid,main,mem0,conversational", "--json", "--project", str(project)]

@@ -1,8 +1,8 @@
 """QA accuracy: real openai client against the local fake server; refused offline."""
 
-import json
 
 import pytest
+from conftest import write_json
 from fake_openai import FakeOpenAI
 from test_eval_cli import fixture
 
@@ -12,8 +12,7 @@ from synthex.errors import SynthexError
 
 
 def test_qa_accuracy_with_a_model_and_refused_offline(tmp_path, monkeypatch):
-    data = tmp_path / "locomo10.json"
-    data.write_text(json.dumps(fixture()))
+    data = write_json(tmp_path / "locomo10.json", fixture())
     archs = resolve(["raw-bm25"], None)
     with pytest.raises(SynthexError, match="needs a real LLM"):
         evaluate_locomo(data, archs, tmp_path / "work", qa=True, log=lambda m: None)

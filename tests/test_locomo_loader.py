@@ -1,8 +1,8 @@
 """LoCoMo loader quirks and the retrieval metrics, on a small fixture in the official format."""
 
-import json
 
 import pytest
+from conftest import write_json
 
 from evals.locomo import load_locomo, normalize_evidence, parse_session_date, parse_turns, with_previous_turn
 from evals.metrics import ndcg, recall_all, recall_any, score
@@ -32,9 +32,7 @@ FIXTURE = [{
 
 @pytest.fixture
 def locomo_file(tmp_path):
-    path = tmp_path / "locomo10.json"
-    path.write_text(json.dumps(FIXTURE))
-    return path
+    return write_json(tmp_path / "locomo10.json", FIXTURE)
 
 
 def test_loader_handles_the_official_quirks(locomo_file):

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from conftest import write_json
 
 from evals.longmemeval import documents, load_longmemeval, parse_lme_date, questions_for
 from synthex.errors import SourceError
@@ -27,9 +28,7 @@ FIXTURE = [
 
 @pytest.fixture
 def lme_file(tmp_path):
-    path = tmp_path / "longmemeval_s_cleaned.json"
-    path.write_text(json.dumps(FIXTURE))
-    return path
+    return write_json(tmp_path / "longmemeval_s_cleaned.json", FIXTURE)
 
 
 def test_official_protocol_relabels_noans_sessions_and_uses_user_turns(lme_file):

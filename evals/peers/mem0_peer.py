@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 # Mem0 reads this at import time: no telemetry upload (there is no network here).
 os.environ["MEM0_TELEMETRY"] = "False"
 
-from evals.locomo import CATEGORIES, load_locomo, turn_text  # noqa: E402
-from evals.metrics import dedupe, mean, score  # noqa: E402
+from evals.locomo import load_locomo, turn_text  # noqa: E402
+from evals.locomo_eval import add_question  # noqa: E402
+from evals.metrics import dedupe  # noqa: E402
 from evals.peers.local_embeddings import LocalEmbeddingServer  # noqa: E402
+from evals.scoring import Tally  # noqa: E402
 
 
 def mem0_available() -> bool:
@@ -46,10 +46,8 @@ def _memory(root: Path, collection: str, base_url: str, dim: int):
 def evaluate_mem0_locomo(data: Path, work_dir: Path, limit: int | None = None, k: int = 10, log=print) -> dict[str, Any]:
     if not mem0_available():
         raise RuntimeError("the mem0 peer needs mem0ai: pip install -e '.[peers]'")
-    started = time.perf_counter()
     conversations = load_locomo(data)[: limit or None]
-    turn_rows, session_rows = [], []
-    by_cat: dict[str, list] = defaultdict(list)
+    tally = Tally()
     with LocalEmbeddingServer() as server:
         for conv in conversations:
             root = work_dir / "mem0" / conv.sample_id
@@ -64,20 +62,9 @@ def evaluate_mem0_locomo(data: Path, work_dir: Path, limit: int | None = None, k
             for question in questions:
                 found = memory.search(question.question, top_k=k, filters={"user_id": conv.sample_id}, threshold=0.0)
                 turns = dedupe(r.get("metadata", {}).get("dia_id") for r in found.get("results", []))
-                turns = [t for t in turns if t]
-                t_scores = score(turns, set(question.evidence))
-                turn_rows.append(t_scores)
-                session_rows.append(score(dedupe(session_of.get(t, "?") for t in turns), set(question.evidence_sessions)))
-                by_cat[CATEGORIES.get(question.category, str(question.category))].append(t_scores)
+                add_question(tally, question, [t for t in turns if t], session_of)
             log(f"  mem0: {conv.sample_id} done ({len(questions)} questions)")
             memory.vector_store.client.close()
-    import resource
-
-    return {
-        "benchmark": "locomo", "pipeline": "mem0ai (add infer=False, vector search)", "architecture": "mem0",
-        "branch": "-", "mode": "dense", "data": str(data), "conversations": len(conversations),
-        "n_questions": len(turn_rows), "metrics": {"turn": mean(turn_rows), "session": mean(session_rows)},
-        "by_category": {c: mean(v) | {"n": len(v)} for c, v in sorted(by_cat.items())},
-        "wall_s": round(time.perf_counter() - started, 1),
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-    }
+    return tally.result(
+        benchmark="locomo", pipeline="mem0ai (add infer=False, vector search)", architecture="mem0",
+        branch="-", mode="dense", data=str(data), conversations=len(conversations))

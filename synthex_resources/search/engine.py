@@ -169,7 +169,7 @@ class SearchEngine:
         order = sorted(fused, key=lambda i: (-fused[i], i))
         want = len(order) if config.reranker is not None else k
         kept, collapsed = self._collapse(order, config.dedup_cosine, want, in_memory)
-        rows = {r["id"]: r for r in self.store._rows("id IN (" + ",".join(q(i) for i in kept) + ")")} if kept else {}
+        rows = self.store.rows_by_id(kept)
         hits = []
         for rid in kept:
             if rid not in rows:
@@ -190,8 +190,8 @@ class SearchEngine:
         if in_memory:
             vectors = dense_index(self.store).vectors_of(order)
         else:
-            rows = self.store._rows("id IN (" + ",".join(q(i) for i in order) + ")", ["id", "vector"]) if order else []
-            vectors = {r["id"]: np.asarray(r["vector"], dtype=np.float32) for r in rows if r.get("vector") is not None}
+            rows = self.store.rows_by_id(order, ["id", "vector"])
+            vectors = {i: np.asarray(r["vector"], dtype=np.float32) for i, r in rows.items() if r.get("vector") is not None}
         kept: list[str] = []
         kept_vectors: list[np.ndarray] = []
         collapsed: dict[str, list[str]] = {}

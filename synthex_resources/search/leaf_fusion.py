@@ -19,6 +19,7 @@ per table version, so it is built once per write, not per query.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -28,16 +29,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from synthex_resources.record_store import LIGHT_COLUMNS, q
+from synthex.periods import parse_timestamp
+from synthex_resources.record_store import LIGHT_COLUMNS
 from synthex_resources.search.dense_index import dense_index
 from synthex_resources.search.recipes import SearchConfig
-from synthex_resources.search.temporal import parse_time, time_window
+from synthex_resources.search.temporal import time_window
 from synthex_resources.search.tokenize import tokenize
 
 if TYPE_CHECKING:
     from synthex_resources.search.engine import SearchEngine, SearchHit
 
-_CHUNK = 500
 _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="synthex-leaf-sum")
 
 
@@ -52,14 +53,11 @@ class _Scope:
     times: np.ndarray  # epoch seconds of time.created_at (NaN when unknown)
     participants: set[str]  # lower-cased name tokens of the speakers
     tiebreak: np.ndarray  # rank of each leaf by (time, id): equal scores order the same whatever the ingest
-    pairs: dict[tuple, tuple[np.ndarray, np.ndarray, bool]]  # dense scope -> (rows, leaf positions, 1:1?)
+    pairs: dict[str, tuple[np.ndarray, np.ndarray, bool]]  # dense scope -> (rows, leaf positions, 1:1?)
 
-    def one_to_one(self, key: tuple) -> bool:
-        """Whether each leaf receives from at most one record of that dense scope (after leaf_pairs)."""
-        return self.pairs[key][2]
-
-    def leaf_pairs(self, key: tuple, ids: np.ndarray, own: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """For a dense scope's ids (same order every query at one table version): which leaf each lends to."""
+    def leaf_pairs(self, key: str, ids: np.ndarray, own: bool = False) -> tuple[np.ndarray, np.ndarray, bool]:
+        """For a dense scope's ids (the same order every query at one table version): the leaf each row
+        lends to, and whether every leaf gets at most one row (then plain assignment is exact)."""
         if key not in self.pairs:
             if own:
                 found = [(i, self.index_of[rid]) for i, rid in enumerate(ids) if rid in self.index_of]
@@ -69,19 +67,11 @@ class _Scope:
             positions = np.asarray(leaves, dtype=np.int64)
             self.pairs[key] = (np.asarray(rows, dtype=np.int64), positions,
                                len(np.unique(positions)) == len(positions))
-        return self.pairs[key][:2]
+        return self.pairs[key]
 
 
 _CACHE: dict[tuple, _Scope] = {}
 _LOCK = threading.Lock()
-
-
-def _rows_by_id(engine: SearchEngine, ids: list[str], columns: list[str]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for start in range(0, len(ids), _CHUNK):
-        chunk = ids[start:start + _CHUNK]
-        out.extend(engine.store._rows("id IN (" + ",".join(q(i) for i in chunk) + ")", columns))
-    return out
 
 
 def _natural(text: str) -> tuple:
@@ -89,36 +79,30 @@ def _natural(text: str) -> tuple:
 
 
 def _build_scope(engine: SearchEngine, where: str) -> _Scope:
-    import json
-
     columns = ["id", "sources", "step", "metadata", "created_at"]
-    searched = engine.store._rows(where, columns)
-    sources = {r["id"]: list(r.get("sources") or []) for r in searched}
+    rows = {r["id"]: r for r in engine.store._rows(where, columns)}
+    searched = list(rows)
     # Walk down the sources until records without sources: those are the leaves.
-    frontier = {s for srcs in sources.values() for s in srcs if s not in sources}
+    frontier = {s for r in rows.values() for s in r.get("sources") or [] if s not in rows}
     while frontier:
-        fetched = _rows_by_id(engine, sorted(frontier), ["id", "sources"])
-        for r in fetched:
-            sources[r["id"]] = list(r.get("sources") or [])
-        frontier = {s for r in fetched for s in sources[r["id"]] if s not in sources}
+        fetched = engine.store.rows_by_id(sorted(frontier), columns)
+        rows |= fetched
+        frontier = {s for r in fetched.values() for s in r.get("sources") or [] if s not in rows}
 
     def leaves(rid: str, seen: set[str]) -> list[str]:
-        srcs = [s for s in sources.get(rid, []) if s in sources and s not in seen]
+        srcs = [s for s in rows[rid].get("sources") or [] if s in rows and s not in seen]
         if not srcs:
             return [rid]
         seen.add(rid)
         return [leaf for s in srcs for leaf in leaves(s, seen)]
 
-    leaf_sets = {r["id"]: list(dict.fromkeys(leaves(r["id"], set()))) for r in searched}
-    leaf_ids = {x for v in leaf_sets.values() for x in v}
-    # Searched records without sources are their own leaves: only the others need fetching.
-    leaf_rows = [r for r in searched if r["id"] in leaf_ids]
-    leaf_rows += _rows_by_id(engine, sorted(leaf_ids - {r["id"] for r in leaf_rows}), columns)
+    leaf_sets = {rid: list(dict.fromkeys(leaves(rid, set()))) for rid in searched}
+    leaf_rows = [rows[x] for x in sorted({x for v in leaf_sets.values() for x in v})]
     info = []
     for row in leaf_rows:
         meta = json.loads(row.get("metadata") or "{}")
         chat = meta.get("chat") or {}
-        when = parse_time((meta.get("time") or {}).get("created_at") or row.get("created_at"))
+        when = parse_timestamp((meta.get("time") or {}).get("created_at") or row.get("created_at"))
         info.append((row["id"], row["step"], chat, when))
     # Turn order: by conversation and session, then time, then id with its numbers compared as numbers
     # (turns of one session often share a timestamp: "s_2" before "s_10"). Independent of ingest order.
@@ -202,16 +186,16 @@ def leaf_sum_search(engine: SearchEngine, query: str, steps: list[str] | None, b
         index = dense_index(engine.store)
         if config.dense:
             ids, sims, _ = index.scores(qvec, steps, branch, periods)
-            rows, leaves = scope.leaf_pairs(("searched", len(ids)), ids)
+            rows, leaves, one_to_one = scope.leaf_pairs("searched", ids)
             dense = np.zeros(n)
-            if scope.one_to_one(("searched", len(ids))):
+            if one_to_one:
                 dense[leaves] = _normalized_dense(sims)[rows]
             else:  # several records per leaf: the best one counts (ufunc.at is exact but ~10x slower)
                 np.maximum.at(dense, leaves, _normalized_dense(sims)[rows])
             total += config.dense_weight * dense
         if config.leaf_dense_weight and set(scope.leaf_steps) != set(steps or []):
             ids, sims, _ = index.scores(qvec, scope.leaf_steps, branch, None)
-            rows, leaves = scope.leaf_pairs(("own", len(ids)), ids, own=True)
+            rows, leaves, _ = scope.leaf_pairs("own", ids, own=True)
             own = np.zeros(n)
             own[leaves] = _normalized_dense(sims)[rows]
             total += config.leaf_dense_weight * own
@@ -235,5 +219,5 @@ def leaf_sum_search(engine: SearchEngine, query: str, steps: list[str] | None, b
         kth = np.partition(total[candidates], -k)[-k]
         candidates = candidates[total[candidates] >= kth]
     order = candidates[np.lexsort((scope.tiebreak[candidates], -total[candidates]))][:k]
-    rows = {r["id"]: r for r in _rows_by_id(engine, [scope.leaf_ids[i] for i in order], LIGHT_COLUMNS)}
+    rows = engine.store.rows_by_id([scope.leaf_ids[i] for i in order], LIGHT_COLUMNS)
     return [engine._hit(rows[scope.leaf_ids[i]], float(total[i]), {}) for i in order if scope.leaf_ids[i] in rows]

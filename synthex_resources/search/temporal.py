@@ -77,13 +77,3 @@ def time_window(query: str) -> TimeWindow | None:
     if m := _YEAR_ONLY.search(text):
         return TimeWindow(year=int(m.group(1)))
     return None
-
-
-def parse_time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
