@@ -18,7 +18,7 @@ from evals.architectures import ranked_leaf_keys, resolve
 from evals.locomo import load_locomo
 from evals.locomo_eval import add_question, ingest_conversation
 from evals.scoring import Tally
-from synthex_resources import open_store
+from synthex_resources.embedder import EmbedderConfig
 from synthex_resources.search import SearchEngine
 from synthex_resources.search.recipes import CONVERSATIONAL, HYBRID_RRF, SearchConfig
 
@@ -37,12 +37,13 @@ def run(data: Path, work_dir: Path, limit: int | None = None, k: int = 10) -> li
     [arch] = resolve(["conversational"], None)
     raw = json.loads(data.read_text(encoding="utf-8"))
     conversations = load_locomo(data)[: limit or None]
-    pipes = {c.sample_id: ingest_conversation(arch, c.sample_id, raw, work_dir) for c in conversations}
+    embedder = EmbedderConfig().create()
+    pipes = {c.sample_id: ingest_conversation(arch, c.sample_id, raw, work_dir, embedder) for c in conversations}
     rows = []
     for name, (config, stem) in VARIANTS.items():
         tally = Tally()
         for conv in conversations:
-            engine = SearchEngine(open_store(pipes[conv.sample_id].store_uri))
+            engine = SearchEngine(pipes[conv.sample_id].app.store)
             engine.ensure_index(stem=stem)
             session_of = {t.dia_id: t.session_id for t in conv.turns}
             for question in (q for q in conv.questions if q.evidence):
@@ -56,7 +57,8 @@ def run(data: Path, work_dir: Path, limit: int | None = None, k: int = 10) -> li
                      "ndcg_any@10": turn["ndcg_any@10"], "query_s": m["wall_s"]})
         print(json.dumps(rows[-1]), flush=True)
     for pipe in pipes.values():  # leave the workspace as the architecture defines it
-        SearchEngine(open_store(pipe.store_uri)).ensure_index(stem=True)
+        SearchEngine(pipe.app.store).ensure_index(stem=True)
+        pipe.close()
     return rows
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from synthex import Pipeline
 from synthex.steps import SourceStep
+from synthex_resources.embedder import Embedder
 from synthex_resources.search.tokenize import tokenize
 
 BUILTIN = ("raw-bm25", "raw-dense", "raw-hybrid", "contextual-hybrid", "conversational")
@@ -38,16 +39,18 @@ class Architecture:
     def work_key(self) -> str:
         return self.workspace or self.name
 
-    def ingest(self, root: Path, filename: str, payload: str, fmt: str) -> Pipeline:
+    def ingest(self, root: Path, filename: str, payload: str, fmt: str, embedder: Embedder | None = None) -> Pipeline:
         """Feed ``payload`` (benchmark JSON) through this architecture's pipeline in workspace ``root``.
 
         The file is rewritten only when its content changed, so a re-run is incremental like any run.
+        The caller closes the returned pipeline when done with it (``pipe.close()``).
         """
         root.mkdir(parents=True, exist_ok=True)
         data = root / filename
         if not data.exists() or data.read_text() != payload:
             data.write_text(payload)
         pipe = self.build(data, root, fmt)
+        pipe.open(embedder=embedder)
         pipe.run(branch=self.branch)
         return pipe
 

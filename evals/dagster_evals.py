@@ -6,29 +6,35 @@ A schedule (off by default) re-runs the eval nightly on ``main``.
 """
 
 
+import base64
 import os
+import warnings
 from pathlib import Path
 
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
     AssetCheckSpec,
+    AssetDep,
     AssetExecutionContext,
     Config,
     DefaultScheduleStatus,
     Definitions,
     MaterializeResult,
     MetadataValue,
+    MultiToSingleDimensionPartitionMapping,
     RunRequest,
     asset,
     define_asset_job,
     schedule,
 )
+from dagster._annotations import BetaWarning
 
 from evals.architectures import project_architecture
 from evals.locomo_eval import evaluate_locomo
 from evals.report import chart, table
-from synthex.pipeline import Pipeline
+from synthex.definition import PipelineDefinition
+from synthex_assets.naming import asset_name
 from synthex_assets.partitions import BRANCHES
 
 DEFAULT_LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10_dev7.json"
@@ -44,9 +50,20 @@ class LoCoMoEvalConfig(Config):
     thresholds: dict[str, float] = {"turn/recall_any@10": 0.5}
 
 
-def eval_definitions(pipeline: Pipeline, blocking: bool = False) -> Definitions:
+def chart_markdown(png: Path) -> str:
+    """The chart inline in the asset's metadata, so the UI shows the image, not a file path."""
+    return f"![LoCoMo retrieval](data:image/png;base64,{base64.b64encode(png.read_bytes()).decode('ascii')})"
+
+
+def eval_definitions(pipeline: PipelineDefinition, blocking: bool = False) -> Definitions:
+    # Lineage: the eval searches the pipeline's search steps on the same branch.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BetaWarning)  # a stable mapping in practice; "beta" in Dagster 1.13
+        by_branch = MultiToSingleDimensionPartitionMapping(partition_dimension_name="branch")
+
     @asset(
         name="eval_locomo",
+        deps=[AssetDep(asset_name(s), partition_mapping=by_branch) for s in pipeline.search_steps()],
         partitions_def=BRANCHES,
         group_name="evals",
         kinds={"python"},
@@ -68,7 +85,7 @@ def eval_definitions(pipeline: Pipeline, blocking: bool = False) -> Definitions:
         metadata = {k: float(v) for k, v in flat.items() if k.split("/")[1] in
                     ("recall_any@5", "recall_any@10", "recall_all@5", "recall_all@10", "ndcg_any@10", "mrr")}
         metadata |= {"n_questions": result["n_questions"], "wall_s": result["wall_s"],
-                     "table": MetadataValue.md(table([result], "turn")), "chart": MetadataValue.path(str(png))}
+                     "table": MetadataValue.md(table([result], "turn")), "chart": MetadataValue.md(chart_markdown(png)), "chart_file": MetadataValue.path(str(png))}
         return MaterializeResult(
             metadata=metadata,
             check_results=[AssetCheckResult(

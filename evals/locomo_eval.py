@@ -10,12 +10,14 @@ from evals.architectures import Architecture, ranked_leaf_keys
 from evals.locomo import CATEGORIES, Question, load_locomo
 from evals.metrics import dedupe
 from evals.scoring import Tally
+from synthex_resources.embedder import Embedder, EmbedderConfig
 
 
-def ingest_conversation(arch: Architecture, sample_id: str, raw: list[dict[str, Any]], work_dir: Path):
+def ingest_conversation(arch: Architecture, sample_id: str, raw: list[dict[str, Any]], work_dir: Path,
+                        embedder: Embedder | None = None):
     """One conversation fed through the architecture's pipeline, in its own workspace."""
     payload = json.dumps([s for s in raw if s.get("sample_id") == sample_id])
-    return arch.ingest(work_dir / arch.work_key / sample_id, "conversation.json", payload, "locomo-turns")
+    return arch.ingest(work_dir / arch.work_key / sample_id, "conversation.json", payload, "locomo-turns", embedder)
 
 
 def add_question(tally: Tally, question: Question, turns: list[str], session_of: dict[str, str]) -> None:
@@ -28,21 +30,22 @@ def evaluate_locomo(data: Path, architectures: list[Architecture], work_dir: Pat
                     k: int = 10, log=print, qa: bool = False, qa_context: int = 5) -> list[dict[str, Any]]:
     """Retrieval metrics per architecture; with ``qa``, also answer + judge accuracy (real LLM only)."""
     if qa:
-        from synthex_resources.llm import LLMResource
+        from synthex_resources.llm import LLMConfig
 
-        if LLMResource().is_offline():
+        if LLMConfig().is_offline():
             from evals.qa import qa_accuracy
 
             qa_accuracy([])  # raises the clear "needs a real LLM" error before any work
     conversations = load_locomo(data)[: limit or None]
     raw = json.loads(Path(data).read_text(encoding="utf-8"))
     results = []
+    embedder = EmbedderConfig().create()  # one model for every workspace of this eval
     for arch in architectures:
         tally = Tally()
         qa_items = []
         pipeline_name = arch.name
         for conv in conversations:
-            pipe = ingest_conversation(arch, conv.sample_id, raw, work_dir)
+            pipe = ingest_conversation(arch, conv.sample_id, raw, work_dir, embedder)
             pipeline_name = pipe.name
             session_of = {t.dia_id: t.session_id for t in conv.turns}
             questions = [q for q in conv.questions if q.evidence]
@@ -55,6 +58,7 @@ def evaluate_locomo(data: Path, architectures: list[Architecture], work_dir: Pat
 
                     qa_items.append(QAItem(question.question, question.answer, [h.content for h in hits[:qa_context]],
                                            CATEGORIES.get(question.category, str(question.category))))
+            pipe.close()  # its store, caches and Dagster instance: one workspace held at a time
             log(f"  {arch.name}: {conv.sample_id} done ({len(questions)} questions)")
         qa_result = None
         if qa:

@@ -14,6 +14,7 @@ from evals.architectures import Architecture, ranked_leaf_keys
 from evals.longmemeval import documents, load_longmemeval, questions_for
 from evals.metrics import dedupe, freshness, mean
 from evals.scoring import Tally
+from synthex_resources.embedder import EmbedderConfig
 
 
 def evidence_by_time(question, gold_sessions: set[str]) -> list[str]:
@@ -30,6 +31,7 @@ def evaluate_longmemeval(data: Path, architectures: list[Architecture], work_dir
     questions = questions_for(protocol, load_longmemeval(data))[: limit or None]
     raw = {item["question_id"]: item for item in json.loads(Path(data).read_text(encoding="utf-8"))}
     results = []
+    embedder = EmbedderConfig().create()  # one model for every workspace of this eval
     for arch in architectures:
         tally = Tally(category_level="session")
         fresh_rows: list[dict[str, float]] = []
@@ -38,10 +40,11 @@ def evaluate_longmemeval(data: Path, architectures: list[Architecture], work_dir
             _, gold_turns = documents(question, "turn", protocol)
             _, gold_sessions = documents(question, "session", protocol)
             pipe = arch.ingest(work_dir / protocol / arch.work_key / question.question_id, "question.json",
-                               json.dumps([raw[question.question_id]]), f"longmemeval-turns-{protocol}")
+                               json.dumps([raw[question.question_id]]), f"longmemeval-turns-{protocol}", embedder)
             pipeline_name = pipe.name
             hits = pipe.search(question.question, step=arch.steps, k=k, mode=arch.mode, branch=arch.branch)
             turns = ranked_leaf_keys(hits, question.question, lambda r: r.meta("chat.message_id"), k)
+            pipe.close()
             sessions = dedupe(t.rsplit("_", 1)[0] for t in turns)
             tally.add(turns, gold_turns, sessions, gold_sessions, question.question_type)
             if question.question_type == "knowledge-update":

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from synthex.errors import SynthexError
-from synthex_resources.llm import LLMResource
+from synthex_resources.llm import LLMConfig
 
 ANSWER_PROMPT = """You answer questions about a long-running conversation between two people, using only the
 conversation excerpts below. Answer with a short phrase. If the excerpts do not contain the answer,
@@ -39,8 +39,8 @@ class QAItem:
     category: str
 
 
-def qa_accuracy(items: list[QAItem], llm: LLMResource | None = None) -> dict:
-    llm = llm or LLMResource()
+def qa_accuracy(items: list[QAItem], llm: LLMConfig | None = None) -> dict:
+    llm = llm or LLMConfig()
     if llm.is_offline():
         raise SynthexError("QA accuracy needs a real LLM: set OPENAI_API_KEY and/or OPENAI_BASE_URL "
                            "(the offline stand-in is extractive and is never used to report QA accuracy)")

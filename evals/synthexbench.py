@@ -96,7 +96,7 @@ def run(conversations: int = 200, root: Path | None = None) -> dict[str, Any]:
             found += any(conv_id in {leaf.meta("chat.conversation_id") for leaf in h.leaves()} for h in hits)
         altitude[step] = found / len(plan["topics"])
 
-    from synthex_resources.llm import LLMResource
+    from synthex_resources.llm import LLMConfig
 
     return {
         "benchmark": "synthexbench-v0", "conversations": conversations, "records": sum(pipe.stats()["steps"][s]["records"] for s in pipe.steps),
@@ -104,7 +104,7 @@ def run(conversations: int = 200, root: Path | None = None) -> dict[str, Any]:
         "leaf_bypass_recall": bypass_found / len(plan["phrases"]),
         "leaf_bypass_phrases_absent_from_summaries": f"{dropped_by_summaries}/{len(plan['phrases'])}",
         "multi_altitude_recall@5": altitude,
-        "emergent_knowledge": "skipped: needs a real LLM" if LLMResource().is_offline() else "not implemented",
+        "emergent_knowledge": "skipped: needs a real LLM" if LLMConfig().is_offline() else "not implemented",
     }
 
 

@@ -1,4 +1,9 @@
-"""The `synthex` command line. Every command takes --project DIR (default: the current directory)."""
+"""The `synthex` command line. Every command takes --project DIR (default: the current directory).
+
+Commands import only what they need (the pipeline definition is light; LanceDB and Dagster load
+when a command touches the store or launches a run). Installed plugins add commands (``synthex
+eval`` comes from the evals plugin) through ``synthex.plugins``.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +12,14 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from synthex.errors import SynthexError
-from synthex.pipeline import Pipeline
+
+if TYPE_CHECKING:
+    from synthex.app.pipeline import Pipeline
 
 project_option = click.option("--project", "project", default=".", show_default=True,
                               type=click.Path(file_okay=False), help="Project folder (holds pipeline.py).")
@@ -20,18 +27,41 @@ branch_option = click.option("--branch", default="main", show_default=True, help
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 
 
-def _emit(data: Any) -> None:
+def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
-def _load(project: str) -> Pipeline:
+def load_project(project: str) -> Pipeline:
     from synthex.project import load_pipeline
 
-    return load_pipeline(project)
+    return load_pipeline(project)  # type: ignore[return-value]
 
 
 class SynthexGroup(click.Group):
-    """Report Synthex errors as one clear line and a non-zero exit, not a traceback."""
+    """Report Synthex errors as one clear line and a non-zero exit, not a traceback; plugins' commands
+    (``synthex.plugins``) join the first time the command list is read, not at import."""
+
+    _plugins_loaded = False
+
+    def _load_plugins(self) -> None:
+        if self._plugins_loaded:
+            return
+        self._plugins_loaded = True
+        from synthex.plugins import load_plugins
+
+        for plugin in load_plugins():
+            hook = getattr(plugin, "register_commands", None)
+            if callable(hook):
+                hook(self)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._load_plugins()
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            self._load_plugins()
+        return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -72,19 +102,21 @@ def init(name: str, sources: tuple[str, ...], demo: bool, target: str | None) ->
 @project_option
 @json_option
 def run(step: str | None, from_: str | None, full: bool, branch: str, project: str, as_json: bool) -> None:
-    """Run the pipeline (only partitions whose inputs changed), through the project's Dagster instance."""
+    """Run the pipeline (only partitions whose inputs changed) as one run of its Dagster job."""
     from synthex.progress import TerminalProgress
 
-    pipe = _load(project)
+    pipe = load_project(project)
     selected = pipe.select(step, from_)
     click.echo(f"Running pipeline '{pipe.name}' on branch '{branch}'...", err=True)
     result = pipe.run(step=step, from_=from_, full=full, branch=branch, progress=TerminalProgress(selected))
     if as_json:
-        _emit(result.to_dict())
+        emit_json(result.to_dict())
         return
     s = result.stats
-    click.echo(f"✓ {result.status} in {s.duration:.1f}s (step time)  records: {s.output} created, "
-               f"{s.skipped} skipped, {s.errors} errors  tokens: {s.tokens}  run: {result.id}")
+    what = "nothing to do, everything up to date" if not result.dagster_run_ids else (
+        f"records: {s.output} created, {s.skipped} skipped, {s.errors} errors  tokens: {s.tokens}")
+    click.echo(f"✓ {result.status} in {result.wall_s:.1f}s wall ({s.duration:.1f}s step time)  {what}  "
+               f"run: {result.id}")
 
 
 @main.command()
@@ -96,15 +128,17 @@ def run(step: str | None, from_: str | None, full: bool, branch: str, project: s
 @json_option
 def plan(step: str | None, from_: str | None, full: bool, branch: str, project: str, as_json: bool) -> None:
     """Dry run: steps that would run, records to process, token and cost estimates."""
-    result = _load(project).plan(step=step, from_=from_, full=full, branch=branch)
+    result = load_project(project).plan(step=step, from_=from_, full=full, branch=branch)
     if as_json:
-        _emit(result.to_dict())
+        emit_json(result.to_dict())
         return
     if not result.steps:
         click.echo("Everything is up to date.")
+        return
+    click.echo(f"{'step':<16} {'kind':<10} {'records':>7} {'stale':>6} {'periods':>7}  tokens")
     for name, info in result.per_step.items():
-        click.echo(f"{name:<16} {info['kind']:<10} {info['records']:>6} records  {len(info['periods']):>3} periods  "
-                   f"~{info['tokens']} tokens" + (f"  {info['model']}" if info["model"] else ""))
+        click.echo(f"{name:<16} {info['kind']:<10} {info['records']:>7} {info['stale']:>6} {len(info['periods']):>7}  "
+                   f"~{info['tokens']}" + (f"  {info['model']}" if info["model"] else ""))
     e = result.estimates
     click.echo(f"total: {e['records']} records, ~{e['tokens']} tokens, ~${e['cost']:.4f}"
                + (" (offline stand-in: no cost)" if e.get("offline") else ""))
@@ -116,10 +150,11 @@ def plan(step: str | None, from_: str | None, full: bool, branch: str, project: 
 @json_option
 def stats(branch: str, project: str, as_json: bool) -> None:
     """Record counts by step."""
-    data = _load(project).stats(branch)
+    data = load_project(project).stats(branch)
     if as_json:
-        _emit(data)
+        emit_json(data)
         return
+    click.echo(f"{'step':<16} {'kind':<10} {'records':>7}")
     for name, info in data["steps"].items():
         click.echo(f"{name:<16} {info['kind']:<10} {info['records']:>7}")
 
@@ -130,14 +165,27 @@ def stats(branch: str, project: str, as_json: bool) -> None:
 @project_option
 @json_option
 def runs(run_id: str | None, limit: int, project: str, as_json: bool) -> None:
-    """List recent runs (or one run's details)."""
-    items = _load(project).runs(limit=10_000 if run_id else limit)
+    """List recent runs, or one run's per-step detail (RUN_ID or a unique prefix)."""
+    items = load_project(project).runs(limit=10_000 if run_id else limit)
     if run_id:
         items = [r for r in items if r.id.startswith(run_id)]
         if not items:
             raise SynthexError(f"no run with id {run_id!r}")
+        if len(items) > 1:
+            raise SynthexError(f"run id prefix {run_id!r} matches {len(items)} runs; give more characters")
     if as_json:
-        _emit([r.to_dict() for r in items])
+        emit_json([r.to_dict() for r in items])
+        return
+    if run_id:
+        r = items[0]
+        click.echo(f"run {r.id}  {r.status}  branch {r.branch}  started {r.started_at}  finished {r.completed_at}"
+                   f"  wall {r.wall_s:.1f}s" + (f"\nerror: {r.error}" if r.error else ""))
+        click.echo(f"{'step':<16} {'input':>7} {'created':>8} {'skipped':>8} {'errors':>7} {'tokens':>8} {'time':>8}")
+        for step, s in r.step_stats.items():
+            click.echo(f"{step:<16} {s.input:>7} {s.output:>8} {s.skipped:>8} {s.errors:>7} {s.tokens:>8} "
+                       f"{s.duration:>7.2f}s")
+        if not r.step_stats:
+            click.echo("(no step ran: everything was up to date)")
         return
     for r in items:
         s = r.stats
@@ -146,7 +194,7 @@ def runs(run_id: str | None, limit: int, project: str, as_json: bool) -> None:
 
 
 def _get_record(project: str, record_id: str):
-    rec = _load(project).get(record_id)
+    rec = load_project(project).get(record_id)
     if rec is None:
         raise SynthexError(f"no record with id {record_id!r}")
     return rec
@@ -160,7 +208,7 @@ def get(record_id: str, project: str, as_json: bool) -> None:
     """Show one record."""
     rec = _get_record(project, record_id)
     if as_json:
-        _emit(rec.to_dict())
+        emit_json(rec.to_dict())
         return
     click.echo(f"{rec.id}  step={rec.step} branch={rec.branch} period={rec.period}\n"
                f"sources: {', '.join(rec.source_ids) or '-'}\nmodel: {rec.audit.get('model')}\n\n{rec.content}")
@@ -174,7 +222,7 @@ def lineage(record_id: str, project: str, as_json: bool) -> None:
     """Show a record's provenance tree down to the source records."""
     tree = _get_record(project, record_id).lineage()
     if as_json:
-        _emit(tree)
+        emit_json(tree)
         return
 
     def show(node: dict, depth: int) -> None:
@@ -186,119 +234,47 @@ def lineage(record_id: str, project: str, as_json: bool) -> None:
     show(tree, 0)
 
 
+def parse_metadata_filters(pairs: tuple[str, ...]) -> dict[str, Any] | None:
+    """``--metadata chat.conversation_id=abc`` (repeatable) -> {"chat.conversation_id": "abc"}."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{pair!r}: expected KEY=VALUE (e.g. chat.conversation_id=abc)",
+                                     param_hint="--metadata")
+        out[key] = value
+    return out or None
+
+
 @main.command()
 @click.argument("query")
 @click.option("--step", "steps", multiple=True, help="Step(s) to search (default: the search output's steps).")
 @click.option("--exact", is_flag=True, help="Verbatim substring search (default steps: the leaf/source steps).")
-@click.option("-k", "k", default=10, show_default=True, help="Number of hits.")
+@click.option("-k", "k", default=10, show_default=True, type=click.IntRange(min=1), help="Number of hits.")
 @click.option("--mode", type=click.Choice(["bm25", "dense", "hybrid", "conversational"]), default="hybrid",
               show_default=True, help="conversational: rank turns (leaves) through their context records")
+@click.option("--period", "periods", multiple=True, help="Only records of this period, e.g. 2024-03 (repeatable).")
+@click.option("--metadata", "metadata", multiple=True, help="KEY=VALUE metadata filter (repeatable).")
 @branch_option
 @project_option
 @json_option
-def search(query: str, steps: tuple[str, ...], exact: bool, k: int, mode: str, branch: str, project: str,
-           as_json: bool) -> None:
+def search(query: str, steps: tuple[str, ...], exact: bool, k: int, mode: str, periods: tuple[str, ...],
+           metadata: tuple[str, ...], branch: str, project: str, as_json: bool) -> None:
     """Search records at any altitude of the pipeline; drill down with `synthex lineage ID`."""
-    hits = _load(project).search(query, step=list(steps) or None, exact=exact, branch=branch, k=k, mode=mode)
+    if not query.strip():
+        raise click.BadParameter("the query is empty", param_hint="QUERY")
+    hits = load_project(project).search(query, step=list(steps) or None, exact=exact, branch=branch, k=k, mode=mode,
+                                        periods=list(periods) or None, metadata=parse_metadata_filters(metadata))
     if as_json:
-        _emit({"hits": [h.to_hit_dict() for h in hits]})
+        emit_json({"hits": [h.to_hit_dict() for h in hits]})
         return
     if not hits:
         click.echo("no hits")
+        return
+    click.echo(f"{'#':>2}  {'score':>8}  {'step':<14} {'id':<8}  {'period':<7}  content")
     for i, h in enumerate(hits, 1):
         text = h.content.replace("\n", " ")
-        click.echo(f"{i:>2}. {h.score:8.4f}  [{h.step}] {h.id[:8]}  {h.period}  {text[:100]}")
-
-
-@main.group("eval")
-def eval_group() -> None:
-    """Score memory architectures on LoCoMo / LongMemEval retrieval."""
-
-
-@eval_group.command("locomo")
-@click.option("--data", type=click.Path(exists=True, dir_okay=False), required=True,
-              help="The official locomo10.json (or a subset in the same format).")
-@click.option("--limit", type=int, default=None, help="Only the first N conversations.")
-@click.option("--compare", default=None,
-              help="Comma-separated architectures: raw-bm25, raw-dense, raw-hybrid, contextual-hybrid, conversational, or a branch "
-                   "of this project's pipeline (default: main).")
-@click.option("-k", "k", default=10, show_default=True)
-@click.option("--qa", is_flag=True, help="Also answer from the top-5 hits and judge with the configured LLM.")
-@project_option
-@json_option
-def eval_locomo(data: str, limit: int | None, compare: str | None, k: int, qa: bool, project: str,
-                as_json: bool) -> None:
-    """LoCoMo retrieval: each conversation ingested through the architecture's sources."""
-    from evals.locomo_eval import evaluate_locomo
-
-    archs, eval_dir = _architectures(compare, project)
-    results = evaluate_locomo(Path(data), archs, eval_dir / "work" / "locomo", limit=limit, k=k, log=_log, qa=qa)
-    if "mem0" in (compare or "").split(","):
-        from evals.peers.mem0_peer import evaluate_mem0_locomo
-
-        try:
-            results.append(evaluate_mem0_locomo(Path(data), eval_dir / "work" / "locomo", limit=limit, k=k, log=_log))
-        except RuntimeError as exc:
-            raise SynthexError(str(exc)) from exc
-    _finish(results, eval_dir, compare, as_json)
-
-
-@eval_group.command("longmemeval")
-@click.option("--data", type=click.Path(exists=True, dir_okay=False), required=True,
-              help="longmemeval_s_cleaned.json, longmemeval_m*.json or longmemeval_oracle.json.")
-@click.option("--protocol", type=click.Choice(["official", "any"]), default="official", show_default=True)
-@click.option("--limit", type=int, default=None, help="Only the first N questions.")
-@click.option("--compare", default=None, help="Comma-separated architectures (as for `eval locomo`).")
-@click.option("-k", "k", default=10, show_default=True)
-@project_option
-@json_option
-def eval_longmemeval(data: str, protocol: str, limit: int | None, compare: str | None, k: int, project: str,
-                     as_json: bool) -> None:
-    """LongMemEval retrieval: each question's haystack ingested through the architecture's sources."""
-    from evals.longmemeval_eval import evaluate_longmemeval
-
-    archs, eval_dir = _architectures(compare, project)
-    results = evaluate_longmemeval(Path(data), archs, eval_dir / "work" / "longmemeval", protocol=protocol,
-                                   limit=limit, k=k, log=_log)
-    _finish(results, eval_dir, compare, as_json)
-
-
-def _log(msg: str) -> None:
-    click.echo(msg, err=True)
-
-
-def _architectures(compare: str | None, project: str) -> tuple[list, Path]:
-    """The architectures named by --compare (default: the project's pipeline on main), and the eval dir."""
-    from evals.architectures import resolve
-
-    root = Path(project).resolve()
-    names = [n.strip() for n in (compare or "main").split(",") if n.strip()]
-    try:
-        return resolve(names, root), root / ".synthex" / "evals"
-    except ValueError as exc:
-        raise SynthexError(str(exc)) from exc
-
-
-def _finish(results: list[dict], eval_dir: Path, compare: str | None, as_json: bool) -> None:
-    from evals.report import category_table, chart, save, table
-
-    saved = save(results, eval_dir)
-    png = chart(results, saved.with_suffix(".png")) if len(results) > 1 or compare else None
-    if as_json:
-        _emit(results[0] if len(results) == 1 else {"results": results, "chart": str(png) if png else None})
-        return
-    click.echo(f"Turn level\n{table(results, 'turn')}\n\nSession level\n{table(results, 'session')}\n\n"
-               f"recall_any@10 by category\n{category_table(results)}\n\nsaved {saved}"
-               + (f"\nchart {png}" if png else ""))
-
-
-@eval_group.command("report")
-@project_option
-def eval_report(project: str) -> None:
-    """Markdown report of the latest eval runs."""
-    from evals.report import report
-
-    click.echo(report(Path(project).resolve() / ".synthex" / "evals"))
+        click.echo(f"{i:>2}. {h.score:8.4f}  {h.step:<14.14} {h.id[:8]}  {h.period:<7}  {text[:100]}")
 
 
 @main.command("export-toml")
@@ -306,7 +282,7 @@ def eval_report(project: str) -> None:
 @project_option
 def export_toml(output: str | None, project: str) -> None:
     """Serialize the pipeline's structure to TOML (prompt functions by import path)."""
-    text = _load(project).to_toml(output)
+    text = load_project(project).to_toml(output)
     if output is None:
         click.echo(text)
     else:
@@ -315,24 +291,22 @@ def export_toml(output: str | None, project: str) -> None:
 
 @main.command()
 @click.option("--port", default=3000, show_default=True)
+@click.option("--open", "open_browser", is_flag=True, help="Open the UI in a browser once it answers.")
 @project_option
-def ui(port: int, project: str) -> None:
+def ui(port: int, open_browser: bool, project: str) -> None:
     """Open the Dagster UI on this project: every step an asset, lineage visible."""
+    from synthex.ui_launch import prepare_ui, spawn_browser_opener
+
     root = Path(project).resolve()
-    from synthex.project import PIPELINE_FILE
-
-    home = root / ".synthex" / "dagster"
-    home.mkdir(parents=True, exist_ok=True)
-    from synthex_assets.instance import ensure_instance_yaml
-
-    ensure_instance_yaml(home)
-    env = dict(os.environ, SYNTHEX_PROJECT=str(root), DAGSTER_HOME=str(home))
-    if not (root / PIPELINE_FILE).exists():
-        click.echo(f"no {PIPELINE_FILE} in {root}: showing the bundled demo pipeline", err=True)
-    args = [sys.executable, "-m", "dagster", "dev", "-m", "evals.code_location", "-p", str(port)]
+    launch = prepare_ui(root, port)
+    for note in launch.notes:
+        click.echo(note, err=True)
+    click.echo(f"Dagster UI for '{launch.location}' at {launch.url} (Ctrl-C to stop)", err=True)
+    if open_browser:
+        spawn_browser_opener(launch.url)
     # dagster dev ignores SIGINT/SIGTERM when started with SIGINT ignored (e.g. from a background script).
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    os.execvpe(args[0], args, env)
+    os.execvpe(launch.args[0], launch.args, launch.env)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,11 @@ from datetime import UTC, datetime
 PERIOD_KINDS = ("month", "week", "day")
 
 
+def now_iso() -> str:
+    """The one timestamp format Synthex writes (records, runs, run steps): ISO-8601 UTC, seconds."""
+    return iso(datetime.now(UTC))
+
+
 def parse_timestamp(value: object) -> datetime | None:
     """Accept epoch seconds (int/float/str) or ISO-8601 strings; return an aware UTC datetime."""
     if value is None or value == "":

@@ -1,7 +1,7 @@
 """Progress reporting: steps report records done; the CLI draws one bar per step.
 
-The Dagster assets run in-process for CLI/Python runs, so a module-level reporter is enough to
-connect them to the terminal without either side importing the other.
+A reporter is an object handed down explicitly (a run's resources carry it to the step assets);
+``NullProgress`` is the default where nobody watches (a run launched from the Dagster UI).
 """
 
 from __future__ import annotations
@@ -20,17 +20,17 @@ class ProgressReporter(Protocol):
     def finish(self) -> None: ...
 
 
-_current: ProgressReporter | None = None
+class NullProgress:
+    """Reports nowhere."""
 
+    def start(self, totals: dict[str, int]) -> None:
+        pass
 
-def set_reporter(reporter: ProgressReporter | None) -> None:
-    global _current
-    _current = reporter
+    def advance(self, step: str, n: int) -> None:
+        pass
 
-
-def advance(step: str, n: int = 1) -> None:
-    if _current is not None:
-        _current.advance(step, n)
+    def finish(self) -> None:
+        pass
 
 
 class TerminalProgress:

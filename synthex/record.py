@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from synthex.pipeline import RecordResolver
+
+class RecordResolver(Protocol):
+    """What a record needs to follow its provenance (the record store implements it)."""
+
+    def get_many(self, ids: list[str]) -> list[Record]: ...
 
 RESERVED_META_NAMESPACES = ("time", "chat", "source", "step", "custom")
 
@@ -150,6 +153,7 @@ class Run:
     step_stats: dict[str, RunStats] = field(default_factory=dict)
     error: str = ""
     dagster_run_ids: list[str] = field(default_factory=list)
+    wall_s: float = 0.0  # start to finish, beside ``stats.duration`` (the steps' own time)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -164,6 +168,7 @@ class Run:
             "step_stats": {k: v.to_dict() for k, v in self.step_stats.items()},
             "error": self.error,
             "dagster_run_ids": list(self.dagster_run_ids),
+            "wall_s": round(self.wall_s, 3),
         }
 
     @classmethod
@@ -180,4 +185,5 @@ class Run:
             step_stats={k: RunStats(**v) for k, v in data.get("step_stats", {}).items()},
             error=data.get("error", ""),
             dagster_run_ids=list(data.get("dagster_run_ids", [])),
+            wall_s=float(data.get("wall_s", 0.0)),
         )

@@ -1,22 +1,31 @@
-"""The one function that turns a Pipeline into dagster.Definitions."""
+"""The one function that turns a pipeline definition into ``dagster.Definitions``."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from dagster import AssetSelection, Definitions, define_asset_job
 
-from synthex.pipeline import Pipeline
-from synthex_assets.naming import asset_name
+from synthex.definition import PipelineDefinition
+from synthex_assets.naming import job_name
 from synthex_assets.partitions import STEP_PARTITIONS
 from synthex_assets.resources import build_resources
 from synthex_assets.step_assets import build_step_assets
 
 
-def build_definitions(pipeline: Pipeline) -> Definitions:
+def build_definitions(pipeline: PipelineDefinition, resources: Mapping[str, Any] | None = None) -> Definitions:
+    """Step assets, the pipeline's own job (named after the pipeline) and resources.
+
+    ``resources`` replaces the configured ones by key: a CLI run passes its live store, LLM client and
+    progress bar; tests pass theirs, the way Dagster's example projects swap resources per environment.
+    """
     assets = build_step_assets(pipeline)
     job = define_asset_job(
-        f"{asset_name(pipeline.name)}_all_steps",
+        job_name(pipeline.name),
         selection=AssetSelection.assets(*assets),
         partitions_def=STEP_PARTITIONS,
-        description=f"Materialize every step of pipeline `{pipeline.name}` for one branch|period.",
+        description=f"Every step of pipeline `{pipeline.name}`: pick a branch and a range of periods; "
+                    f"each step runs its periods in order in one run.",
     )
-    return Definitions(assets=assets, resources=build_resources(pipeline), jobs=[job])
+    return Definitions(assets=assets, resources={**build_resources(pipeline), **(resources or {})}, jobs=[job])

@@ -8,24 +8,30 @@ from pathlib import Path
 
 from dagster import DagsterInstance
 
-from synthex.pipeline import Pipeline
+from synthex.definition import PipelineDefinition
 
-_INSTANCES: dict[str, DagsterInstance] = {}
+INSTANCE_YAML = """\
+# Written by synthex: a project-local Dagster instance.
+telemetry:
+  enabled: false
+"""
 
 
 def ensure_instance_yaml(home: Path) -> None:
     """A project-local instance with telemetry off (it would log every step to the console)."""
+    home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists():
-        config.write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
+        config.write_text(INSTANCE_YAML, encoding="utf-8")
 
 
-def project_instance(pipeline: Pipeline) -> DagsterInstance:
-    home = Path(os.environ.get("SYNTHEX_DAGSTER_HOME") or pipeline.dagster_home).resolve()
-    home.mkdir(parents=True, exist_ok=True)
+def instance_home(pipeline: PipelineDefinition) -> Path:
+    return Path(os.environ.get("SYNTHEX_DAGSTER_HOME") or pipeline.dagster_home).resolve()
+
+
+def open_instance(pipeline: PipelineDefinition) -> DagsterInstance:
+    """A new handle on the project's instance; the caller owns it (``dispose()`` when done)."""
+    home = instance_home(pipeline)
     ensure_instance_yaml(home)
-    key = str(home)
-    if key not in _INSTANCES:
-        logging.getLogger("dagster").setLevel(logging.ERROR)
-        _INSTANCES[key] = DagsterInstance.from_config(key)
-    return _INSTANCES[key]
+    logging.getLogger("dagster").setLevel(logging.ERROR)
+    return DagsterInstance.from_config(str(home))

@@ -1,8 +1,7 @@
 """Stable mappings from Synthex names to what Dagster accepts.
 
 Asset keys allow ``[A-Za-z0-9_]``: ``world-model`` becomes ``world_model`` (the step name stays in
-asset metadata and the description). Branch names become dynamic partition keys, where ``| , [ ]``
-are accepted but can never materialize, so they are rejected up front.
+asset metadata and the description). Branch names are checked in ``synthex.naming``.
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ import re
 from synthex.errors import PipelineDefinitionError
 
 _ASSET_BAD = re.compile(r"[^A-Za-z0-9_]")
-_BRANCH_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-/]{0,99}$")
 
 
 def asset_name(step: str) -> str:
@@ -30,9 +28,15 @@ def check_asset_names(steps: list[str]) -> None:
         seen[name] = step
 
 
-def branch_key(branch: str) -> str:
-    if not _BRANCH_OK.match(branch):
-        raise PipelineDefinitionError(
-            f"branch name {branch!r} is not allowed: use letters, digits, '_', '-', '.', '/' "
-            f"(Dagster partition keys cannot hold '|', ',', '[' or ']')")
-    return branch
+# The module `dagster dev` loads (workspace.yaml, `synthex ui`); runs launched by the CLI carry it as origin.
+CODE_LOCATION_MODULE = "synthex_assets.code_location"
+
+
+def job_name(pipeline_name: str) -> str:
+    """The pipeline's own job: named after the pipeline (``personal-memory`` -> ``personal_memory``)."""
+    return asset_name(pipeline_name)
+
+
+def location_name(pipeline_name: str) -> str:
+    """The code location shown in the UI: the project's pipeline name."""
+    return pipeline_name

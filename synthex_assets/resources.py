@@ -1,18 +1,21 @@
-"""The resources a pipeline's assets need, configured for its project."""
+"""The resources a pipeline's assets need, configured for its project (the code location's defaults)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from synthex.pipeline import Pipeline
-from synthex_resources.llm import LLMResource
-from synthex_resources.record_store import RecordStoreResource
-from synthex_resources.search import SearchResource
+from dagster import ResourceDefinition
+
+from synthex.definition import PipelineDefinition
+from synthex.progress import NullProgress
+from synthex_resources.resources import LLMResource, RecordStoreResource, SearchResource
 
 
-def build_resources(pipeline: Pipeline) -> dict[str, Any]:
+def build_resources(pipeline: PipelineDefinition) -> dict[str, Any]:
     return {
         "store": RecordStoreResource(uri=pipeline.store_uri),
         "llm": LLMResource(),
         "search": SearchResource(uri=pipeline.store_uri, default_steps=pipeline.search_steps()),
+        # Nobody watches a run launched from the UI; the CLI passes its progress bar instead.
+        "progress": ResourceDefinition.hardcoded_resource(NullProgress(), "progress reporter (none)"),
     }

@@ -1,86 +1,105 @@
-"""One Dagster software-defined asset per pipeline step."""
+"""One Dagster software-defined asset per pipeline step, partitioned by (branch x period).
+
+(No ``from __future__ import annotations`` here: Dagster reads the asset function's annotations.)
+
+Every step asset has a single-run backfill policy: one run materializes all of its selected
+partitions, one op per step, so Dagster's overhead is paid per run and per step, not per period.
+Inside the op a ``StepExecutor`` processes the partitions branch by branch, periods in
+chronological order (a fold's state chain needs it).
+"""
 
 
-import time
-from datetime import UTC, datetime
+import warnings
 
-from dagster import AssetExecutionContext, AssetsDefinition, MaterializeResult, MetadataValue, asset
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    AssetsDefinition,
+    BackfillPolicy,
+    Failure,
+    MaterializeResult,
+    MetadataValue,
+    ResourceParam,
+    asset,
+)
+from dagster._annotations import BetaWarning
 
-from synthex.pipeline import Pipeline
-from synthex.record import Record
-from synthex.steps import Step, execute_partition
-from synthex_assets.naming import asset_name
-from synthex_assets.partitions import STEP_PARTITIONS
-from synthex_assets.step_context import StoreStepContext
-from synthex_resources.llm import LLMResource
-from synthex_resources.record_store import RecordStoreResource
-from synthex_resources.search import SearchEngine
+from synthex.definition import PipelineDefinition
+from synthex.errors import SynthexError
+from synthex.progress import ProgressReporter
+from synthex.steps import Step
+from synthex_assets.checks import CHECKS, check_descriptions
+from synthex_assets.executor import PartitionOutcome, StepExecutor
+from synthex_assets.naming import asset_name, check_asset_names
+from synthex_assets.partitions import STEP_PARTITIONS, split_partition_key
+from synthex_assets.preview import preview_markdown
+from synthex_resources.llm import LLMConfig
+from synthex_resources.record_store import RecordStore
 
-RUN_ID_TAG = "synthex/run_id"
 FULL_TAG = "synthex/full"
-PREVIEW_RECORDS = 3
 
 
-def preview_markdown(records: list[Record]) -> str:
-    if not records:
-        return "_no new records in this partition_"
-    rows = ["| id | content |", "|---|---|"]
-    for rec in records[:PREVIEW_RECORDS]:
-        text = rec.content.replace("\n", " ").replace("|", "\\|")
-        rows.append(f"| `{rec.id[:8]}` | {text[:200]}{'…' if len(text) > 200 else ''} |")
-    return "\n".join(rows)
+def partition_metadata(outcome: PartitionOutcome) -> dict[str, object]:
+    """What the UI shows for one (branch, period) partition: that partition's own figures."""
+    stats = outcome.stats
+    return {
+        "records_created": stats.output,
+        "records_skipped": stats.skipped,
+        "records_removed": outcome.removed,
+        "records_total": outcome.total,
+        "errors": stats.errors,
+        "tokens": stats.tokens,
+        "duration_s": round(stats.duration, 3),
+        "preview": MetadataValue.md(preview_markdown(outcome.new_records)),
+    }
 
 
-def build_step_asset(pipeline: Pipeline, step: Step) -> AssetsDefinition:
+def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefinition:
+    name = asset_name(step.name)
     description = f"Synthex {step.kind} step `{step.name}`" + (
         f" from {', '.join(step.from_)}" if step.from_ else "") + f" (pipeline `{pipeline.name}`)."
 
     @asset(
-        name=asset_name(step.name),
+        name=name,
         deps=[asset_name(u) for u in step.from_],
         partitions_def=STEP_PARTITIONS,
+        backfill_policy=BackfillPolicy.single_run(),
         code_version=step.version_hash(),
         group_name=asset_name(pipeline.name),
         description=description,
         kinds={"lancedb", "python"},
         metadata={"synthex/step": step.name, "synthex/kind": step.kind, "synthex/config": str(step.config())},
+        check_specs=[AssetCheckSpec(check, asset=name, description=text)
+                     for check, text in check_descriptions(step).items()],
     )
-    def _step_asset(context: AssetExecutionContext, store: RecordStoreResource, llm: LLMResource) -> MaterializeResult:
-        started = time.monotonic()
-        keys = context.partition_key.keys_by_dimension  # type: ignore[attr-defined]
-        branch, period = keys["branch"], keys["period"]
-        run_id = context.run.tags.get(RUN_ID_TAG, context.run_id)
-        full = context.run.tags.get(FULL_TAG) == "1"
-        records = store.get_store()
-        ctx = StoreStepContext(records, branch, period, run_id, llm.get_completer(cache=records), step=step.name)
-        existing = records.partition_ids(step.name, branch, period)
-        result = execute_partition(step, ctx, existing, full=full)
-        written = records.write_partition(step.name, branch, period, result.new_records, result.keep_ids)
-        result.stats.duration = time.monotonic() - started
-        records.record_step_stats(run_id, pipeline.name, branch, step.name, period, result.stats,
-                                  datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
-        stats = result.stats
-        index = SearchEngine(records).ensure_index(optimize=False, stem=pipeline.lexical_stem)
-        return MaterializeResult(metadata={
-            "index_rows": index["rows"],
-            "index_fts_unindexed_rows": index["fts_unindexed"],
-            "index_updated_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "records_created": stats.output,
-            "records_skipped": stats.skipped,
-            "records_removed": written["removed"],
-            "records_total": len(result.keep_ids),
-            "errors": stats.errors,
-            "tokens": stats.tokens,
-            "duration_s": round(stats.duration, 3),
-            "synthex_step": step.name,
-            "preview": MetadataValue.md(preview_markdown(result.new_records)),
-        })
+    def _step_asset(context: AssetExecutionContext, store: ResourceParam[RecordStore],
+                    llm: ResourceParam[LLMConfig], progress: ResourceParam[ProgressReporter]) -> MaterializeResult:
+        partitions = [split_partition_key(k) for k in context.partition_keys]
+        executor = StepExecutor(pipeline, step, store, llm, progress, run_id=context.run_id,
+                                full=context.run.tags.get(FULL_TAG) == "1")
+        try:
+            result = executor.run(partitions)
+        except SynthexError as exc:
+            # One line for the user: the step, the partition, the problem (the traceback stays in the log).
+            raise Failure(description=str(exc), allow_retries=False) from exc
+        for outcome in result.outcomes:
+            context.add_asset_metadata(partition_metadata(outcome),
+                                       partition_key=f"{outcome.branch}|{outcome.period}")
+        context.log.info(f"{step.name}: {len(result.outcomes)} partition(s), index {result.index}")
+        return MaterializeResult(check_results=[
+            AssetCheckResult(check_name=check, passed=passed, severity=AssetCheckSeverity.ERROR,
+                             metadata={"detail": MetadataValue.text(detail)})
+            for check, (passed, detail) in result.checks.items() if check in CHECKS
+        ])
 
     return _step_asset
 
 
-def build_step_assets(pipeline: Pipeline) -> list[AssetsDefinition]:
-    from synthex_assets.naming import check_asset_names
-
+def build_step_assets(pipeline: PipelineDefinition) -> list[AssetsDefinition]:
     check_asset_names(pipeline.order())
-    return [build_step_asset(pipeline, pipeline.steps[name]) for name in pipeline.order()]
+    with warnings.catch_warnings():
+        # single-run backfill policies are "beta" in Dagster 1.13; this is a deliberate choice (docs/architecture.md)
+        warnings.simplefilter("ignore", BetaWarning)
+        return [build_step_asset(pipeline, pipeline.steps[name]) for name in pipeline.order()]

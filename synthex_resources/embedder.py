@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
-from dagster import ConfigurableResource
 
 VOCAB = Path(__file__).parent / "vendor" / "minilm_vocab.txt"
 MINILM_DIM = 384
@@ -98,25 +98,9 @@ class OpenAIEmbedder:
         return arr / np.maximum(np.linalg.norm(arr, axis=1, keepdims=True), 1e-12)
 
 
-_EMBEDDERS: dict[tuple[str, str, str | None], Embedder] = {}
-
-
-def get_embedder(kind: str = "minilm-onnx", model: str = "", base_url: str | None = None,
-                 api_key: str | None = None, dim: int = MINILM_DIM) -> Embedder:
-    """One embedder instance per configuration and process (loading the model costs ~0.3 s)."""
-    key = (kind, model, base_url)
-    if key not in _EMBEDDERS:
-        if kind == "minilm-onnx":
-            _EMBEDDERS[key] = MiniLMOnnxEmbedder()
-        elif kind == "openai":
-            _EMBEDDERS[key] = OpenAIEmbedder(model or "text-embedding-3-small", dim, base_url, api_key)
-        else:
-            raise ValueError(f"unknown embedder kind {kind!r}; expected 'minilm-onnx' or 'openai'")
-    return _EMBEDDERS[key]
-
-
-class EmbedderResource(ConfigurableResource):
-    """Dagster resource: which embedder writes the ``vector`` column.
+@dataclass
+class EmbedderConfig:
+    """Which embedder writes the ``vector`` column (plain Python; the Dagster resource wraps it).
 
     Defaults come from the environment: ``SYNTHEX_EMBEDDER=openai`` (with ``SYNTHEX_EMBEDDING_MODEL``,
     ``SYNTHEX_EMBEDDING_DIM``, ``OPENAI_BASE_URL``/``OPENAI_API_KEY``) selects an OpenAI-compatible
@@ -130,11 +114,17 @@ class EmbedderResource(ConfigurableResource):
     api_key: str | None = None
     dim: int | None = None
 
-    def get_embedder(self) -> Embedder:
-        kind = self.kind or os.environ.get("SYNTHEX_EMBEDDER") or "minilm-onnx"
+    def resolved_kind(self) -> str:
+        return self.kind or os.environ.get("SYNTHEX_EMBEDDER") or "minilm-onnx"
+
+    def create(self) -> Embedder:
+        """A new embedder (the MiniLM model loads on first use, ~0.3 s): share it by passing it around."""
+        kind = self.resolved_kind()
         if kind == "minilm-onnx":
-            return get_embedder(kind)
-        return get_embedder(kind, self.model or os.environ.get("SYNTHEX_EMBEDDING_MODEL", ""),
-                            self.base_url or os.environ.get("OPENAI_BASE_URL"),
-                            self.api_key or os.environ.get("OPENAI_API_KEY"),
-                            self.dim or int(os.environ.get("SYNTHEX_EMBEDDING_DIM", "1536")))
+            return MiniLMOnnxEmbedder()
+        if kind == "openai":
+            return OpenAIEmbedder(self.model or os.environ.get("SYNTHEX_EMBEDDING_MODEL") or "text-embedding-3-small",
+                                  self.dim or int(os.environ.get("SYNTHEX_EMBEDDING_DIM", "1536")),
+                                  self.base_url or os.environ.get("OPENAI_BASE_URL"),
+                                  self.api_key or os.environ.get("OPENAI_API_KEY"))
+        raise ValueError(f"unknown embedder kind {kind!r}; expected 'minilm-onnx' or 'openai'")

@@ -12,9 +12,8 @@ import os
 import random
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
-
-from dagster import ConfigurableResource
 
 from synthex.errors import StepError
 from synthex.llm import Completer, Completion, OfflineExtractiveCompleter
@@ -112,8 +111,12 @@ class OpenAICompleter:
         return [results[i] for i in range(len(prompts))]
 
 
-class LLMResource(ConfigurableResource):
-    """Model, base URL and key from config, else from OPENAI_* env vars; offline stand-in otherwise."""
+@dataclass
+class LLMConfig:
+    """Model, base URL and key from config, else from OPENAI_* env vars; offline stand-in otherwise.
+
+    Plain Python; ``synthex_resources.resources.LLMResource`` is the Dagster resource around it.
+    """
 
     model: str | None = None
     base_url: str | None = None

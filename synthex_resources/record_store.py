@@ -8,7 +8,6 @@ purge and search are single queries over it. Upserts go by deterministic id with
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -17,11 +16,10 @@ from typing import Any
 
 import lancedb
 import pyarrow as pa
-from dagster import ConfigurableResource
 
 from synthex.hashing import fingerprint
 from synthex.record import Record, Run, RunStats
-from synthex_resources.embedder import Embedder, EmbedderResource, get_embedder
+from synthex_resources.embedder import Embedder, EmbedderConfig
 
 RECORDS, RUNS, RUN_STEPS, LLM_CACHE = "records", "runs", "run_steps", "llm_cache"
 LIGHT_COLUMNS = ["id", "content", "step", "branch", "period", "sources", "materialization_key", "run_id",
@@ -70,12 +68,32 @@ class RecordStore:
         self._embedder = embedder
         self._tables: dict[str, Any] = {}
         self._lock = threading.RLock()
+        # Derived state that lives as long as this store (the dense matrix, leaf-sum bookkeeping, the
+        # search thread pools): built by the search layer through ``derived``, dropped by ``close``.
+        self._derived: dict[str, Any] = {}
+
+    def derived(self, name: str, build: Callable[[], Any]) -> Any:
+        """The store-scoped object ``name``, built on first use."""
+        with self._lock:
+            if name not in self._derived:
+                self._derived[name] = build()
+            return self._derived[name]
+
+    def close(self) -> None:
+        """Drop caches and stop thread pools; the store can still be used (it rebuilds on demand)."""
+        with self._lock:
+            derived, self._derived = self._derived, {}
+            self._tables.clear()
+        for value in derived.values():
+            shutdown = getattr(value, "shutdown", None)
+            if callable(shutdown):
+                shutdown(wait=False)
 
     # -- tables -----------------------------------------------------------------------------------
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            self._embedder = get_embedder()
+            self._embedder = EmbedderConfig().create()
         if callable(self._embedder) and not hasattr(self._embedder, "embed"):
             self._embedder = self._embedder()
         return self._embedder  # type: ignore[return-value]
@@ -148,8 +166,27 @@ class RecordStore:
                       key=lambda r: (r.meta("time.created_at") or "", r.id))
 
     def partition_ids(self, step: str, branch: str, period: str) -> set[str]:
-        where = f"step = {q(step)} AND branch = {q(branch)} AND period = {q(period)}"
-        return {r["id"] for r in self._rows(where, ["id"])}
+        return self.partition_id_sets(step, branch, [period])[period]
+
+    def partition_id_sets(self, step: str, branch: str, periods: list[str]) -> dict[str, set[str]]:
+        """Stored ids of each (step, branch, period) partition, in one query."""
+        out: dict[str, set[str]] = {p: set() for p in periods}
+        if not periods:
+            return out
+        where = (f"step = {q(step)} AND branch = {q(branch)} AND period IN ("
+                 + ",".join(q(p) for p in periods) + ")")
+        for row in self._rows(where, ["id", "period"]):
+            out[row["period"]].add(row["id"])
+        return out
+
+    def list_periods(self, steps: list[str], branch: str, periods: list[str]) -> list[Record]:
+        """Records of ``steps`` in ``periods`` of a branch, one query (store order as in ``list``)."""
+        if not steps or not periods:
+            return []
+        where = (f"branch = {q(branch)} AND step IN (" + ",".join(q(s) for s in steps) + ") AND period IN ("
+                 + ",".join(q(p) for p in periods) + ")")
+        return sorted((self._to_record(r) for r in self._rows(where)),
+                      key=lambda r: (r.meta("time.created_at") or "", r.id))
 
     def previous_state(self, step: str, branch: str, period: str) -> Record | None:
         """The record of ``step`` in the latest period before ``period`` (a fold's prior state)."""
@@ -183,23 +220,69 @@ class RecordStore:
             "vector": None if vector is None else [float(x) for x in vector],
         }
 
-    def upsert(self, records: list[Record]) -> int:
-        """Embed (once, at write time) and upsert by id; returns rows written."""
+    def upsert(self, records: list[Record], embed: bool = True) -> int:
+        """Upsert by id; returns rows written. With ``embed`` the records get vectors now (each distinct
+        text embedded once); without, their vector stays empty until a dense search needs it
+        (``ensure_vectors``)."""
         if not records:
             return 0
-        need = [i for i, r in enumerate(records) if r.embedding is None]
-        if need:
-            vectors = self.embedder.embed([records[i].content for i in need])
-            for i, vec in zip(need, vectors, strict=True):
-                records[i].embedding = vec.tolist()
+        if embed:
+            self._fill_vectors(records)
         tbl = self.records_table(create=True)
         data = pa.Table.from_pylist([self._row(r, r.embedding) for r in records], schema=tbl.schema)
         with self._lock:
             (tbl.merge_insert("id")
              .when_matched_update_all(where="target.content != source.content")
              .when_not_matched_insert_all()
-             .execute(data))
+             .execute(data, on_bad_vectors="null"))  # a record written without a vector keeps it empty
         return len(records)
+
+    def _fill_vectors(self, records: list[Record]) -> None:
+        """Give every record a vector, embedding each distinct text once: a text already stored (another
+        step, branch or step version with the same content) reuses its stored vector."""
+        need = [r for r in records if r.embedding is None]
+        if not need:
+            return
+        by_print: dict[str, list[Record]] = defaultdict(list)
+        for rec in need:
+            by_print[fingerprint(rec.content)].append(rec)
+        known = self.vectors_by_fingerprint(list(by_print))
+        missing = [p for p in by_print if p not in known]
+        if missing:
+            fresh = self.embedder.embed([by_print[p][0].content for p in missing])
+            known.update({p: vec.tolist() for p, vec in zip(missing, fresh, strict=True)})
+        for p, recs in by_print.items():
+            for rec in recs:
+                rec.embedding = known[p]
+
+    def ensure_vectors(self, steps: list[str] | None, branch: str) -> int:
+        """Embed and store the vectors that records of ``steps`` on ``branch`` were written without (steps
+        outside every search surface are not embedded at write time). Returns how many were filled."""
+        clauses = ["vector IS NULL", f"branch = {q(branch)}"]
+        if steps:
+            clauses.append("step IN (" + ",".join(q(s) for s in steps) + ")")
+        records = [self._to_record(r) for r in self._rows(" AND ".join(clauses))]
+        if not records:
+            return 0
+        self._fill_vectors(records)
+        tbl = self.records_table()
+        data = pa.Table.from_pylist([self._row(r, r.embedding) for r in records], schema=tbl.schema)
+        with self._lock:
+            tbl.merge_insert("id").when_matched_update_all().execute(data)
+        return len(records)
+
+    def vectors_by_fingerprint(self, prints: list[str]) -> dict[str, list[float]]:
+        """Stored vectors by content fingerprint (any row with that content)."""
+        tbl = self.records_table()
+        found: dict[str, list[float]] = {}
+        if tbl is None:
+            return found
+        for start in range(0, len(prints), 500):
+            where = "fingerprint IN (" + ",".join(q(p) for p in prints[start:start + 500]) + ")"
+            for row in self._rows(where, ["fingerprint", "vector"]):
+                if row["vector"] is not None:
+                    found[row["fingerprint"]] = list(row["vector"])
+        return found
 
     def delete_ids(self, ids: Iterable[str]) -> int:
         ids = list(ids)
@@ -213,15 +296,23 @@ class RecordStore:
 
     def write_partition(self, step: str, branch: str, period: str, new_records: list[Record],
                         keep_ids: set[str]) -> dict[str, int]:
-        """Upsert the partition's new records, then drop superseded ones (old step versions).
+        """Upsert the partition's new records, then drop superseded ones (old step versions)."""
+        removed = self.write_partitions(step, branch, {period: (new_records, keep_ids)})
+        return {"written": len(new_records), "removed": removed[period]}
+
+    def write_partitions(self, step: str, branch: str, parts: dict[str, tuple[list[Record], set[str]]],
+                         embed: bool = True) -> dict[str, int]:
+        """Several partitions of one step in two commits: upsert all new records, then delete the rows
+        each partition no longer expects. Returns rows removed per period.
 
         The order matters for crash safety: a kill between the two leaves old and new rows, which the
-        next plan sees as stale rows and removes; it never leaves the partition without its records.
+        next plan sees as stale rows and removes; it never leaves a partition without its records.
         """
-        written = self.upsert(new_records)
-        stale = self.partition_ids(step, branch, period) - keep_ids
-        removed = self.delete_ids(stale)
-        return {"written": written, "removed": removed}
+        self.upsert([r for new, _ in parts.values() for r in new], embed=embed)
+        stored = self.partition_id_sets(step, branch, list(parts))
+        stale = {period: stored[period] - keep for period, (_, keep) in parts.items()}
+        self.delete_ids([i for ids in stale.values() for i in ids])
+        return {period: len(ids) for period, ids in stale.items()}
 
     # -- runs -------------------------------------------------------------------------------------
     def save_run(self, run: Run) -> None:
@@ -232,14 +323,18 @@ class RecordStore:
             tbl.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
                 pa.Table.from_pylist([row], schema=RUNS_SCHEMA))
 
-    def record_step_stats(self, run_id: str, pipeline: str, branch: str, step: str, period: str,
-                          stats: RunStats, recorded_at: str) -> None:
+    def record_step_stats(self, run_id: str, pipeline: str, step: str, recorded_at: str,
+                          per_partition: list[tuple[str, str, RunStats]]) -> None:
+        """Stats of one step's (branch, period, stats) partitions in a run, one commit."""
+        if not per_partition:
+            return
         tbl = self.table(RUN_STEPS, RUN_STEPS_SCHEMA)
-        row = {"id": f"{run_id}/{step}/{period}", "run_id": run_id, "pipeline": pipeline, "branch": branch,
-               "step": step, "period": period, "recorded_at": recorded_at, "stats": json.dumps(stats.to_dict())}
+        rows = [{"id": f"{run_id}/{step}/{branch}/{period}", "run_id": run_id, "pipeline": pipeline,
+                 "branch": branch, "step": step, "period": period, "recorded_at": recorded_at,
+                 "stats": json.dumps(stats.to_dict())} for branch, period, stats in per_partition]
         with self._lock:
             tbl.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
-                pa.Table.from_pylist([row], schema=RUN_STEPS_SCHEMA))
+                pa.Table.from_pylist(rows, schema=RUN_STEPS_SCHEMA))
 
     def step_stats(self, run_id: str) -> dict[str, RunStats]:
         tbl = self.table(RUN_STEPS)
@@ -296,32 +391,6 @@ class RecordStore:
                 pa.Table.from_pylist(rows, schema=CACHE_SCHEMA))
 
 
-_STORES: dict[tuple[str, str], RecordStore] = {}
-_STORES_LOCK = threading.Lock()
-
-
-def open_store(uri: str, embedder: EmbedderResource | None = None) -> RecordStore:
-    """One RecordStore per (uri, embedder) and process."""
-    cfg = embedder or EmbedderResource()
-    env = (os.environ.get("SYNTHEX_EMBEDDER"), os.environ.get("SYNTHEX_EMBEDDING_MODEL"), os.environ.get("OPENAI_BASE_URL"))
-    key = (uri, f"{cfg.kind}:{cfg.model}:{cfg.base_url}:{env}")
-    with _STORES_LOCK:
-        if key not in _STORES:
-            _STORES[key] = RecordStore(uri, embedder=cfg.get_embedder)
-        return _STORES[key]
-
-
-class RecordStoreResource(ConfigurableResource):
-    """Dagster resource for the record store; ``uri`` is a folder or any LanceDB URI (s3://...).
-
-    The embedder that fills the ``vector`` column at write time is configured here too.
-    """
-
-    uri: str
-    embedder_kind: str | None = None
-    embedder_model: str | None = None
-    embedder_base_url: str | None = None
-
-    def get_store(self) -> RecordStore:
-        return open_store(self.uri, EmbedderResource(kind=self.embedder_kind, model=self.embedder_model,
-                                                     base_url=self.embedder_base_url))
+def open_store(uri: str, embedder: Embedder | None = None) -> RecordStore:
+    """A new RecordStore on ``uri`` (keep it: it owns its caches); the embedder loads on first write."""
+    return RecordStore(uri, embedder=embedder or EmbedderConfig().create)

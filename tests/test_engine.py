@@ -8,8 +8,7 @@ from dagster import AssetKey
 
 from synthex import Pipeline
 from synthex.errors import PipelineDefinitionError, StepError
-from synthex_assets.instance import project_instance
-from synthex_assets.naming import branch_key
+from synthex.naming import check_branch_name
 
 
 def counts(pipe):
@@ -29,7 +28,7 @@ def test_full_run_then_no_change_run(project):
     assert c["monthly"] == periods and c["world-model"] == periods
     assert run.stats.output == sum(c.values())
     # Dagster saw one materialization per (step, period), with our metadata.
-    instance = project_instance(pipe)
+    instance = pipe.app.instance
     event = instance.get_latest_materialization_event(AssetKey("summaries"))
     meta = event.asset_materialization.metadata
     assert {"records_created", "records_skipped", "errors", "tokens", "duration_s", "preview"} <= set(meta)
@@ -115,7 +114,7 @@ def test_definition_errors(small_export):
     with pytest.raises(PipelineDefinitionError, match="period"):
         pipe.aggregate("a", from_="src", period="fortnight", prompt=lambda rs, p: "")
     with pytest.raises(PipelineDefinitionError, match="not allowed"):
-        branch_key("feature|x")
+        check_branch_name("feature|x")
 
 
 def test_merge_of_two_sources_dedupes(tmp_path, small_export):

@@ -5,12 +5,12 @@ from conftest import load
 from fake_openai import FakeOpenAI
 
 from synthex.errors import StepError
-from synthex_resources import LLMResource, open_store
+from synthex_resources.llm import LLMConfig
 
 
 def test_retry_on_429_then_success(tmp_path):
     with FakeOpenAI(fail_first=2, fail_status=429) as server:
-        completer = LLMResource(base_url=server.base_url, api_key="k", backoff_base=0.01).get_completer()
+        completer = LLMConfig(base_url=server.base_url, api_key="k", backoff_base=0.01).get_completer()
         [c] = completer.complete_many(["hello there"], "test-model", 0.0)
         assert c.text.startswith("FAKE SUMMARY") and c.model == "test-model"
         assert server.calls == 3 and c.tokens_in == 11 and c.tokens_out == 3
@@ -18,7 +18,7 @@ def test_retry_on_429_then_success(tmp_path):
 
 def test_gives_up_after_max_retries_with_clear_error():
     with FakeOpenAI(fail_first=100, fail_status=503) as server:
-        completer = LLMResource(base_url=server.base_url, api_key="k", backoff_base=0.0, max_retries=2).get_completer()
+        completer = LLMConfig(base_url=server.base_url, api_key="k", backoff_base=0.0, max_retries=2).get_completer()
         with pytest.raises(StepError, match=r"failed after 3 attempt\(s\)"):
             completer.complete_many(["x"], "m", 0.0)
         assert server.calls == 3
@@ -26,7 +26,7 @@ def test_gives_up_after_max_retries_with_clear_error():
 
 def test_bounded_concurrency():
     with FakeOpenAI(delay=0.05) as server:
-        completer = LLMResource(base_url=server.base_url, api_key="k", max_concurrency=3).get_completer()
+        completer = LLMConfig(base_url=server.base_url, api_key="k", max_concurrency=3).get_completer()
         out = completer.complete_many([f"prompt {i}" for i in range(12)], "m", 0.0)
         assert len(out) == 12 and server.max_in_flight <= 3 and server.max_in_flight >= 2
 
@@ -48,7 +48,7 @@ def test_pipeline_uses_real_model_audit_and_cache(project, monkeypatch):
         assert summary.audit["raw_response"] and '"chatcmpl-test"' in summary.audit["raw_response"]
         assert len(summary.audit["rendered_prompt_hash"]) == 64
         # A rebuild from scratch with unchanged prompts is answered from the response cache.
-        store = open_store(pipe.store_uri)
+        store = pipe.store()
         store.delete_ids([r.id for s in ("summaries", "monthly", "world-model") for r in pipe.records(s)])
         pipe.run()
         assert server.calls == first_calls

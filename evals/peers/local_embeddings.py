@@ -10,12 +10,12 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from synthex_resources.embedder import Embedder, get_embedder
+from synthex_resources.embedder import Embedder, EmbedderConfig
 
 
 class LocalEmbeddingServer:
     def __init__(self, embedder: Embedder | None = None) -> None:
-        embed = embedder or get_embedder()
+        embed = embedder or EmbedderConfig().create()
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):  # quiet

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Protocol
 from synthex.errors import PipelineDefinitionError, StepError
 from synthex.hashing import materialization_key, record_id, stable_hash
 from synthex.llm import Completer, Completion, approx_tokens
+from synthex.periods import now_iso
 from synthex.record import Record, RunStats
 
 
@@ -38,10 +39,6 @@ def callable_source_hash(fn: Callable[..., Any] | None) -> str | None:
     except (OSError, TypeError):
         source = callable_ref(fn) or repr(fn)
     return hashlib.sha256(source.encode("utf-8")).hexdigest()[:32]
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class StepContext(Protocol):

@@ -2,7 +2,5 @@
 
 from synthex_resources.search.engine import SearchEngine, SearchHit
 from synthex_resources.search.recipes import BM25_ONLY, DENSE_ONLY, HYBRID_RRF, RECIPES, SearchConfig
-from synthex_resources.search.resource import SearchResource
 
-__all__ = ["BM25_ONLY", "DENSE_ONLY", "HYBRID_RRF", "RECIPES", "SearchConfig", "SearchEngine", "SearchHit",
-           "SearchResource"]
+__all__ = ["BM25_ONLY", "DENSE_ONLY", "HYBRID_RRF", "RECIPES", "SearchConfig", "SearchEngine", "SearchHit"]

@@ -12,6 +12,7 @@ import threading
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow.compute as pc
 
 from synthex_resources.record_store import RecordStore
 
@@ -26,6 +27,7 @@ class _Matrix:
     periods: np.ndarray
     vectors: np.ndarray  # (n, dim) float32, L2-normalized
     row_of: dict[str, int]
+    unembedded: set[tuple[str, str]]  # (step, branch) holding records written without a vector
 
 
 class DenseIndex:
@@ -42,6 +44,10 @@ class DenseIndex:
         with self._lock:
             if self._matrix is None or self._matrix.version != version:
                 data = tbl.search().select(["id", "step", "branch", "period", "vector"]).limit(None).to_arrow()
+                has_vector = pc.is_valid(data.column("vector"))
+                bare = data.filter(pc.invert(has_vector))
+                unembedded = set(zip(bare.column("step").to_pylist(), bare.column("branch").to_pylist(), strict=True))
+                data = data.filter(has_vector)
                 vec_col = data.column("vector").combine_chunks()
                 dim = vec_col.type.list_size
                 flat = vec_col.flatten().to_numpy(zero_copy_only=False)
@@ -61,8 +67,17 @@ class DenseIndex:
                     periods=columns["period"],
                     vectors=vectors,
                     row_of={rid: i for i, rid in enumerate(data.column("id").to_pylist())},
+                    unembedded=unembedded,
                 )
             return self._matrix
+
+    def _ready(self, steps: list[str] | None, branch: str) -> _Matrix | None:
+        """The matrix, after embedding any record in scope that was written without a vector."""
+        m = self._current()
+        if m is not None and any(b == branch and (not steps or s in steps) for s, b in m.unembedded):
+            self.store.ensure_vectors(steps, branch)
+            m = self._current()
+        return m
 
     def vectors_of(self, ids: list[str]) -> dict[str, np.ndarray]:
         m = self._current()
@@ -73,7 +88,7 @@ class DenseIndex:
     def scores(self, query_vector: np.ndarray, steps: list[str] | None, branch: str,
                periods: list[str] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Cosine similarity of every record in scope: (ids, similarities, matrix rows)."""
-        return self._scores(self._current(), query_vector, steps, branch, periods)
+        return self._scores(self._ready(steps, branch), query_vector, steps, branch, periods)
 
     @staticmethod
     def _scores(m: _Matrix | None, query_vector: np.ndarray, steps: list[str] | None, branch: str,
@@ -93,7 +108,7 @@ class DenseIndex:
     def search(self, query_vector: np.ndarray, steps: list[str] | None, branch: str,
                periods: list[str] | None, n: int) -> list[tuple[str, float, np.ndarray]]:
         """Top ``n`` (id, cosine similarity, vector), ties broken by id."""
-        m = self._current()
+        m = self._ready(steps, branch)
         _, sims, rows = self._scores(m, query_vector, steps, branch, periods)
         if m is None or not len(rows):
             return []
@@ -103,12 +118,6 @@ class DenseIndex:
         return [(rid, sim, m.vectors[row]) for rid, sim, row in ranked[:n]]
 
 
-_INDEXES: dict[int, DenseIndex] = {}
-
-
 def dense_index(store: RecordStore) -> DenseIndex:
-    """One cached matrix per store object and process."""
-    key = id(store)
-    if key not in _INDEXES:
-        _INDEXES[key] = DenseIndex(store)
-    return _INDEXES[key]
+    """The store's matrix (one per store object; it lives and dies with the store)."""
+    return store.derived("dense_index", lambda: DenseIndex(store))

@@ -29,7 +29,6 @@ from synthex_resources.search.recipes import HYBRID_RRF, SearchConfig
 from synthex_resources.search.tokenize import tokenize
 
 FTS_COLUMN = "content"
-_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="synthex-search")
 
 
 @dataclass
@@ -49,8 +48,15 @@ def _like_escape(text: str) -> str:
 
 
 class SearchEngine:
+    """Cheap to construct: what is worth keeping (matrix, bookkeeping, threads) lives on the store."""
+
     def __init__(self, store: RecordStore) -> None:
         self.store = store
+
+    def pool(self) -> ThreadPoolExecutor:
+        """Threads that run the lexical and dense legs side by side."""
+        return self.store.derived(
+            "search_pool", lambda: ThreadPoolExecutor(max_workers=4, thread_name_prefix="synthex-search"))
 
     # -- index maintenance ------------------------------------------------------------------------
     def ensure_index(self, optimize: bool = True, stem: bool = False) -> dict[str, Any]:
@@ -127,8 +133,9 @@ class SearchEngine:
         qvec = vector if vector is not None else self.store.embedder.embed([query])[0]
         if in_memory:
             return [(rid, sim) for rid, sim, _ in dense_index(self.store).search(qvec, steps, branch, periods, n)]
+        self.store.ensure_vectors(steps, branch)
         rows = (tbl.search(qvec.tolist(), vector_column_name="vector", query_type="vector").metric("cosine")
-                .where(where, prefilter=True).select(["id", "_distance"]).limit(n).to_list())
+                .where(f"({where}) AND vector IS NOT NULL", prefilter=True).select(["id", "_distance"]).limit(n).to_list())
         return sorted(((r["id"], 1.0 - float(r["_distance"])) for r in rows), key=lambda p: (-p[1], p[0]))
 
     # -- search -----------------------------------------------------------------------------------
@@ -152,7 +159,7 @@ class SearchEngine:
             legs["dense"] = lambda: self.dense(query, where, max(config.dense_pool, k), query_vector, steps=steps,
                                                branch=branch, periods=periods, in_memory=in_memory)
         if len(legs) > 1:  # the two legs wait on different things (index I/O, the embedder): overlap them
-            futures = {name: _POOL.submit(fn) for name, fn in legs.items()}
+            futures = {name: self.pool().submit(fn) for name, fn in legs.items()}
             lists = {name: f.result() for name, f in futures.items()}
         else:
             lists = {name: fn() for name, fn in legs.items()}

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -39,7 +38,6 @@ from synthex_resources.search.tokenize import tokenize
 if TYPE_CHECKING:
     from synthex_resources.search.engine import SearchEngine, SearchHit
 
-_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="synthex-leaf-sum")
 
 
 @dataclass
@@ -70,8 +68,12 @@ class _Scope:
         return self.pairs[key]
 
 
-_CACHE: dict[tuple, _Scope] = {}
-_LOCK = threading.Lock()
+class _ScopeCache:
+    """Leaf-sum bookkeeping per (table version, scope); owned by a store, so it dies with it."""
+
+    def __init__(self) -> None:
+        self.scopes: dict[tuple[int, str], _Scope] = {}
+        self.lock = threading.Lock()
 
 
 def _natural(text: str) -> tuple:
@@ -130,13 +132,14 @@ def _build_scope(engine: SearchEngine, where: str) -> _Scope:
 
 def _scope(engine: SearchEngine, where: str) -> _Scope:
     tbl = engine.store.records_table()
-    key = (id(engine.store), tbl.version if tbl is not None else -1, where)
-    with _LOCK:
-        if key not in _CACHE:
-            for old in [k for k in _CACHE if k[0] == key[0] and k[2] == where]:
-                del _CACHE[old]  # an older table version of the same scope
-            _CACHE[key] = _build_scope(engine, where)
-        return _CACHE[key]
+    key = (tbl.version if tbl is not None else -1, where)
+    cache: _ScopeCache = engine.store.derived("leaf_sum_scopes", _ScopeCache)
+    with cache.lock:
+        if key not in cache.scopes:
+            for old in [k for k in cache.scopes if k[1] == where]:
+                del cache.scopes[old]  # an older table version of the same scope
+            cache.scopes[key] = _build_scope(engine, where)
+        return cache.scopes[key]
 
 
 def without_names(query: str, names: set[str]) -> str:
@@ -174,7 +177,7 @@ def leaf_sum_search(engine: SearchEngine, query: str, steps: list[str] | None, b
                     leaf_scores[pos] = value
 
     # The index query waits on I/O, the embedder on compute: overlap them.
-    lexical_future = _POOL.submit(engine.lexical, text, where, config.lexical_pool) if config.lexical else None
+    lexical_future = engine.pool().submit(engine.lexical, text, where, config.lexical_pool) if config.lexical else None
     qvec = engine.store.embedder.embed([text])[0] if config.dense or config.leaf_dense_weight else None
     if lexical_future is not None:
         pairs = lexical_future.result()

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from synthex.pipeline import Pipeline, Plan
+from synthex.definition import PipelineDefinition, Plan
+from synthex.naming import check_branch_name
 from synthex.steps import AggregateStep, FoldStep, MergeStep, SourceStep, Step, TransformStep
-from synthex_assets.step_context import SnapshotContext
-from synthex_resources.llm import PRICES, LLMResource
-from synthex_resources.record_store import RecordStore, open_store
+from synthex_resources.llm import PRICES, LLMConfig
+from synthex_resources.record_store import RecordStore
+from synthex_resources.step_context import SnapshotContext
 
 CHARS_PER_TOKEN = 4
 LLM_OUTPUT_CHARS = 600  # ~150 tokens: what a summary-style call returns, for estimates
@@ -42,7 +43,7 @@ def _uses_llm(step: Step) -> bool:
     return isinstance(step, AggregateStep | FoldStep) or (isinstance(step, TransformStep) and step.prompt is not None)
 
 
-def compute_partition_plan(pipeline: Pipeline, store: RecordStore, branch: str, selected: list[str],
+def compute_partition_plan(pipeline: PipelineDefinition, store: RecordStore, branch: str, selected: list[str],
                            full: bool = False) -> PartitionPlan:
     snapshot = SnapshotContext.of(store.list(branch=branch), branch)
     periods = set(snapshot.periods())
@@ -109,15 +110,12 @@ def _estimate_tokens(step: Step, period: str, count: int, chars: dict) -> int:
     return up_chars // CHARS_PER_TOKEN + calls * (LLM_OUTPUT_CHARS // CHARS_PER_TOKEN + 50)
 
 
-def plan_pipeline(pipeline: Pipeline, branch: str = "main", step: str | None = None, from_: str | None = None,
-                  full: bool = False, store: RecordStore | None = None) -> Plan:
-    from synthex_assets.naming import branch_key
-
-    branch_key(branch)
-    store = store or open_store(pipeline.store_uri)
+def plan_pipeline(pipeline: PipelineDefinition, branch: str = "main", step: str | None = None, from_: str | None = None,
+                  full: bool = False, *, store: RecordStore) -> Plan:
+    check_branch_name(branch)
     selected = pipeline.select(step, from_)
     pplan = compute_partition_plan(pipeline, store, branch, selected, full)
-    llm = LLMResource()
+    llm = LLMConfig()
     offline = llm.is_offline()
     default_model = llm.resolved()["model"]
     per_step: dict[str, dict] = {}

@@ -1,4 +1,8 @@
-"""Pipeline: the user's memory architecture, a DAG of steps defined in Python (design doc §4)."""
+"""The pipeline definition: a memory architecture as a DAG of steps (design doc §4); pure data.
+
+Nothing here runs, stores or searches: ``synthex.app.Pipeline`` adds that on top. Lower layers take a
+``PipelineDefinition``.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +10,14 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from synthex.errors import PipelineDefinitionError
-from synthex.record import Record, Run
+from synthex.record import Record
 from synthex.steps import AggregateStep, FoldStep, MergeStep, SourceStep, Step, TransformStep
 from synthex.steps.base import callable_ref
 
 SURFACES = ("projection", "search")
-
-
-class RecordResolver(Protocol):
-    def get_many(self, ids: list[str]) -> list[Record]: ...
 
 
 @dataclass
@@ -48,8 +48,8 @@ def _as_list(value: str | list[str] | tuple[str, ...]) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
-class Pipeline:
-    """``Pipeline(name, agent=)`` with ``.source/.transform/.aggregate/.fold/.merge/.output``."""
+class PipelineDefinition:
+    """``PipelineDefinition(name, agent=)`` with ``.source/.transform/.aggregate/.fold/.merge/.output``."""
 
     def __init__(
         self,
@@ -197,71 +197,19 @@ class Pipeline:
     def leaf_steps(self) -> list[str]:
         return [s for s, st in self.steps.items() if isinstance(st, SourceStep)]
 
-    # -- execution (the Dagster layer does the work; imported lazily so this package stays pure) --
-    def run(self, step: str | None = None, from_: str | None = None, full: bool = False,
-            branch: str = "main", progress: Any = None) -> Run:
-        from synthex_assets.runner import run_pipeline
-
-        return run_pipeline(self, branch=branch, step=step, from_=from_, full=full, progress=progress)
-
-    def plan(self, step: str | None = None, from_: str | None = None, full: bool = False,
-             branch: str = "main") -> Plan:
-        from synthex_assets.planner import plan_pipeline
-
-        return plan_pipeline(self, branch=branch, step=step, from_=from_, full=full)
-
-    def store(self) -> Any:
-        from synthex_resources.record_store import open_store
-
-        return open_store(self.store_uri)
-
-    def get(self, record_id: str) -> Record | None:
-        return self.store().get(record_id)
-
-    def records(self, step: str, branch: str = "main") -> list[Record]:
-        return self.store().list(step=step, branch=branch)
-
-    def stats(self, branch: str = "main") -> dict[str, Any]:
-        counts = self.store().counts(branch)
-        return {"branch": branch, "steps": {s: {"records": counts.get(s, 0), "kind": self.steps[s].kind}
-                                            for s in self.order()}}
-
-    def runs(self, limit: int = 20) -> list[Run]:
-        return self.store().runs(limit=limit)
-
-    # -- search (design doc §6) -------------------------------------------------------------------
+    # -- search surfaces ----------------------------------------------------------------------------
     def search_steps(self) -> list[str]:
         """The steps of the ``surface="search"`` outputs (every step when there is none)."""
         steps = [s for o in self.outputs.values() if o.surface == "search" for s in o.from_]
         return list(dict.fromkeys(steps)) or self.order()
 
-    def search(self, query: str, step: str | list[str] | None = None, exact: bool = False, branch: str = "main",
-               k: int = 10, mode: str = "hybrid", periods: list[str] | None = None,
-               metadata: dict[str, Any] | None = None) -> list[Any]:
-        """Surface search at a step (altitude); ``exact=True`` is verbatim search in leaf steps by default."""
-        from synthex_resources.search import SearchResource
-
-        if step is None:
-            steps = self.leaf_steps() if exact else self.search_steps()
-        else:
-            steps = [step] if isinstance(step, str) else list(step)
-        for s in steps:
-            if s not in self.steps:
-                raise PipelineDefinitionError(f"unknown step {s!r}; steps: {', '.join(self.steps)}")
-        from synthex_resources.search.recipes import RECIPES
-
-        if mode not in RECIPES:
-            raise PipelineDefinitionError(f"unknown search mode {mode!r}; expected one of {', '.join(RECIPES)}")
-        return SearchResource(uri=self.store_uri).search(query, step=steps, branch=branch, k=k, mode=mode,
-                                                         exact=exact, periods=periods, metadata=metadata)
-
-    def projection(self, name: str, branch: str = "main") -> Record | None:
-        """The latest record of a ``surface="projection"`` output's step (e.g. the world model)."""
+    def projection_step(self, name: str) -> str:
+        """The step a ``surface="projection"`` output reads (e.g. the world model)."""
         out = self.outputs.get(name)
         if out is None or out.surface != "projection":
             known = [o.name for o in self.outputs.values() if o.surface == "projection"]
             raise PipelineDefinitionError(f"no projection output {name!r}; projections: {', '.join(known) or 'none'}")
-        return self.store().latest(out.from_[0], branch)
+        return out.from_[0]
 
     # -- sharing (design doc §4.8) ------------------------------------------------------------
     def to_toml_dict(self) -> dict[str, Any]:
@@ -299,7 +247,7 @@ class Pipeline:
         return text
 
     @classmethod
-    def from_toml(cls, path: str | Path, project_dir: str | Path | None = None) -> Pipeline:
+    def from_toml(cls, path: str | Path, project_dir: str | Path | None = None) -> PipelineDefinition:
         import tomllib
 
         p = Path(path)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
-from synthex import progress
 from synthex.llm import Completer
+from synthex.progress import NullProgress, ProgressReporter
 from synthex.record import Record
 from synthex_resources.record_store import RecordStore
 
@@ -19,6 +19,7 @@ class StoreStepContext:
     run_id: str
     completer: Completer | None
     step: str = ""
+    reporter: ProgressReporter = field(default_factory=NullProgress)
 
     def upstream(self, step: str) -> list[Record]:
         return self.store.list(step=step, branch=self.branch, period=self.period)
@@ -27,7 +28,7 @@ class StoreStepContext:
         return self.store.previous_state(step, self.branch, self.period)
 
     def progress(self, n: int) -> None:
-        progress.advance(self.step, n)
+        self.reporter.advance(self.step, n)
 
 
 @dataclass

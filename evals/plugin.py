@@ -1,0 +1,31 @@
+"""The evals plugin: adds `synthex eval ...` to the CLI and the eval assets to the code location.
+
+Registered as an entry point (``[project.entry-points."synthex.plugins"]`` in pyproject.toml); the
+core finds it by name, never imports it. Kept light: heavy modules load inside the hooks.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import click
+    from dagster import Definitions
+
+    from synthex.definition import PipelineDefinition
+
+
+def register_commands(cli: click.Group) -> None:
+    from evals.commands import eval_group
+
+    cli.add_command(eval_group)
+
+
+def definitions(pipeline: PipelineDefinition) -> Definitions | None:
+    try:
+        import matplotlib  # noqa: F401 - the eval charts need it: part of the `dev` extra
+    except ImportError:
+        return None
+    from evals.dagster_evals import eval_definitions
+
+    return eval_definitions(pipeline)

@@ -1,0 +1,158 @@
+"""ProjectApp: everything a user does with one pipeline's memory, over the layers below.
+
+It owns what it opens (the record store with its caches, the Dagster instance) for its lifetime;
+``close()`` releases them. Dagster is imported only when a run has work to do, LanceDB only when the
+store is first touched, so commands that need neither start fast.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from synthex.definition import PipelineDefinition, Plan
+from synthex.errors import PipelineDefinitionError, SynthexError
+from synthex.naming import check_branch_name
+from synthex.periods import now_iso
+from synthex.progress import NullProgress, ProgressReporter
+from synthex.record import Record, Run, RunStats
+
+if TYPE_CHECKING:
+    from dagster import DagsterInstance
+
+    from synthex_resources.embedder import Embedder
+    from synthex_resources.record_store import RecordStore
+    from synthex_resources.search.engine import SearchHit
+
+
+class ProjectApp:
+    def __init__(self, pipeline: PipelineDefinition, embedder: Embedder | None = None) -> None:
+        self.pipeline = pipeline
+        self._embedder = embedder
+        self._store: RecordStore | None = None
+        self._instance: DagsterInstance | None = None
+
+    # -- what it owns ---------------------------------------------------------------------------
+    @property
+    def store(self) -> RecordStore:
+        if self._store is None:
+            from synthex_resources.embedder import EmbedderConfig
+            from synthex_resources.record_store import RecordStore
+
+            self._store = RecordStore(self.pipeline.store_uri, embedder=self._embedder or EmbedderConfig().create)
+        return self._store
+
+    @property
+    def instance(self) -> DagsterInstance:
+        if self._instance is None:
+            from synthex_assets.instance import open_instance
+
+            self._instance = open_instance(self.pipeline)
+        return self._instance
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+        if self._instance is not None:
+            self._instance.dispose()
+            self._instance = None
+
+    def __enter__(self) -> ProjectApp:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- plan and run ---------------------------------------------------------------------------
+    def plan(self, step: str | None = None, from_: str | None = None, full: bool = False,
+             branch: str = "main") -> Plan:
+        from synthex_resources.planner import plan_pipeline
+
+        return plan_pipeline(self.pipeline, branch=branch, step=step, from_=from_, full=full, store=self.store)
+
+    def run(self, step: str | None = None, from_: str | None = None, full: bool = False, branch: str = "main",
+            progress: ProgressReporter | None = None) -> Run:
+        """Plan, then one Dagster run of the pipeline's job over every dirty partition (none when
+        nothing changed). The Synthex run id is the Dagster run id."""
+        check_branch_name(branch)
+        reporter = progress or NullProgress()
+        started = time.monotonic()
+        run = Run(id=str(uuid.uuid4()), pipeline=self.pipeline.name, branch=branch,
+                  steps=self.pipeline.select(step, from_), status="running", started_at=now_iso())
+        store = self.store
+        store.save_run(run)
+        try:
+            plan = self.plan(step=step, from_=from_, full=full, branch=branch)
+            run.steps = plan.steps
+            reporter.start({s: plan.per_step.get(s, {}).get("records", 0) for s in self.pipeline.select(step, from_)})
+            if plan.steps:
+                run.dagster_run_ids = [run.id]
+                self._launch(run.id, branch, plan, full, reporter)
+            run.status = "completed"
+        except BaseException as exc:
+            run.status = "failed"
+            run.error = str(exc) or type(exc).__name__
+            raise
+        finally:
+            reporter.finish()
+            run.step_stats = store.step_stats(run.id)
+            run.stats = RunStats()
+            for stats in run.step_stats.values():
+                run.stats.add(stats)
+            run.completed_at = now_iso()
+            run.wall_s = time.monotonic() - started
+            store.save_run(run)
+        return run
+
+    def _launch(self, run_id: str, branch: str, plan: Plan, full: bool, reporter: ProgressReporter) -> None:
+        from synthex_assets.definitions import build_definitions
+        from synthex_assets.launcher import launch_pipeline_run
+        from synthex_resources.llm import LLMConfig
+
+        defs = build_definitions(self.pipeline, resources={"store": self.store, "llm": LLMConfig(),
+                                                           "progress": reporter})
+        launch_pipeline_run(defs, self.pipeline, self.instance, run_id=run_id, branch=branch,
+                            partitions=plan.partitions, periods=plan.periods, full=full)
+
+    # -- read -----------------------------------------------------------------------------------
+    def get(self, record_id: str) -> Record | None:
+        return self.store.get(record_id)
+
+    def records(self, step: str, branch: str = "main") -> list[Record]:
+        return self.store.list(step=step, branch=branch)
+
+    def stats(self, branch: str = "main") -> dict[str, Any]:
+        counts = self.store.counts(branch)
+        return {"branch": branch, "steps": {s: {"records": counts.get(s, 0), "kind": self.pipeline.steps[s].kind}
+                                            for s in self.pipeline.order()}}
+
+    def runs(self, limit: int = 20) -> list[Run]:
+        return self.store.runs(limit=limit)
+
+    # -- search (design doc §6) ---------------------------------------------------------------------
+    def search(self, query: str, step: str | list[str] | None = None, exact: bool = False, branch: str = "main",
+               k: int = 10, mode: str = "hybrid", periods: list[str] | None = None,
+               metadata: dict[str, Any] | None = None) -> list[SearchHit]:
+        """Surface search at a step (altitude); ``exact=True`` is verbatim search in leaf steps by default."""
+        from synthex_resources.search.engine import SearchEngine
+        from synthex_resources.search.recipes import RECIPES
+
+        if step is None:
+            steps = self.pipeline.leaf_steps() if exact else self.pipeline.search_steps()
+        else:
+            steps = [step] if isinstance(step, str) else list(step)
+        for s in steps:
+            if s not in self.pipeline.steps:
+                raise PipelineDefinitionError(f"unknown step {s!r}; steps: {', '.join(self.pipeline.steps)}")
+        if mode not in RECIPES:
+            raise PipelineDefinitionError(f"unknown search mode {mode!r}; expected one of {', '.join(RECIPES)}")
+        if k < 1:
+            raise SynthexError(f"k must be at least 1 (got {k})")
+        return SearchEngine(self.store).search(query, steps=steps, branch=branch, k=k, config=RECIPES[mode],
+                                               periods=periods, metadata=metadata, exact=exact)
+
+    def projection(self, name: str, branch: str = "main") -> Record | None:
+        """The latest record of a ``surface="projection"`` output's step (e.g. the world model)."""
+        return self.store.latest(self.pipeline.projection_step(name), branch)

@@ -1,0 +1,71 @@
+"""``synthex.Pipeline``: the pipeline definition users write, with run / plan / get / search attached.
+
+The methods delegate to one ``ProjectApp`` per pipeline object, created on first use, so a script
+that defines a pipeline and calls ``run()`` then ``search()`` reuses one store and its caches.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from synthex.app.facade import ProjectApp
+from synthex.definition import PipelineDefinition, Plan
+from synthex.progress import ProgressReporter
+from synthex.record import Record, Run
+
+
+class Pipeline(PipelineDefinition):
+    """``Pipeline(name, agent=)`` with ``.source/.transform/.aggregate/.fold/.merge/.output`` and
+    ``.run/.plan/.get/.records/.stats/.runs/.search/.projection``."""
+
+    _app: ProjectApp | None = None
+
+    @property
+    def app(self) -> ProjectApp:
+        if self._app is None:
+            self._app = ProjectApp(self)
+        return self._app
+
+    def open(self, embedder: Any = None) -> ProjectApp:
+        """(Re)open this pipeline's app, e.g. with an embedder shared by many small projects (evals)."""
+        self.close()
+        self._app = ProjectApp(self, embedder=embedder)
+        return self._app
+
+    def close(self) -> None:
+        """Release the store and Dagster instance this pipeline opened (they reopen on demand)."""
+        if self._app is not None:
+            self._app.close()
+            self._app = None
+
+    def run(self, step: str | None = None, from_: str | None = None, full: bool = False, branch: str = "main",
+            progress: ProgressReporter | None = None) -> Run:
+        return self.app.run(step=step, from_=from_, full=full, branch=branch, progress=progress)
+
+    def plan(self, step: str | None = None, from_: str | None = None, full: bool = False,
+             branch: str = "main") -> Plan:
+        return self.app.plan(step=step, from_=from_, full=full, branch=branch)
+
+    def store(self) -> Any:
+        return self.app.store
+
+    def get(self, record_id: str) -> Record | None:
+        return self.app.get(record_id)
+
+    def records(self, step: str, branch: str = "main") -> list[Record]:
+        return self.app.records(step, branch)
+
+    def stats(self, branch: str = "main") -> dict[str, Any]:
+        return self.app.stats(branch)
+
+    def runs(self, limit: int = 20) -> list[Run]:
+        return self.app.runs(limit)
+
+    def search(self, query: str, step: str | list[str] | None = None, exact: bool = False, branch: str = "main",
+               k: int = 10, mode: str = "hybrid", periods: list[str] | None = None,
+               metadata: dict[str, Any] | None = None) -> list[Any]:
+        return self.app.search(query, step=step, exact=exact, branch=branch, k=k, mode=mode, periods=periods,
+                               metadata=metadata)
+
+    def projection(self, name: str, branch: str = "main") -> Record | None:
+        return self.app.projection(name, branch)

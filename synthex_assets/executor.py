@@ -1,0 +1,159 @@
+"""Executing one step over the (branch, period) partitions a run selected.
+
+Plain Python (the step asset wraps it): partitions go branch by branch, periods in chronological
+order. Upstream records are read once per chunk of periods and each chunk is written in two commits
+(upsert, then delete superseded rows), except for a fold, which writes every period before the next
+one reads it as its previous state. After writing: the three asset checks' verdicts, the FTS index
+folded once, and the projection hooks of this step fired.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from synthex.definition import PipelineDefinition
+from synthex.errors import StepError
+from synthex.periods import now_iso
+from synthex.progress import ProgressReporter
+from synthex.record import Record, RunStats
+from synthex.steps import FoldStep, Step, execute_partition
+from synthex_assets.checks import NO_ERRORS, PROVENANCE, UP_TO_DATE
+from synthex_assets.projections import ProjectionHooks
+from synthex_resources.llm import LLMConfig
+from synthex_resources.planner import compute_partition_plan
+from synthex_resources.record_store import RecordStore
+from synthex_resources.search.engine import SearchEngine
+from synthex_resources.step_context import StoreStepContext
+
+PERIODS_PER_CHUNK = 12  # bounds the upstream records held in memory at once
+
+
+@dataclass
+class PartitionOutcome:
+    branch: str
+    period: str
+    stats: RunStats
+    new_records: list[Record]
+    keep_ids: set[str]
+    removed: int = 0
+
+    @property
+    def total(self) -> int:
+        return len(self.keep_ids)
+
+
+@dataclass
+class StepResult:
+    outcomes: list[PartitionOutcome] = field(default_factory=list)
+    checks: dict[str, tuple[bool, str]] = field(default_factory=dict)
+    index: dict[str, object] = field(default_factory=dict)
+    hooks_fired: list[str] = field(default_factory=list)
+
+
+class PrefetchedContext(StoreStepContext):
+    """A step context whose upstream reads come from one query per chunk of periods."""
+
+    def __init__(self, base: StoreStepContext, upstream_by_period: dict[tuple[str, str], list[Record]]) -> None:
+        super().__init__(base.store, base.branch, base.period, base.run_id, base.completer, base.step, base.reporter)
+        self._upstream = upstream_by_period
+
+    def upstream(self, step: str) -> list[Record]:
+        return self._upstream.get((step, self.period), [])
+
+
+def group_partitions(partitions: list[tuple[str, str]]) -> dict[str, list[str]]:
+    """branch -> its periods in chronological order (period keys sort chronologically)."""
+    by_branch: dict[str, set[str]] = defaultdict(set)
+    for branch, period in partitions:
+        by_branch[branch].add(period)
+    return {b: sorted(ps) for b, ps in sorted(by_branch.items())}
+
+
+class StepExecutor:
+    def __init__(self, pipeline: PipelineDefinition, step: Step, store: RecordStore, llm: LLMConfig,
+                 reporter: ProgressReporter, run_id: str, full: bool = False) -> None:
+        self.pipeline = pipeline
+        self.step = step
+        self.store = store
+        self.llm = llm
+        self.reporter = reporter
+        self.run_id = run_id
+        self.full = full
+        # Vectors are written now only for the steps a search surface names; any other step gets them
+        # the first time a dense search targets it (docs/architecture.md, "Embedding").
+        self.embed_at_write = step.name in pipeline.search_steps()
+
+    def run(self, partitions: list[tuple[str, str]]) -> StepResult:
+        by_branch = group_partitions(partitions)
+        hooks = ProjectionHooks(self.pipeline, self.store, self.step.name, list(by_branch))
+        completer = self.llm.get_completer(cache=self.store)
+        result = StepResult()
+        for branch, periods in by_branch.items():
+            if isinstance(self.step, FoldStep):
+                self.require_fresh_predecessor(branch, periods[0])
+            chunk = 1 if isinstance(self.step, FoldStep) else PERIODS_PER_CHUNK
+            for start in range(0, len(periods), chunk):
+                result.outcomes += self._run_chunk(branch, periods[start:start + chunk], completer)
+        self.store.record_step_stats(self.run_id, self.pipeline.name, self.step.name, now_iso(),
+                                     [(o.branch, o.period, o.stats) for o in result.outcomes])
+        result.checks = self._checks(result.outcomes)
+        if any(o.new_records or o.removed for o in result.outcomes):
+            result.index = SearchEngine(self.store).ensure_index(optimize=True, stem=self.pipeline.lexical_stem)
+        result.hooks_fired = hooks.fire_changed()
+        return result
+
+    def _run_chunk(self, branch: str, periods: list[str], completer: object) -> list[PartitionOutcome]:
+        upstream: dict[tuple[str, str], list[Record]] = defaultdict(list)
+        for rec in self.store.list_periods(list(self.step.from_), branch, periods):
+            upstream[(rec.step, rec.period)].append(rec)
+        existing = self.store.partition_id_sets(self.step.name, branch, periods)
+        outcomes = []
+        for period in periods:
+            started = time.monotonic()
+            base = StoreStepContext(self.store, branch, period, self.run_id, completer, step=self.step.name,
+                                    reporter=self.reporter)
+            part = execute_partition(self.step, PrefetchedContext(base, upstream), existing[period], full=self.full)
+            part.stats.duration = time.monotonic() - started
+            outcomes.append(PartitionOutcome(branch, period, part.stats, part.new_records, part.keep_ids))
+        started = time.monotonic()
+        removed = self.store.write_partitions(
+            self.step.name, branch, {o.period: (o.new_records, o.keep_ids) for o in outcomes},
+            embed=self.embed_at_write)
+        # The chunk's write (embedding included) is shared among its partitions by records written.
+        write_s, written = time.monotonic() - started, sum(len(o.new_records) for o in outcomes)
+        for o in outcomes:
+            o.removed = removed[o.period]
+            o.stats.duration += write_s * (len(o.new_records) / written if written else 1 / len(outcomes))
+        return outcomes
+
+    def require_fresh_predecessor(self, branch: str, first_period: str) -> None:
+        """A fold at P reads the state after the latest earlier period: refuse while that is stale."""
+        plan = compute_partition_plan(self.pipeline, self.store, branch, self.pipeline.upstream(self.step.name))
+        stale = sorted(p for (s, p) in plan.work if s == self.step.name and p < first_period)
+        if stale:
+            raise StepError(
+                f"step {self.step.name!r} {branch}|{first_period}: the fold's earlier period(s) "
+                f"{', '.join(stale[:3])}{' ...' if len(stale) > 3 else ''} are stale, so its previous state is not "
+                f"final; materialize {branch}|{stale[0]} through {branch}|{first_period} in one run "
+                f"(or `synthex run --branch {branch}`)")
+
+    def _checks(self, outcomes: list[PartitionOutcome]) -> dict[str, tuple[bool, str]]:
+        errors = sum(o.stats.errors for o in outcomes)
+        new = [r for o in outcomes for r in o.new_records]
+        referenced = {s for r in new for s in r.source_ids}
+        found = set(self.store.rows_by_id(referenced, ["id"])) if referenced else set()
+        dangling = sorted(referenced - found)
+        stale_parts = []
+        for branch, periods in group_partitions([(o.branch, o.period) for o in outcomes]).items():
+            stored = self.store.partition_id_sets(self.step.name, branch, periods)
+            expected = {o.period: o.keep_ids for o in outcomes if o.branch == branch}
+            stale_parts += [f"{branch}|{p}" for p in periods if stored[p] != expected[p]]
+        return {
+            NO_ERRORS: (errors == 0, f"{errors} error(s) in {len(outcomes)} partition(s)"),
+            PROVENANCE: (not dangling, f"{len(referenced)} source id(s) referenced by {len(new)} new record(s); "
+                                       f"missing: {', '.join(dangling[:5]) or 'none'}"),
+            UP_TO_DATE: (not stale_parts, f"{len(outcomes)} partition(s) checked; stored records differ from the "
+                                          f"expected set in: {', '.join(stale_parts[:5]) or 'none'}"),
+        }

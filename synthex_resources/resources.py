@@ -1,0 +1,77 @@
+"""Dagster resources over the plain-Python storage layer (the Dagster adapter's half of this package).
+
+Each is a thin wrapper, like dagster-duckdb's ``DuckDBResource``: the library underneath (record
+store, LLM client, search engine) knows nothing of Dagster. Step assets ask for the plain objects
+(``ResourceParam[RecordStore]``), so a CLI run can hand them its live store, and the code location
+builds them from config here: ``create_resource`` returns the plain object, not the resource.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dagster import ConfigurableResource, InitResourceContext
+from pydantic import PrivateAttr
+
+from synthex_resources.embedder import EmbedderConfig
+from synthex_resources.llm import LLMConfig
+from synthex_resources.record_store import RecordStore
+from synthex_resources.search.engine import SearchEngine, SearchHit
+from synthex_resources.search.recipes import RECIPES, SearchConfig
+
+
+class RecordStoreResource(ConfigurableResource):
+    """The record store: ``uri`` is a folder or any LanceDB URI (s3://...); the embedder that fills the
+    ``vector`` column at write time is configured here too (default: from the environment)."""
+
+    uri: str
+    embedder_kind: str | None = None
+    embedder_model: str | None = None
+    embedder_base_url: str | None = None
+
+    def create_resource(self, context: InitResourceContext) -> RecordStore:
+        config = EmbedderConfig(kind=self.embedder_kind, model=self.embedder_model, base_url=self.embedder_base_url)
+        return RecordStore(self.uri, embedder=config.create)
+
+
+class LLMResource(ConfigurableResource):
+    """Model, base URL and key from config, else from OPENAI_* env vars; offline stand-in otherwise."""
+
+    model: str | None = None
+    base_url: str | None = None
+    api_key: str | None = None
+    max_concurrency: int = 4
+    max_retries: int = 5
+    timeout: float = 60.0
+    backoff_base: float = 0.5
+
+    def create_resource(self, context: InitResourceContext) -> LLMConfig:
+        return LLMConfig(model=self.model, base_url=self.base_url, api_key=self.api_key,
+                         max_concurrency=self.max_concurrency, max_retries=self.max_retries,
+                         timeout=self.timeout, backoff_base=self.backoff_base)
+
+
+class SearchResource(ConfigurableResource):
+    """DAG-aware search for assets and agents: ``search(query, step=, branch=, k=, mode=)``.
+
+    Keeps one store (and so its dense matrix and bookkeeping) for the resource's lifetime.
+    """
+
+    uri: str
+    default_steps: list[str] = []
+    mode: str = "hybrid"
+    k: int = 10
+    _store: RecordStore | None = PrivateAttr(default=None)
+
+    def engine(self) -> SearchEngine:
+        if self._store is None:
+            self._store = RecordStore(self.uri, embedder=EmbedderConfig().create)
+        return SearchEngine(self._store)
+
+    def search(self, query: str, step: str | list[str] | None = None, branch: str = "main", k: int | None = None,
+               mode: str | None = None, exact: bool = False, periods: list[str] | None = None,
+               metadata: dict[str, Any] | None = None, config: SearchConfig | None = None) -> list[SearchHit]:
+        steps = [step] if isinstance(step, str) else (list(step) if step else list(self.default_steps) or None)
+        chosen = config or RECIPES[mode or self.mode]
+        return self.engine().search(query, steps=steps, branch=branch, k=k or self.k, config=chosen,
+                                    periods=periods, metadata=metadata, exact=exact)
