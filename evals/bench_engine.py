@@ -17,35 +17,24 @@ import tempfile
 import time
 from pathlib import Path
 
-PIPELINE = '''
-from synthex import Pipeline
-from synthex.prompts import extract_transcript, monthly_reflection, world_model_prompt
-
-pipeline = Pipeline("bench", agent="bench")
-pipeline.source("chatgpt", file={export!r}, format="chatgpt-export")
-pipeline.transform("transcripts", from_="chatgpt", fn=extract_transcript)
-
-
+SUMMARIZE = '''
 def summarize(record):
-    return "{instruction}\\n\\n## Conversation\\n" + record.content + "\\n\\n## Summary\\n"
-
-
-pipeline.transform("summaries", from_="transcripts", prompt=summarize)
-pipeline.aggregate("monthly", from_="summaries", period="month", prompt=monthly_reflection)
-pipeline.fold("world-model", from_="monthly", prompt=world_model_prompt)
+    return {instruction!r} + "\\n\\n## Conversation\\n" + record.content + "\\n\\n## Summary\\n"
 '''
 
 
 def one_scale(scale: int) -> dict:
     from synthex.demo.generate import generate
-    from synthex.project import load_pipeline
+    from synthex.project import load_pipeline, render_template
 
     root = Path(tempfile.mkdtemp(prefix=f"synthex-bench-{scale}x-"))
     export = root / "conversations.json"
     export.write_text(json.dumps(generate(conversations=200 * scale, months=14, seed=7)))
 
     def write(instruction: str):
-        (root / "pipeline.py").write_text(PIPELINE.format(export=str(export), instruction=instruction))
+        prelude = SUMMARIZE.format(instruction=instruction)
+        (root / "pipeline.py").write_text(render_template("bench", [("chatgpt", str(export), "chatgpt-export")],
+                                                          summarize="summarize", prelude=prelude))
         return load_pipeline(root)
 
     pipe = write("Summarize this conversation in 2-3 sentences.")
@@ -70,6 +59,7 @@ def one_scale(scale: int) -> dict:
         "no_change_run_s": round(noop_s, 3),
         "no_change_ratio": round(noop_s / full_s, 4),
         "no_change_dagster_runs": len(noop.dagster_run_ids),
+        "full_run_dagster_runs": len(full.dagster_run_ids),
         "prompt_change_run_s": round(changed_s, 2),
         "prompt_change_recomputed": {s: changed.step_stats.get(s).output if s in changed.step_stats else 0
                                      for s in steps},

@@ -17,6 +17,7 @@ from dagster import (
     AssetCheckSpec,
     AssetDep,
     AssetExecutionContext,
+    BetaWarning,
     Config,
     DefaultScheduleStatus,
     Definitions,
@@ -28,7 +29,6 @@ from dagster import (
     define_asset_job,
     schedule,
 )
-from dagster._annotations import BetaWarning
 
 from evals.architectures import project_architecture
 from evals.locomo_eval import evaluate_locomo

@@ -113,10 +113,11 @@ def run(step: str | None, from_: str | None, full: bool, branch: str, project: s
         emit_json(result.to_dict())
         return
     s = result.stats
-    what = "nothing to do, everything up to date" if not result.dagster_run_ids else (
-        f"records: {s.output} created, {s.skipped} skipped, {s.errors} errors  tokens: {s.tokens}")
-    click.echo(f"✓ {result.status} in {result.wall_s:.1f}s wall ({s.duration:.1f}s step time)  {what}  "
-               f"run: {result.id}")
+    if not result.dagster_run_ids:
+        click.echo(f"✓ everything up to date, nothing to run ({result.wall_s:.1f}s)")
+        return
+    click.echo(f"✓ {result.status} in {result.wall_s:.1f}s wall ({s.duration:.1f}s step time)  records: "
+               f"{s.output} created, {s.skipped} skipped, {s.errors} errors  tokens: {s.tokens}  run: {result.id}")
 
 
 @main.command()

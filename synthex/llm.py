@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -42,9 +43,34 @@ _COMMON = frozenset(
 )
 
 
+# -- The one token model. ``synthex plan`` (the planner), the steps' ``estimate_tokens`` and the offline
+# stand-in's audit all count with it; nothing else defines characters per token or output per call.
+CHARS_PER_TOKEN = 4
+OUTPUT_TOKENS_PER_CALL = 150  # what one summary-style model call is assumed to return
+OUTPUT_CHARS_PER_CALL = OUTPUT_TOKENS_PER_CALL * CHARS_PER_TOKEN  # the same, as text size
+TEMPLATE_TOKENS_PER_CALL = 50  # a prompt's own wording, assumed when the prompt cannot be rendered yet
+
+
 def approx_tokens(text: str) -> int:
-    """A model-free token estimate (~4 characters a token) for plans and the stand-in's audit."""
-    return max(1, len(text) // 4)
+    """A model-free token estimate of one text (at least 1)."""
+    return max(1, len(text) // CHARS_PER_TOKEN)
+
+
+def estimate_call_tokens(prompts: Iterable[str], carries_state: bool = False) -> int:
+    """Tokens for model calls whose prompts are rendered: each prompt plus one assumed output.
+
+    ``carries_state``: each prompt also carries a state that is itself one earlier output (a fold's
+    prompts are estimated with an empty state).
+    """
+    per_call = OUTPUT_TOKENS_PER_CALL * (2 if carries_state else 1)
+    return sum(approx_tokens(p) + per_call for p in prompts)
+
+
+def estimate_unrendered_tokens(input_chars: int, calls: int, carries_state: bool = False) -> int:
+    """Tokens for ``calls`` model calls whose inputs are not stored yet, so no prompt can be rendered:
+    the inputs' text, a template's wording per call and one assumed output per call."""
+    per_call = TEMPLATE_TOKENS_PER_CALL + OUTPUT_TOKENS_PER_CALL * (2 if carries_state else 1)
+    return input_chars // CHARS_PER_TOKEN + calls * per_call
 
 
 def extractive_summary(prompt: str, max_sentences: int = 3, max_chars: int = 700) -> str:

@@ -13,8 +13,9 @@ PERIOD_KINDS = ("month", "week", "day")
 
 
 def now_iso() -> str:
-    """The one timestamp format Synthex writes (records, runs, run steps): ISO-8601 UTC, seconds."""
-    return iso(datetime.now(UTC))
+    """When Synthex did something (a record's ``created_at``, runs, run steps): ISO-8601 UTC with
+    milliseconds, so two runs in one second still order. Data timestamps use ``iso`` (seconds)."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def parse_timestamp(value: object) -> datetime | None:

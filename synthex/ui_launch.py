@@ -7,6 +7,7 @@ the pipeline, holding its steps and every installed plugin's assets (the evals).
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -20,6 +21,10 @@ from synthex.project import PIPELINE_FILE, demo_pipeline, load_pipeline
 
 CODE_LOCATION_MODULE = "synthex_assets.code_location"
 DEMO_NAME = "synthex-demo"
+# `dagster dev` warns (a SupersessionWarning, a FutureWarning) "Function `dev_command` is superseded and
+# its usage is discouraged. Use 'dg dev' instead." A Synthex user chose neither command: this filter drops
+# that one message (matched from its start) and leaves every other warning visible.
+DEV_SUPERSEDED_FILTER = "ignore:Function `dev_command` is superseded:FutureWarning"
 
 
 @dataclass
@@ -31,19 +36,30 @@ class UILaunch:
     notes: list[str] = field(default_factory=list)
 
 
+def _yaml_str(value: str) -> str:
+    # A JSON string is a valid YAML double-quoted scalar (quotes, backslashes, Windows paths survive).
+    return json.dumps(value, ensure_ascii=False)
+
+
 def workspace_yaml(location: str, project: Path) -> str:
     return (
         "# Written by `synthex ui`: one code location, named after the project's pipeline.\n"
         "load_from:\n"
         "  - python_module:\n"
         f"      module_name: {CODE_LOCATION_MODULE}\n"
-        f"      location_name: {location!r}\n"
-        f"      working_directory: {str(project)!r}\n"
+        f"      location_name: {_yaml_str(location)}\n"
+        f"      working_directory: {_yaml_str(str(project))}\n"
     )
 
 
+def python_warnings(existing: str | None) -> str:
+    """PYTHONWARNINGS for `dagster dev`: the user's own filters, then the one that hides the `dg dev` notice."""
+    kept = [f for f in (existing or "").split(",") if f.strip() and f.strip() != DEV_SUPERSEDED_FILTER]
+    return ",".join([*kept, DEV_SUPERSEDED_FILTER])  # the last filter given takes precedence
+
+
 def prepare_ui(project: Path, port: int) -> UILaunch:
-    from synthex_assets.instance import ensure_instance_yaml
+    from synthex_assets.instance import ensure_instance_yaml, instance_home
     from synthex_assets.naming import location_name
 
     notes = []
@@ -52,14 +68,13 @@ def prepare_ui(project: Path, port: int) -> UILaunch:
     else:
         pipeline = demo_pipeline(project)
         notes.append(f"no {PIPELINE_FILE} in {project}: showing the bundled demo pipeline")
-    home = Path(os.environ.get("SYNTHEX_DAGSTER_HOME") or pipeline.dagster_home).resolve()
+    home = instance_home(pipeline)
     ensure_instance_yaml(home)
     location = location_name(pipeline.name)
     workspace = home / "workspace.yaml"
     workspace.write_text(workspace_yaml(location, project), encoding="utf-8")
     env = dict(os.environ, SYNTHEX_PROJECT=str(project), DAGSTER_HOME=str(home),
-               # `dagster dev` warns that `dg dev` supersedes it; a Synthex user did not choose either.
-               PYTHONWARNINGS="ignore::Warning")
+               PYTHONWARNINGS=python_warnings(os.environ.get("PYTHONWARNINGS")))
     args = [sys.executable, "-m", "dagster", "dev", "-w", str(workspace), "-p", str(port)]
     return UILaunch(location, f"http://127.0.0.1:{port}", args, env, notes)
 

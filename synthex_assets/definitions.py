@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dagster import AssetSelection, Definitions, define_asset_job
+from dagster import AssetSelection, Definitions, define_asset_job, in_process_executor
 
 from synthex.definition import PipelineDefinition
 from synthex_assets.naming import job_name
@@ -27,5 +27,8 @@ def build_definitions(pipeline: PipelineDefinition, resources: Mapping[str, Any]
         partitions_def=STEP_PARTITIONS,
         description=f"Every step of pipeline `{pipeline.name}`: pick a branch and a range of periods; "
                     f"each step runs its periods in order in one run.",
+        # One process, one writer, as for a CLI run: the steps form a chain, each step's periods already
+        # share one op, and parallel ops would only add LanceDB commit conflicts (docs/architecture.md).
+        executor_def=in_process_executor,
     )
     return Definitions(assets=assets, resources={**build_resources(pipeline), **(resources or {})}, jobs=[job])

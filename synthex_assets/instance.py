@@ -14,15 +14,33 @@ INSTANCE_YAML = """\
 # Written by synthex: a project-local Dagster instance.
 telemetry:
   enabled: false
+# No "Join the Dagster community" pop-up over the UI on a first visit (`synthex ui`).
+nux:
+  enabled: false
 """
+
+# What earlier versions of synthex wrote. A dagster.yaml equal to one of these is brought up to date;
+# any other existing file is the user's own and is never rewritten.
+EARLIER_INSTANCE_YAMLS = (
+    "# Written by synthex: a project-local Dagster instance.\ntelemetry:\n  enabled: false\n",
+)
 
 
 def ensure_instance_yaml(home: Path) -> None:
-    """A project-local instance with telemetry off (it would log every step to the console)."""
+    """A project-local instance with telemetry (it would log every step to the console) and the UI's
+    first-visit pop-up off. Written when missing or still as an earlier synthex wrote it."""
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
-    if not config.exists():
+    if not config.exists() or _written_by_earlier_synthex(config):
         config.write_text(INSTANCE_YAML, encoding="utf-8")
+
+
+def _written_by_earlier_synthex(config: Path) -> bool:
+    try:
+        text = config.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return text in EARLIER_INSTANCE_YAMLS
 
 
 def instance_home(pipeline: PipelineDefinition) -> Path:

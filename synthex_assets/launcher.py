@@ -11,9 +11,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from typing import Any
 
-from dagster import AssetKey, DagsterInstance, DagsterUserCodeExecutionError, Definitions, Failure
+from dagster import (
+    AssetKey,
+    DagsterInstance,
+    DagsterUserCodeExecutionError,
+    Definitions,
+    Failure,
+    JobDefinition,
+)
 from dagster._core.definitions.job_base import InMemoryJob
 from dagster._core.execution.api import (
     ExecuteRunWithPlanIterable,
@@ -29,11 +35,13 @@ from dagster._core.remote_origin import (
     RemoteJobOrigin,
     RemoteRepositoryOrigin,
 )
+from dagster._core.snap import snapshot_from_execution_plan
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
 from synthex.definition import PipelineDefinition
 from synthex.errors import SynthexError
+from synthex_assets.definitions import build_definitions
 from synthex_assets.naming import CODE_LOCATION_MODULE, asset_name, job_name, location_name
 from synthex_assets.partitions import period_range, register
 from synthex_assets.step_assets import FULL_TAG
@@ -67,8 +75,12 @@ def launch_pipeline_run(defs: Definitions, pipeline: PipelineDefinition, instanc
     run_tags = {**job.run_tags, ASSET_PARTITION_RANGE_START_TAG: start, ASSET_PARTITION_RANGE_END_TAG: end,
                 FULL_TAG: "1" if full else "0", LAUNCHED_BY_TAG: "synthex", **(tags or {})}
     ephemeral = job.as_ephemeral_job(resource_defs={}, input_values={}, asset_selection=list(selection))
+    # Recorded against the job as the UI's code location defines it (configured resources), so the UI
+    # sees the run as a run of its own job version; executed with the live resources of ``defs``.
+    location_job = build_definitions(pipeline).resolve_job_def(job_name(pipeline.name))
     try:
-        _execute(InMemoryJob(ephemeral), instance, run_id, run_tags, selection, remote_job_origin(pipeline))
+        _execute(InMemoryJob(ephemeral), location_job, instance, run_id, run_tags, selection,
+                 remote_job_origin(pipeline))
     except Failure as exc:
         # The op reports a step's one-line error as a Failure (a clean message in the UI); give the
         # caller the step's own error back.
@@ -81,20 +93,28 @@ def launch_pipeline_run(defs: Definitions, pipeline: PipelineDefinition, instanc
             f"{type(cause).__name__}: {cause}")) from cause
 
 
-def _execute(job: InMemoryJob, instance: DagsterInstance, run_id: str, tags: Mapping[str, str],
-             selection: frozenset[AssetKey], origin: RemoteJobOrigin) -> None:
-    # What JobDefinition.execute_in_process does, plus the remote origin it cannot take: without it
-    # the UI shows the run as launched outside any code location and cannot re-execute it.
+def _execute(job: InMemoryJob, location_job: JobDefinition, instance: DagsterInstance, run_id: str,
+             tags: Mapping[str, str], selection: frozenset[AssetKey], origin: RemoteJobOrigin) -> None:
+    # What JobDefinition.execute_in_process does, plus what it cannot take: the remote origin (without
+    # it the UI shows the run outside any code location and cannot re-execute it) and the location's
+    # job snapshot (with the live resources' snapshot the UI warns the job may have changed).
     job_def = job.get_definition()
     plan = create_execution_plan(job, run_config=QUIET, instance_ref=instance.get_ref())
-    run = instance.create_run_for_job(job_def=job_def, run_config=QUIET, tags=dict(tags), run_id=run_id,
-                                      asset_selection=selection, execution_plan=plan, remote_job_origin=origin)
-    events: list[Any] = list(ExecuteRunWithPlanIterable(
+    recorded = location_job.get_subset(asset_selection=selection)
+    run = instance.create_run(
+        job_name=job_def.name, run_id=run_id, run_config=QUIET, status=None, tags=dict(tags),
+        root_run_id=None, parent_run_id=None, step_keys_to_execute=plan.step_keys_to_execute,
+        execution_plan_snapshot=snapshot_from_execution_plan(plan, recorded.get_job_snapshot_id()),
+        job_snapshot=recorded.get_job_snapshot(), parent_job_snapshot=location_job.get_job_snapshot(),
+        asset_selection=selection, asset_check_selection=None, resolved_op_selection=None, op_selection=None,
+        remote_job_origin=origin, job_code_origin=None,
+        asset_graph=job_def.get_subset(asset_selection=selection).asset_layer.asset_graph)
+    for _event in ExecuteRunWithPlanIterable(
         execution_plan=plan,
         iterator=job_execution_iterator,
         execution_context_manager=PlanOrchestrationContextManager(
             context_event_generator=orchestration_context_event_generator, job=job, execution_plan=plan,
             dagster_run=run, instance=instance, run_config=QUIET, executor_defs=None, output_capture=None,
             raise_on_error=True),
-    ))
-    del events
+    ):
+        pass

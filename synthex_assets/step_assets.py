@@ -18,13 +18,13 @@ from dagster import (
     AssetExecutionContext,
     AssetsDefinition,
     BackfillPolicy,
+    BetaWarning,
     Failure,
     MaterializeResult,
     MetadataValue,
     ResourceParam,
     asset,
 )
-from dagster._annotations import BetaWarning
 
 from synthex.definition import PipelineDefinition
 from synthex.errors import SynthexError

@@ -12,14 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from synthex.definition import PipelineDefinition, Plan
+from synthex.llm import OUTPUT_CHARS_PER_CALL, OUTPUT_TOKENS_PER_CALL, estimate_unrendered_tokens
 from synthex.naming import check_branch_name
 from synthex.steps import AggregateStep, FoldStep, MergeStep, SourceStep, Step, TransformStep
 from synthex_resources.llm import PRICES, LLMConfig
 from synthex_resources.record_store import RecordStore
 from synthex_resources.step_context import SnapshotContext
-
-CHARS_PER_TOKEN = 4
-LLM_OUTPUT_CHARS = 600  # ~150 tokens: what a summary-style call returns, for estimates
 
 
 @dataclass
@@ -68,7 +66,7 @@ def compute_partition_plan(pipeline: PipelineDefinition, store: RecordStore, bra
             if up_dirty or prev_dirty:
                 count, size = _estimate_outputs(step, period, expected, chars)
                 expected[(name, period)], chars[(name, period)] = count, size
-                tokens = _estimate_tokens(step, period, count, chars) if _uses_llm(step) else 0
+                tokens = _estimate_tokens(step, period, count, expected, chars) if _uses_llm(step) else 0
                 if count or existing:
                     plan.work[(name, period)] = PartitionWork(name, period, count, tokens, reason="upstream changed")
                 continue
@@ -89,25 +87,33 @@ def compute_partition_plan(pipeline: PipelineDefinition, store: RecordStore, bra
 
 
 def _estimate_outputs(step: Step, period: str, expected: dict, chars: dict) -> tuple[int, int]:
-    """Outputs and their size for a partition whose inputs do not exist yet."""
+    """Outputs and their size for a partition whose inputs do not exist yet (a model call's output is
+    assumed to be ``OUTPUT_CHARS_PER_CALL`` long, from the shared token model in ``synthex.llm``)."""
     up_count = sum(expected.get((u, period), 0) for u in step.from_)
     up_chars = sum(chars.get((u, period), 0) for u in step.from_)
     if isinstance(step, TransformStep):
-        return up_count, (up_chars + 60 * up_count) if step.fn else LLM_OUTPUT_CHARS * up_count
+        return up_count, (up_chars + 60 * up_count) if step.fn else OUTPUT_CHARS_PER_CALL * up_count
     if isinstance(step, MergeStep):
         return up_count, up_chars
     if isinstance(step, AggregateStep):
         groups = 0 if up_count == 0 else {"month": 1, "week": min(up_count, 5), "day": min(up_count, 31)}[step.period]
-        return groups, LLM_OUTPUT_CHARS * groups
+        return groups, OUTPUT_CHARS_PER_CALL * groups
     if isinstance(step, FoldStep):
-        return (1 if up_count else 0), LLM_OUTPUT_CHARS
+        return (1 if up_count else 0), OUTPUT_CHARS_PER_CALL
     return up_count, up_chars
 
 
-def _estimate_tokens(step: Step, period: str, count: int, chars: dict) -> int:
+def _estimate_tokens(step: Step, period: str, count: int, expected: dict, chars: dict) -> int:
+    """Tokens for a model step whose inputs are not stored yet (the shared token model, unrendered).
+
+    A transform or aggregate makes one call per output; a fold one call per input, each carrying
+    the state, as ``FoldStep.estimate_tokens`` counts once the inputs exist.
+    """
     up_chars = sum(chars.get((u, period), 0) for u in step.from_)
-    calls = count if not isinstance(step, FoldStep) else max(count, 1)
-    return up_chars // CHARS_PER_TOKEN + calls * (LLM_OUTPUT_CHARS // CHARS_PER_TOKEN + 50)
+    if isinstance(step, FoldStep):
+        calls = sum(expected.get((u, period), 0) for u in step.from_)
+        return estimate_unrendered_tokens(up_chars, calls, carries_state=True)
+    return estimate_unrendered_tokens(up_chars, count)
 
 
 def plan_pipeline(pipeline: PipelineDefinition, branch: str = "main", step: str | None = None, from_: str | None = None,
@@ -130,7 +136,7 @@ def plan_pipeline(pipeline: PipelineDefinition, branch: str = "main", step: str 
         records = sum(w.records for w in works)
         tokens = sum(w.tokens for w in works)
         price_in, price_out = (0.0, 0.0) if offline or not _uses_llm(st) else PRICES.get(model, (0.0, 0.0))
-        out_tokens = records * (LLM_OUTPUT_CHARS // CHARS_PER_TOKEN) if _uses_llm(st) else 0
+        out_tokens = records * OUTPUT_TOKENS_PER_CALL if _uses_llm(st) else 0
         cost = (max(tokens - out_tokens, 0) * price_in + out_tokens * price_out) / 1e6
         per_step[name] = {"kind": st.kind, "periods": [w.period for w in works], "records": records,
                           "stale": sum(w.stale for w in works), "tokens": tokens, "cost": round(cost, 6),

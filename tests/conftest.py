@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from synthex.demo.generate import generate
+from synthex.project import render_template
 
 
 @pytest.fixture(autouse=True)
@@ -26,25 +27,13 @@ def small_export(tmp_path) -> Path:
     return path
 
 
-PIPELINE_PY = '''
-from synthex import Pipeline
-from synthex.prompts import extract_transcript, monthly_reflection, world_model_prompt
-
-pipeline = Pipeline("test-memory", agent="tester")
-pipeline.source("chatgpt", file={export!r}, format="auto")
-pipeline.transform("transcripts", from_="chatgpt", fn=extract_transcript)
-
-
+SUMMARIZE = '''
 def summarize(record):
     return "Summarize this conversation.\\n\\n" + record.content
-
-
-pipeline.transform("summaries", from_="transcripts", prompt=summarize)
-pipeline.aggregate("monthly", from_="summaries", period="month", prompt=monthly_reflection)
-pipeline.fold("world-model", from_="monthly", prompt=world_model_prompt)
-pipeline.output("context", from_="world-model", surface="projection")
-pipeline.output("search", from_=["summaries", "monthly"], surface="search")
 '''
+# The default template (the one `synthex init` writes), with a local summary prompt tests can rewrite.
+PIPELINE_PY = render_template("test-memory", [("chatgpt", "{export}", "auto")], agent="tester",
+                              summarize="summarize", prelude=SUMMARIZE)
 
 
 def write_json(path: Path, data: object) -> Path:

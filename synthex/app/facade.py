@@ -74,26 +74,34 @@ class ProjectApp:
 
     def run(self, step: str | None = None, from_: str | None = None, full: bool = False, branch: str = "main",
             progress: ProgressReporter | None = None) -> Run:
-        """Plan, then one Dagster run of the pipeline's job over every dirty partition (none when
-        nothing changed). The Synthex run id is the Dagster run id."""
+        """Plan, then one Dagster run of the pipeline's job over every dirty partition. The Synthex run
+        id is the Dagster run id. When nothing changed there is no Dagster run and nothing is recorded."""
         check_branch_name(branch)
         reporter = progress or NullProgress()
         started = time.monotonic()
         run = Run(id=str(uuid.uuid4()), pipeline=self.pipeline.name, branch=branch,
                   steps=self.pipeline.select(step, from_), status="running", started_at=now_iso())
-        store = self.store
-        store.save_run(run)
         try:
             plan = self.plan(step=step, from_=from_, full=full, branch=branch)
-            run.steps = plan.steps
-            reporter.start({s: plan.per_step.get(s, {}).get("records", 0) for s in self.pipeline.select(step, from_)})
-            if plan.steps:
-                run.dagster_run_ids = [run.id]
-                self._launch(run.id, branch, plan, full, reporter)
+        except BaseException as exc:  # a prompt can raise while planning (token estimates render it)
+            self._record_failure(run, exc, started)
+            raise
+        reporter.start({s: plan.per_step.get(s, {}).get("records", 0) for s in self.pipeline.select(step, from_)})
+        if not plan.steps:
+            # Nothing to do: no Dagster run and nothing written (so no LanceDB or Dagster import either).
+            reporter.finish()
+            run.steps, run.status, run.completed_at = [], "completed", now_iso()
+            run.wall_s = time.monotonic() - started
+            return run
+        store = self.store
+        run.steps = plan.steps
+        store.save_run(run)
+        try:
+            run.dagster_run_ids = [run.id]
+            self._launch(run.id, branch, plan, full, reporter)
             run.status = "completed"
         except BaseException as exc:
-            run.status = "failed"
-            run.error = str(exc) or type(exc).__name__
+            run.status, run.error = "failed", str(exc) or type(exc).__name__
             raise
         finally:
             reporter.finish()
@@ -105,6 +113,11 @@ class ProjectApp:
             run.wall_s = time.monotonic() - started
             store.save_run(run)
         return run
+
+    def _record_failure(self, run: Run, exc: BaseException, started: float) -> None:
+        run.status, run.error = "failed", str(exc) or type(exc).__name__
+        run.completed_at, run.wall_s = now_iso(), time.monotonic() - started
+        self.store.save_run(run)
 
     def _launch(self, run_id: str, branch: str, plan: Plan, full: bool, reporter: ProgressReporter) -> None:
         from synthex_assets.definitions import build_definitions

@@ -83,7 +83,6 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-_PARSE_CACHE: dict[tuple[str, str, str], list[SourceItem]] = {}
 # Formats added by other packages (e.g. evals registers the benchmark formats): name -> parser(path).
 EXTRA_FORMATS: dict[str, Callable[[Path], list[SourceItem]]] = {}
 
@@ -94,7 +93,7 @@ def register_format(name: str, parser: Callable[[Path], list[SourceItem]]) -> No
 
 
 def load_source(path: str | Path, fmt: str = "auto") -> list[SourceItem]:
-    """Parse a source once per (path, format, content hash); later calls reuse the parse."""
+    """Parse a source file or folder (every call parses; ``ParsedSource`` keeps one parse)."""
     from synthex.importers import chatgpt, claude, folder, jsonl
 
     p = Path(path).expanduser()
@@ -112,16 +111,46 @@ def load_source(path: str | Path, fmt: str = "auto") -> list[SourceItem]:
     if fmt not in parsers:
         known = ", ".join([*FORMATS, *EXTRA_FORMATS])
         raise SourceError(f"{p}: unknown format {fmt!r}; expected one of {known} or 'auto'")
-    cache_key = (str(p.resolve()), fmt, file_digest(p))
-    if cache_key not in _PARSE_CACHE:
-        _PARSE_CACHE.clear()  # keep one parse per process: exports can be large
-        items = parsers[fmt](p)
-        keys = [i.key for i in items]
-        if len(set(keys)) != len(keys):
-            dup = next(k for k in keys if keys.count(k) > 1)
-            raise SourceError(f"{p}: two items share the id {dup!r}")
-        _PARSE_CACHE[cache_key] = items
-    return _PARSE_CACHE[cache_key]
+    items = parsers[fmt](p)
+    keys = [i.key for i in items]
+    if len(set(keys)) != len(keys):
+        dup = next(k for k in keys if keys.count(k) > 1)
+        raise SourceError(f"{p}: two items share the id {dup!r}")
+    return items
+
+
+def stat_signature(path: Path) -> tuple:
+    """(name, size, mtime_ns) of a file or of every file in a folder: the cheap "did it change?" test."""
+    paths = sorted(q for q in path.rglob("*") if q.is_file()) if path.is_dir() else [path]
+    return tuple((str(q), st.st_size, st.st_mtime_ns) for q in paths for st in [q.stat()])
+
+
+class ParsedSource:
+    """One source's parse, kept while the file is unchanged.
+
+    Unchanged size and mtime reuse the parse without reading the file; a changed stat re-hashes the
+    content, and only a changed content hash re-parses (a ``touch`` costs a hash, not a parse).
+    """
+
+    def __init__(self) -> None:
+        self._stat: tuple | None = None
+        self._digest: str | None = None
+        self._key: tuple[str, str] | None = None
+        self._items: list[SourceItem] = []
+
+    def items(self, path: str | Path, fmt: str = "auto") -> list[SourceItem]:
+        p = Path(path).expanduser()
+        if not p.exists():
+            raise SourceError(f"{p}: no such file or folder")
+        key = (str(p.resolve()), fmt)
+        stat = stat_signature(p)
+        if key == self._key and stat == self._stat:
+            return self._items
+        digest = file_digest(p)
+        if key != self._key or digest != self._digest:
+            self._items = load_source(p, fmt)
+        self._key, self._stat, self._digest = key, stat, digest
+        return self._items
 
 
 def render_conversation(title: str, turns: list[tuple[str, str, str]]) -> str:

@@ -9,9 +9,10 @@ from typing import Any, ClassVar
 
 from synthex.errors import PipelineDefinitionError
 from synthex.hashing import input_print
+from synthex.llm import estimate_call_tokens
 from synthex.periods import PERIOD_KINDS, group_label
 from synthex.record import Record
-from synthex.steps.base import ModelStep, StepContext, WorkItem, audit_for, call_prompt, prompt_tokens
+from synthex.steps.base import Audit, ModelStep, StepContext, WorkItem, call_prompt
 
 
 @dataclass
@@ -51,11 +52,13 @@ class AggregateStep(ModelStep):
         for item, text, completion in zip(items, rendered, completions, strict=True):
             latest = max((r.meta("time.created_at") or "") for r in item.inputs)
             meta = {"time": {"created_at": latest, "period": item.group_key}, "custom": {"inputs": len(item.inputs)}}
-            out.append(self.make_record(ctx, item, completion.text, meta, audit_for(self.prompt, text, completion, self.temperature)))
+            audit = Audit.of_completion(self.prompt, text, completion, self.temperature)
+            out.append(self.make_record(ctx, item, completion.text, meta, audit))
             tokens += completion.tokens_in + completion.tokens_out
             ctx.progress(1)
         return out, tokens
 
     def estimate_tokens(self, items: list[WorkItem]) -> int:
         assert self.prompt is not None
-        return prompt_tokens([call_prompt(self, self.prompt, (i.inputs, i.group_key), f"period {i.group_key}") for i in items])
+        return estimate_call_tokens(
+            call_prompt(self, self.prompt, (i.inputs, i.group_key), f"period {i.group_key}") for i in items)

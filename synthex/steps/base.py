@@ -12,13 +12,13 @@ from __future__ import annotations
 import hashlib
 import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol
 
 from synthex.errors import PipelineDefinitionError, StepError
 from synthex.hashing import materialization_key, record_id, stable_hash
-from synthex.llm import Completer, Completion, approx_tokens
+from synthex.llm import Completer, Completion
 from synthex.periods import now_iso
 from synthex.record import Record, RunStats
 
@@ -39,6 +39,62 @@ def callable_source_hash(fn: Callable[..., Any] | None) -> str | None:
     except (OSError, TypeError):
         source = callable_ref(fn) or repr(fn)
     return hashlib.sha256(source.encode("utf-8")).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class Audit:
+    """How a record was made: ``record.audit`` is ``Audit(...).to_dict()`` for every step kind.
+
+    Keys (always all of them, ``AUDIT_KEYS``):
+    - ``prompt_template_hash``: hash of the prompt (or ``fn=``) function's source; "" when there is none
+    - ``prompt_function``: ``module:qualname`` of that function; "" when there is none
+    - ``rendered_prompt_hash``: sha256 of the prompt text sent to the model; "" when no model was called
+    - ``model``: what made the record: the model that answered (or the offline stand-in's label),
+      ``python:module:fn`` for ``fn=`` transforms, ``importer:<version>`` for sources,
+      ``merge:exact-fingerprint`` for merges
+    - ``temperature``: sampling temperature of the call (0.0 without a model)
+    - ``raw_response``: the raw model response body ("" without a model)
+    - ``tokens_in`` / ``tokens_out``: tokens of the call (0 without a model)
+    - ``cached``: whether the response came from the LLM cache
+    """
+
+    model: str
+    prompt_template_hash: str = ""
+    prompt_function: str = ""
+    rendered_prompt_hash: str = ""
+    temperature: float = 0.0
+    raw_response: str = ""
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cached: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def of_completion(cls, prompt_fn: Callable[..., Any] | None, rendered: str, completion: Completion,
+                      temperature: float) -> Audit:
+        """A record made by a model call: ``rendered`` is the prompt text that was sent."""
+        return cls(
+            model=completion.model,
+            prompt_template_hash=callable_source_hash(prompt_fn) or "",
+            prompt_function=callable_ref(prompt_fn) or "",
+            rendered_prompt_hash=hashlib.sha256(rendered.encode("utf-8")).hexdigest(),
+            temperature=temperature,
+            raw_response=completion.raw,
+            tokens_in=completion.tokens_in,
+            tokens_out=completion.tokens_out,
+            cached=completion.cached,
+        )
+
+    @classmethod
+    def of_python(cls, fn: Callable[..., Any]) -> Audit:
+        """A record made by a plain Python function: no model, nothing to replay."""
+        return cls(model=f"python:{callable_ref(fn)}", prompt_template_hash=callable_source_hash(fn) or "",
+                   prompt_function=callable_ref(fn) or "")
+
+
+AUDIT_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Audit))
 
 
 class StepContext(Protocol):
@@ -106,7 +162,7 @@ class Step:
         item: WorkItem,
         content: str,
         metadata: dict[str, Any],
-        audit: dict[str, Any],
+        audit: Audit,
         sources: list[str] | None = None,
     ) -> Record:
         meta = {k: (dict(v) if isinstance(v, dict) else v) for k, v in metadata.items()}
@@ -122,7 +178,7 @@ class Step:
             run_id=ctx.run_id,
             created_at=now_iso(),
             metadata=meta,
-            audit=audit,
+            audit=audit.to_dict(),
             period=ctx.period,
         )
 
@@ -167,37 +223,6 @@ def call_prompt(step: Step, fn: Callable[..., str], args: tuple[Any, ...], about
             f"{type(rendered).__name__}, expected str, on {about}"
         )
     return rendered
-
-
-def audit_for(prompt_fn: Callable[..., Any] | None, rendered: str, completion: Completion, temperature: float) -> dict[str, Any]:
-    return {
-        "prompt_template_hash": callable_source_hash(prompt_fn) or "",
-        "prompt_function": callable_ref(prompt_fn) or "",
-        "rendered_prompt_hash": hashlib.sha256(rendered.encode("utf-8")).hexdigest(),
-        "model": completion.model,
-        "temperature": temperature,
-        "raw_response": completion.raw,
-        "tokens_in": completion.tokens_in,
-        "tokens_out": completion.tokens_out,
-        "cached": completion.cached,
-    }
-
-
-def python_audit(fn: Callable[..., Any]) -> dict[str, Any]:
-    """Audit of a record made by a plain Python function: no model, nothing to replay."""
-    return {
-        "prompt_template_hash": callable_source_hash(fn) or "",
-        "prompt_function": callable_ref(fn) or "",
-        "rendered_prompt_hash": "",
-        "model": f"python:{callable_ref(fn)}",
-        "temperature": 0.0,
-        "raw_response": "",
-    }
-
-
-def prompt_tokens(prompts: list[str]) -> int:
-    # ~150 output tokens a call is the planning assumption for summaries.
-    return sum(approx_tokens(p) + 150 for p in prompts)
 
 
 @dataclass

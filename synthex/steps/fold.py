@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from synthex.hashing import input_print
-from synthex.llm import approx_tokens
+from synthex.llm import estimate_call_tokens
 from synthex.record import Record
-from synthex.steps.base import ModelStep, StepContext, WorkItem, audit_for, call_prompt, describe_record
+from synthex.steps.base import Audit, ModelStep, StepContext, WorkItem, call_prompt, describe_record
 
 
 @dataclass
@@ -62,15 +62,14 @@ class FoldStep(ModelStep):
                 "step": {"sequence": sequence, "previous_state": previous.id if previous else None},
             }
             sources = [r.id for r in item.inputs] + ([previous.id] if previous else [])
-            audit = audit_for(self.prompt, last_prompt, last_completion, self.temperature)
+            audit = Audit.of_completion(self.prompt, last_prompt, last_completion, self.temperature)
             out.append(self.make_record(ctx, item, state, meta, audit, sources=sources))
             ctx.progress(1)
         return out, tokens
 
     def estimate_tokens(self, items: list[WorkItem]) -> int:
         assert self.prompt is not None
-        total = 0
-        for item in items:
-            for rec in item.inputs:
-                total += approx_tokens(call_prompt(self, self.prompt, (rec, ""), describe_record(rec))) + 400
-        return total
+        # One call per input; each prompt is rendered with an empty state, the state it carries is
+        # counted by the token model as one earlier output.
+        prompts = (call_prompt(self, self.prompt, (rec, ""), describe_record(rec)) for item in items for rec in item.inputs)
+        return estimate_call_tokens(prompts, carries_state=True)

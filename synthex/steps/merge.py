@@ -9,7 +9,7 @@ from typing import ClassVar
 from synthex.errors import PipelineDefinitionError
 from synthex.hashing import fingerprint, input_print
 from synthex.record import Record
-from synthex.steps.base import Step, StepContext, WorkItem
+from synthex.steps.base import Audit, Step, StepContext, WorkItem
 
 
 @dataclass
@@ -37,8 +37,6 @@ class MergeStep(Step):
             first = item.inputs[0]
             meta = {k: v for k, v in first.metadata.items() if k in ("time", "chat", "source", "custom")}
             meta["custom"] = {**meta.get("custom", {}), "merged_from_steps": sorted({r.step for r in item.inputs})}
-            audit = {"model": "merge:exact-fingerprint", "prompt_template_hash": "", "rendered_prompt_hash": "",
-                     "temperature": 0.0, "raw_response": ""}
-            out.append(self.make_record(ctx, item, first.content, meta, audit))
+            out.append(self.make_record(ctx, item, first.content, meta, Audit(model="merge:exact-fingerprint")))
             ctx.progress(1)
         return out, 0

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from synthex.hashing import fingerprint
-from synthex.importers import SourceItem, load_source
+from synthex.importers import ParsedSource, SourceItem
 from synthex.periods import month_of
 from synthex.record import Record
-from synthex.steps.base import Step, StepContext, WorkItem
+from synthex.steps.base import Audit, Step, StepContext, WorkItem
 
 IMPORTER_VERSION = "importers/v1"
 
@@ -21,6 +21,7 @@ class SourceStep(Step):
     format: str = "auto"
     base_dir: str = ""  # relative ``file`` paths resolve against the pipeline's folder
     kind: ClassVar[str] = "source"
+    _parsed: ParsedSource = field(default_factory=ParsedSource, init=False, repr=False, compare=False)
 
     def path(self) -> Path:
         p = Path(self.file).expanduser()
@@ -34,7 +35,8 @@ class SourceStep(Step):
         return {"file": self.file, "format": self.format}
 
     def items(self) -> list[SourceItem]:
-        return load_source(self.path(), self.format)
+        """The parsed export: parsed once while the file is unchanged (planner and run share it)."""
+        return self._parsed.items(self.path(), self.format)
 
     def periods(self) -> list[str]:
         return sorted({month_of(i.created_at) for i in self.items()})
@@ -47,8 +49,7 @@ class SourceStep(Step):
         out = []
         for item in items:
             src: SourceItem = item.payload
-            audit = {"model": f"importer:{IMPORTER_VERSION}", "prompt_template_hash": "", "rendered_prompt_hash": "",
-                     "temperature": 0.0, "raw_response": ""}
+            audit = Audit(model=f"importer:{IMPORTER_VERSION}")
             out.append(self.make_record(ctx, item, src.content, src.metadata, audit, sources=[]))
             ctx.progress(1)
         return out, 0

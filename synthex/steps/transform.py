@@ -8,18 +8,17 @@ from typing import Any, ClassVar
 
 from synthex.errors import PipelineDefinitionError
 from synthex.hashing import fingerprint
+from synthex.llm import estimate_call_tokens
 from synthex.record import Record
 from synthex.steps.base import (
+    Audit,
     ModelStep,
     StepContext,
     WorkItem,
-    audit_for,
     call_prompt,
     callable_ref,
     callable_source_hash,
     describe_record,
-    prompt_tokens,
-    python_audit,
 )
 
 
@@ -55,7 +54,7 @@ class TransformStep(ModelStep):
             out = []
             for item in items:
                 content = call_prompt(self, self.fn, (item.inputs[0],), describe_record(item.inputs[0]))
-                out.append(self.make_record(ctx, item, content, self._metadata(item.inputs[0]), python_audit(self.fn)))
+                out.append(self.make_record(ctx, item, content, self._metadata(item.inputs[0]), Audit.of_python(self.fn)))
                 ctx.progress(1)
             return out, 0
         assert self.prompt is not None and ctx.completer is not None
@@ -63,7 +62,7 @@ class TransformStep(ModelStep):
         completions = ctx.completer.complete_many(rendered, self.model, self.temperature)
         out, tokens = [], 0
         for item, prompt_text, completion in zip(items, rendered, completions, strict=True):
-            audit = audit_for(self.prompt, prompt_text, completion, self.temperature)
+            audit = Audit.of_completion(self.prompt, prompt_text, completion, self.temperature)
             out.append(self.make_record(ctx, item, completion.text, self._metadata(item.inputs[0]), audit))
             tokens += completion.tokens_in + completion.tokens_out
             ctx.progress(1)
@@ -72,4 +71,4 @@ class TransformStep(ModelStep):
     def estimate_tokens(self, items: list[WorkItem]) -> int:
         if self.prompt is None:
             return 0
-        return prompt_tokens([call_prompt(self, self.prompt, (i.inputs[0],), describe_record(i.inputs[0])) for i in items])
+        return estimate_call_tokens(call_prompt(self, self.prompt, (i.inputs[0],), describe_record(i.inputs[0])) for i in items)
