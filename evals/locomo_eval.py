@@ -10,7 +10,8 @@ from evals.architectures import Architecture, ranked_leaf_keys
 from evals.locomo import CATEGORIES, Question, load_locomo
 from evals.metrics import dedupe
 from evals.scoring import Tally
-from synthex_resources.embedder import Embedder, EmbedderConfig
+from evals.shared_embedder import MemoEmbedder
+from synthex_resources.embedder import Embedder
 
 
 def ingest_conversation(arch: Architecture, sample_id: str, raw: list[dict[str, Any]], work_dir: Path,
@@ -39,7 +40,7 @@ def evaluate_locomo(data: Path, architectures: list[Architecture], work_dir: Pat
     conversations = load_locomo(data)[: limit or None]
     raw = json.loads(Path(data).read_text(encoding="utf-8"))
     results = []
-    embedder = EmbedderConfig().create()  # one model for every workspace of this eval
+    embedder = MemoEmbedder()  # one model, and one embedding per distinct text, for every workspace
     for arch in architectures:
         tally = Tally()
         qa_items = []

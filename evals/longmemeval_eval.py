@@ -14,7 +14,7 @@ from evals.architectures import Architecture, ranked_leaf_keys
 from evals.longmemeval import documents, load_longmemeval, questions_for
 from evals.metrics import dedupe, freshness, mean
 from evals.scoring import Tally
-from synthex_resources.embedder import EmbedderConfig
+from evals.shared_embedder import MemoEmbedder
 
 
 def evidence_by_time(question, gold_sessions: set[str]) -> list[str]:
@@ -31,7 +31,7 @@ def evaluate_longmemeval(data: Path, architectures: list[Architecture], work_dir
     questions = questions_for(protocol, load_longmemeval(data))[: limit or None]
     raw = {item["question_id"]: item for item in json.loads(Path(data).read_text(encoding="utf-8"))}
     results = []
-    embedder = EmbedderConfig().create()  # one model for every workspace of this eval
+    embedder = MemoEmbedder()  # one model, and one embedding per distinct text, for every workspace
     for arch in architectures:
         tally = Tally(category_level="session")
         fresh_rows: list[dict[str, float]] = []

@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from synthex.project import PIPELINE_FILE, demo_pipeline, load_pipeline
+from synthex_assets.naming import CODE_LOCATION_MODULE
 
-CODE_LOCATION_MODULE = "synthex_assets.code_location"
-DEMO_NAME = "synthex-demo"
 # `dagster dev` warns (a SupersessionWarning, a FutureWarning) "Function `dev_command` is superseded and
 # its usage is discouraged. Use 'dg dev' instead." A Synthex user chose neither command: this filter drops
 # that one message (matched from its start) and leaves every other warning visible.

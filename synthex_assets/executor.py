@@ -14,12 +14,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from synthex.definition import PipelineDefinition
-from synthex.errors import StepError
+from synthex.errors import StepError, SynthexError
 from synthex.periods import now_iso
 from synthex.progress import ProgressReporter
 from synthex.record import Record, RunStats
 from synthex.steps import FoldStep, Step, execute_partition
-from synthex_assets.checks import NO_ERRORS, PROVENANCE, UP_TO_DATE
+from synthex_assets.checks import HOOKS, PROVENANCE, UP_TO_DATE
 from synthex_assets.projections import ProjectionHooks
 from synthex_resources.llm import LLMConfig
 from synthex_resources.planner import compute_partition_plan
@@ -50,6 +50,7 @@ class StepResult:
     checks: dict[str, tuple[bool, str]] = field(default_factory=dict)
     index: dict[str, object] = field(default_factory=dict)
     hooks_fired: list[str] = field(default_factory=list)
+    hook_error: str = ""
 
 
 class PrefetchedContext(StoreStepContext):
@@ -92,16 +93,21 @@ class StepExecutor:
         result = StepResult()
         for branch, periods in by_branch.items():
             if isinstance(self.step, FoldStep):
-                self.require_fresh_predecessor(branch, periods[0])
+                self.require_fold_chain(branch, periods)
             chunk = 1 if isinstance(self.step, FoldStep) else PERIODS_PER_CHUNK
             for start in range(0, len(periods), chunk):
                 result.outcomes += self._run_chunk(branch, periods[start:start + chunk], completer)
         self.store.record_step_stats(self.run_id, self.pipeline.name, self.step.name, now_iso(),
                                      [(o.branch, o.period, o.stats) for o in result.outcomes])
-        result.checks = self._checks(result.outcomes)
         if any(o.new_records or o.removed for o in result.outcomes):
             result.index = SearchEngine(self.store).ensure_index(optimize=True, stem=self.pipeline.lexical_stem)
-        result.hooks_fired = hooks.fire_changed()
+        try:
+            result.hooks_fired = hooks.fire_changed()
+        except SynthexError as exc:  # the records are written: report it as a failed check, not a lost run
+            result.hook_error = str(exc)
+        result.checks = self._checks(result.outcomes)
+        result.checks[HOOKS] = (not result.hook_error, result.hook_error or
+                                f"delivered: {', '.join(result.hooks_fired) or 'none had to fire'}")
         return result
 
     def _run_chunk(self, branch: str, periods: list[str], completer: object) -> list[PartitionOutcome]:
@@ -128,32 +134,34 @@ class StepExecutor:
             o.stats.duration += write_s * (len(o.new_records) / written if written else 1 / len(outcomes))
         return outcomes
 
-    def require_fresh_predecessor(self, branch: str, first_period: str) -> None:
-        """A fold at P reads the state after the latest earlier period: refuse while that is stale."""
+    def require_fold_chain(self, branch: str, periods: list[str]) -> None:
+        """A fold at P reads the state after the latest earlier period: refuse while a stale earlier
+        period is not part of this run (before the first period, or a gap between the run's periods)."""
         plan = compute_partition_plan(self.pipeline, self.store, branch, self.pipeline.upstream(self.step.name))
-        stale = sorted(p for (s, p) in plan.work if s == self.step.name and p < first_period)
+        chosen = set(periods)
+        stale = sorted(p for (s, p) in plan.work if s == self.step.name and p < periods[-1] and p not in chosen)
         if stale:
+            first_after = min(p for p in periods if p > stale[0])
             raise StepError(
-                f"step {self.step.name!r} {branch}|{first_period}: the fold's earlier period(s) "
-                f"{', '.join(stale[:3])}{' ...' if len(stale) > 3 else ''} are stale, so its previous state is not "
-                f"final; materialize {branch}|{stale[0]} through {branch}|{first_period} in one run "
-                f"(or `synthex run --branch {branch}`)")
+                f"step {self.step.name!r} {branch}|{first_after}: the fold's earlier period(s) "
+                f"{', '.join(stale[:3])}{' ...' if len(stale) > 3 else ''} are stale and not in this run, so its "
+                f"previous state is not final; materialize {branch}|{stale[0]} through {branch}|{periods[-1]} "
+                f"in one run (or `synthex run --branch {branch}`)")
 
     def _checks(self, outcomes: list[PartitionOutcome]) -> dict[str, tuple[bool, str]]:
-        errors = sum(o.stats.errors for o in outcomes)
         new = [r for o in outcomes for r in o.new_records]
         referenced = {s for r in new for s in r.source_ids}
         found = set(self.store.rows_by_id(referenced, ["id"])) if referenced else set()
         dangling = sorted(referenced - found)
-        stale_parts = []
+        upstream = self.pipeline.upstream(self.step.name)
+        stale = []
         for branch, periods in group_partitions([(o.branch, o.period) for o in outcomes]).items():
-            stored = self.store.partition_id_sets(self.step.name, branch, periods)
-            expected = {o.period: o.keep_ids for o in outcomes if o.branch == branch}
-            stale_parts += [f"{branch}|{p}" for p in periods if stored[p] != expected[p]]
+            plan = compute_partition_plan(self.pipeline, self.store, branch, upstream)
+            chosen = set(periods)
+            stale += sorted(f"{s} {branch}|{p} ({w.reason})" for (s, p), w in plan.work.items() if p in chosen)
         return {
-            NO_ERRORS: (errors == 0, f"{errors} error(s) in {len(outcomes)} partition(s)"),
             PROVENANCE: (not dangling, f"{len(referenced)} source id(s) referenced by {len(new)} new record(s); "
                                        f"missing: {', '.join(dangling[:5]) or 'none'}"),
-            UP_TO_DATE: (not stale_parts, f"{len(outcomes)} partition(s) checked; stored records differ from the "
-                                          f"expected set in: {', '.join(stale_parts[:5]) or 'none'}"),
+            UP_TO_DATE: (not stale, f"{len(outcomes)} partition(s) checked against the plan; stale: "
+                                    f"{', '.join(stale[:5]) or 'none'}"),
         }

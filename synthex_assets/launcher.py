@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 from dagster import (
     AssetKey,
+    DagsterEventType,
     DagsterInstance,
     DagsterUserCodeExecutionError,
     Definitions,
@@ -61,11 +62,12 @@ def remote_job_origin(pipeline: PipelineDefinition) -> RemoteJobOrigin:
 
 def launch_pipeline_run(defs: Definitions, pipeline: PipelineDefinition, instance: DagsterInstance, *,
                         run_id: str, branch: str, partitions: Mapping[str, list[str]], periods: list[str],
-                        full: bool = False, tags: Mapping[str, str] | None = None) -> None:
+                        full: bool = False) -> list[str]:
     """Run the steps in ``partitions`` (step -> dirty periods) as one Dagster run with id ``run_id``.
 
     ``periods`` is every period the data has (registered as partitions first). Raises the user's own
-    error (a SynthexError naming the step, record and problem) when a step fails.
+    error (a SynthexError naming the step, record and problem) when a step fails; returns the asset
+    checks that failed (``asset:check: detail``), e.g. an ``on_update`` hook that could not be delivered.
     """
     register(instance, branch, periods)
     dirty = sorted({p for ps in partitions.values() for p in ps})
@@ -73,7 +75,7 @@ def launch_pipeline_run(defs: Definitions, pipeline: PipelineDefinition, instanc
     selection = frozenset(AssetKey(asset_name(s)) for s in pipeline.order() if partitions.get(s))
     job = defs.resolve_job_def(job_name(pipeline.name))
     run_tags = {**job.run_tags, ASSET_PARTITION_RANGE_START_TAG: start, ASSET_PARTITION_RANGE_END_TAG: end,
-                FULL_TAG: "1" if full else "0", LAUNCHED_BY_TAG: "synthex", **(tags or {})}
+                FULL_TAG: "1" if full else "0", LAUNCHED_BY_TAG: "synthex"}
     ephemeral = job.as_ephemeral_job(resource_defs={}, input_values={}, asset_selection=list(selection))
     # Recorded against the job as the UI's code location defines it (configured resources), so the UI
     # sees the run as a run of its own job version; executed with the live resources of ``defs``.
@@ -91,6 +93,13 @@ def launch_pipeline_run(defs: Definitions, pipeline: PipelineDefinition, instanc
         cause = exc.user_exception
         raise (cause if isinstance(cause, SynthexError) else SynthexError(
             f"{type(cause).__name__}: {cause}")) from cause
+    return failed_checks(instance, run_id)
+
+
+def failed_checks(instance: DagsterInstance, run_id: str) -> list[str]:
+    events = instance.all_logs(run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION)
+    return [f"{e.asset_key.to_user_string()}:{e.check_name}: {e.metadata['detail'].value}"
+            for e in (log.dagster_event.event_specific_data for log in events) if not e.passed]
 
 
 def _execute(job: InMemoryJob, location_job: JobDefinition, instance: DagsterInstance, run_id: str,

@@ -84,6 +84,9 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefiniti
         except SynthexError as exc:
             # One line for the user: the step, the partition, the problem (the traceback stays in the log).
             raise Failure(description=str(exc), allow_retries=False) from exc
+        except Exception as exc:  # storage, network, the embedder: still one line, naming the step
+            raise Failure(description=f"step {step.name!r}: {type(exc).__name__}: {exc}",
+                          allow_retries=False) from exc
         for outcome in result.outcomes:
             context.add_asset_metadata(partition_metadata(outcome),
                                        partition_key=f"{outcome.branch}|{outcome.period}")

@@ -204,9 +204,6 @@ class RecordStore:
         return sorted((self._to_record(r) for r in rows),
                       key=lambda r: (r.meta("time.created_at") or "", r.id))
 
-    def partition_ids(self, step: str, branch: str, period: str) -> set[str]:
-        return self.partition_id_sets(step, branch, [period])[period]
-
     def partition_id_sets(self, step: str, branch: str, periods: list[str]) -> dict[str, set[str]]:
         """Stored ids of each (step, branch, period) partition, in one query."""
         out: dict[str, set[str]] = {p: set() for p in periods}
@@ -307,7 +304,11 @@ class RecordStore:
         tbl = self.records_table()
         data = pa.Table.from_pylist([self._row(r, r.embedding) for r in records], schema=tbl.schema)
         with self._lock:
-            tbl.merge_insert("id").when_matched_update_all().execute(data)
+            # Only rows still without a vector and with the content that was embedded: a row rewritten
+            # meanwhile (a run on the branch) keeps what that run wrote.
+            (tbl.merge_insert("id")
+             .when_matched_update_all(where="target.vector IS NULL AND target.content = source.content")
+             .execute(data))
         return len(records)
 
     def vectors_by_fingerprint(self, prints: list[str]) -> dict[str, list[float]]:
@@ -332,12 +333,6 @@ class RecordStore:
             for start in range(0, len(ids), 500):
                 tbl.delete("id IN (" + ",".join(q(i) for i in ids[start:start + 500]) + ")")
         return len(ids)
-
-    def write_partition(self, step: str, branch: str, period: str, new_records: list[Record],
-                        keep_ids: set[str]) -> dict[str, int]:
-        """Upsert the partition's new records, then drop superseded ones (old step versions)."""
-        removed = self.write_partitions(step, branch, {period: (new_records, keep_ids)})
-        return {"written": len(new_records), "removed": removed[period]}
 
     def write_partitions(self, step: str, branch: str, parts: dict[str, tuple[list[Record], set[str]]],
                          embed: bool = True) -> dict[str, int]:

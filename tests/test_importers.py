@@ -96,3 +96,29 @@ def test_jsonl_missing_content_names_line(tmp_path):
     path.write_text('{"content": "ok"}\n{"title": "no content"}\n')
     with pytest.raises(SourceError, match=r"x.jsonl:2: missing required field 'content'"):
         load_source(path)
+
+
+def test_a_source_is_parsed_once_while_its_file_is_unchanged(tmp_path, monkeypatch):
+    import os
+
+    from synthex.importers import ParsedSource, base
+
+    path = tmp_path / "notes.jsonl"
+    path.write_text('{"id": "a", "text": "first note", "created_at": "2024-01-02"}\n')
+    parses = []
+    real = base.load_source
+    monkeypatch.setattr(base, "load_source", lambda p, fmt="auto": parses.append(p) or real(p, fmt))
+    monkeypatch.setattr(base, "RACY_SECONDS", 0.0)  # the file was written just now; trust its stat here
+    parsed = ParsedSource()
+    first = parsed.items(path, "jsonl")
+    assert parsed.items(path, "jsonl") is first and len(parses) == 1  # unchanged: no parse, no hash
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10_000_000))  # touched, same bytes
+    assert parsed.items(path, "jsonl") is first and len(parses) == 1  # re-hashed, not re-parsed
+    path.write_text('{"id": "a", "text": "first note, edited", "created_at": "2024-01-02"}\n')
+    assert [i.content for i in parsed.items(path, "jsonl")] != [i.content for i in first] and len(parses) == 2
+    # A same-size edit that keeps the mtime (cp -p, rsync -t) is still seen: the ctime moved.
+    before = path.stat()
+    path.write_text('{"id": "a", "text": "first note, EDITED", "created_at": "2024-01-02"}\n')
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert "EDITED" in parsed.items(path, "jsonl")[0].content and len(parses) == 3

@@ -4,11 +4,15 @@ same records, fires the same hooks and folds the index; a fold never runs out of
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
-from conftest import PIPELINE_PY, load, write_project
+from conftest import PIPELINE_PY, env_without_openai, load, write_project
 from dagster import AssetKey, DagsterEventType
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
+from synthex.errors import SynthexError
 from synthex_assets.checks import CHECKS
 from synthex_assets.definitions import build_definitions
 from synthex_assets.naming import job_name, location_name
@@ -29,15 +33,22 @@ def snapshot(pipe) -> dict[str, dict[str, str]]:
     return {s: {r.id: r.content for r in pipe.records(s)} for s in STEPS}
 
 
-def launch_like_the_ui(pipe, periods: list[str], branch: str = "main"):
+def launch_like_the_ui(pipe, periods: list[str], branch: str = "main", steps: list[str] | None = None):
     """What a single-run backfill from the UI does: the Definitions' own job (configured resources,
-    not the CLI's live objects) over a partition range of one branch."""
+    not the CLI's live objects) over a partition range of one branch (``periods[0]`` to ``periods[-1]``
+    in the order the instance registered them)."""
     instance = pipe.app.instance
     register(instance, branch, periods)
     job = build_definitions(pipe).resolve_job_def(job_name(pipe.name))
     tags = {ASSET_PARTITION_RANGE_START_TAG: f"{branch}|{periods[0]}",
             ASSET_PARTITION_RANGE_END_TAG: f"{branch}|{periods[-1]}"}
-    return job.execute_in_process(instance=instance, tags=tags, raise_on_error=False)
+    selection = [AssetKey(s.replace("-", "_")) for s in steps] if steps else None
+    return job.execute_in_process(instance=instance, tags=tags, raise_on_error=False, asset_selection=selection)
+
+
+def failure_message(result) -> tuple[str, str]:
+    [failure] = [e for e in result.all_events if e.event_type == DagsterEventType.STEP_FAILURE]
+    return failure.step_key, failure.event_specific_data.error.message
 
 
 def test_a_synthex_run_is_one_dagster_run_of_the_pipeline_job(project):
@@ -101,9 +112,8 @@ def test_a_fold_refuses_to_run_ahead_of_a_stale_earlier_period(project, small_ex
     assert len(periods) >= 2
     last_only = launch_like_the_ui(pipe, periods[-1:])
     assert not last_only.success
-    [failure] = [e for e in last_only.all_events if e.event_type == DagsterEventType.STEP_FAILURE]
-    assert failure.step_key == "world_model"
-    message = failure.event_specific_data.error.message
+    step, message = failure_message(last_only)
+    assert step == "world_model"
     assert f"main|{periods[-1]}" in message and periods[0] in message and "stale" in message
     # The whole range in one run folds in order and converges with a CLI run.
     assert launch_like_the_ui(pipe, periods).success
@@ -118,3 +128,48 @@ def test_run_wall_time_and_per_step_stats_are_recorded(project):
     assert stored.id == run.id and stored.wall_s == pytest.approx(run.wall_s, abs=1e-3)
     assert set(stored.step_stats) == set(STEPS)
     assert stored.step_stats["summaries"].output == 12
+
+
+def test_a_fold_refuses_a_gap_in_its_periods(tmp_path, small_export):
+    """Periods registered out of calendar order make a UI range skip one: the fold must not jump it."""
+    pipe = load(write_project(tmp_path / "gap", small_export))
+    first, middle, last = pipe.plan().periods[:3]
+    register(pipe.app.instance, "main", [first, last, middle])  # insertion order: a range first..last skips middle
+    gap = launch_like_the_ui(pipe, [first, last])
+    step, message = failure_message(gap)
+    assert step == "world_model" and middle in message and "not in this run" in message
+    assert pipe.records("world-model") == []  # nothing folded past the gap
+    assert pipe.run().status == "completed" and pipe.plan().steps == []  # the CLI run fills it in order
+
+
+def test_up_to_date_fails_when_a_step_is_materialized_over_stale_upstream(project, small_export):
+    pipe = load(project)
+    pipe.run()
+    write_project(project, small_export, PIPELINE_PY.replace("Summarize this conversation.", "Summarize briefly:"))
+    pipe = load(project)
+    result = launch_like_the_ui(pipe, pipe.plan().periods, steps=["monthly"])  # summaries are stale
+    assert result.success
+    verdicts = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    assert not verdicts["up_to_date"].passed and "summaries" in verdicts["up_to_date"].metadata["detail"].value
+    assert verdicts["provenance_complete"].passed
+
+
+def test_an_undelivered_hook_fails_its_check_not_the_records(tmp_path, small_export):
+    body = PIPELINE_PY.replace(
+        'pipeline.output("context", from_="world-model", surface="projection")',
+        'def unreachable(payload):\n    raise ConnectionError("hook endpoint down")\n\n\n'
+        'pipeline.output("context", from_="world-model", surface="projection", on_update=unreachable)')
+    pipe = load(write_project(tmp_path / "hooked", small_export, body))
+    with pytest.raises(SynthexError, match=r"world_model:hooks_delivered: .*hook endpoint down"):
+        pipe.run()
+    assert len(pipe.records("world-model")) == len(pipe.plan(full=True).periods)  # the records are written
+    assert pipe.runs()[0].status == "failed"
+
+
+def test_a_run_with_nothing_to_do_loads_neither_dagster_nor_lancedb(project):
+    load(project).run()
+    probe = (f"import sys; from synthex.project import load_pipeline; run = load_pipeline({str(project)!r}).run(); "
+             "print(run.dagster_run_ids, 'dagster' in sys.modules, 'lancedb' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                         env=env_without_openai()).stdout.split()
+    assert out == ["[]", "False", "False"]

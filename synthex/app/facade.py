@@ -98,7 +98,9 @@ class ProjectApp:
         store.save_run(run)
         try:
             run.dagster_run_ids = [run.id]
-            self._launch(run.id, branch, plan, full, reporter)
+            failed = self._launch(run.id, branch, plan, full, reporter)
+            if failed:  # the records are written; what failed is named (e.g. an undelivered hook)
+                raise SynthexError("run finished with failed checks: " + "; ".join(failed))
             run.status = "completed"
         except BaseException as exc:
             run.status, run.error = "failed", str(exc) or type(exc).__name__
@@ -119,15 +121,15 @@ class ProjectApp:
         run.completed_at, run.wall_s = now_iso(), time.monotonic() - started
         self.store.save_run(run)
 
-    def _launch(self, run_id: str, branch: str, plan: Plan, full: bool, reporter: ProgressReporter) -> None:
+    def _launch(self, run_id: str, branch: str, plan: Plan, full: bool, reporter: ProgressReporter) -> list[str]:
         from synthex_assets.definitions import build_definitions
         from synthex_assets.launcher import launch_pipeline_run
         from synthex_resources.llm import LLMConfig
 
         defs = build_definitions(self.pipeline, resources={"store": self.store, "llm": LLMConfig(),
                                                            "progress": reporter})
-        launch_pipeline_run(defs, self.pipeline, self.instance, run_id=run_id, branch=branch,
-                            partitions=plan.partitions, periods=plan.periods, full=full)
+        return launch_pipeline_run(defs, self.pipeline, self.instance, run_id=run_id, branch=branch,
+                                   partitions=plan.partitions, periods=plan.periods, full=full)
 
     # -- read -----------------------------------------------------------------------------------
     def get(self, record_id: str) -> Record | None:
@@ -163,6 +165,9 @@ class ProjectApp:
             raise PipelineDefinitionError(f"unknown search mode {mode!r}; expected one of {', '.join(RECIPES)}")
         if k < 1:
             raise SynthexError(f"k must be at least 1 (got {k})")
+        if metadata and RECIPES[mode].fusion == "leaf-sum":
+            raise PipelineDefinitionError(f"search mode {mode!r} ranks turns and takes no metadata filter "
+                                          f"(it would silently cut the top k); use step, branch and period filters")
         return SearchEngine(self.store).search(query, steps=steps, branch=branch, k=k, config=RECIPES[mode],
                                                periods=periods, metadata=metadata, exact=exact)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,17 +120,26 @@ def load_source(path: str | Path, fmt: str = "auto") -> list[SourceItem]:
     return items
 
 
-def stat_signature(path: Path) -> tuple:
-    """(name, size, mtime_ns) of a file or of every file in a folder: the cheap "did it change?" test."""
+RACY_SECONDS = 2.0  # a file modified this recently may change again within the same mtime tick
+
+
+def stat_signature(path: Path) -> tuple | None:
+    """(name, size, mtime, ctime, inode) of a file or of every file in a folder: the cheap "did it
+    change?" test. None when a file was modified in the last seconds, where same-tick edits could go
+    unseen (git's "racy" rule): then the content is hashed instead."""
     paths = sorted(q for q in path.rglob("*") if q.is_file()) if path.is_dir() else [path]
-    return tuple((str(q), st.st_size, st.st_mtime_ns) for q in paths for st in [q.stat()])
+    stats = [(str(q), q.stat()) for q in paths]
+    if any(time.time() - st.st_mtime < RACY_SECONDS for _, st in stats):
+        return None
+    return tuple((name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) for name, st in stats)
 
 
 class ParsedSource:
     """One source's parse, kept while the file is unchanged.
 
-    Unchanged size and mtime reuse the parse without reading the file; a changed stat re-hashes the
-    content, and only a changed content hash re-parses (a ``touch`` costs a hash, not a parse).
+    An unchanged stat (size, mtime, ctime, inode; not for files modified in the last 2 s) reuses the
+    parse without reading the file; otherwise the content is hashed, and only a changed content hash
+    re-parses (a ``touch`` costs a hash, not a parse).
     """
 
     def __init__(self) -> None:
@@ -144,7 +154,7 @@ class ParsedSource:
             raise SourceError(f"{p}: no such file or folder")
         key = (str(p.resolve()), fmt)
         stat = stat_signature(p)
-        if key == self._key and stat == self._stat:
+        if stat is not None and key == self._key and stat == self._stat:
             return self._items
         digest = file_digest(p)
         if key != self._key or digest != self._digest:

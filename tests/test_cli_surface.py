@@ -1,0 +1,72 @@
+"""The CLI reads as one product: run summary with wall time, per-step run detail, search filters and a
+header row, refused bad arguments, plugin commands present."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_cli import synthex
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory):
+    import json as _json
+
+    from synthex.demo.generate import generate
+
+    root = tmp_path_factory.mktemp("cli")
+    export = root / "conversations.json"
+    export.write_text(_json.dumps(generate(conversations=12, months=3, seed=3)))
+    synthex("init", "mem", "--from", str(export), cwd=root)
+    proj = root / "mem"
+    done = synthex("run", "--project", str(proj))
+    return proj, done
+
+
+def test_run_summary_shows_wall_and_step_time_then_nothing_to_do(ran):
+    proj, done = ran
+    assert "s wall (" in done.stdout and "s step time)" in done.stdout
+    again = synthex("run", "--project", str(proj))
+    assert "everything up to date" in again.stdout
+
+
+def test_runs_shows_one_runs_steps_by_unique_prefix(ran):
+    proj, _ = ran
+    [run] = json.loads(synthex("runs", "--json", "--project", str(proj)).stdout)
+    detail = synthex("runs", run["id"][:8], "--project", str(proj)).stdout
+    lines = detail.splitlines()
+    assert lines[0].startswith(f"run {run['id']}") and "wall" in lines[0]
+    assert lines[1].split()[:3] == ["step", "input", "created"]
+    by_step = {line.split()[0]: line.split() for line in lines[2:]}
+    assert set(by_step) == {"chatgpt", "transcripts", "summaries", "monthly", "world-model"}
+    assert by_step["summaries"][2] == "12"  # created
+
+
+def test_search_filters_by_period_and_metadata_with_a_header(ran):
+    proj, _ = ran
+    every = json.loads(synthex("search", "the", "--step", "summaries", "-k", "50", "--json",
+                               "--project", str(proj)).stdout)["hits"]
+    period = every[0]["period"]
+    in_period = json.loads(synthex("search", "the", "--step", "summaries", "-k", "50", "--period", period, "--json",
+                                   "--project", str(proj)).stdout)["hits"]
+    assert in_period and {h["period"] for h in in_period} == {period} and len(in_period) < len(every)
+    conv = every[0]["metadata"]["chat"]["conversation_id"]
+    one = json.loads(synthex("search", "the", "--step", "summaries", "--metadata", f"chat.conversation_id={conv}",
+                             "--json", "--project", str(proj)).stdout)["hits"]
+    assert [h["metadata"]["chat"]["conversation_id"] for h in one] == [conv]
+    table = synthex("search", "the", "--project", str(proj)).stdout.splitlines()
+    assert table[0].split() == ["#", "score", "step", "id", "period", "content"]
+
+
+@pytest.mark.parametrize("args", [["search", ""], ["search", "x", "-k", "0"], ["search", "x", "-k", "-5"],
+                                  ["search", "x", "--metadata", "no-equals-sign"]])
+def test_bad_search_arguments_are_refused_in_one_line(ran, args):
+    proj, _ = ran
+    proc = synthex(*args, "--project", str(proj), check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and "Error" in proc.stderr
+
+
+def test_the_evals_plugin_adds_its_command(ran):
+    assert "eval" in synthex("--help").stdout
+    assert "locomo" in synthex("eval", "--help").stdout
