@@ -91,6 +91,11 @@ def init(name: str, sources: tuple[str, ...], demo: bool, target: str | None) ->
     if not chosen:
         raise click.UsageError("give --from FILE (repeatable) or --demo")
     path = init_project(target or name, Path(name).name, chosen)
+    workspace = path.parent / "workspace.yaml"
+    if not workspace.exists():  # `dagster dev` in the project shows the location `synthex ui` shows
+        from synthex.ui_launch import workspace_yaml
+
+        workspace.write_text(workspace_yaml(Path(name).name, path.parent), encoding="utf-8")
     click.echo(f"created {path}\nnext: cd {path.parent} && synthex run")
 
 

@@ -67,6 +67,15 @@ def test_bad_search_arguments_are_refused_in_one_line(ran, args):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and "Error" in proc.stderr
 
 
+def test_init_writes_a_workspace_naming_the_location_after_the_project(ran):
+    import yaml
+
+    proj, _ = ran
+    [entry] = yaml.safe_load((proj / "workspace.yaml").read_text())["load_from"]
+    assert entry["python_module"]["location_name"] == "mem"
+    assert entry["python_module"]["module_name"] == "synthex_assets.code_location"
+
+
 def test_the_evals_plugin_adds_its_command(ran):
     assert "eval" in synthex("--help").stdout
     assert "locomo" in synthex("eval", "--help").stdout

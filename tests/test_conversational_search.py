@@ -130,7 +130,9 @@ def test_stemmed_index_is_a_project_choice_and_is_rebuilt_when_it_changes(tmp_pa
 
 
 def test_metadata_filters_are_refused_by_leaf_sum(pipe):
-    with pytest.raises(ValueError, match="metadata"):
+    from synthex.errors import PipelineDefinitionError
+
+    with pytest.raises(PipelineDefinitionError, match="metadata"):  # a user error: one line, not a traceback
         pipe.search("finch", mode="conversational", metadata={"chat.author": "Bob"})
 
 
