@@ -11,6 +11,7 @@ from evals.locomo import CATEGORIES, Question, load_locomo
 from evals.metrics import dedupe
 from evals.scoring import Tally
 from evals.shared_embedder import MemoEmbedder
+from synthex.naming import path_segment
 from synthex_resources.embedder import Embedder
 
 
@@ -18,7 +19,7 @@ def ingest_conversation(arch: Architecture, sample_id: str, raw: list[dict[str, 
                         embedder: Embedder | None = None):
     """One conversation fed through the architecture's pipeline, in its own workspace."""
     payload = json.dumps([s for s in raw if s.get("sample_id") == sample_id])
-    return arch.ingest(work_dir / arch.work_key / sample_id, "conversation.json", payload, "locomo-turns", embedder)
+    return arch.ingest(work_dir / arch.work_key / path_segment(sample_id), "conversation.json", payload, "locomo-turns", embedder)
 
 
 def add_question(tally: Tally, question: Question, turns: list[str], session_of: dict[str, str]) -> None:

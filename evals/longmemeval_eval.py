@@ -15,6 +15,7 @@ from evals.longmemeval import documents, load_longmemeval, questions_for
 from evals.metrics import dedupe, freshness, mean
 from evals.scoring import Tally
 from evals.shared_embedder import MemoEmbedder
+from synthex.naming import path_segment
 
 
 def evidence_by_time(question, gold_sessions: set[str]) -> list[str]:
@@ -39,7 +40,7 @@ def evaluate_longmemeval(data: Path, architectures: list[Architecture], work_dir
         for index, question in enumerate(questions, start=1):
             _, gold_turns = documents(question, "turn", protocol)
             _, gold_sessions = documents(question, "session", protocol)
-            pipe = arch.ingest(work_dir / protocol / arch.work_key / question.question_id, "question.json",
+            pipe = arch.ingest(work_dir / protocol / arch.work_key / path_segment(question.question_id), "question.json",
                                json.dumps([raw[question.question_id]]), f"longmemeval-turns-{protocol}", embedder)
             pipeline_name = pipe.name
             hits = pipe.search(question.question, step=arch.steps, k=k, mode=arch.mode, branch=arch.branch)

@@ -103,17 +103,20 @@ def init(name: str, sources: tuple[str, ...], demo: bool, target: str | None) ->
 @click.argument("step", required=False)
 @click.option("--from", "from_", default=None, help="Run this step and everything downstream.")
 @click.option("--full", is_flag=True, help="Reprocess everything, ignoring materialization keys.")
+@click.option("--wait", is_flag=True, help="Wait for another run on the same branch instead of refusing.")
 @branch_option
 @project_option
 @json_option
-def run(step: str | None, from_: str | None, full: bool, branch: str, project: str, as_json: bool) -> None:
+def run(step: str | None, from_: str | None, full: bool, wait: bool, branch: str, project: str,
+        as_json: bool) -> None:
     """Run the pipeline (only partitions whose inputs changed) as one run of its Dagster job."""
     from synthex.progress import TerminalProgress
 
     pipe = load_project(project)
     selected = pipe.select(step, from_)
     click.echo(f"Running pipeline '{pipe.name}' on branch '{branch}'...", err=True)
-    result = pipe.run(step=step, from_=from_, full=full, branch=branch, progress=TerminalProgress(selected))
+    result = pipe.app.run(step=step, from_=from_, full=full, branch=branch, progress=TerminalProgress(selected),
+                          wait=wait, on_wait=lambda msg: click.echo(msg, err=True))
     if as_json:
         emit_json(result.to_dict())
         return

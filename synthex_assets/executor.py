@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from synthex.definition import PipelineDefinition
@@ -21,6 +22,7 @@ from synthex.record import Record, RunStats
 from synthex.steps import FoldStep, Step, execute_partition
 from synthex_assets.checks import HOOKS, PROVENANCE, UP_TO_DATE
 from synthex_assets.projections import ProjectionHooks
+from synthex_resources.branch_lock import BranchLock, held_by_run
 from synthex_resources.llm import LLMConfig
 from synthex_resources.planner import compute_partition_plan
 from synthex_resources.record_store import RecordStore
@@ -88,6 +90,13 @@ class StepExecutor:
 
     def run(self, partitions: list[tuple[str, str]]) -> StepResult:
         by_branch = group_partitions(partitions)
+        with ExitStack() as held:
+            for branch in by_branch:  # a CLI run holds its branch already; a UI-launched run takes it here
+                if not held_by_run(self.pipeline.data_dir, branch, self.run_id):
+                    held.enter_context(BranchLock(self.pipeline.data_dir, branch, self.run_id).acquire())
+            return self._run(by_branch)
+
+    def _run(self, by_branch: dict[str, list[str]]) -> StepResult:
         hooks = ProjectionHooks(self.pipeline, self.store, self.step.name, list(by_branch))
         completer = self.llm.get_completer(cache=self.store)
         result = StepResult()

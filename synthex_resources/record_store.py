@@ -14,6 +14,7 @@ So a command that only reads (``get``, ``stats``, ``plan``, a run with nothing t
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -176,6 +177,12 @@ class RecordStore:
         cols = LIGHT_COLUMNS + (["vector"] if with_embedding else [])
         rows = self._rows(f"id = {q(record_id)}", cols, limit=1)
         return self._to_record(rows[0]) if rows else None
+
+    def ids_with_prefix(self, prefix: str, limit: int = 2) -> list[str]:
+        """Record ids starting with ``prefix`` (hex and dashes only; at most ``limit``)."""
+        if not re.fullmatch(r"[0-9a-fA-F-]{1,36}", prefix):
+            return []
+        return [r["id"] for r in self._rows(f"id LIKE {q(prefix.lower() + '%')}", ["id"], limit=limit)]
 
     def rows_by_id(self, ids: Iterable[str], columns: list[str] | None = None) -> dict[str, dict[str, Any]]:
         """Raw rows by id (light columns by default), read in chunks of 500 ids; missing ids are absent."""

@@ -8,6 +8,7 @@ builds them from config here: ``create_resource`` returns the plain object, not 
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 from dagster import ConfigurableResource, InitResourceContext
@@ -46,9 +47,8 @@ class LLMResource(ConfigurableResource):
     backoff_base: float = 0.5
 
     def create_resource(self, context: InitResourceContext) -> LLMConfig:
-        return LLMConfig(model=self.model, base_url=self.base_url, api_key=self.api_key,
-                         max_concurrency=self.max_concurrency, max_retries=self.max_retries,
-                         timeout=self.timeout, backoff_base=self.backoff_base)
+        # The fields mirror LLMConfig's (Dagster needs them declared here to show and validate config).
+        return LLMConfig(**{f.name: getattr(self, f.name) for f in fields(LLMConfig)})
 
 
 class SearchResource(ConfigurableResource):

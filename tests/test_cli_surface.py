@@ -79,3 +79,16 @@ def test_init_writes_a_workspace_naming_the_location_after_the_project(ran):
 def test_the_evals_plugin_adds_its_command(ran):
     assert "eval" in synthex("--help").stdout
     assert "locomo" in synthex("eval", "--help").stdout
+
+
+def test_records_are_found_by_the_prefix_search_prints(ran):
+    proj, _ = ran
+    hit = json.loads(synthex("search", "the", "--json", "--project", str(proj)).stdout)["hits"][0]
+    shown = synthex("search", "the", "--project", str(proj)).stdout.splitlines()[1].split()[3]
+    assert shown == hit["id"][:8]
+    got = json.loads(synthex("get", shown, "--json", "--project", str(proj)).stdout)
+    assert got["id"] == hit["id"]
+    tree = json.loads(synthex("lineage", shown, "--json", "--project", str(proj)).stdout)
+    assert tree["id"] == hit["id"]
+    missing = synthex("get", "ffffffff", "--project", str(proj), check=False)
+    assert missing.returncode == 1 and "no record with id 'ffffffff'" in missing.stderr

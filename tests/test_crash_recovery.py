@@ -39,3 +39,9 @@ def test_sigkill_mid_step_then_rerun_converges(tmp_path, small_export):
         assert sorted(r.content for r in records) == contents
         assert max(Counter(r.id for r in records).values()) == 1
     assert pipe.plan().steps == []
+    # The killed run is not left "running", here or in Dagster.
+    runs = pipe.runs()
+    assert "running" not in {r.status for r in runs}
+    killed = [r for r in runs if r.error.startswith("killed")]
+    assert len(killed) == 1 and killed[0].status == "failed"
+    assert pipe.app.instance.get_run_by_id(killed[0].id).is_failure

@@ -12,6 +12,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from synthex.naming import path_segment
+
 # Mem0 reads this at import time: no telemetry upload (there is no network here).
 os.environ["MEM0_TELEMETRY"] = "False"
 
@@ -50,7 +52,7 @@ def evaluate_mem0_locomo(data: Path, work_dir: Path, limit: int | None = None, k
     tally = Tally()
     with LocalEmbeddingServer() as server:
         for conv in conversations:
-            root = work_dir / "mem0" / conv.sample_id
+            root = work_dir / "mem0" / path_segment(conv.sample_id)
             shutil.rmtree(root, ignore_errors=True)  # Mem0 add() is not idempotent: start clean
             root.mkdir(parents=True)
             memory = _memory(root, conv.sample_id.replace("-", "_"), server.base_url, server.dim)

@@ -7,8 +7,10 @@ store is first touched, so commands that need neither start fast.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from synthex.definition import PipelineDefinition, Plan
@@ -73,14 +75,24 @@ class ProjectApp:
         return plan_pipeline(self.pipeline, branch=branch, step=step, from_=from_, full=full, store=self.store)
 
     def run(self, step: str | None = None, from_: str | None = None, full: bool = False, branch: str = "main",
-            progress: ProgressReporter | None = None) -> Run:
+            progress: ProgressReporter | None = None, wait: bool = False,
+            on_wait: Callable[[str], None] | None = None) -> Run:
         """Plan, then one Dagster run of the pipeline's job over every dirty partition. The Synthex run
         id is the Dagster run id. When nothing changed there is no Dagster run and nothing is recorded."""
         check_branch_name(branch)
-        reporter = progress or NullProgress()
-        started = time.monotonic()
+        from synthex_resources.branch_lock import BranchLock
+
         run = Run(id=str(uuid.uuid4()), pipeline=self.pipeline.name, branch=branch,
                   steps=self.pipeline.select(step, from_), status="running", started_at=now_iso())
+        # One writer per branch: planning and writing happen under the branch's lock.
+        with BranchLock(self.pipeline.data_dir, branch, run.id).acquire(wait=wait, on_wait=on_wait):
+            return self._run_locked(run, step, from_, full, branch, progress)
+
+    def _run_locked(self, run: Run, step: str | None, from_: str | None, full: bool, branch: str,
+                    progress: ProgressReporter | None) -> Run:
+        reporter = progress or NullProgress()
+        started = time.monotonic()
+        self._fail_abandoned_runs(branch, run.id)
         try:
             plan = self.plan(step=step, from_=from_, full=full, branch=branch)
         except BaseException as exc:  # a prompt can raise while planning (token estimates render it)
@@ -116,6 +128,21 @@ class ProjectApp:
             store.save_run(run)
         return run
 
+    def _fail_abandoned_runs(self, branch: str, current: str) -> None:
+        """Runs of this branch still marked running died without finishing (a run holds the branch lock
+        until it ends, and we hold it now): mark them failed, here and in Dagster."""
+        from synthex_resources.record_store import RUNS, q
+
+        rows = self.store.read(RUNS, f"status = 'running' AND branch = {q(branch)} AND id != {q(current)}")
+        for row in rows:
+            dead = Run.from_dict(json.loads(row["data"]))
+            dead.status = "failed"
+            dead.error = f"killed: the run ended without finishing (found by run {current} at {now_iso()})"
+            self.store.save_run(dead)
+            dagster_run = self.instance.get_run_by_id(dead.id)
+            if dagster_run is not None and not dagster_run.is_finished:
+                self.instance.report_run_failed(dagster_run, dead.error)
+
     def _record_failure(self, run: Run, exc: BaseException, started: float) -> None:
         run.status, run.error = "failed", str(exc) or type(exc).__name__
         run.completed_at, run.wall_s = now_iso(), time.monotonic() - started
@@ -133,7 +160,14 @@ class ProjectApp:
 
     # -- read -----------------------------------------------------------------------------------
     def get(self, record_id: str) -> Record | None:
-        return self.store.get(record_id)
+        """A record by id, or by a unique prefix of it (the 8 characters search and lineage print)."""
+        found = self.store.get(record_id)
+        if found is not None or len(record_id) >= 36:
+            return found
+        matches = self.store.ids_with_prefix(record_id)
+        if len(matches) > 1:
+            raise SynthexError(f"record id prefix {record_id!r} matches several records; give more characters")
+        return self.store.get(matches[0]) if matches else None
 
     def records(self, step: str, branch: str = "main") -> list[Record]:
         return self.store.list(step=step, branch=branch)

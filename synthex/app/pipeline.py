@@ -39,8 +39,9 @@ class Pipeline(PipelineDefinition):
             self._app = None
 
     def run(self, step: str | None = None, from_: str | None = None, full: bool = False, branch: str = "main",
-            progress: ProgressReporter | None = None) -> Run:
-        return self.app.run(step=step, from_=from_, full=full, branch=branch, progress=progress)
+            progress: ProgressReporter | None = None, wait: bool = False) -> Run:
+        """``wait=True``: wait for another run on the same branch instead of refusing."""
+        return self.app.run(step=step, from_=from_, full=full, branch=branch, progress=progress, wait=wait)
 
     def plan(self, step: str | None = None, from_: str | None = None, full: bool = False,
              branch: str = "main") -> Plan:
