@@ -104,11 +104,13 @@ def init(name: str, sources: tuple[str, ...], demo: bool, target: str | None) ->
 @click.option("--from", "from_", default=None, help="Run this step and everything downstream.")
 @click.option("--full", is_flag=True, help="Reprocess everything, ignoring materialization keys.")
 @click.option("--wait", is_flag=True, help="Wait for another run on the same branch instead of refusing.")
+@click.option("--allow-deletions", is_flag=True,
+              help="Proceed when a source lost more than 20 %% of its items (or became empty).")
 @branch_option
 @project_option
 @json_option
-def run(step: str | None, from_: str | None, full: bool, wait: bool, branch: str, project: str,
-        as_json: bool) -> None:
+def run(step: str | None, from_: str | None, full: bool, wait: bool, allow_deletions: bool, branch: str,
+        project: str, as_json: bool) -> None:
     """Run the pipeline (only partitions whose inputs changed) as one run of its Dagster job."""
     from synthex.progress import TerminalProgress
 
@@ -116,7 +118,7 @@ def run(step: str | None, from_: str | None, full: bool, wait: bool, branch: str
     selected = pipe.select(step, from_)
     click.echo(f"Running pipeline '{pipe.name}' on branch '{branch}'...", err=True)
     result = pipe.app.run(step=step, from_=from_, full=full, branch=branch, progress=TerminalProgress(selected),
-                          wait=wait, on_wait=lambda msg: click.echo(msg, err=True))
+                          wait=wait, on_wait=lambda msg: click.echo(msg, err=True), allow_deletions=allow_deletions)
     if as_json:
         emit_json(result.to_dict())
         return
@@ -137,10 +139,14 @@ def run(step: str | None, from_: str | None, full: bool, wait: bool, branch: str
 @json_option
 def plan(step: str | None, from_: str | None, full: bool, branch: str, project: str, as_json: bool) -> None:
     """Dry run: steps that would run, records to process, token and cost estimates."""
-    result = load_project(project).plan(step=step, from_=from_, full=full, branch=branch)
+    pipe = load_project(project)
+    result = pipe.plan(step=step, from_=from_, full=full, branch=branch)
+    shrinkage = [str(s) for s in pipe.app.source_shrinkage(branch)]
     if as_json:
-        emit_json(result.to_dict())
+        emit_json(result.to_dict() | {"source_deletions": shrinkage})
         return
+    for line in shrinkage:
+        click.echo(f"deletions: {line}")
     if not result.steps:
         click.echo("Everything is up to date.")
         return

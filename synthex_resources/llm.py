@@ -17,6 +17,7 @@ from typing import Any
 
 from synthex.errors import StepError
 from synthex.llm import Completer, Completion, OfflineExtractiveCompleter
+from synthex.redact import redact
 
 DEFAULT_MODEL = "gpt-4o-mini"
 # USD per 1M tokens (input, output), for `synthex plan` estimates only.
@@ -39,6 +40,7 @@ class OpenAICompleter:
 
         self.model = model
         self.base_url = base_url
+        self.api_key = api_key  # kept only to mask it in error text
         self.max_concurrency = max(1, max_concurrency)
         self.max_retries = max_retries
         self.backoff_base = backoff_base
@@ -82,8 +84,11 @@ class OpenAICompleter:
             except Exception as exc:
                 if not self._retryable(exc) or attempt >= self.max_retries:
                     where = self.base_url or "api.openai.com"
-                    raise StepError(f"LLM call to {where} (model {model}) failed after {attempt + 1} "
-                                    f"attempt(s): {type(exc).__name__}: {exc}") from exc
+                    # Redacted, and without the original exception chained: provider error bodies can echo
+                    # the key, and the chain would carry it into Dagster's event log.
+                    raise StepError(redact(f"LLM call to {where} (model {model}) failed after {attempt + 1} "
+                                           f"attempt(s): {type(exc).__name__}: {exc}",
+                                           [self.api_key or ""])) from None
                 time.sleep(self._delay(attempt, exc))
                 attempt += 1
 

@@ -10,7 +10,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class FakeOpenAI:
-    def __init__(self, fail_first: int = 0, fail_status: int = 429, delay: float = 0.0) -> None:
+    def __init__(self, fail_first: int = 0, fail_status: int = 429, delay: float = 0.0,
+                 echo_key: bool = False) -> None:
+        self.echo_key = echo_key  # error bodies quote the Authorization header, as some providers do
         self.fail_first = fail_first
         self.fail_status = fail_status
         self.delay = delay
@@ -39,7 +41,9 @@ class FakeOpenAI:
                     if outer.delay:
                         time.sleep(outer.delay)
                     if fail:
-                        self._send(outer.fail_status, {"error": {"message": "slow down", "type": "rate_limit"}},
+                        message = (f"bad credentials: {self.headers.get('Authorization')}" if outer.echo_key
+                                   else "slow down")
+                        self._send(outer.fail_status, {"error": {"message": message, "type": "rate_limit"}},
                                    {"retry-after": "0"})
                         return
                     if self.path.endswith("/embeddings"):

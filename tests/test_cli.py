@@ -59,3 +59,11 @@ def test_init_is_idempotent_but_never_overwrites(tmp_path, small_export):
     proc = synthex("init", "mem", "--from", str(small_export), cwd=tmp_path, check=False)
     assert proc.returncode == 1 and "already exists" in proc.stderr
     assert (tmp_path / "mem" / "pipeline.py").read_text() == "# my edits\n"
+
+
+def test_a_failed_init_leaves_no_folder_behind(tmp_path):
+    bad = tmp_path / "notes.json"
+    bad.write_text('{"not": "an export"}')
+    proc = synthex("init", "fresh", "--from", str(bad), cwd=tmp_path, check=False)
+    assert proc.returncode == 1 and str(bad) in proc.stderr
+    assert not (tmp_path / "fresh").exists()

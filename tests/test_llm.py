@@ -53,3 +53,22 @@ def test_pipeline_uses_real_model_audit_and_cache(project, monkeypatch):
         pipe.run()
         assert server.calls == first_calls
         assert pipe.records("summaries")[0].audit["cached"] is True
+
+
+def test_an_error_body_echoing_the_key_stores_no_key_anywhere(project, monkeypatch):
+    from synthex.errors import StepError
+    from synthex.redact import redact
+
+    key = "sk-proj-TESTSECRET0123456789abcdef"
+    with FakeOpenAI(fail_first=10_000, fail_status=401, echo_key=True) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", key)
+        pipe = load(project)
+        with pytest.raises(StepError) as err:
+            pipe.run()
+    assert "[REDACTED]" in str(err.value) and key not in str(err.value)
+    assert pipe.runs()[0].status == "failed" and key not in pipe.runs()[0].error
+    leaked = [p for p in (project / ".synthex").rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
+    assert leaked == []  # not in the runs table, Dagster's event log or compute logs
+    assert redact(f"token ghp_{'a' * 30} and AKIA{'B' * 16} and Bearer abc.def-123") == (
+        "token [REDACTED] and [REDACTED] and Bearer [REDACTED]")

@@ -11,6 +11,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from synthex.definition import PipelineDefinition, Plan
@@ -19,6 +20,7 @@ from synthex.naming import check_branch_name
 from synthex.periods import now_iso
 from synthex.progress import NullProgress, ProgressReporter
 from synthex.record import Record, Run, RunStats
+from synthex.redact import redact
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance
@@ -26,6 +28,22 @@ if TYPE_CHECKING:
     from synthex_resources.embedder import Embedder
     from synthex_resources.record_store import RecordStore
     from synthex_resources.search.engine import SearchHit
+
+
+DELETION_THRESHOLD = 0.2  # share of a source's items an export may lose before a run asks first
+
+
+@dataclass
+class SourceShrinkage:
+    step: str
+    path: str
+    now: int  # items in the export
+    before: int  # records of the source in the store
+
+    def __str__(self) -> str:
+        lost = self.before - self.now
+        return (f"{self.step}: {self.path} holds {self.now} item(s), the store {self.before} "
+                f"({lost} would be deleted, {100 * lost / self.before:.0f} %)")
 
 
 class ProjectApp:
@@ -74,9 +92,22 @@ class ProjectApp:
 
         return plan_pipeline(self.pipeline, branch=branch, step=step, from_=from_, full=full, store=self.store)
 
+    def source_shrinkage(self, branch: str = "main") -> list[SourceShrinkage]:
+        """Source steps whose export now holds fewer items than the store has records of it."""
+        from synthex.steps import SourceStep
+
+        stored = self.store.counts(branch)
+        out = []
+        for name, step in self.pipeline.steps.items():
+            if isinstance(step, SourceStep) and stored.get(name, 0):
+                now = len(step.items())
+                if now < stored[name]:
+                    out.append(SourceShrinkage(name, str(step.path()), now, stored[name]))
+        return out
+
     def run(self, step: str | None = None, from_: str | None = None, full: bool = False, branch: str = "main",
             progress: ProgressReporter | None = None, wait: bool = False,
-            on_wait: Callable[[str], None] | None = None) -> Run:
+            on_wait: Callable[[str], None] | None = None, allow_deletions: bool = False) -> Run:
         """Plan, then one Dagster run of the pipeline's job over every dirty partition. The Synthex run
         id is the Dagster run id. When nothing changed there is no Dagster run and nothing is recorded."""
         check_branch_name(branch)
@@ -86,7 +117,18 @@ class ProjectApp:
                   steps=self.pipeline.select(step, from_), status="running", started_at=now_iso())
         # One writer per branch: planning and writing happen under the branch's lock.
         with BranchLock(self.pipeline.data_dir, branch, run.id).acquire(wait=wait, on_wait=on_wait):
+            if not allow_deletions:
+                self._refuse_large_deletions(branch)
             return self._run_locked(run, step, from_, full, branch, progress)
+
+    def _refuse_large_deletions(self, branch: str) -> None:
+        """Deletions are explicit: a source that became empty, or lost more than DELETION_THRESHOLD of its
+        items, stops the run (records untouched) until the user says ``allow_deletions``."""
+        risky = [str(s) for s in self.source_shrinkage(branch)
+                 if s.now == 0 or (s.before - s.now) / s.before > DELETION_THRESHOLD]
+        if risky:
+            raise SynthexError("refusing to delete memory: " + "; ".join(risky)
+                               + "; re-run with --allow-deletions (Python: allow_deletions=True) if that is intended")
 
     def _run_locked(self, run: Run, step: str | None, from_: str | None, full: bool, branch: str,
                     progress: ProgressReporter | None) -> Run:
@@ -115,7 +157,7 @@ class ProjectApp:
                 raise SynthexError("run finished with failed checks: " + "; ".join(failed))
             run.status = "completed"
         except BaseException as exc:
-            run.status, run.error = "failed", str(exc) or type(exc).__name__
+            run.status, run.error = "failed", redact(str(exc) or type(exc).__name__)
             raise
         finally:
             reporter.finish()
@@ -144,7 +186,7 @@ class ProjectApp:
                 self.instance.report_run_failed(dagster_run, dead.error)
 
     def _record_failure(self, run: Run, exc: BaseException, started: float) -> None:
-        run.status, run.error = "failed", str(exc) or type(exc).__name__
+        run.status, run.error = "failed", redact(str(exc) or type(exc).__name__)
         run.completed_at, run.wall_s = now_iso(), time.monotonic() - started
         self.store.save_run(run)
 

@@ -39,9 +39,11 @@ class Pipeline(PipelineDefinition):
             self._app = None
 
     def run(self, step: str | None = None, from_: str | None = None, full: bool = False, branch: str = "main",
-            progress: ProgressReporter | None = None, wait: bool = False) -> Run:
-        """``wait=True``: wait for another run on the same branch instead of refusing."""
-        return self.app.run(step=step, from_=from_, full=full, branch=branch, progress=progress, wait=wait)
+            progress: ProgressReporter | None = None, wait: bool = False, allow_deletions: bool = False) -> Run:
+        """``wait=True``: wait for another run on the same branch instead of refusing. ``allow_deletions``:
+        proceed when a source lost more than 20 % of its items (or all of them)."""
+        return self.app.run(step=step, from_=from_, full=full, branch=branch, progress=progress, wait=wait,
+                            allow_deletions=allow_deletions)
 
     def plan(self, step: str | None = None, from_: str | None = None, full: bool = False,
              branch: str = "main") -> Plan:
