@@ -161,6 +161,9 @@ class PipelineDefinition:
                 raise PipelineDefinitionError(f"output {name!r}: from_ names unknown step {s!r}")
         if surface == "projection" and len(sources) != 1:
             raise PipelineDefinitionError(f"output {name!r}: a projection reads exactly one step")
+        if isinstance(on_update, str) and not on_update.lower().startswith(("http://", "https://")):
+            raise PipelineDefinitionError(f"output {name!r}: on_update={on_update!r}: a hook is a callable or an "
+                                          f"http(s) URL")
         out = Output(name=name, from_=sources, surface=surface, on_update=on_update)
         self.outputs[name] = out
         return out

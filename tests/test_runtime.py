@@ -100,6 +100,9 @@ def test_a_ui_launch_leaves_what_a_cli_run_leaves(tmp_path, small_export):
     assert ui.plan().steps == []
     assert {e.asset_key.to_user_string() for e in result.get_asset_check_evaluations() if e.passed} == {
         s.replace("-", "_") for s in STEPS}
+    # `synthex runs` reports the UI's run with Dagster's status and timing.
+    [ui_run] = ui.runs()
+    assert ui_run.id == result.run_id and ui_run.status == "completed" and ui_run.wall_s > 0
 
 
 def test_a_fold_refuses_to_run_ahead_of_a_stale_earlier_period(project, small_export):
@@ -173,3 +176,15 @@ def test_a_run_with_nothing_to_do_loads_neither_dagster_nor_lancedb(project):
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
                          env=env_without_openai()).stdout.split()
     assert out == ["[]", "False", "False"]
+
+
+def test_a_hook_url_must_be_http(tmp_path):
+    from synthex import Pipeline
+    from synthex.errors import PipelineDefinitionError
+
+    pipe = Pipeline("hooks", project_dir=tmp_path)
+    pipe.source("notes", file=str(tmp_path), format="folder")
+    for url in ("file:///etc/passwd", "ftp://host/x", "data:text/plain,hi"):
+        with pytest.raises(PipelineDefinitionError, match="callable or an http"):
+            pipe.output(f"o{len(pipe.outputs)}", from_="notes", surface="projection", on_update=url)
+    pipe.output("ok", from_="notes", surface="projection", on_update="https://example.invalid/hook")

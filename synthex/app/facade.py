@@ -220,7 +220,22 @@ class ProjectApp:
                                             for s in self.pipeline.order()}}
 
     def runs(self, limit: int = 20) -> list[Run]:
-        return self.store.runs(limit=limit)
+        """Runs, newest first. Runs launched from the UI have no row of their own (only per-step stats):
+        their status, start, end and wall time come from the Dagster instance."""
+        runs = self.store.runs(limit=limit)
+        unrecorded = [r for r in runs if not r.dagster_run_ids]
+        if unrecorded and self.pipeline.dagster_home.exists():
+            for run in unrecorded:
+                dagster_run = self.instance.get_run_by_id(run.id)
+                record = self.instance.get_run_record_by_id(run.id)
+                if dagster_run is None or record is None:
+                    continue
+                run.dagster_run_ids = [run.id]
+                run.status = {"SUCCESS": "completed", "FAILURE": "failed", "CANCELED": "failed"}.get(
+                    dagster_run.status.value, "running")
+                if record.start_time and record.end_time:
+                    run.wall_s = record.end_time - record.start_time
+        return runs
 
     # -- search (design doc §6) ---------------------------------------------------------------------
     def search(self, query: str, step: str | list[str] | None = None, exact: bool = False, branch: str = "main",
