@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from synthex.errors import SynthexError
+from synthex.errors import PipelineDefinitionError, SourceError, SynthexError
 
 if TYPE_CHECKING:
     from synthex.app.pipeline import Pipeline
@@ -38,7 +38,7 @@ def load_project(project: str) -> Pipeline:
 
 
 class SynthexGroup(click.Group):
-    """Report Synthex errors as one clear line and a non-zero exit, not a traceback; plugins' commands
+    """Report Synthex errors as one clear line and exit 2 (bad input) or 1 (failed), not a traceback; plugins' commands
     (``synthex.plugins``) join the first time the command list is read, not at import."""
 
     _plugins_loaded = False
@@ -68,7 +68,8 @@ class SynthexGroup(click.Group):
             return super().invoke(ctx)
         except SynthexError as exc:
             click.echo(f"error: {exc}", err=True)
-            sys.exit(1)
+            # 2: the input is wrong (an export, pipeline.py, an argument); 1: a run or lookup failed.
+            sys.exit(2 if isinstance(exc, SourceError | PipelineDefinitionError) else 1)
 
 
 @click.group(cls=SynthexGroup)

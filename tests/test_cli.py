@@ -46,10 +46,10 @@ def test_bad_inputs_exit_non_zero_with_a_clear_message(tmp_path):
     truncated = tmp_path / "conversations.json"
     truncated.write_text('[{"title": "x", "mapping": {')
     proc = synthex("init", "bad", "--from", str(truncated), cwd=tmp_path, check=False)
-    assert proc.returncode == 1 and str(truncated) in proc.stderr and "invalid JSON" in proc.stderr
+    assert proc.returncode == 2 and str(truncated) in proc.stderr and "invalid JSON" in proc.stderr
     assert "Traceback" not in proc.stderr
     proc = synthex("get", "nope", "--project", str(tmp_path), check=False)
-    assert proc.returncode == 1 and "no pipeline.py" in proc.stderr
+    assert proc.returncode == 2 and "no pipeline.py" in proc.stderr
 
 
 def test_init_is_idempotent_but_never_overwrites(tmp_path, small_export):
@@ -57,7 +57,7 @@ def test_init_is_idempotent_but_never_overwrites(tmp_path, small_export):
     synthex("init", "mem", "--from", str(small_export), cwd=tmp_path)  # same command again: fine
     (tmp_path / "mem" / "pipeline.py").write_text("# my edits\n")
     proc = synthex("init", "mem", "--from", str(small_export), cwd=tmp_path, check=False)
-    assert proc.returncode == 1 and "already exists" in proc.stderr
+    assert proc.returncode == 2 and "already exists" in proc.stderr
     assert (tmp_path / "mem" / "pipeline.py").read_text() == "# my edits\n"
 
 
@@ -65,5 +65,5 @@ def test_a_failed_init_leaves_no_folder_behind(tmp_path):
     bad = tmp_path / "notes.json"
     bad.write_text('{"not": "an export"}')
     proc = synthex("init", "fresh", "--from", str(bad), cwd=tmp_path, check=False)
-    assert proc.returncode == 1 and str(bad) in proc.stderr
+    assert proc.returncode == 2 and str(bad) in proc.stderr
     assert not (tmp_path / "fresh").exists()
