@@ -293,6 +293,38 @@ def search(query: str, steps: tuple[str, ...], exact: bool, k: int, mode: str, p
         click.echo(f"{i:>2}. {h.score:8.4f}  {h.step:<14.14} {h.id[:8]}  {h.period:<7}  {text[:100]}")
 
 
+@main.command()
+@click.option("--repair", is_flag=True, help="Fix what was found (duplicate ids, dangling sources, stuck runs).")
+@project_option
+@json_option
+def doctor(repair: bool, project: str, as_json: bool) -> None:
+    """Check the project's store for duplicate ids, dangling sources and runs stuck in "running"."""
+    from synthex.app.doctor import diagnose
+    from synthex.app.doctor import repair as fix
+
+    app = load_project(project).app
+    report = diagnose(app)
+    if repair and not report.healthy:
+        report = fix(app, report)
+    if as_json:
+        emit_json(report.to_dict())
+        return
+    click.echo(f"duplicate ids: {len(report.duplicate_ids)}  dangling sources: {len(report.dangling)}  "
+               f"stuck runs: {len(report.stuck_runs)}")
+    for rid in report.duplicate_ids[:10]:
+        click.echo(f"  duplicate id {rid}")
+    for rid, missing in list(report.dangling.items())[:10]:
+        click.echo(f"  record {rid} names missing source(s) {', '.join(missing[:3])}")
+    for rid in report.stuck_runs[:10]:
+        click.echo(f"  run {rid} is marked running but nothing runs on its branch")
+    if report.healthy:
+        click.echo("healthy")
+    elif report.repaired:
+        click.echo("repaired; `synthex run` recomputes what was removed")
+    else:
+        click.echo("run `synthex doctor --repair` to fix")
+
+
 @main.command("export-toml")
 @click.option("-o", "--output", default=None, help="File to write (default: stdout).")
 @project_option

@@ -177,13 +177,17 @@ class ProjectApp:
 
         rows = self.store.read(RUNS, f"status = 'running' AND branch = {q(branch)} AND id != {q(current)}")
         for row in rows:
-            dead = Run.from_dict(json.loads(row["data"]))
-            dead.status = "failed"
-            dead.error = f"killed: the run ended without finishing (found by run {current} at {now_iso()})"
-            self.store.save_run(dead)
-            dagster_run = self.instance.get_run_by_id(dead.id)
+            self.mark_failed(Run.from_dict(json.loads(row["data"])),
+                             f"killed: the run ended without finishing (found by run {current} at {now_iso()})")
+
+    def mark_failed(self, run: Run, reason: str) -> None:
+        """A run that died without finishing: failed in the runs table and in Dagster."""
+        run.status, run.error = "failed", reason
+        self.store.save_run(run)
+        if self.pipeline.dagster_home.exists():
+            dagster_run = self.instance.get_run_by_id(run.id)
             if dagster_run is not None and not dagster_run.is_finished:
-                self.instance.report_run_failed(dagster_run, dead.error)
+                self.instance.report_run_failed(dagster_run, reason)
 
     def _record_failure(self, run: Run, exc: BaseException, started: float) -> None:
         run.status, run.error = "failed", redact(str(exc) or type(exc).__name__)

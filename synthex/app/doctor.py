@@ -1,0 +1,85 @@
+"""`synthex doctor`: find, and with ``repair`` fix, what an older version or a crash may have left.
+
+- duplicate ids: one record id stored in several rows (two concurrent runs before the branch lock);
+  repaired by keeping one row per id;
+- dangling sources: a record whose ``sources`` name ids that no longer exist; repaired by deleting the
+  record, so the next run recomputes it from what exists;
+- runs stuck in "running" whose branch no run holds: repaired by marking them failed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from synthex.app.facade import ProjectApp
+
+
+@dataclass
+class DoctorReport:
+    duplicate_ids: list[str] = field(default_factory=list)
+    dangling: dict[str, list[str]] = field(default_factory=dict)  # record id -> missing source ids
+    stuck_runs: list[str] = field(default_factory=list)
+    repaired: bool = False
+
+    @property
+    def healthy(self) -> bool:
+        return not (self.duplicate_ids or self.dangling or self.stuck_runs)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"healthy": self.healthy, "duplicate_ids": self.duplicate_ids, "dangling_sources": self.dangling,
+                "stuck_runs": self.stuck_runs, "repaired": self.repaired}
+
+
+def dangling_sources(rows: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """record id -> the source ids it names that no row holds."""
+    known = {r["id"] for r in rows}
+    out = {}
+    for row in rows:
+        missing = [s for s in (row["sources"] or []) if s not in known]
+        if missing:
+            out[row["id"]] = missing
+    return out
+
+
+def diagnose(app: ProjectApp) -> DoctorReport:
+    from synthex_resources.branch_lock import BranchLock
+    from synthex_resources.record_store import RUNS
+
+    store = app.store
+    rows = store.read("records", columns=["id", "sources"])
+    counts = Counter(r["id"] for r in rows)
+    report = DoctorReport(duplicate_ids=sorted(i for i, n in counts.items() if n > 1),
+                          dangling=dangling_sources(rows))
+    for row in store.read(RUNS, "status = 'running'", ["id", "branch"]):
+        lock = BranchLock(app.pipeline.data_dir, row["branch"], row["id"])
+        try:
+            lock.acquire()  # free: nobody is running on that branch, so the run is dead
+        except Exception:  # noqa: BLE001 - busy: a live run; leave it alone
+            continue
+        lock.release()
+        report.stuck_runs.append(row["id"])
+    return report
+
+
+def repair(app: ProjectApp, report: DoctorReport) -> DoctorReport:
+    store = app.store
+    if report.duplicate_ids:
+        records = store.get_many(report.duplicate_ids)  # one copy per id
+        vectors = store.rows_by_id(report.duplicate_ids, ["id", "vector"])
+        for rec in records:
+            vector = vectors[rec.id]["vector"]
+            rec.embedding = list(vector) if vector is not None else None
+        store.delete_ids(report.duplicate_ids)  # every copy
+        store.upsert(records, embed=False)
+    dangling = dict(report.dangling)
+    while dangling:  # deleting a record can leave its own descendants dangling: cascade
+        store.delete_ids(list(dangling))
+        dangling = dangling_sources(store.read("records", columns=["id", "sources"]))
+    for run in app.runs(limit=100_000):
+        if run.id in report.stuck_runs:
+            app.mark_failed(run, "killed: found stuck in 'running' by synthex doctor")
+    report.repaired = True
+    return report

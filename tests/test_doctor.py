@@ -1,0 +1,45 @@
+"""`synthex doctor` finds and repairs what an older version or a crash left: duplicate ids, dangling
+sources, runs stuck in "running"."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+from conftest import load
+from test_cli import synthex
+
+from synthex.record import Run
+
+
+def test_doctor_finds_and_repairs_duplicates_dangling_sources_and_stuck_runs(project):
+    pipe = load(project)
+    pipe.run()
+    clean = {s: sorted((r.id, r.content) for r in pipe.records(s)) for s in pipe.steps}
+    store = pipe.store()
+    # What an older version could leave: three summaries stored twice (two concurrent runs) ...
+    monthly = pipe.records("monthly")[0]
+    table = store.records_table()
+    doubled = [r.id for r in pipe.records("summaries") if r.id != monthly.source_ids[0]][:3]
+    table.add(table.search().where("id IN (" + ",".join(f"'{i}'" for i in doubled) + ")").limit(None).to_arrow())
+    # ... a monthly record whose summary is gone ...
+    store.delete_ids([monthly.source_ids[0]])
+    # ... and a run killed long ago, still "running".
+    store.save_run(Run(id="dead-run", pipeline=pipe.name, branch="main", steps=[], status="running",
+                       started_at="2026-01-01T00:00:00.000Z"))
+
+    found = json.loads(synthex("doctor", "--json", "--project", str(project)).stdout)
+    assert found["healthy"] is False
+    assert found["duplicate_ids"] == sorted(doubled)
+    assert list(found["dangling_sources"]) == [monthly.id]
+    assert found["stuck_runs"] == ["dead-run"]
+
+    fixed = json.loads(synthex("doctor", "--repair", "--json", "--project", str(project)).stdout)
+    assert fixed["repaired"] is True
+    assert json.loads(synthex("doctor", "--json", "--project", str(project)).stdout)["healthy"] is True
+    pipe = load(project)
+    assert {r.id: r.status for r in pipe.runs()}["dead-run"] == "failed"
+    pipe.run()  # recomputes what the repair removed
+    after = {s: sorted((r.id, r.content) for r in pipe.records(s)) for s in pipe.steps}
+    assert after == clean
+    assert max(Counter(r["id"] for r in store.read("records", columns=["id"])).values()) == 1
