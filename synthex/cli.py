@@ -107,11 +107,12 @@ def init(name: str, sources: tuple[str, ...], demo: bool, target: str | None) ->
 @click.option("--wait", is_flag=True, help="Wait for another run on the same branch instead of refusing.")
 @click.option("--allow-deletions", is_flag=True,
               help="Proceed when a source lost more than 20 %% of its items (or became empty).")
+@click.option("--verbose", is_flag=True, help="Also print Dagster's own run log (always kept in the UI).")
 @branch_option
 @project_option
 @json_option
-def run(step: str | None, from_: str | None, full: bool, wait: bool, allow_deletions: bool, branch: str,
-        project: str, as_json: bool) -> None:
+def run(step: str | None, from_: str | None, full: bool, wait: bool, allow_deletions: bool, verbose: bool,
+        branch: str, project: str, as_json: bool) -> None:
     """Run the pipeline (only partitions whose inputs changed) as one run of its Dagster job."""
     from synthex.progress import TerminalProgress
 
@@ -119,7 +120,8 @@ def run(step: str | None, from_: str | None, full: bool, wait: bool, allow_delet
     selected = pipe.select(step, from_)
     click.echo(f"Running pipeline '{pipe.name}' on branch '{branch}'...", err=True)
     result = pipe.app.run(step=step, from_=from_, full=full, branch=branch, progress=TerminalProgress(selected),
-                          wait=wait, on_wait=lambda msg: click.echo(msg, err=True), allow_deletions=allow_deletions)
+                          wait=wait, on_wait=lambda msg: click.echo(msg, err=True), allow_deletions=allow_deletions,
+                          verbose=verbose)
     if as_json:
         emit_json(result.to_dict())
         return

@@ -48,7 +48,10 @@ from synthex_assets.partitions import period_range, register
 from synthex_assets.step_assets import FULL_TAG
 
 LAUNCHED_BY_TAG = "synthex/launched_by"
-QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+def console_config(verbose: bool) -> dict:
+    """Dagster's console logger: silent unless ``verbose`` (the user sees Synthex's one-line error; every
+    event, tracebacks included, is still in the run's log in the UI)."""
+    return {"loggers": {"console": {"config": {"log_level": "INFO" if verbose else "CRITICAL"}}}}
 REPOSITORY = "__repository__"  # the name Dagster gives the repository of a Definitions object
 
 
@@ -62,7 +65,7 @@ def remote_job_origin(pipeline: PipelineDefinition) -> RemoteJobOrigin:
 
 def launch_pipeline_run(defs: Definitions, pipeline: PipelineDefinition, instance: DagsterInstance, *,
                         run_id: str, branch: str, partitions: Mapping[str, list[str]], periods: list[str],
-                        full: bool = False) -> list[str]:
+                        full: bool = False, verbose: bool = False) -> list[str]:
     """Run the steps in ``partitions`` (step -> dirty periods) as one Dagster run with id ``run_id``.
 
     ``periods`` is every period the data has (registered as partitions first). Raises the user's own
@@ -82,7 +85,7 @@ def launch_pipeline_run(defs: Definitions, pipeline: PipelineDefinition, instanc
     location_job = build_definitions(pipeline).resolve_job_def(job_name(pipeline.name))
     try:
         _execute(InMemoryJob(ephemeral), location_job, instance, run_id, run_tags, selection,
-                 remote_job_origin(pipeline))
+                 remote_job_origin(pipeline), console_config(verbose))
     except Failure as exc:
         # The op reports a step's one-line error as a Failure (a clean message in the UI); give the
         # caller the step's own error back.
@@ -103,15 +106,16 @@ def failed_checks(instance: DagsterInstance, run_id: str) -> list[str]:
 
 
 def _execute(job: InMemoryJob, location_job: JobDefinition, instance: DagsterInstance, run_id: str,
-             tags: Mapping[str, str], selection: frozenset[AssetKey], origin: RemoteJobOrigin) -> None:
+             tags: Mapping[str, str], selection: frozenset[AssetKey], origin: RemoteJobOrigin,
+             run_config: dict) -> None:
     # What JobDefinition.execute_in_process does, plus what it cannot take: the remote origin (without
     # it the UI shows the run outside any code location and cannot re-execute it) and the location's
     # job snapshot (with the live resources' snapshot the UI warns the job may have changed).
     job_def = job.get_definition()
-    plan = create_execution_plan(job, run_config=QUIET, instance_ref=instance.get_ref())
+    plan = create_execution_plan(job, run_config=run_config, instance_ref=instance.get_ref())
     recorded = location_job.get_subset(asset_selection=selection)
     run = instance.create_run(
-        job_name=job_def.name, run_id=run_id, run_config=QUIET, status=None, tags=dict(tags),
+        job_name=job_def.name, run_id=run_id, run_config=run_config, status=None, tags=dict(tags),
         root_run_id=None, parent_run_id=None, step_keys_to_execute=plan.step_keys_to_execute,
         execution_plan_snapshot=snapshot_from_execution_plan(plan, recorded.get_job_snapshot_id()),
         job_snapshot=recorded.get_job_snapshot(), parent_job_snapshot=location_job.get_job_snapshot(),
@@ -123,7 +127,7 @@ def _execute(job: InMemoryJob, location_job: JobDefinition, instance: DagsterIns
         iterator=job_execution_iterator,
         execution_context_manager=PlanOrchestrationContextManager(
             context_event_generator=orchestration_context_event_generator, job=job, execution_plan=plan,
-            dagster_run=run, instance=instance, run_config=QUIET, executor_defs=None, output_capture=None,
+            dagster_run=run, instance=instance, run_config=run_config, executor_defs=None, output_capture=None,
             raise_on_error=True),
     ):
         pass

@@ -67,3 +67,18 @@ def test_a_failed_init_leaves_no_folder_behind(tmp_path):
     proc = synthex("init", "fresh", "--from", str(bad), cwd=tmp_path, check=False)
     assert proc.returncode == 2 and str(bad) in proc.stderr
     assert not (tmp_path / "fresh").exists()
+
+
+def test_a_failing_step_is_one_line_and_the_dagster_log_only_with_verbose(tmp_path, small_export):
+    from conftest import PIPELINE_PY, write_project
+
+    broken = PIPELINE_PY.replace('return "Summarize this conversation.', 'raise ValueError("boom")\n    return "')
+    proj = write_project(tmp_path / "proj", small_export, broken)
+    proc = synthex("run", "--project", str(proj), check=False)
+    lines = [line for line in proc.stderr.splitlines() if not line.startswith("[")]  # progress bars
+    assert proc.returncode == 1
+    assert lines[-1].startswith("error: step 'summaries': prompt function pipeline:summarize raised ValueError: boom")
+    assert len(lines) == 2 and "Traceback" not in proc.stderr and "STEP_FAILURE" not in proc.stderr
+    fresh = write_project(tmp_path / "fresh", small_export, broken)  # fails inside the Dagster run again
+    verbose = synthex("run", "--verbose", "--project", str(fresh), check=False)
+    assert verbose.returncode == 1 and "STEP_FAILURE" in verbose.stderr

@@ -107,7 +107,8 @@ class ProjectApp:
 
     def run(self, step: str | None = None, from_: str | None = None, full: bool = False, branch: str = "main",
             progress: ProgressReporter | None = None, wait: bool = False,
-            on_wait: Callable[[str], None] | None = None, allow_deletions: bool = False) -> Run:
+            on_wait: Callable[[str], None] | None = None, allow_deletions: bool = False,
+            verbose: bool = False) -> Run:
         """Plan, then one Dagster run of the pipeline's job over every dirty partition. The Synthex run
         id is the Dagster run id. When nothing changed there is no Dagster run and nothing is recorded."""
         check_branch_name(branch)
@@ -119,7 +120,7 @@ class ProjectApp:
         with BranchLock(self.pipeline.data_dir, branch, run.id).acquire(wait=wait, on_wait=on_wait):
             if not allow_deletions:
                 self._refuse_large_deletions(branch)
-            return self._run_locked(run, step, from_, full, branch, progress)
+            return self._run_locked(run, step, from_, full, branch, progress, verbose)
 
     def _refuse_large_deletions(self, branch: str) -> None:
         """Deletions are explicit: a source that became empty, or lost more than DELETION_THRESHOLD of its
@@ -131,7 +132,7 @@ class ProjectApp:
                                + "; re-run with --allow-deletions (Python: allow_deletions=True) if that is intended")
 
     def _run_locked(self, run: Run, step: str | None, from_: str | None, full: bool, branch: str,
-                    progress: ProgressReporter | None) -> Run:
+                    progress: ProgressReporter | None, verbose: bool = False) -> Run:
         reporter = progress or NullProgress()
         started = time.monotonic()
         self._fail_abandoned_runs(branch, run.id)
@@ -152,7 +153,7 @@ class ProjectApp:
         store.save_run(run)
         try:
             run.dagster_run_ids = [run.id]
-            failed = self._launch(run.id, branch, plan, full, reporter)
+            failed = self._launch(run.id, branch, plan, full, reporter, verbose)
             if failed:  # the records are written; what failed is named (e.g. an undelivered hook)
                 raise SynthexError("run finished with failed checks: " + "; ".join(failed))
             run.status = "completed"
@@ -194,7 +195,8 @@ class ProjectApp:
         run.completed_at, run.wall_s = now_iso(), time.monotonic() - started
         self.store.save_run(run)
 
-    def _launch(self, run_id: str, branch: str, plan: Plan, full: bool, reporter: ProgressReporter) -> list[str]:
+    def _launch(self, run_id: str, branch: str, plan: Plan, full: bool, reporter: ProgressReporter,
+                verbose: bool = False) -> list[str]:
         from synthex_assets.definitions import build_definitions
         from synthex_assets.launcher import launch_pipeline_run
         from synthex_resources.llm import LLMConfig
@@ -202,7 +204,7 @@ class ProjectApp:
         defs = build_definitions(self.pipeline, resources={"store": self.store, "llm": LLMConfig(),
                                                            "progress": reporter})
         return launch_pipeline_run(defs, self.pipeline, self.instance, run_id=run_id, branch=branch,
-                                   partitions=plan.partitions, periods=plan.periods, full=full)
+                                   partitions=plan.partitions, periods=plan.periods, full=full, verbose=verbose)
 
     # -- read -----------------------------------------------------------------------------------
     def get(self, record_id: str) -> Record | None:
