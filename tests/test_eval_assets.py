@@ -26,6 +26,7 @@ def test_eval_asset_metadata_and_threshold_check(project, tmp_path):
     [mat] = result.asset_materializations_for_node("eval_locomo")
     assert mat.partition == "main"
     assert {"turn/recall_any@10", "session/ndcg_any@10", "n_questions", "chart"} <= set(mat.metadata)
+    assert mat.metadata["chart"].value.startswith("![LoCoMo retrieval](data:image/png;base64,iVBORw0KGgo")  # a PNG
     [check] = result.get_asset_check_evaluations()
     assert check.check_name == CHECK and check.passed
 
