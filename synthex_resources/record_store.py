@@ -424,6 +424,7 @@ class RecordStore:
                 pa.Table.from_pylist(rows, schema=CACHE_SCHEMA))
 
 
-def open_store(uri: str, embedder: Embedder | None = None) -> RecordStore:
-    """A new RecordStore on ``uri`` (keep it: it owns its caches); the embedder loads on first write."""
+def open_store(uri: str, embedder: Embedder | Callable[[], Embedder] | None = None) -> RecordStore:
+    """A new RecordStore on ``uri`` (keep it: it owns its caches). The embedder (an object, or a factory
+    called on first write) defaults to the environment's (``EmbedderConfig``)."""
     return RecordStore(uri, embedder=embedder or EmbedderConfig().create)

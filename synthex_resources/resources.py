@@ -16,7 +16,7 @@ from pydantic import PrivateAttr
 
 from synthex_resources.embedder import EmbedderConfig
 from synthex_resources.llm import LLMConfig
-from synthex_resources.record_store import RecordStore
+from synthex_resources.record_store import RecordStore, open_store
 from synthex_resources.search.engine import SearchEngine, SearchHit
 from synthex_resources.search.recipes import RECIPES, SearchConfig
 
@@ -32,7 +32,7 @@ class RecordStoreResource(ConfigurableResource):
 
     def create_resource(self, context: InitResourceContext) -> RecordStore:
         config = EmbedderConfig(kind=self.embedder_kind, model=self.embedder_model, base_url=self.embedder_base_url)
-        return RecordStore(self.uri, embedder=config.create)
+        return open_store(self.uri, config.create)
 
 
 class LLMResource(ConfigurableResource):
@@ -65,7 +65,7 @@ class SearchResource(ConfigurableResource):
 
     def engine(self) -> SearchEngine:
         if self._store is None:
-            self._store = RecordStore(self.uri, embedder=EmbedderConfig().create)
+            self._store = open_store(self.uri)
         return SearchEngine(self._store)
 
     def search(self, query: str, step: str | list[str] | None = None, branch: str = "main", k: int | None = None,

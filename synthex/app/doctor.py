@@ -45,7 +45,7 @@ def dangling_sources(rows: list[dict[str, Any]]) -> dict[str, list[str]]:
 
 
 def diagnose(app: ProjectApp) -> DoctorReport:
-    from synthex_resources.branch_lock import BranchLock
+    from synthex_resources.branch_lock import BranchBusyError, BranchLock
     from synthex_resources.record_store import RUNS
 
     store = app.store
@@ -57,7 +57,7 @@ def diagnose(app: ProjectApp) -> DoctorReport:
         lock = BranchLock(app.pipeline.data_dir, row["branch"], row["id"])
         try:
             lock.acquire()  # free: nobody is running on that branch, so the run is dead
-        except Exception:  # noqa: BLE001 - busy: a live run; leave it alone
+        except BranchBusyError:  # a live run holds the branch: leave it alone
             continue
         lock.release()
         report.stuck_runs.append(row["id"])

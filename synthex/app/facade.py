@@ -57,10 +57,9 @@ class ProjectApp:
     @property
     def store(self) -> RecordStore:
         if self._store is None:
-            from synthex_resources.embedder import EmbedderConfig
-            from synthex_resources.record_store import RecordStore
+            from synthex_resources.record_store import open_store
 
-            self._store = RecordStore(self.pipeline.store_uri, embedder=self._embedder or EmbedderConfig().create)
+            self._store = open_store(self.pipeline.store_uri, self._embedder)
         return self._store
 
     @property
