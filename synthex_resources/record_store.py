@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from synthex.hashing import fingerprint
 from synthex.record import Record, Run, RunStats
+from synthex_resources.commits import with_commit_retry
 from synthex_resources.embedder import Embedder, EmbedderConfig
 
 RECORDS, RUNS, RUN_STEPS, LLM_CACHE = "records", "runs", "run_steps", "llm_cache"
@@ -151,7 +152,7 @@ class RecordStore:
             except (FileNotFoundError, ValueError):
                 if create_schema is None:
                     return None
-                tbl = self.db.create_table(name, schema=create_schema, exist_ok=True)
+                tbl = with_commit_retry(lambda: self.db.create_table(name, schema=create_schema, exist_ok=True))
             self._tables[name] = tbl
             return tbl
 
@@ -274,10 +275,11 @@ class RecordStore:
         tbl = self.records_table(create=True)
         data = pa.Table.from_pylist([self._row(r, r.embedding) for r in records], schema=tbl.schema)
         with self._lock:
-            (tbl.merge_insert("id")
-             .when_matched_update_all(where="target.content != source.content")
-             .when_not_matched_insert_all()
-             .execute(data, on_bad_vectors="null"))  # a record written without a vector keeps it empty
+            with_commit_retry(lambda: (tbl.merge_insert("id")
+                                       .when_matched_update_all(where="target.content != source.content")
+                                       .when_not_matched_insert_all()
+                                       # a record written without a vector keeps it empty
+                                       .execute(data, on_bad_vectors="null")))
         return len(records)
 
     def _fill_vectors(self, records: list[Record]) -> None:
@@ -313,9 +315,10 @@ class RecordStore:
         with self._lock:
             # Only rows still without a vector and with the content that was embedded: a row rewritten
             # meanwhile (a run on the branch) keeps what that run wrote.
-            (tbl.merge_insert("id")
-             .when_matched_update_all(where="target.vector IS NULL AND target.content = source.content")
-             .execute(data))
+            with_commit_retry(lambda: (tbl.merge_insert("id")
+                                       .when_matched_update_all(
+                                           where="target.vector IS NULL AND target.content = source.content")
+                                       .execute(data)))
         return len(records)
 
     def vectors_by_fingerprint(self, prints: list[str]) -> dict[str, list[float]]:
@@ -338,7 +341,8 @@ class RecordStore:
             return 0
         with self._lock:
             for start in range(0, len(ids), 500):
-                tbl.delete("id IN (" + ",".join(q(i) for i in ids[start:start + 500]) + ")")
+                where = "id IN (" + ",".join(q(i) for i in ids[start:start + 500]) + ")"
+                with_commit_retry(lambda where=where: tbl.delete(where))
         return len(ids)
 
     def write_partitions(self, step: str, branch: str, parts: dict[str, tuple[list[Record], set[str]]],
@@ -361,8 +365,9 @@ class RecordStore:
         row = {"id": run.id, "pipeline": run.pipeline, "branch": run.branch, "status": run.status,
                "started_at": run.started_at, "data": json.dumps(run.to_dict())}
         with self._lock:
-            tbl.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
-                pa.Table.from_pylist([row], schema=RUNS_SCHEMA))
+            data = pa.Table.from_pylist([row], schema=RUNS_SCHEMA)
+            with_commit_retry(lambda: tbl.merge_insert("id").when_matched_update_all()
+                              .when_not_matched_insert_all().execute(data))
 
     def record_step_stats(self, run_id: str, pipeline: str, step: str, recorded_at: str,
                           per_partition: list[tuple[str, str, RunStats]]) -> None:
@@ -374,8 +379,9 @@ class RecordStore:
                  "branch": branch, "step": step, "period": period, "recorded_at": recorded_at,
                  "stats": json.dumps(stats.to_dict())} for branch, period, stats in per_partition]
         with self._lock:
-            tbl.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
-                pa.Table.from_pylist(rows, schema=RUN_STEPS_SCHEMA))
+            data = pa.Table.from_pylist(rows, schema=RUN_STEPS_SCHEMA)
+            with_commit_retry(lambda: tbl.merge_insert("id").when_matched_update_all()
+                              .when_not_matched_insert_all().execute(data))
 
     def step_stats(self, run_id: str) -> dict[str, RunStats]:
         out: dict[str, RunStats] = {}
@@ -420,8 +426,9 @@ class RecordStore:
             return
         tbl = self.table(LLM_CACHE, CACHE_SCHEMA)
         with self._lock:
-            tbl.merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute(
-                pa.Table.from_pylist(rows, schema=CACHE_SCHEMA))
+            data = pa.Table.from_pylist(rows, schema=CACHE_SCHEMA)
+            with_commit_retry(lambda: tbl.merge_insert("key").when_matched_update_all()
+                              .when_not_matched_insert_all().execute(data))
 
 
 def open_store(uri: str, embedder: Embedder | Callable[[], Embedder] | None = None) -> RecordStore:

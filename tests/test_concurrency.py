@@ -82,6 +82,6 @@ def test_runs_on_other_branches_are_not_blocked(tmp_path, uninterrupted):
     first = start(root)
     time.sleep(2.0)
     other = start(root, "--branch", "experiment")
-    _, err = other.communicate(timeout=300)
-    first.communicate(timeout=300)
-    assert first.returncode == 0 and other.returncode == 0, err
+    _, err_other = other.communicate(timeout=300)
+    _, err_first = first.communicate(timeout=300)
+    assert (first.returncode, other.returncode) == (0, 0), (err_first, err_other)

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from synthex.record import Record
+from synthex_resources.commits import with_commit_retry
 from synthex_resources.record_store import LIGHT_COLUMNS, RecordStore, q
 from synthex_resources.search.dense_index import dense_index
 from synthex_resources.search.leaf_fusion import leaf_sum_search
@@ -77,18 +78,20 @@ class SearchEngine:
         names = {i.name: i for i in tbl.list_indices()}
         current = names.get(f"{FTS_COLUMN}_idx")
         if current is not None and bool((current.index_details or {}).get("stem", False)) != stem:
-            tbl.drop_index(f"{FTS_COLUMN}_idx")
+            with_commit_retry(lambda: tbl.drop_index(f"{FTS_COLUMN}_idx"))
             current = None
         if current is None:
-            tbl.create_index(FTS_COLUMN, config=FTS(base_tokenizer="simple", lower_case=True, stem=stem,
-                                                    language="English", remove_stop_words=False,
-                                                    ascii_folding=True, with_position=False))
+            config = FTS(base_tokenizer="simple", lower_case=True, stem=stem, language="English",
+                         remove_stop_words=False, ascii_folding=True, with_position=False)
+            with_commit_retry(lambda: tbl.create_index(FTS_COLUMN, config=config, replace=True))
         elif optimize:
             stats = tbl.index_stats(f"{FTS_COLUMN}_idx")
             if stats is not None and stats.num_unindexed_rows > 0:
-                tbl.optimize()
+                # Compaction loses the race to any concurrent update or delete (a run on another branch).
+                with_commit_retry(tbl.optimize)
         if "id_idx" not in names:
-            tbl.create_scalar_index("id", index_type="BTREE")  # id lookups: drill-down, dense hits
+            # id lookups: drill-down, dense hits
+            with_commit_retry(lambda: tbl.create_scalar_index("id", index_type="BTREE", replace=True))
         stats = tbl.index_stats(f"{FTS_COLUMN}_idx")
         return {"rows": tbl.count_rows(), "fts_indexed": stats.num_indexed_rows if stats else 0,
                 "fts_unindexed": stats.num_unindexed_rows if stats else 0,
