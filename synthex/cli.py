@@ -211,6 +211,38 @@ def runs(run_id: str | None, limit: int, project: str, as_json: bool) -> None:
                    f"err={s.errors} tokens={s.tokens}" + (f"  error: {r.error}" if r.error else ""))
 
 
+@main.group(invoke_without_command=True)
+@project_option
+@json_option
+@click.pass_context
+def hooks(ctx: click.Context, project: str, as_json: bool) -> None:
+    """on_update deliveries still pending (a failed delivery is retried by every run and `hooks retry`)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    due = load_project(project).hooks_due()
+    if as_json:
+        emit_json([s.row() for s in due])
+        return
+    if not due:
+        click.echo("no hook delivery pending")
+    for s in due:
+        click.echo(f"{s.output}@{s.branch}  record {s.pending_record[:8]}  failed attempts {s.attempts}"
+                   + (f"  last error: {s.last_error}" if s.last_error else ""))
+
+
+@hooks.command("retry")
+@project_option
+def hooks_retry(project: str) -> None:
+    """Deliver every pending on_update hook now; exit 1 if one still fails."""
+    report = load_project(project).deliver_hooks()
+    for key in report.delivered:
+        click.echo(f"delivered {key}")
+    if report.failed:
+        raise SynthexError("; ".join(report.failed))
+    if not report.delivered:
+        click.echo("no hook delivery pending")
+
+
 def _get_record(project: str, record_id: str):
     rec = load_project(project).get(record_id)
     if rec is None:

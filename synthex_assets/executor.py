@@ -4,7 +4,7 @@ Plain Python (the step asset wraps it): partitions go branch by branch, periods 
 order. Upstream records are read once per chunk of periods and each chunk is written in two commits
 (upsert, then delete superseded rows), except for a fold, which writes every period before the next
 one reads it as its previous state. After writing: the three asset checks' verdicts, the FTS index
-folded once, and the projection hooks of this step fired.
+folded once, and the due projection hooks of this step delivered (synthex_resources.hook_deliveries).
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from synthex.definition import PipelineDefinition
-from synthex.errors import StepError, SynthexError
+from synthex.errors import StepError
 from synthex.periods import now_iso
 from synthex.progress import ProgressReporter
 from synthex.record import Record, RunStats
 from synthex.steps import FoldStep, Step, execute_partition
 from synthex_assets.checks import HOOKS, PROVENANCE, UP_TO_DATE
-from synthex_assets.projections import ProjectionHooks
 from synthex_resources.branch_lock import BranchLock, held_by_run
+from synthex_resources.hook_deliveries import HookDeliveries
 from synthex_resources.llm import LLMConfig
 from synthex_resources.planner import compute_partition_plan
 from synthex_resources.record_store import RecordStore
@@ -97,7 +97,6 @@ class StepExecutor:
             return self._run(by_branch)
 
     def _run(self, by_branch: dict[str, list[str]]) -> StepResult:
-        hooks = ProjectionHooks(self.pipeline, self.store, self.step.name, list(by_branch))
         completer = self.llm.get_completer(cache=self.store)
         result = StepResult()
         for branch, periods in by_branch.items():
@@ -110,10 +109,10 @@ class StepExecutor:
                                      [(o.branch, o.period, o.stats) for o in result.outcomes])
         if any(o.new_records or o.removed for o in result.outcomes):
             result.index = SearchEngine(self.store).ensure_index(optimize=True, stem=self.pipeline.lexical_stem)
-        try:
-            result.hooks_fired = hooks.fire_changed()
-        except SynthexError as exc:  # the records are written: report it as a failed check, not a lost run
-            result.hook_error = str(exc)
+        # The records are written: an undelivered hook is a failed check and stays pending, not a lost run.
+        delivery = HookDeliveries(self.pipeline, self.store).deliver_due(step=self.step.name,
+                                                                        branches=list(by_branch))
+        result.hooks_fired, result.hook_error = delivery.delivered, "; ".join(delivery.failed)
         result.checks = self._checks(result.outcomes)
         result.checks[HOOKS] = (not result.hook_error, result.hook_error or
                                 f"delivered: {', '.join(result.hooks_fired) or 'none had to fire'}")
@@ -129,7 +128,15 @@ class StepExecutor:
             started = time.monotonic()
             base = StoreStepContext(self.store, branch, period, self.run_id, completer, step=self.step.name,
                                     reporter=self.reporter)
-            part = execute_partition(self.step, PrefetchedContext(base, upstream), existing[period], full=self.full)
+            try:
+                part = execute_partition(self.step, PrefetchedContext(base, upstream), existing[period],
+                                         full=self.full)
+            except Exception:
+                # Counted where `synthex runs` reads it; the partition writes nothing and stays stale.
+                self.store.record_step_stats(self.run_id, self.pipeline.name, self.step.name, now_iso(),
+                                             [(branch, period, RunStats(errors=1,
+                                                                        duration=time.monotonic() - started))])
+                raise
             part.stats.duration = time.monotonic() - started
             outcomes.append(PartitionOutcome(branch, period, part.stats, part.new_records, part.keep_ids))
         started = time.monotonic()

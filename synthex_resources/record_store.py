@@ -156,6 +156,23 @@ class RecordStore:
             self._tables[name] = tbl
             return tbl
 
+    def upsert_rows(self, name: str, schema: pa.Schema, rows: list[dict[str, Any]], key: str = "id") -> None:
+        """Insert or replace rows of a small bookkeeping table (runs, stats, cache, hook deliveries) by
+        ``key``, in one commit, creating the table on first use."""
+        if not rows:
+            return
+        tbl = self.table(name, schema)
+        data = pa.Table.from_pylist(rows, schema=schema)
+        with self._lock:
+            with_commit_retry(lambda: tbl.merge_insert(key).when_matched_update_all()
+                              .when_not_matched_insert_all().execute(data))
+
+    def delete_rows(self, name: str, where: str) -> None:
+        tbl = self.table(name)
+        if tbl is not None:
+            with self._lock:
+                with_commit_retry(lambda: tbl.delete(where))
+
     def records_table(self, create: bool = False) -> Any | None:
         return self.table(RECORDS, records_schema(self.embedder.dim) if create else None)
 
@@ -361,27 +378,19 @@ class RecordStore:
 
     # -- runs -------------------------------------------------------------------------------------
     def save_run(self, run: Run) -> None:
-        tbl = self.table(RUNS, RUNS_SCHEMA)
-        row = {"id": run.id, "pipeline": run.pipeline, "branch": run.branch, "status": run.status,
-               "started_at": run.started_at, "data": json.dumps(run.to_dict())}
-        with self._lock:
-            data = pa.Table.from_pylist([row], schema=RUNS_SCHEMA)
-            with_commit_retry(lambda: tbl.merge_insert("id").when_matched_update_all()
-                              .when_not_matched_insert_all().execute(data))
+        self.upsert_rows(RUNS, RUNS_SCHEMA, [{"id": run.id, "pipeline": run.pipeline, "branch": run.branch,
+                                              "status": run.status, "started_at": run.started_at,
+                                              "data": json.dumps(run.to_dict())}])
 
     def record_step_stats(self, run_id: str, pipeline: str, step: str, recorded_at: str,
                           per_partition: list[tuple[str, str, RunStats]]) -> None:
         """Stats of one step's (branch, period, stats) partitions in a run, one commit."""
         if not per_partition:
             return
-        tbl = self.table(RUN_STEPS, RUN_STEPS_SCHEMA)
         rows = [{"id": f"{run_id}/{step}/{branch}/{period}", "run_id": run_id, "pipeline": pipeline,
                  "branch": branch, "step": step, "period": period, "recorded_at": recorded_at,
                  "stats": json.dumps(stats.to_dict())} for branch, period, stats in per_partition]
-        with self._lock:
-            data = pa.Table.from_pylist(rows, schema=RUN_STEPS_SCHEMA)
-            with_commit_retry(lambda: tbl.merge_insert("id").when_matched_update_all()
-                              .when_not_matched_insert_all().execute(data))
+        self.upsert_rows(RUN_STEPS, RUN_STEPS_SCHEMA, rows)
 
     def step_stats(self, run_id: str) -> dict[str, RunStats]:
         out: dict[str, RunStats] = {}
@@ -422,13 +431,7 @@ class RecordStore:
         return out
 
     def cache_put_many(self, rows: list[dict[str, Any]]) -> None:
-        if not rows:
-            return
-        tbl = self.table(LLM_CACHE, CACHE_SCHEMA)
-        with self._lock:
-            data = pa.Table.from_pylist(rows, schema=CACHE_SCHEMA)
-            with_commit_retry(lambda: tbl.merge_insert("key").when_matched_update_all()
-                              .when_not_matched_insert_all().execute(data))
+        self.upsert_rows(LLM_CACHE, CACHE_SCHEMA, rows, key="key")
 
 
 def open_store(uri: str, embedder: Embedder | Callable[[], Embedder] | None = None) -> RecordStore:

@@ -79,6 +79,8 @@ def test_a_failing_step_is_one_line_and_the_dagster_log_only_with_verbose(tmp_pa
     assert proc.returncode == 1
     assert lines[-1].startswith("error: step 'summaries': prompt function pipeline:summarize raised ValueError: boom")
     assert len(lines) == 2 and "Traceback" not in proc.stderr and "STEP_FAILURE" not in proc.stderr
+    listed = synthex("runs", "--project", str(proj)).stdout.splitlines()
+    assert len(listed) == 1 and " failed " in listed[0] and " err=1 " in listed[0]  # the errors are counted
     fresh = write_project(tmp_path / "fresh", small_export, broken)  # fails inside the Dagster run again
     verbose = synthex("run", "--verbose", "--project", str(fresh), check=False)
     assert verbose.returncode == 1 and "STEP_FAILURE" in verbose.stderr

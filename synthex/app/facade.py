@@ -26,10 +26,12 @@ if TYPE_CHECKING:
     from dagster import DagsterInstance
 
     from synthex_resources.embedder import Embedder
+    from synthex_resources.hook_deliveries import DeliveryReport, HookState
     from synthex_resources.record_store import RecordStore
     from synthex_resources.search.engine import SearchHit
 
 
+HOOKS_CHECK = "hooks_delivered"  # the asset check of synthex_assets.checks (not imported: it loads Dagster)
 DELETION_THRESHOLD = 0.2  # share of a source's items an export may lose before a run asks first
 
 
@@ -135,6 +137,7 @@ class ProjectApp:
         reporter = progress or NullProgress()
         started = time.monotonic()
         self._fail_abandoned_runs(branch, run.id)
+        undelivered = self.deliver_hooks(branches=[branch]).failed  # left pending by an earlier run
         try:
             plan = self.plan(step=step, from_=from_, full=full, branch=branch)
         except BaseException as exc:  # a prompt can raise while planning (token estimates render it)
@@ -146,6 +149,8 @@ class ProjectApp:
             reporter.finish()
             run.steps, run.status, run.completed_at = [], "completed", now_iso()
             run.wall_s = time.monotonic() - started
+            if undelivered:
+                raise SynthexError("; ".join(undelivered))
             return run
         store = self.store
         run.steps = plan.steps
@@ -153,6 +158,10 @@ class ProjectApp:
         try:
             run.dagster_run_ids = [run.id]
             failed = self._launch(run.id, branch, plan, full, reporter, verbose)
+            if undelivered:  # retried at the start; a step op of this run may have delivered it since
+                failed += [f"{s.output}@{s.branch}: on_update hook still undelivered: {s.last_error}"
+                           for s in self.hooks_due(branches=[branch])
+                           if s.last_error and not any(f":{HOOKS_CHECK}:" in f for f in failed)]
             if failed:  # the records are written; what failed is named (e.g. an undelivered hook)
                 raise SynthexError("run finished with failed checks: " + "; ".join(failed))
             run.status = "completed"
@@ -169,6 +178,23 @@ class ProjectApp:
             run.wall_s = time.monotonic() - started
             store.save_run(run)
         return run
+
+    # -- on_update hooks (at least once: synthex_resources.hook_deliveries) ---------------------------
+    def hooks_due(self, branches: list[str] | None = None) -> list[HookState]:
+        """Hooked projections whose current record was not delivered yet (e.g. the endpoint was down)."""
+        if not any(o.on_update is not None for o in self.pipeline.outputs.values()):
+            return []
+        from synthex_resources.hook_deliveries import HookDeliveries
+
+        return HookDeliveries(self.pipeline, self.store).due(branches=branches)
+
+    def deliver_hooks(self, branches: list[str] | None = None) -> DeliveryReport:
+        """Deliver every due hook now (each tried a few times with backoff); failures stay pending."""
+        from synthex_resources.hook_deliveries import DeliveryReport, HookDeliveries
+
+        if not any(o.on_update is not None for o in self.pipeline.outputs.values()):
+            return DeliveryReport()
+        return HookDeliveries(self.pipeline, self.store).deliver_due(branches=branches)
 
     def _fail_abandoned_runs(self, branch: str, current: str) -> None:
         """Runs of this branch still marked running died without finishing (a run holds the branch lock

@@ -72,3 +72,9 @@ class Pipeline(PipelineDefinition):
 
     def projection(self, name: str, branch: str = "main") -> Record | None:
         return self.app.projection(name, branch)
+
+    def hooks_due(self, branches: list[str] | None = None) -> list[Any]:
+        return self.app.hooks_due(branches)
+
+    def deliver_hooks(self, branches: list[str] | None = None) -> Any:
+        return self.app.deliver_hooks(branches)
