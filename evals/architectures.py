@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from synthex import Pipeline
+from synthex.naming import MAIN
 from synthex.steps import SourceStep
 from synthex_resources.embedder import Embedder
 from synthex_resources.search.tokenize import tokenize
@@ -51,6 +52,8 @@ class Architecture:
             data.write_text(payload)
         pipe = self.build(data, root, fmt)
         pipe.open(embedder=embedder)
+        if self.branch != MAIN:
+            pipe.run(branch=MAIN)  # a branch reads the steps it does not override through main
         pipe.run(branch=self.branch)
         return pipe
 
@@ -78,15 +81,19 @@ def project_architecture(project: Path, branch: str) -> Architecture:
     def build(data: Path, root: Path, fmt: str) -> Pipeline:
         from synthex.project import load_pipeline
 
-        pipe = load_pipeline(project)
-        pipe.project_dir = root
-        pipe.store_uri = str(root / ".synthex" / "lancedb")
-        for step in pipe.steps.values():
-            if isinstance(step, SourceStep):
-                step.file, step.format, step.base_dir = str(data), fmt, str(root)
-        return pipe
+        pipe = load_pipeline(project).for_branch(branch)  # branches/<branch>.py over pipeline.py
+        node = pipe
+        while node is not None:  # the branch and its ancestors, all moved into the workspace
+            node.project_dir = root
+            node.store_uri = str(root / ".synthex" / "lancedb")
+            for step in node.steps.values():
+                if isinstance(step, SourceStep):
+                    step.file, step.format, step.base_dir = str(data), fmt, str(root)
+            node = node.parent
+        return pipe  # type: ignore[return-value]
 
-    return Architecture(name=branch, build=build, mode="hybrid", branch=branch)
+    # Every branch of the project shares one workspace: a branch reuses main's records there.
+    return Architecture(name=branch, build=build, mode="hybrid", branch=branch, workspace="project")
 
 
 def resolve(names: list[str], project: Path | None) -> list[Architecture]:
@@ -113,7 +120,7 @@ def resolve(names: list[str], project: Path | None) -> list[Architecture]:
                 if mode not in RECIPES:
                     raise ValueError(f"architecture {name!r}: unknown search recipe {mode!r}; "
                                      f"recipes: {', '.join(RECIPES)}")
-                arch.name, arch.mode, arch.workspace = name, mode, branch  # same ingested data as the branch
+                arch.name, arch.mode = name, mode  # same workspace and ingested data as the branch
             out.append(arch)
     return out
 

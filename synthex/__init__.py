@@ -22,6 +22,7 @@ _EXPORTS = {
     "PipelineDefinitionError": "synthex.errors",
     "SourceError": "synthex.errors",
     "StepError": "synthex.errors",
+    "BadInputError": "synthex.errors",
     "SynthexError": "synthex.errors",
 }
 

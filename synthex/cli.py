@@ -16,14 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from synthex.errors import PipelineDefinitionError, SourceError, SynthexError
+from synthex.errors import BadInputError, PipelineDefinitionError, SourceError, SynthexError
 
 if TYPE_CHECKING:
     from synthex.app.pipeline import Pipeline
 
 project_option = click.option("--project", "project", default=".", show_default=True,
                               type=click.Path(file_okay=False), help="Project folder (holds pipeline.py).")
-branch_option = click.option("--branch", default="main", show_default=True, help="Branch to act on.")
+branch_option = click.option("--branch", default=None,
+                             help="Branch to act on (default: the current one, `synthex branch switch`; else main).")
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 
 
@@ -35,6 +36,25 @@ def load_project(project: str) -> Pipeline:
     from synthex.project import load_pipeline
 
     return load_pipeline(project)  # type: ignore[return-value]
+
+
+WARNINGS_SHOWN = 5  # real exports have many tool / reasoning messages without text
+
+
+def echo_import_warnings(pipe: Pipeline, branch: str) -> None:
+    warnings = pipe.app.import_warnings(branch)
+    for line in warnings[:WARNINGS_SHOWN]:
+        click.echo(f"warning: {line}", err=True)
+    if len(warnings) > WARNINGS_SHOWN:
+        click.echo(f"warning: ... and {len(warnings) - WARNINGS_SHOWN} more (`synthex plan --json` lists them all)",
+                   err=True)
+
+
+def pick_branch(pipe: Pipeline, branch: str | None) -> str:
+    """``--branch``, else the branch `synthex branch switch` chose for this project, else main."""
+    from synthex.project import current_branch
+
+    return branch or current_branch(pipe)
 
 
 class SynthexGroup(click.Group):
@@ -69,7 +89,26 @@ class SynthexGroup(click.Group):
         except SynthexError as exc:
             click.echo(f"error: {exc}", err=True)
             # 2: the input is wrong (an export, pipeline.py, an argument); 1: a run or lookup failed.
-            sys.exit(2 if isinstance(exc, SourceError | PipelineDefinitionError) else 1)
+            sys.exit(2 if isinstance(exc, SourceError | PipelineDefinitionError | BadInputError) else 1)
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        """Click's own usage errors as one line too (it prints usage, a hint and the error otherwise)."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.UsageError as exc:
+            where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
+            click.echo(f"error: {exc.format_message()}{where}", err=True)
+            sys.exit(2)
+        except click.ClickException as exc:
+            click.echo(f"error: {exc.format_message()}", err=True)
+            sys.exit(exc.exit_code)
+        except click.exceptions.Abort:
+            click.echo("aborted", err=True)
+            sys.exit(1)
+        sys.exit(result if isinstance(result, int) else 0)
 
 
 @click.group(cls=SynthexGroup)
@@ -117,8 +156,10 @@ def run(step: str | None, from_: str | None, full: bool, wait: bool, allow_delet
     from synthex.progress import TerminalProgress
 
     pipe = load_project(project)
+    branch = pick_branch(pipe, branch)
     selected = pipe.select(step, from_)
     click.echo(f"Running pipeline '{pipe.name}' on branch '{branch}'...", err=True)
+    echo_import_warnings(pipe, branch)
     result = pipe.app.run(step=step, from_=from_, full=full, branch=branch, progress=TerminalProgress(selected),
                           wait=wait, on_wait=lambda msg: click.echo(msg, err=True), allow_deletions=allow_deletions,
                           verbose=verbose)
@@ -143,11 +184,13 @@ def run(step: str | None, from_: str | None, full: bool, wait: bool, allow_delet
 def plan(step: str | None, from_: str | None, full: bool, branch: str, project: str, as_json: bool) -> None:
     """Dry run: steps that would run, records to process, token and cost estimates."""
     pipe = load_project(project)
+    branch = pick_branch(pipe, branch)
     result = pipe.plan(step=step, from_=from_, full=full, branch=branch)
     shrinkage = [str(s) for s in pipe.app.source_shrinkage(branch)]
     if as_json:
-        emit_json(result.to_dict() | {"source_deletions": shrinkage})
+        emit_json(result.to_dict() | {"source_deletions": shrinkage, "import_warnings": pipe.app.import_warnings(branch)})
         return
+    echo_import_warnings(pipe, branch)
     for line in shrinkage:
         click.echo(f"deletions: {line}")
     if not result.steps:
@@ -168,13 +211,15 @@ def plan(step: str | None, from_: str | None, full: bool, branch: str, project: 
 @json_option
 def stats(branch: str, project: str, as_json: bool) -> None:
     """Record counts by step."""
-    data = load_project(project).stats(branch)
+    pipe = load_project(project)
+    data = pipe.stats(pick_branch(pipe, branch))
     if as_json:
         emit_json(data)
         return
-    click.echo(f"{'step':<16} {'kind':<10} {'records':>7}")
+    click.echo(f"branch {data['branch']}")
+    click.echo(f"{'step':<16} {'kind':<10} {'records':>7}  served by")
     for name, info in data["steps"].items():
-        click.echo(f"{name:<16} {info['kind']:<10} {info['records']:>7}")
+        click.echo(f"{name:<16} {info['kind']:<10} {info['records']:>7}  {info['served_by']}")
 
 
 @main.command()
@@ -241,6 +286,119 @@ def hooks_retry(project: str) -> None:
         raise SynthexError("; ".join(report.failed))
     if not report.delivered:
         click.echo("no hook delivery pending")
+
+
+@main.group()
+def branch() -> None:
+    """Branches: copy-on-write experiments on the pipeline (list, create, switch, diff, promote, delete)."""
+
+
+@branch.command("list")
+@project_option
+@json_option
+def branch_list(project: str, as_json: bool) -> None:
+    """Every branch: its parent, the steps it owns (the rest it reads through its parent), its records."""
+    infos = load_project(project).app.branches.list()
+    if as_json:
+        emit_json([i.to_dict() for i in infos])
+        return
+    for i in infos:
+        mark = "*" if i.current else " "
+        state = (f"  (definition gone: branches/{i.name}.py)" if not i.defined
+                 else "  (promoted into main)" if i.promoted else "")
+        owns = ", ".join(i.owned_steps) or "nothing (reads its parent)"
+        parent = f" from {i.parent}" if i.parent else ""
+        click.echo(f"{mark} {i.name}{parent}  owns: {owns}  own records: {i.own_records}{state}")
+
+
+@branch.command("create")
+@click.argument("name")
+@click.option("--from", "parent", default="main", show_default=True, help="The parent branch.")
+@project_option
+def branch_create(name: str, parent: str, project: str) -> None:
+    """Create branches/NAME.py (no record is written or recomputed); override steps in it."""
+    pipe = load_project(project)
+    pipe.app.branches.create(name, parent)
+    click.echo(f"created branch {name!r} from {parent!r}: edit branches/{name}.py to override steps, then "
+               f"`synthex run --branch {name}`")
+
+
+@branch.command("switch")
+@click.argument("name")
+@project_option
+def branch_switch(name: str, project: str) -> None:
+    """Make NAME the branch later commands in this project act on."""
+    load_project(project).app.branches.switch(name)
+    click.echo(f"switched to branch {name!r}")
+
+
+@branch.command("diff")
+@click.argument("name")
+@project_option
+@json_option
+def branch_diff(name: str, project: str, as_json: bool) -> None:
+    """What NAME changes against its parent: steps, records added / removed / changed, samples."""
+    diff = load_project(project).app.branches.diff(name)
+    if as_json:
+        emit_json(diff.to_dict())
+        return
+    click.echo(f"branch {diff.branch} vs {diff.parent}: changed steps: {', '.join(diff.changed_steps) or 'none'}")
+    for s in diff.steps:
+        click.echo(f"  {s.step:<16} +{s.added} -{s.removed} ~{s.changed}")
+        for sample in s.samples[:1]:
+            click.echo(f"    [{sample['period']}] {diff.parent}: {sample['parent'][:70]!r}")
+            click.echo(f"    [{sample['period']}] {diff.branch}: {sample['branch'][:70]!r}")
+
+
+@branch.command("promote")
+@click.argument("name")
+@project_option
+def branch_promote(name: str, project: str) -> None:
+    """Main takes NAME's definition (pipeline.py applies its overrides) and records (copied, no recompute)."""
+    copied = load_project(project).app.branches.promote(name)
+    click.echo(f"promoted {name!r} into main: " + ", ".join(f"{s} {n}" for s, n in copied.items())
+               + " records copied; pipeline.py now ends with apply_branch(" + repr(name) + ", __file__)")
+
+
+@branch.command("delete")
+@click.argument("name")
+@project_option
+def branch_delete(name: str, project: str) -> None:
+    """Delete NAME's own records and partition key (main cannot be deleted)."""
+    out = load_project(project).app.branches.delete(name)
+    click.echo(f"deleted branch {name!r}: {out['records_deleted']} records of its own"
+               + ("; branches/" + name + ".py kept: main applies it" if out["file_kept"] else ""))
+
+
+@main.command()
+@project_option
+@json_option
+def status(project: str, as_json: bool) -> None:
+    """The current branch, stale steps per branch, the last run, and what a run would do."""
+    from synthex.project import current_branch
+
+    pipe = load_project(project)
+    here = current_branch(pipe)
+    rows = []
+    for info in pipe.app.branches.list():
+        if not info.defined:
+            rows.append({"branch": info.name, "stale": None, "error": "definition gone"})
+            continue
+        plan = pipe.plan(branch=info.name)
+        rows.append({"branch": info.name, "stale": {s: len(v) for s, v in plan.partitions.items()},
+                     "records_to_compute": plan.estimates["records"]})
+    last = next(iter(pipe.runs(limit=1)), None)
+    if as_json:
+        emit_json({"current": here, "branches": rows, "last_run": last.to_dict() if last else None})
+        return
+    click.echo(f"on branch {here}")
+    for row in rows:
+        stale = row["stale"]
+        what = row.get("error") or (", ".join(f"{s} ({n} period(s))" for s, n in stale.items()) or "up to date")
+        click.echo(f"  {row['branch']:<20} {what}"
+                   + (f"; a run computes ~{row['records_to_compute']} records" if stale else ""))
+    if last:
+        click.echo(f"last run {last.id[:8]} {last.status} on {last.branch} at {last.started_at}")
 
 
 def _get_record(project: str, record_id: str):
@@ -313,7 +471,8 @@ def search(query: str, steps: tuple[str, ...], exact: bool, k: int, mode: str, p
     """Search records at any altitude of the pipeline; drill down with `synthex lineage ID`."""
     if not query.strip():
         raise click.BadParameter("the query is empty", param_hint="QUERY")
-    hits = load_project(project).search(query, step=list(steps) or None, exact=exact, branch=branch, k=k, mode=mode,
+    pipe = load_project(project)
+    hits = pipe.search(query, step=list(steps) or None, exact=exact, branch=pick_branch(pipe, branch), k=k, mode=mode,
                                         periods=list(periods) or None, metadata=parse_metadata_filters(metadata))
     if as_json:
         emit_json({"hits": [h.to_hit_dict() for h in hits]})

@@ -6,6 +6,7 @@ Nothing here runs, stores or searches: ``synthex.app.Pipeline`` adds that on top
 
 from __future__ import annotations
 
+import copy
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from synthex.errors import PipelineDefinitionError
+from synthex.hashing import stable_hash
+from synthex.naming import MAIN, check_branch_name
 from synthex.record import Record
 from synthex.steps import AggregateStep, FoldStep, MergeStep, SourceStep, Step, TransformStep
 from synthex.steps.base import callable_ref
@@ -70,6 +73,12 @@ class PipelineDefinition:
         self._store_uri = store_uri
         self.steps: dict[str, Step] = {}
         self.outputs: dict[str, Output] = {}
+        # Branching (docs/architecture.md, "Branches"): a branch is a copy of its parent's definition
+        # that may override steps; steps it leaves as they are read the parent's records.
+        self.branch_name = MAIN
+        self.parent: PipelineDefinition | None = None
+        self.applied_branches: list[str] = []  # branches promoted into this definition
+        self._overriding = False
 
     # -- where things live ----------------------------------------------------------------------
     @property
@@ -91,6 +100,12 @@ class PipelineDefinition:
 
     # -- definition -----------------------------------------------------------------------------
     def _add(self, step: Step) -> Step:
+        if (self.parent is not None or self._overriding) and step.name in self.steps:
+            return self._override(step)
+        if self.parent is not None:
+            raise PipelineDefinitionError(
+                f"branch {self.branch_name!r}: step {step.name!r} is not a step of its parent; a branch "
+                f"overrides existing steps (same name and inputs), new steps are added on main")
         if not step.name or step.name in self.steps or step.name in self.outputs:
             raise PipelineDefinitionError(f"step name {step.name!r} is empty or already used")
         for upstream in step.from_:
@@ -101,6 +116,84 @@ class PipelineDefinition:
                 )
         self.steps[step.name] = step
         return step
+
+    def _override(self, step: Step) -> Step:
+        current = self.steps[step.name]
+        if list(step.from_) != list(current.from_):
+            raise PipelineDefinitionError(
+                f"branch {self.branch_name!r}: step {step.name!r} reads {step.from_}, its parent's reads "
+                f"{current.from_}; an override keeps the step's inputs (every branch shares one asset graph)")
+        self.steps[step.name] = step
+        return step
+
+    # -- branches -------------------------------------------------------------------------------
+    def branch(self, name: str) -> PipelineDefinition:
+        """A branch of this definition: O(1), nothing copied in the store. Override steps on it with
+        the usual builders (same step names and inputs); everything it does not override is read
+        from this definition's records."""
+        check_branch_name(name)
+        if name == MAIN:
+            raise PipelineDefinitionError("'main' is the trunk, not a branch name")
+        child = copy.copy(self)
+        child.steps, child.outputs = dict(self.steps), dict(self.outputs)
+        child.branch_name, child.parent, child._overriding = name, self, False
+        child.applied_branches = list(self.applied_branches)
+        return child
+
+    def apply_branch(self, name: str, pipeline_file: str | Path | None = None) -> None:
+        """Apply the overrides of ``branches/<name>.py`` to this definition (what ``promote`` writes
+        into pipeline.py, passing its ``__file__``: the project folder is not known yet while
+        pipeline.py runs): the same prompt functions, so the same step versions as on the branch."""
+        from synthex.project import branch_module
+
+        root = Path(pipeline_file).resolve().parent if pipeline_file else self.project_dir
+        module = branch_module(root, name)
+        self._overriding = True
+        try:
+            module.overrides(self)
+        finally:
+            self._overriding = False
+        self.applied_branches.append(name)
+
+    def root(self) -> PipelineDefinition:
+        return self if self.parent is None else self.parent.root()
+
+    def for_branch(self, name: str) -> PipelineDefinition:
+        """The definition that branch ``name`` runs: this one, an ancestor, or ``branches/<name>.py``."""
+        node: PipelineDefinition | None = self
+        while node is not None:
+            if node.branch_name == name:
+                return node
+            node = node.parent
+        from synthex.project import load_branch
+
+        # Loaded each time (the module itself is imported once per version of its file), so an edit
+        # of the branch file or a promote into main is seen at once.
+        return load_branch(self.root(), name)
+
+    def effective_versions(self) -> dict[str, str]:
+        """step -> hash of its version and its inputs' effective versions (the definition all the way up)."""
+        out: dict[str, str] = {}
+        for name in self.order():
+            step = self.steps[name]
+            # A source's file is not in its version (moving an export must not reprocess it), but a
+            # branch reading another export does not read its parent's records.
+            data = str(step.path()) if isinstance(step, SourceStep) else ""
+            out[name] = stable_hash("effective/v1", step.version_hash(), data, [out[u] for u in step.from_])[:24]
+        return out
+
+    def serving_branches(self) -> dict[str, str]:
+        """step -> the branch whose records this branch reads for it (copy-on-write): the parent's for
+        every step whose effective version is the parent's, this branch for the others."""
+        if self.parent is None:
+            return {name: self.branch_name for name in self.steps}
+        parent_view, parent_eff = self.parent.serving_branches(), self.parent.effective_versions()
+        return {name: parent_view[name] if eff == parent_eff.get(name) else self.branch_name
+                for name, eff in self.effective_versions().items()}
+
+    def owned_steps(self) -> list[str]:
+        """Steps that have records of their own on this branch (the others are read through its parent)."""
+        return [s for s, b in self.serving_branches().items() if b == self.branch_name]
 
     def source(self, name: str, file: str | Path, format: str = "auto") -> SourceStep:
         return self._add(SourceStep(name=name, file=str(file), format=format, base_dir=str(self.project_dir)))

@@ -15,3 +15,7 @@ class PipelineDefinitionError(SynthexError):
 
 class StepError(SynthexError):
     """A step failed on a record (names the step, the record and the problem)."""
+
+
+class BadInputError(SynthexError):
+    """An argument the user gave is wrong (an ambiguous id prefix, a bad name, a path in the way)."""

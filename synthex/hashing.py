@@ -23,11 +23,17 @@ def fingerprint(content: str) -> str:
     return hashlib.sha256(content.encode("utf-8")).hexdigest()[:32]
 
 
-def materialization_key(
-    branch: str, step: str, step_version: str, input_fingerprints: list[str], group_key: str
-) -> str:
-    """hash(branch, step, step_version_hash, input_fingerprints, group_key), design doc §3.3."""
-    return stable_hash("mk/v1", branch, step, step_version, list(input_fingerprints), group_key)
+KEY_SPACE = "main"  # hashed where design doc §3.3 puts the branch; kept so ids from before branching hold
+
+
+def materialization_key(step: str, step_version: str, input_fingerprints: list[str], group_key: str) -> str:
+    """hash(step, step_version_hash, input_fingerprints, group_key): design doc §3.3 without the branch.
+
+    The same definition over the same inputs gives the same record on every branch, so a branch can
+    reuse a record any branch already has (a fold re-folds only from the first period whose input
+    differs) and promote is a copy, not a recompute. Which branches hold a record is a property of its
+    rows (``branch`` column; one row per (id, branch))."""
+    return stable_hash("mk/v1", KEY_SPACE, step, step_version, list(input_fingerprints), group_key)
 
 
 def record_id(key: str) -> str:

@@ -13,11 +13,14 @@ import re
 
 from synthex.errors import PipelineDefinitionError
 
+MAIN = "main"  # the trunk every branch descends from
 _BRANCH_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-/]{0,99}$")
 
 
 def check_branch_name(branch: str) -> str:
-    if not _BRANCH_OK.match(branch):
+    # A branch name is also a path under branches/: no "..", no empty segment, no trailing "/".
+    parts = branch.split("/")
+    if not _BRANCH_OK.match(branch) or any(part in ("", ".", "..") for part in parts):
         raise PipelineDefinitionError(
             f"branch name {branch!r} is not allowed: use letters, digits, '_', '-', '.', '/' "
             f"(Dagster partition keys cannot hold '|', ',', '[' or ']')")

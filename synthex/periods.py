@@ -18,24 +18,64 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def parse_timestamp(value: object) -> datetime | None:
-    """Accept epoch seconds (int/float/str) or ISO-8601 strings; return an aware UTC datetime."""
-    if value is None or value == "":
+# The last second an ISO-8601 four-digit year can name: later times cannot be written as a timestamp.
+MAX_EPOCH = 253402300799  # 9999-12-31T23:59:59Z
+
+
+def to_timestamp(value: object) -> datetime | None:
+    """Strict parse: epoch seconds (a number or numeric string) or an ISO-8601 string, as an aware UTC
+    datetime; None when absent (None or blank). Anything else raises ValueError with a short reason:
+    booleans, lists, objects, NaN, negative epochs (a sentinel such as -1, not a date), and times outside
+    the years 1000-9999 (so ``iso`` always writes four digits and never overflows)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    if isinstance(value, int | float):
-        return datetime.fromtimestamp(float(value), tz=UTC)
-    text = str(value).strip()
+        ts = value if value.tzinfo else value.replace(tzinfo=UTC)
+    elif isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError("expected epoch seconds or an ISO-8601 string")
+    else:
+        seconds = value if not isinstance(value, str) else _number(value.strip())
+        if seconds is not None:
+            return _from_epoch(seconds)
+        try:
+            ts = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError("expected epoch seconds or an ISO-8601 string") from None
+        if ts.tzinfo is None:
+            ts = ts.replace(tzinfo=UTC)
     try:
-        return datetime.fromtimestamp(float(text), tz=UTC)
-    except ValueError:
-        pass
+        ts = ts.astimezone(UTC)
+    except OverflowError:  # e.g. 9999-12-31T23:59-05:00 is in the year 10000 in UTC
+        raise ValueError("outside the years 1000-9999") from None
+    if not 1000 <= ts.year <= 9999:
+        raise ValueError("outside the years 1000-9999")
+    return ts
+
+
+def _number(text: str) -> float | None:
     try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return float(text)
     except ValueError:
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _from_epoch(seconds: int | float) -> datetime:
+    if seconds != seconds:  # NaN; not math.isnan, which overflows on a JSON integer like 10**400
+        raise ValueError("not a number")
+    if seconds < 0:
+        raise ValueError("negative epoch seconds")
+    if seconds > MAX_EPOCH:  # compared before any conversion: 10**30 and inf never reach datetime
+        hint = "; milliseconds instead of seconds?" if seconds <= MAX_EPOCH * 1000 else ""
+        raise ValueError(f"after the year 9999{hint}")
+    return datetime.fromtimestamp(float(seconds), tz=UTC)
+
+
+def parse_timestamp(value: object) -> datetime | None:
+    """Lenient parse: like ``to_timestamp`` but None for anything that is not a usable timestamp."""
+    try:
+        return to_timestamp(value)
+    except ValueError:
+        return None
 
 
 def iso(ts: datetime) -> str:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
+from types import ModuleType
 
 from synthex.definition import PipelineDefinition
-from synthex.errors import PipelineDefinitionError
+from synthex.errors import BadInputError, PipelineDefinitionError
+from synthex.naming import MAIN, check_branch_name
 
 PIPELINE_FILE = "pipeline.py"
 DEMO_EXPORT = Path(__file__).parent / "demo" / "chatgpt_demo.json"
@@ -52,6 +55,7 @@ def pipeline_from_file(path: Path, root: Path) -> PipelineDefinition:
     if found is None:
         raise PipelineDefinitionError(f"{path}: defines no Pipeline (expected a variable named `pipeline`)")
     found.project_dir = root
+    found.module_variable = next((k for k, v in vars(module).items() if v is found), "pipeline")
     for step in found.steps.values():
         if hasattr(step, "base_dir"):
             step.base_dir = str(root)
@@ -99,7 +103,14 @@ def init_project(target: str | Path, name: str, sources: list[str], agent: str =
     """Write ``pipeline.py`` with the design doc §8.2 pipeline over ``sources``."""
     from synthex.importers import detect_format
 
+    if not str(name).strip() or not str(target).strip():
+        raise BadInputError("a project needs a name: `synthex init NAME`")
     root = Path(target).resolve()
+    if root.exists() and not root.is_dir():
+        raise BadInputError(f"{root}: a file is in the way; choose another name or --dir")
+    blocking = next((p for p in root.parents if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        raise BadInputError(f"{root}: {blocking} is a file, not a folder")
     path = root / PIPELINE_FILE
     chosen: list[tuple[str, str, str]] = []
     for i, src in enumerate(sources):
@@ -115,4 +126,120 @@ def init_project(target: str | Path, name: str, sources: list[str], agent: str =
         raise PipelineDefinitionError(f"{path} already exists (and differs); not overwriting it")
     root.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
+    return path
+
+
+# -- branches: branches/<name>.py beside pipeline.py (docs/architecture.md, "Branches") --------------
+BRANCHES_DIR = "branches"
+CURRENT_BRANCH_FILE = "current_branch"
+BRANCH_TEMPLATE = '''"""Branch {name!r} of this project's pipeline (written by `synthex branch create`).
+
+The steps `overrides` changes get records of their own on this branch, and so does everything
+downstream of them; every other step reads the parent's records (copy-on-write, nothing recomputed).
+An override keeps the step's name and inputs. `synthex branch diff {name}` compares it with its
+parent, `synthex branch promote {name}` makes these overrides and their records main's.
+"""
+
+PARENT = {parent!r}
+
+
+def overrides(pipeline):
+    """Change steps of the parent's pipeline, e.g.
+
+    pipeline.transform("summaries", from_="transcripts", prompt=my_summarize, model="gpt-4o")
+    """
+'''
+
+
+def branch_path(root: str | Path, name: str) -> Path:
+    return Path(root) / BRANCHES_DIR / f"{check_branch_name(name)}.py"
+
+
+def branch_names(root: str | Path) -> list[str]:
+    """Branches that have a definition file, by name."""
+    folder = Path(root) / BRANCHES_DIR
+    if not folder.is_dir():
+        return []
+    return sorted(str(p.relative_to(folder).with_suffix("")) for p in folder.rglob("*.py")
+                  if not p.name.startswith("_"))
+
+
+def create_branch_file(root: str | Path, name: str, parent: str = MAIN) -> Path:
+    path = branch_path(root, name)
+    if name == MAIN:
+        raise PipelineDefinitionError("'main' is the trunk, not a branch name")
+    if path.exists():
+        raise PipelineDefinitionError(f"branch {name!r} exists already ({path})")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(BRANCH_TEMPLATE.format(name=name, parent=parent), encoding="utf-8")
+    return path
+
+
+def branch_module(root: str | Path, name: str) -> ModuleType:
+    """Import ``branches/<name>.py`` once per version of the file (its prompt functions keep one
+    identity, so the step versions they give are stable)."""
+    path = branch_path(root, name)
+    if not path.exists():
+        raise PipelineDefinitionError(
+            f"branch {name!r}: its definition {path} is gone; recreate it with `synthex branch create {name}` "
+            f"or remove its records with `synthex branch delete {name}`")
+    module_name = "synthex_branch_" + re.sub(r"[^A-Za-z0-9_]", "_", name)
+    stamp = path.stat().st_mtime_ns, path.stat().st_size
+    loaded = sys.modules.get(module_name)
+    if loaded is not None and getattr(loaded, "__synthex_stamp__", None) == (str(path), stamp):
+        return loaded
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except PipelineDefinitionError:
+        raise
+    except Exception as exc:
+        raise PipelineDefinitionError(f"{path}: failed to load: {type(exc).__name__}: {exc}") from exc
+    if not callable(getattr(module, "overrides", None)):
+        raise PipelineDefinitionError(f"{path}: defines no `overrides(pipeline)` function")
+    module.__synthex_stamp__ = (str(path), stamp)
+    return module
+
+
+def load_branch(main: PipelineDefinition, name: str) -> PipelineDefinition:
+    """Branch ``name`` of project ``main``: its parent's definition with ``overrides`` applied."""
+    module = branch_module(main.project_dir, name)
+    parent_name = str(getattr(module, "PARENT", MAIN))
+    if parent_name == name:
+        raise PipelineDefinitionError(f"{module.__file__}: PARENT names the branch itself")
+    parent = main if parent_name == MAIN else main.for_branch(parent_name)
+    child = parent.branch(name)
+    try:
+        module.overrides(child)
+    except PipelineDefinitionError as exc:
+        raise PipelineDefinitionError(f"{module.__file__}: {exc}") from exc
+    except Exception as exc:
+        raise PipelineDefinitionError(f"{module.__file__}: overrides() failed: {type(exc).__name__}: {exc}") from exc
+    return child
+
+
+def current_branch(definition: PipelineDefinition) -> str:
+    """The branch commands act on by default (`synthex branch switch`), ``main`` unless switched."""
+    path = definition.data_dir / CURRENT_BRANCH_FILE
+    return path.read_text(encoding="utf-8").strip() if path.exists() else MAIN
+
+
+def set_current_branch(definition: PipelineDefinition, name: str) -> None:
+    definition.data_dir.mkdir(parents=True, exist_ok=True)
+    (definition.data_dir / CURRENT_BRANCH_FILE).write_text(check_branch_name(name) + "\n", encoding="utf-8")
+
+
+def write_promotion(main: PipelineDefinition, name: str, when: str) -> Path:
+    """Make pipeline.py apply branch ``name``'s overrides (what promote does to main's definition)."""
+    path = main.project_dir / PIPELINE_FILE
+    variable = getattr(main, "module_variable", "pipeline")
+    line = f"{variable}.apply_branch({name!r}, __file__)"
+    text = path.read_text(encoding="utf-8")
+    if line not in text:
+        text = text.rstrip("\n") + (f"\n\n# Promoted from branch {name!r} by `synthex branch promote` on {when}: main "
+                                    f"runs the overrides in branches/{name}.py.\n{line}\n")
+        path.write_text(text, encoding="utf-8")
     return path

@@ -118,11 +118,13 @@ class RunStats:
     errors: int = 0
     tokens: int = 0
     duration: float = 0.0
+    reused: int = 0  # copied from another branch that already held the same record (no model call)
 
     def add(self, other: RunStats) -> None:
         self.input += other.input
         self.output += other.output
         self.skipped += other.skipped
+        self.reused += other.reused
         self.errors += other.errors
         self.tokens += other.tokens
         self.duration += other.duration
@@ -132,6 +134,7 @@ class RunStats:
             "input": self.input,
             "output": self.output,
             "skipped": self.skipped,
+            "reused": self.reused,
             "errors": self.errors,
             "tokens": self.tokens,
             "duration": round(self.duration, 4),

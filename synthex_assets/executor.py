@@ -15,7 +15,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from synthex.definition import PipelineDefinition
-from synthex.errors import StepError
+from synthex.errors import StepError, SynthexError
 from synthex.periods import now_iso
 from synthex.progress import ProgressReporter
 from synthex.record import Record, RunStats
@@ -53,6 +53,23 @@ class StepResult:
     index: dict[str, object] = field(default_factory=dict)
     hooks_fired: list[str] = field(default_factory=list)
     hook_error: str = ""
+    inherited: list[str] = field(default_factory=list)  # branches that read this step through a parent
+
+    @staticmethod
+    def combine(results: list[StepResult]) -> StepResult:
+        if len(results) == 1:
+            return results[0]
+        out = StepResult()
+        for r in results:
+            out.outcomes += r.outcomes
+            out.hooks_fired += r.hooks_fired
+            out.inherited += r.inherited
+            out.hook_error = "; ".join(e for e in (out.hook_error, r.hook_error) if e)
+            out.index = r.index or out.index
+            for name, (passed, detail) in r.checks.items():
+                was = out.checks.get(name)
+                out.checks[name] = (passed, detail) if was is None else (was[0] and passed, f"{was[1]}; {detail}")
+        return out
 
 
 class PrefetchedContext(StoreStepContext):
@@ -94,7 +111,20 @@ class StepExecutor:
             for branch in by_branch:  # a CLI run holds its branch already; a UI-launched run takes it here
                 if not held_by_run(self.pipeline.data_dir, branch, self.run_id):
                     held.enter_context(BranchLock(self.pipeline.data_dir, branch, self.run_id).acquire())
-            return self._run(by_branch)
+            results = []
+            for branch, periods in by_branch.items():
+                # Each branch runs its own definition; a step it inherits is its parent's (nothing to do).
+                definition = self.pipeline.for_branch(branch)
+                self.store.set_view(branch, definition.serving_branches())
+                if self.step.name not in definition.owned_steps():
+                    note = f"branch {branch!r} reads step {self.step.name!r} through its parent (copy-on-write)"
+                    results.append(StepResult(inherited=[branch], checks={c: (True, note)
+                                                                          for c in (PROVENANCE, UP_TO_DATE, HOOKS)}))
+                    continue
+                executor = StepExecutor(definition, definition.steps[self.step.name], self.store, self.llm,
+                                        self.reporter, self.run_id, self.full)
+                results.append(executor._run({branch: periods}))
+            return StepResult.combine(results)
 
     def _run(self, by_branch: dict[str, list[str]]) -> StepResult:
         completer = self.llm.get_completer(cache=self.store)
@@ -130,12 +160,14 @@ class StepExecutor:
                                     reporter=self.reporter)
             try:
                 part = execute_partition(self.step, PrefetchedContext(base, upstream), existing[period],
-                                         full=self.full)
-            except Exception:
+                                         full=self.full, reuse=self._held_elsewhere)
+            except Exception as exc:
                 # Counted where `synthex runs` reads it; the partition writes nothing and stays stale.
                 self.store.record_step_stats(self.run_id, self.pipeline.name, self.step.name, now_iso(),
                                              [(branch, period, RunStats(errors=1,
                                                                         duration=time.monotonic() - started))])
+                if isinstance(exc, SynthexError) and not isinstance(exc, StepError):  # e.g. the LLM is down
+                    raise StepError(f"step {self.step.name!r} {branch}|{period}: {exc}") from exc
                 raise
             part.stats.duration = time.monotonic() - started
             outcomes.append(PartitionOutcome(branch, period, part.stats, part.new_records, part.keep_ids))
@@ -149,6 +181,10 @@ class StepExecutor:
             o.removed = removed[o.period]
             o.stats.duration += write_s * (len(o.new_records) / written if written else 1 / len(outcomes))
         return outcomes
+
+    def _held_elsewhere(self, ids: list[str]) -> dict[str, Record]:
+        """Records another branch already computed (ids are content addresses): copied, not recomputed."""
+        return {r.id: r for r in self.store.get_many(ids)}
 
     def require_fold_chain(self, branch: str, periods: list[str]) -> None:
         """A fold at P reads the state after the latest earlier period: refuse while a stale earlier

@@ -43,6 +43,12 @@ def _uses_llm(step: Step) -> bool:
 
 def compute_partition_plan(pipeline: PipelineDefinition, store: RecordStore, branch: str, selected: list[str],
                            full: bool = False) -> PartitionPlan:
+    """Work on ``branch``, run by its own definition (``pipeline.for_branch``). Steps the branch
+    inherits (copy-on-write) are read through its parent and never planned here."""
+    pipeline = pipeline.for_branch(branch)
+    store.set_view(branch, pipeline.serving_branches())
+    owned = set(pipeline.owned_steps())
+    selected = [s for s in selected if s in owned]
     snapshot = SnapshotContext.of(store.list(branch=branch), branch)
     periods = set(snapshot.periods())
     for step in pipeline.steps.values():
@@ -119,6 +125,7 @@ def _estimate_tokens(step: Step, period: str, count: int, expected: dict, chars:
 def plan_pipeline(pipeline: PipelineDefinition, branch: str = "main", step: str | None = None, from_: str | None = None,
                   full: bool = False, *, store: RecordStore) -> Plan:
     check_branch_name(branch)
+    pipeline = pipeline.for_branch(branch)
     selected = pipeline.select(step, from_)
     pplan = compute_partition_plan(pipeline, store, branch, selected, full)
     llm = LLMConfig()

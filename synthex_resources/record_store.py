@@ -30,6 +30,8 @@ from synthex_resources.commits import with_commit_retry
 from synthex_resources.embedder import Embedder, EmbedderConfig
 
 RECORDS, RUNS, RUN_STEPS, LLM_CACHE = "records", "runs", "run_steps", "llm_cache"
+# A record id is a content address (no branch in it); a row is one branch's copy of a record.
+ROW_KEY = ["id", "branch"]
 LIGHT_COLUMNS = ["id", "content", "step", "branch", "period", "sources", "materialization_key", "run_id",
                  "created_at", "metadata", "audit"]
 
@@ -82,6 +84,9 @@ class RecordStore:
         # Derived state that lives as long as this store (the dense matrix, leaf-sum bookkeeping, the
         # search thread pools): built by the search layer through ``derived``, dropped by ``close``.
         self._derived: dict[str, Any] = {}
+        # Copy-on-write branches: branch -> {step: the branch whose rows serve it}; a branch without a
+        # view (main, or one nobody described) reads its own rows only.
+        self._views: dict[str, dict[str, str]] = {}
 
     def derived(self, name: str, build: Callable[[], Any]) -> Any:
         """The store-scoped object ``name``, built on first use."""
@@ -99,6 +104,34 @@ class RecordStore:
             shutdown = getattr(value, "shutdown", None)
             if callable(shutdown):
                 shutdown(wait=False)
+
+    # -- branch views (copy-on-write) ---------------------------------------------------------------
+    def set_view(self, branch: str, serving: dict[str, str]) -> None:
+        """Reads of ``branch`` take each step's rows from ``serving[step]`` (its own or an ancestor's)."""
+        self._views[branch] = dict(serving)
+
+    def serving(self, step: str, branch: str) -> str:
+        return self._views.get(branch, {}).get(step, branch)
+
+    def scope_groups(self, branch: str, steps: list[str] | None = None) -> dict[str, list[str] | None]:
+        """serving branch -> the steps read from it (None: every step) for a read of ``branch``."""
+        view = self._views.get(branch)
+        if not view or all(b == branch for b in view.values()):
+            return {branch: list(steps) if steps else None}
+        groups: dict[str, list[str] | None] = {}
+        for step in steps or list(view):
+            groups.setdefault(self.serving(step, branch), []).append(step)  # type: ignore[union-attr]
+        return groups
+
+    def scope(self, branch: str, steps: list[str] | None = None) -> str:
+        """SQL filter for the rows a read of ``branch`` (and ``steps``) sees."""
+        parts = []
+        for served_by, names in self.scope_groups(branch, steps).items():
+            clause = f"branch = {q(served_by)}"
+            if names:
+                clause += " AND step IN (" + ",".join(q(n) for n in names) + ")"
+            parts.append(f"({clause})")
+        return parts[0] if len(parts) == 1 else "(" + " OR ".join(parts) + ")"
 
     # -- tables -----------------------------------------------------------------------------------
     @property
@@ -180,7 +213,8 @@ class RecordStore:
     def _rows(self, where: str, columns: list[str] | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         return self.read(RECORDS, where, columns or LIGHT_COLUMNS, limit)
 
-    def _to_record(self, row: dict[str, Any]) -> Record:
+    def to_record(self, row: dict[str, Any]) -> Record:
+        """A Record from a raw row of the records table."""
         vector = row.get("vector")
         return Record(
             id=row["id"], content=row["content"], step=row["step"], branch=row["branch"],
@@ -194,13 +228,14 @@ class RecordStore:
     def get(self, record_id: str, with_embedding: bool = False) -> Record | None:
         cols = LIGHT_COLUMNS + (["vector"] if with_embedding else [])
         rows = self._rows(f"id = {q(record_id)}", cols, limit=1)
-        return self._to_record(rows[0]) if rows else None
+        return self.to_record(rows[0]) if rows else None
 
     def ids_with_prefix(self, prefix: str, limit: int = 2) -> list[str]:
         """Record ids starting with ``prefix`` (hex and dashes only; at most ``limit``)."""
         if not re.fullmatch(r"[0-9a-fA-F-]{1,36}", prefix):
             return []
-        return [r["id"] for r in self._rows(f"id LIKE {q(prefix.lower() + '%')}", ["id"], limit=limit)]
+        rows = self._rows(f"id LIKE {q(prefix.lower() + '%')}", ["id"], limit=4 * limit)
+        return list(dict.fromkeys(r["id"] for r in rows))[:limit]  # one id can have a row per branch
 
     def rows_by_id(self, ids: Iterable[str], columns: list[str] | None = None) -> dict[str, dict[str, Any]]:
         """Raw rows by id (light columns by default), read in chunks of 500 ids; missing ids are absent."""
@@ -215,18 +250,16 @@ class RecordStore:
     def get_many(self, ids: Iterable[str]) -> list[Record]:
         wanted = list(dict.fromkeys(ids))
         found = self.rows_by_id(wanted)
-        return [self._to_record(found[i]) for i in wanted if i in found]
+        return [self.to_record(found[i]) for i in wanted if i in found]
 
     def list(self, step: str | None = None, branch: str = "main", period: str | None = None,
              with_embedding: bool = False) -> list[Record]:
-        clauses = [f"branch = {q(branch)}"]
-        if step is not None:
-            clauses.append(f"step = {q(step)}")
+        clauses = [self.scope(branch, [step] if step is not None else None)]
         if period is not None:
             clauses.append(f"period = {q(period)}")
         cols = LIGHT_COLUMNS + (["vector"] if with_embedding else [])
         rows = self._rows(" AND ".join(clauses), cols)
-        return sorted((self._to_record(r) for r in rows),
+        return sorted((self.to_record(r) for r in rows),
                       key=lambda r: (r.meta("time.created_at") or "", r.id))
 
     def partition_id_sets(self, step: str, branch: str, periods: list[str]) -> dict[str, set[str]]:
@@ -234,8 +267,7 @@ class RecordStore:
         out: dict[str, set[str]] = {p: set() for p in periods}
         if not periods:
             return out
-        where = (f"step = {q(step)} AND branch = {q(branch)} AND period IN ("
-                 + ",".join(q(p) for p in periods) + ")")
+        where = f"{self.scope(branch, [step])} AND period IN (" + ",".join(q(p) for p in periods) + ")"
         for row in self._rows(where, ["id", "period"]):
             out[row["period"]].add(row["id"])
         return out
@@ -244,29 +276,27 @@ class RecordStore:
         """Records of ``steps`` in ``periods`` of a branch, one query (store order as in ``list``)."""
         if not steps or not periods:
             return []
-        where = (f"branch = {q(branch)} AND step IN (" + ",".join(q(s) for s in steps) + ") AND period IN ("
-                 + ",".join(q(p) for p in periods) + ")")
-        return sorted((self._to_record(r) for r in self._rows(where)),
+        where = f"{self.scope(branch, steps)} AND period IN (" + ",".join(q(p) for p in periods) + ")"
+        return sorted((self.to_record(r) for r in self._rows(where)),
                       key=lambda r: (r.meta("time.created_at") or "", r.id))
 
     def previous_state(self, step: str, branch: str, period: str) -> Record | None:
         """The record of ``step`` in the latest period before ``period`` (a fold's prior state)."""
-        rows = self._rows(f"step = {q(step)} AND branch = {q(branch)} AND period < {q(period)}",
-                          ["id", "period"])
+        rows = self._rows(f"{self.scope(branch, [step])} AND period < {q(period)}", ["id", "period"])
         if not rows:
             return None
         latest = max(rows, key=lambda r: (r["period"], r["id"]))
         return self.get(latest["id"])
 
     def latest(self, step: str, branch: str = "main") -> Record | None:
-        rows = self._rows(f"step = {q(step)} AND branch = {q(branch)}", ["id", "period"])
+        rows = self._rows(self.scope(branch, [step]), ["id", "period"])
         if not rows:
             return None
         return self.get(max(rows, key=lambda r: (r["period"], r["id"]))["id"])
 
     def counts(self, branch: str = "main") -> dict[str, int]:
         out: dict[str, int] = defaultdict(int)
-        for row in self._rows(f"branch = {q(branch)}", ["step"]):
+        for row in self._rows(self.scope(branch), ["step"]):
             out[row["step"]] += 1
         return dict(out)
 
@@ -292,7 +322,7 @@ class RecordStore:
         tbl = self.records_table(create=True)
         data = pa.Table.from_pylist([self._row(r, r.embedding) for r in records], schema=tbl.schema)
         with self._lock:
-            with_commit_retry(lambda: (tbl.merge_insert("id")
+            with_commit_retry(lambda: (tbl.merge_insert(ROW_KEY)
                                        .when_matched_update_all(where="target.content != source.content")
                                        .when_not_matched_insert_all()
                                        # a record written without a vector keeps it empty
@@ -320,10 +350,8 @@ class RecordStore:
     def ensure_vectors(self, steps: list[str] | None, branch: str) -> int:
         """Embed and store the vectors that records of ``steps`` on ``branch`` were written without (steps
         outside every search surface are not embedded at write time). Returns how many were filled."""
-        clauses = ["vector IS NULL", f"branch = {q(branch)}"]
-        if steps:
-            clauses.append("step IN (" + ",".join(q(s) for s in steps) + ")")
-        records = [self._to_record(r) for r in self._rows(" AND ".join(clauses))]
+        clauses = ["vector IS NULL", self.scope(branch, steps)]
+        records = [self.to_record(r) for r in self._rows(" AND ".join(clauses))]
         if not records:
             return 0
         self._fill_vectors(records)
@@ -332,7 +360,7 @@ class RecordStore:
         with self._lock:
             # Only rows still without a vector and with the content that was embedded: a row rewritten
             # meanwhile (a run on the branch) keeps what that run wrote.
-            with_commit_retry(lambda: (tbl.merge_insert("id")
+            with_commit_retry(lambda: (tbl.merge_insert(ROW_KEY)
                                        .when_matched_update_all(
                                            where="target.vector IS NULL AND target.content = source.content")
                                        .execute(data)))
@@ -351,14 +379,16 @@ class RecordStore:
                     found[row["fingerprint"]] = list(row["vector"])
         return found
 
-    def delete_ids(self, ids: Iterable[str]) -> int:
+    def delete_ids(self, ids: Iterable[str], branch: str | None = None) -> int:
+        """Delete the rows of ``ids`` on ``branch`` (on every branch when None)."""
         ids = list(ids)
         tbl = self.records_table()
         if tbl is None or not ids:
             return 0
+        on_branch = f" AND branch = {q(branch)}" if branch is not None else ""
         with self._lock:
             for start in range(0, len(ids), 500):
-                where = "id IN (" + ",".join(q(i) for i in ids[start:start + 500]) + ")"
+                where = "id IN (" + ",".join(q(i) for i in ids[start:start + 500]) + ")" + on_branch
                 with_commit_retry(lambda where=where: tbl.delete(where))
         return len(ids)
 
@@ -373,7 +403,7 @@ class RecordStore:
         self.upsert([r for new, _ in parts.values() for r in new], embed=embed)
         stored = self.partition_id_sets(step, branch, list(parts))
         stale = {period: stored[period] - keep for period, (_, keep) in parts.items()}
-        self.delete_ids([i for ids in stale.values() for i in ids])
+        self.delete_ids([i for ids in stale.values() for i in ids], branch=self.serving(step, branch))
         return {period: len(ids) for period, ids in stale.items()}
 
     # -- runs -------------------------------------------------------------------------------------

@@ -64,7 +64,8 @@ def test_search_filters_by_period_and_metadata_with_a_header(ran):
 def test_bad_search_arguments_are_refused_in_one_line(ran, args):
     proj, _ = ran
     proc = synthex(*args, "--project", str(proj), check=False)
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr and "Error" in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
 
 
 def test_init_writes_a_workspace_naming_the_location_after_the_project(ran):

@@ -79,6 +79,11 @@ def test_with_wait_the_second_run_waits_then_finds_nothing_to_do(tmp_path, unint
 def test_runs_on_other_branches_are_not_blocked(tmp_path, uninterrupted):
     export, _ = uninterrupted
     root = write_project(tmp_path / "proj", export, SLOW)
+    from synthex.project import create_branch_file
+
+    branch_file = create_branch_file(root, "experiment")  # overrides the summaries: it writes them too
+    branch_file.write_text(branch_file.read_text() + (
+        "    pipeline.transform('summaries', from_='transcripts', fn=lambda r: 'short: ' + r.content[:60])\n"))
     first = start(root)
     time.sleep(2.0)
     other = start(root, "--branch", "experiment")

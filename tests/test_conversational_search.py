@@ -140,6 +140,6 @@ def test_a_project_branch_can_be_evaluated_with_another_recipe(project):
     from evals.architectures import resolve
 
     [arch] = resolve(["main@conversational"], project)
-    assert (arch.name, arch.branch, arch.mode, arch.work_key) == ("main@conversational", "main", "conversational", "main")
+    assert (arch.name, arch.branch, arch.mode, arch.work_key) == ("main@conversational", "main", "conversational", "project")
     with pytest.raises(ValueError, match="unknown search recipe 'nope'"):
         resolve(["main@nope"], project)

@@ -51,7 +51,7 @@ def test_eval_locomo_compare_json_chart_and_report(tmp_path, small_export):
     assert first["metrics"]["turn"]["recall_any@10"] >= 0.8  # distinctive wording: lexical finds it
     main = out["results"][2]
     assert main["pipeline"] == "test-memory"  # the project's own pipeline, fed the benchmark's turns
-    assert 0.0 <= main["metrics"]["session"]["recall_any@10"] <= 1.0
+    assert main["metrics"]["session"]["recall_any@10"] >= 0.8  # 1.0 when measured: drill-down reaches the turns
     assert out["chart"].endswith(".png") and (project / ".synthex" / "evals").exists()
     from pathlib import Path
 

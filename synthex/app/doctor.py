@@ -49,9 +49,9 @@ def diagnose(app: ProjectApp) -> DoctorReport:
     from synthex_resources.record_store import RUNS
 
     store = app.store
-    rows = store.read("records", columns=["id", "sources"])
-    counts = Counter(r["id"] for r in rows)
-    report = DoctorReport(duplicate_ids=sorted(i for i, n in counts.items() if n > 1),
+    rows = store.read("records", columns=["id", "branch", "sources"])
+    counts = Counter((r["id"], r["branch"]) for r in rows)  # one row per (id, branch) is the rule
+    report = DoctorReport(duplicate_ids=sorted({i for (i, _), n in counts.items() if n > 1}),
                           dangling=dangling_sources(rows))
     for row in store.read(RUNS, "status = 'running'", ["id", "branch"]):
         lock = BranchLock(app.pipeline.data_dir, row["branch"], row["id"])
@@ -65,15 +65,18 @@ def diagnose(app: ProjectApp) -> DoctorReport:
 
 
 def repair(app: ProjectApp, report: DoctorReport) -> DoctorReport:
+    from synthex.record import Record
+    from synthex_resources.record_store import RECORDS, q
+
     store = app.store
     if report.duplicate_ids:
-        records = store.get_many(report.duplicate_ids)  # one copy per id
-        vectors = store.rows_by_id(report.duplicate_ids, ["id", "vector"])
-        for rec in records:
-            vector = vectors[rec.id]["vector"]
-            rec.embedding = list(vector) if vector is not None else None
-        store.delete_ids(report.duplicate_ids)  # every copy
-        store.upsert(records, embed=False)
+        where = "id IN (" + ",".join(q(i) for i in report.duplicate_ids) + ")"
+        kept: dict[tuple[str, str], Record] = {}
+        for row in store.read(RECORDS, where):  # one copy per (id, branch), with its vector
+            kept.setdefault((row["id"], row["branch"]), store.to_record(row))
+        for branch in {b for _, b in kept}:
+            store.delete_ids([i for i, b in kept if b == branch], branch=branch)  # every copy
+        store.upsert(list(kept.values()), embed=False)
     dangling = dict(report.dangling)
     while dangling:  # deleting a record can leave its own descendants dangling: cascade
         store.delete_ids(list(dangling))

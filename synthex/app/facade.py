@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from synthex.definition import PipelineDefinition, Plan
-from synthex.errors import PipelineDefinitionError, SynthexError
+from synthex.errors import BadInputError, PipelineDefinitionError, SynthexError
 from synthex.naming import check_branch_name
 from synthex.periods import now_iso
 from synthex.progress import NullProgress, ProgressReporter
@@ -25,6 +25,7 @@ from synthex.redact import redact
 if TYPE_CHECKING:
     from dagster import DagsterInstance
 
+    from synthex.app.branches import Branches
     from synthex_resources.embedder import Embedder
     from synthex_resources.hook_deliveries import DeliveryReport, HookState
     from synthex_resources.record_store import RecordStore
@@ -88,31 +89,33 @@ class ProjectApp:
 
     # -- plan and run ---------------------------------------------------------------------------
     def plan(self, step: str | None = None, from_: str | None = None, full: bool = False,
-             branch: str = "main") -> Plan:
+             branch: str | None = None) -> Plan:
         from synthex_resources.planner import plan_pipeline
 
+        branch = self.use_branch(branch).branch_name
         return plan_pipeline(self.pipeline, branch=branch, step=step, from_=from_, full=full, store=self.store)
 
-    def source_shrinkage(self, branch: str = "main") -> list[SourceShrinkage]:
+    def source_shrinkage(self, branch: str | None = None) -> list[SourceShrinkage]:
         """Source steps whose export now holds fewer items than the store has records of it."""
         from synthex.steps import SourceStep
 
-        stored = self.store.counts(branch)
+        definition = self.use_branch(branch)
+        stored = self.store.counts(definition.branch_name)
         out = []
-        for name, step in self.pipeline.steps.items():
+        for name, step in definition.steps.items():
             if isinstance(step, SourceStep) and stored.get(name, 0):
                 now = len(step.items())
                 if now < stored[name]:
                     out.append(SourceShrinkage(name, str(step.path()), now, stored[name]))
         return out
 
-    def run(self, step: str | None = None, from_: str | None = None, full: bool = False, branch: str = "main",
+    def run(self, step: str | None = None, from_: str | None = None, full: bool = False, branch: str | None = None,
             progress: ProgressReporter | None = None, wait: bool = False,
             on_wait: Callable[[str], None] | None = None, allow_deletions: bool = False,
             verbose: bool = False) -> Run:
         """Plan, then one Dagster run of the pipeline's job over every dirty partition. The Synthex run
         id is the Dagster run id. When nothing changed there is no Dagster run and nothing is recorded."""
-        check_branch_name(branch)
+        branch = self.use_branch(branch).branch_name
         from synthex_resources.branch_lock import BranchLock
 
         run = Run(id=str(uuid.uuid4()), pipeline=self.pipeline.name, branch=branch,
@@ -231,6 +234,28 @@ class ProjectApp:
         return launch_pipeline_run(defs, self.pipeline, self.instance, run_id=run_id, branch=branch,
                                    partitions=plan.partitions, periods=plan.periods, full=full, verbose=verbose)
 
+    def import_warnings(self, branch: str | None = None) -> list[str]:
+        """What the importers left out or repaired in the sources, one line each, naming file and record."""
+        from synthex.steps import SourceStep
+
+        return [w for step in self.use_branch(branch).steps.values() if isinstance(step, SourceStep)
+                for w in step.warnings()]
+
+    # -- branches ---------------------------------------------------------------------------------
+    def use_branch(self, branch: str | None) -> PipelineDefinition:
+        """The definition of ``branch`` (this app's own branch when None), its copy-on-write view set on
+        the store. A branch whose file is gone is one line (PipelineDefinitionError)."""
+        name = check_branch_name(branch or self.pipeline.branch_name)
+        definition = self.pipeline.for_branch(name)
+        self.store.set_view(name, definition.serving_branches())
+        return definition
+
+    @property
+    def branches(self) -> Branches:
+        from synthex.app.branches import Branches
+
+        return Branches(self)
+
     # -- read -----------------------------------------------------------------------------------
     def get(self, record_id: str) -> Record | None:
         """A record by id, or by a unique prefix of it (the 8 characters search and lineage print)."""
@@ -239,16 +264,19 @@ class ProjectApp:
             return found
         matches = self.store.ids_with_prefix(record_id)
         if len(matches) > 1:
-            raise SynthexError(f"record id prefix {record_id!r} matches several records; give more characters")
+            raise BadInputError(f"record id prefix {record_id!r} matches several records; give more characters")
         return self.store.get(matches[0]) if matches else None
 
-    def records(self, step: str, branch: str = "main") -> list[Record]:
-        return self.store.list(step=step, branch=branch)
+    def records(self, step: str, branch: str | None = None) -> list[Record]:
+        return self.store.list(step=step, branch=self.use_branch(branch).branch_name)
 
-    def stats(self, branch: str = "main") -> dict[str, Any]:
-        counts = self.store.counts(branch)
-        return {"branch": branch, "steps": {s: {"records": counts.get(s, 0), "kind": self.pipeline.steps[s].kind}
-                                            for s in self.pipeline.order()}}
+    def stats(self, branch: str | None = None) -> dict[str, Any]:
+        definition = self.use_branch(branch)
+        counts = self.store.counts(definition.branch_name)
+        serving = definition.serving_branches()
+        return {"branch": definition.branch_name,
+                "steps": {s: {"records": counts.get(s, 0), "kind": definition.steps[s].kind,
+                              "served_by": serving[s]} for s in definition.order()}}
 
     def runs(self, limit: int = 20) -> list[Run]:
         """Runs, newest first. Runs launched from the UI have no row of their own (only per-step stats):
@@ -269,13 +297,14 @@ class ProjectApp:
         return runs
 
     # -- search (design doc §6) ---------------------------------------------------------------------
-    def search(self, query: str, step: str | list[str] | None = None, exact: bool = False, branch: str = "main",
+    def search(self, query: str, step: str | list[str] | None = None, exact: bool = False, branch: str | None = None,
                k: int = 10, mode: str = "hybrid", periods: list[str] | None = None,
                metadata: dict[str, Any] | None = None) -> list[SearchHit]:
         """Surface search at a step (altitude); ``exact=True`` is verbatim search in leaf steps by default."""
         from synthex_resources.search.engine import SearchEngine
         from synthex_resources.search.recipes import RECIPES
 
+        branch = self.use_branch(branch).branch_name
         if step is None:
             steps = self.pipeline.leaf_steps() if exact else self.pipeline.search_steps()
         else:
@@ -286,13 +315,14 @@ class ProjectApp:
         if mode not in RECIPES:
             raise PipelineDefinitionError(f"unknown search mode {mode!r}; expected one of {', '.join(RECIPES)}")
         if k < 1:
-            raise SynthexError(f"k must be at least 1 (got {k})")
+            raise BadInputError(f"k must be at least 1 (got {k})")
         if metadata and RECIPES[mode].fusion == "leaf-sum":
             raise PipelineDefinitionError(f"search mode {mode!r} ranks turns and takes no metadata filter "
                                           f"(it would silently cut the top k); use step, branch and period filters")
         return SearchEngine(self.store).search(query, steps=steps, branch=branch, k=k, config=RECIPES[mode],
                                                periods=periods, metadata=metadata, exact=exact)
 
-    def projection(self, name: str, branch: str = "main") -> Record | None:
+    def projection(self, name: str, branch: str | None = None) -> Record | None:
         """The latest record of a ``surface="projection"`` output's step (e.g. the world model)."""
+        branch = self.use_branch(branch).branch_name
         return self.store.latest(self.pipeline.projection_step(name), branch)

@@ -32,13 +32,19 @@ class Pipeline(PipelineDefinition):
         self._app = ProjectApp(self, embedder=embedder)
         return self._app
 
+    def branch(self, name: str) -> Pipeline:
+        """``pipeline.branch("x")``: a branch with run / diff / promote of its own (see PipelineDefinition)."""
+        child = super().branch(name)
+        child._app = None  # the branch opens its own app (and store handle) on first use
+        return child  # type: ignore[return-value]
+
     def close(self) -> None:
         """Release the store and Dagster instance this pipeline opened (they reopen on demand)."""
         if self._app is not None:
             self._app.close()
             self._app = None
 
-    def run(self, step: str | None = None, from_: str | None = None, full: bool = False, branch: str = "main",
+    def run(self, step: str | None = None, from_: str | None = None, full: bool = False, branch: str | None = None,
             progress: ProgressReporter | None = None, wait: bool = False, allow_deletions: bool = False) -> Run:
         """``wait=True``: wait for another run on the same branch instead of refusing. ``allow_deletions``:
         proceed when a source lost more than 20 % of its items (or all of them)."""
@@ -46,7 +52,7 @@ class Pipeline(PipelineDefinition):
                             allow_deletions=allow_deletions)
 
     def plan(self, step: str | None = None, from_: str | None = None, full: bool = False,
-             branch: str = "main") -> Plan:
+             branch: str | None = None) -> Plan:
         return self.app.plan(step=step, from_=from_, full=full, branch=branch)
 
     def store(self) -> Any:
@@ -55,22 +61,22 @@ class Pipeline(PipelineDefinition):
     def get(self, record_id: str) -> Record | None:
         return self.app.get(record_id)
 
-    def records(self, step: str, branch: str = "main") -> list[Record]:
+    def records(self, step: str, branch: str | None = None) -> list[Record]:
         return self.app.records(step, branch)
 
-    def stats(self, branch: str = "main") -> dict[str, Any]:
+    def stats(self, branch: str | None = None) -> dict[str, Any]:
         return self.app.stats(branch)
 
     def runs(self, limit: int = 20) -> list[Run]:
         return self.app.runs(limit)
 
-    def search(self, query: str, step: str | list[str] | None = None, exact: bool = False, branch: str = "main",
+    def search(self, query: str, step: str | list[str] | None = None, exact: bool = False, branch: str | None = None,
                k: int = 10, mode: str = "hybrid", periods: list[str] | None = None,
                metadata: dict[str, Any] | None = None) -> list[Any]:
         return self.app.search(query, step=step, exact=exact, branch=branch, k=k, mode=mode, periods=periods,
                                metadata=metadata)
 
-    def projection(self, name: str, branch: str = "main") -> Record | None:
+    def projection(self, name: str, branch: str | None = None) -> Record | None:
         return self.app.projection(name, branch)
 
     def hooks_due(self, branches: list[str] | None = None) -> list[Any]:
@@ -78,3 +84,12 @@ class Pipeline(PipelineDefinition):
 
     def deliver_hooks(self, branches: list[str] | None = None) -> Any:
         return self.app.deliver_hooks(branches)
+
+    # -- branches (design doc §4.5) -------------------------------------------------------------------
+    def diff(self) -> Any:
+        """This branch against its parent: changed steps, records added / removed / changed, samples."""
+        return self.app.branches.diff(self.branch_name)
+
+    def promote(self) -> dict[str, int]:
+        """Main takes this branch's definition and records (copied, no model call)."""
+        return self.app.branches.promote(self.branch_name)

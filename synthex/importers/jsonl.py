@@ -1,49 +1,98 @@
-"""JSONL: one document per line, ``{"content"|"text", "id"?, "created_at"|"timestamp"?, "title"?, "metadata"?}``."""
+"""JSONL: one document per line, ``{"content"|"text", "id"?, "created_at"|"timestamp"?, "title"?, "metadata"?}``.
+
+Fields read, and what a wrong type does (the shared rule is in ``base``); errors name ``file:lineno``:
+
+- errors: a line that is not UTF-8 or not a JSON object; ``content`` (or ``text``: a string, required);
+  ``id`` (a string or integer; absent means ``line-N``); ``created_at`` (or ``timestamp``: a timestamp;
+  absent means the file's mtime); ``title`` (a string or number); ``metadata`` (an object, at most
+  ``MAX_METADATA_DEPTH`` levels deep, kept under ``custom``).
+- blank lines are skipped.
+"""
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from synthex.errors import SourceError
-from synthex.importers.base import SourceItem
-from synthex.periods import iso, parse_timestamp
+from synthex.importers.base import (
+    SourceItem,
+    expect_object,
+    get,
+    get_id,
+    get_time,
+    get_title,
+    loads,
+    not_text,
+    repaired,
+)
+from synthex.periods import iso
+
+# Custom metadata is stored and hashed as JSON: deeper nesting than any real use would hit the
+# recursion limit there (and is almost certainly a generated file gone wrong).
+MAX_METADATA_DEPTH = 32
+
+
+def _too_deep(value: Any, depth: int) -> bool:
+    if depth < 0:
+        return True
+    children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return any(_too_deep(v, depth - 1) for v in children)
+
+
+def _row(line: bytes, where: str) -> dict[str, Any] | None:
+    """The object on one line, or None for a blank line."""
+    try:
+        text = line.decode("utf-8-sig")  # utf-8-sig: a BOM on the first line is not an error
+    except UnicodeDecodeError as exc:
+        raise not_text(where, line[:8], exc) from exc
+    if not text.strip():
+        return None
+    try:
+        row = loads(text)
+    except json.JSONDecodeError as exc:
+        raise SourceError(f"{where}: invalid JSON: {exc.msg}") from exc
+    except ValueError as exc:
+        raise SourceError(f"{where}: invalid JSON ({exc})") from exc
+    return expect_object(row, f"{where}: the line")
 
 
 def parse(path: Path) -> list[SourceItem]:
-    fallback = iso(datetime.fromtimestamp(path.stat().st_mtime, tz=UTC))
     items: list[SourceItem] = []
-    with path.open(encoding="utf-8") as handle:
+    try:
+        fallback = iso(datetime.fromtimestamp(path.stat().st_mtime, tz=UTC))
+        handle = path.open("rb")  # bytes: a line that is not UTF-8 is reported with its line number
+    except OSError as exc:
+        raise SourceError(f"{path}: cannot read file: {exc.strerror or exc}") from exc
+    with handle:
         for lineno, line in enumerate(handle, start=1):
-            if not line.strip():
+            where = f"{path}:{lineno}"
+            row = _row(line, where)
+            if row is None:
                 continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise SourceError(f"{path}:{lineno}: invalid JSON: {exc.msg}") from exc
-            if not isinstance(row, dict):
-                raise SourceError(f"{path}:{lineno}: expected a JSON object")
-            content = row.get("content", row.get("text"))
-            if not isinstance(content, str):
-                raise SourceError(f"{path}:{lineno}: missing required field 'content' (or 'text')")
-            raw_ts = row.get("created_at", row.get("timestamp"))
-            ts = parse_timestamp(raw_ts)
-            if raw_ts is not None and ts is None:
-                raise SourceError(f"{path}:{lineno}: 'created_at' {raw_ts!r} is not a timestamp")
+            content_field = "content" if row.get("content") is not None else "text"
+            content = get(row, content_field, str, where)
+            if content is None:
+                raise SourceError(f"{where}: missing required field 'content' (or 'text')")
+            time_field = "created_at" if row.get("created_at") is not None else "timestamp"
+            ts = get_time(row, time_field, where)
             created = iso(ts) if ts else fallback
-            custom = row.get("metadata") if isinstance(row.get("metadata"), dict) else {}
-            items.append(
-                SourceItem(
-                    key=str(row.get("id", f"line-{lineno}")),
-                    content=content,
-                    created_at=created,
-                    metadata={
-                        "time": {"created_at": created},
-                        "chat": {"title": row.get("title")} if row.get("title") else {},
-                        "source": {"type": "jsonl", "path": str(path), "line": lineno},
-                        "custom": custom,
-                    },
-                )
+            title = get_title(row, "title", where)
+            custom = get(row, "metadata", dict, where) or {}
+            if _too_deep(custom, MAX_METADATA_DEPTH):
+                raise SourceError(f"{where}: 'metadata' is nested deeper than {MAX_METADATA_DEPTH} levels")
+            item = SourceItem(
+                key=get_id(row, "id", where) or f"line-{lineno}",
+                content=content,
+                created_at=created,
+                metadata={
+                    "time": {"created_at": created},
+                    "chat": {"title": title} if title else {},
+                    "source": {"type": "jsonl", "path": str(path), "line": lineno},
+                    "custom": custom,
+                },
             )
+            items.append(repaired(item, where))
     return items

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol
 
@@ -153,7 +153,7 @@ class Step:
 
     # -- helpers for subclasses ---------------------------------------------------------------
     def item(self, ctx: StepContext, fingerprints: Sequence[str], group_key: str, **kw: Any) -> WorkItem:
-        key = materialization_key(ctx.branch, self.name, self.version_hash(), list(fingerprints), group_key)
+        key = materialization_key(self.name, self.version_hash(), list(fingerprints), group_key)
         return WorkItem(key=key, id=record_id(key), group_key=group_key, **kw)
 
     def make_record(
@@ -234,17 +234,26 @@ class PartitionResult:
     stats: RunStats
 
 
-def execute_partition(step: Step, ctx: StepContext, existing_ids: set[str], full: bool = False) -> PartitionResult:
-    """Plan the partition, produce only what is missing (everything when ``full``)."""
+def execute_partition(step: Step, ctx: StepContext, existing_ids: set[str], full: bool = False,
+                      reuse: Callable[[list[str]], dict[str, Record]] | None = None) -> PartitionResult:
+    """Plan the partition, produce only what is missing (everything when ``full``).
+
+    ``reuse`` finds records another branch already holds by id: ids are content addresses (same
+    definition, same inputs), so such a record is copied onto this branch instead of recomputed."""
     started = datetime.now(UTC)
     items = step.work(ctx)
     todo = items if full else [i for i in items if i.id not in existing_ids]
+    found = reuse([i.id for i in todo]) if reuse is not None and todo and not full else {}
+    copies = [replace(found[i.id], branch=ctx.branch, run_id=ctx.run_id, embedding=None)
+              for i in todo if i.id in found]
+    todo = [i for i in todo if i.id not in found]
     records, tokens = step.produce(todo, ctx) if todo else ([], 0)
     stats = RunStats(
         input=sum(len(i.inputs) or 1 for i in items),
         output=len(records),
-        skipped=len(items) - len(todo),
+        skipped=len(items) - len(todo) - len(copies),
+        reused=len(copies),
         tokens=tokens,
         duration=(datetime.now(UTC) - started).total_seconds(),
     )
-    return PartitionResult(records, {i.id for i in items}, stats)
+    return PartitionResult(copies + records, {i.id for i in items}, stats)

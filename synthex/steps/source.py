@@ -38,6 +38,11 @@ class SourceStep(Step):
         """The parsed export: parsed once while the file is unchanged (planner and run share it)."""
         return self._parsed.items(self.path(), self.format)
 
+    def warnings(self) -> list[str]:
+        """One line per thing the importer left out or repaired (e.g. a message without text)."""
+        self.items()
+        return self._parsed.warnings
+
     def periods(self) -> list[str]:
         return sorted({month_of(i.created_at) for i in self.items()})
 

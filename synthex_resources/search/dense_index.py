@@ -74,7 +74,8 @@ class DenseIndex:
     def _ready(self, steps: list[str] | None, branch: str) -> _Matrix | None:
         """The matrix, after embedding any record in scope that was written without a vector."""
         m = self._current()
-        if m is not None and any(b == branch and (not steps or s in steps) for s, b in m.unembedded):
+        groups = self.store.scope_groups(branch, steps)
+        if m is not None and any(b in groups and (not groups[b] or s in groups[b]) for s, b in m.unembedded):
             self.store.ensure_vectors(steps, branch)
             m = self._current()
         return m
@@ -90,14 +91,16 @@ class DenseIndex:
         """Cosine similarity of every record in scope: (ids, similarities, matrix rows)."""
         return self._scores(self._ready(steps, branch), query_vector, steps, branch, periods)
 
-    @staticmethod
-    def _scores(m: _Matrix | None, query_vector: np.ndarray, steps: list[str] | None, branch: str,
+    def _scores(self, m: _Matrix | None, query_vector: np.ndarray, steps: list[str] | None, branch: str,
                 periods: list[str] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if m is None or not len(m.ids):
             return np.zeros(0, object), np.zeros(0, np.float32), np.zeros(0, np.int64)
-        mask = m.branches == m.codes["branch"].get(branch, -1)
-        if steps:
-            mask &= np.isin(m.steps, [m.codes["step"].get(s, -1) for s in steps])
+        mask = np.zeros(len(m.ids), dtype=bool)
+        for served_by, names in self.store.scope_groups(branch, steps).items():  # copy-on-write view
+            part = m.branches == m.codes["branch"].get(served_by, -1)
+            if names:
+                part &= np.isin(m.steps, [m.codes["step"].get(s, -1) for s in names])
+            mask |= part
         if periods:
             mask &= np.isin(m.periods, [m.codes["period"].get(p, -1) for p in periods])
         rows = np.flatnonzero(mask)

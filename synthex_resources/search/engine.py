@@ -98,12 +98,9 @@ class SearchEngine:
                 "index_update_s": round(time.perf_counter() - started, 3)}
 
     # -- filters ----------------------------------------------------------------------------------
-    @staticmethod
-    def where(steps: list[str] | None, branch: str, periods: list[str] | None = None,
+    def where(self, steps: list[str] | None, branch: str, periods: list[str] | None = None,
               metadata: dict[str, Any] | None = None) -> str:
-        clauses = [f"branch = {q(branch)}"]
-        if steps:
-            clauses.append("step IN (" + ",".join(q(s) for s in steps) + ")")
+        clauses = [self.store.scope(branch, steps)]  # a branch's view: inherited steps read its parent's rows
         if periods:
             clauses.append("period IN (" + ",".join(q(p) for p in periods) + ")")
         for dotted, value in (metadata or {}).items():
@@ -236,5 +233,5 @@ class SearchEngine:
         return hits[:k]
 
     def _hit(self, row: dict[str, Any], score: float, ranks: dict[str, int]) -> SearchHit:
-        rec = self.store._to_record(row)
+        rec = self.store.to_record(row)
         return SearchHit(**{f: getattr(rec, f) for f in rec.__dataclass_fields__}, score=score, ranks=ranks)

@@ -1,0 +1,254 @@
+"""Branch commands: list, create, switch, diff, promote, delete (design doc §4.5, §5.2).
+
+A branch is ``branches/<name>.py`` (its parent and the steps it overrides) plus the rows it owns in
+the store: only the steps whose effective version differs from its parent's (an overridden step and
+everything downstream of it). Every other step is read through the parent (copy-on-write), so
+creating a branch writes no record, and promote copies rows instead of recomputing them.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from synthex.definition import PipelineDefinition
+from synthex.errors import PipelineDefinitionError, SynthexError
+from synthex.naming import MAIN, check_branch_name
+from synthex.periods import now_iso
+from synthex.project import (
+    branch_names,
+    branch_path,
+    create_branch_file,
+    current_branch,
+    load_branch,
+    set_current_branch,
+    write_promotion,
+)
+from synthex.record import Record
+
+if TYPE_CHECKING:
+    from synthex.app.facade import ProjectApp
+
+SAMPLE_CHARS = 160
+
+
+@dataclass
+class BranchInfo:
+    name: str
+    parent: str
+    owned_steps: list[str]
+    own_records: int
+    current: bool = False
+    defined: bool = True  # False: rows in the store, but branches/<name>.py is gone
+    promoted: bool = False  # main applies its overrides (pipeline.py calls apply_branch)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+@dataclass
+class StepDiff:
+    step: str
+    added: int = 0  # records only the branch has
+    removed: int = 0  # records only the parent has
+    changed: int = 0  # the same input(s), another content
+    samples: list[dict[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class BranchDiff:
+    branch: str
+    parent: str
+    changed_steps: list[str]
+    steps: list[StepDiff]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"branch": self.branch, "parent": self.parent, "changed_steps": self.changed_steps,
+                "steps": [vars(s) for s in self.steps]}
+
+
+def _pair(parent: list[Record], branch: list[Record]) -> tuple[list[tuple[Record, Record]], list[Record], list[Record]]:
+    """Match a step's records across two branches: same id (unchanged), else the same period and the
+    same inputs, else the only record of a period on each side (an aggregate, a fold)."""
+    by_id = {r.id for r in parent} & {r.id for r in branch}
+    left = [r for r in parent if r.id not in by_id]
+    right = [r for r in branch if r.id not in by_id]
+    pairs: list[tuple[Record, Record]] = []
+    index = {(r.period, tuple(sorted(r.source_ids))): r for r in left}
+    unmatched = []
+    for r in right:
+        match = index.pop((r.period, tuple(sorted(r.source_ids))), None)
+        if match is None:
+            unmatched.append(r)
+        else:
+            pairs.append((match, r))
+    left = list(index.values())
+    per_period_left: dict[str, list[Record]] = defaultdict(list)
+    per_period_right: dict[str, list[Record]] = defaultdict(list)
+    for r in left:
+        per_period_left[r.period].append(r)
+    for r in unmatched:
+        per_period_right[r.period].append(r)
+    removed, added = [], []
+    for period in sorted(set(per_period_left) | set(per_period_right)):
+        a, b = per_period_left.get(period, []), per_period_right.get(period, [])
+        if len(a) == 1 and len(b) == 1:
+            pairs.append((a[0], b[0]))
+        else:
+            removed += a
+            added += b
+    return pairs, removed, added
+
+
+class Branches:
+    """The branches of one project, through its app (store, locks, Dagster instance)."""
+
+    def __init__(self, app: ProjectApp) -> None:
+        self.app = app
+        self.main = app.pipeline.root()
+
+    def _own_counts(self) -> dict[str, int]:
+        from synthex_resources.record_store import RECORDS
+
+        counts: dict[str, int] = defaultdict(int)
+        for row in self.app.store.read(RECORDS, columns=["branch"]):
+            counts[row["branch"]] += 1
+        return counts
+
+    def list(self) -> list[BranchInfo]:
+        counts = self._own_counts()
+        here = current_branch(self.main)
+        out = [BranchInfo(MAIN, "", self.main.order(), counts.get(MAIN, 0), current=here == MAIN)]
+        names = branch_names(self.main.project_dir)
+        for name in names:
+            try:
+                definition = self.main.for_branch(name)
+                parent, owned = definition.parent.branch_name, definition.owned_steps()  # type: ignore[union-attr]
+            except PipelineDefinitionError:
+                parent, owned = "?", []
+            out.append(BranchInfo(name, parent, owned, counts.get(name, 0), current=here == name,
+                                  promoted=name in self.main.applied_branches))
+        for name in sorted(set(counts) - set(names) - {MAIN}):
+            out.append(BranchInfo(name, "?", [], counts[name], current=here == name, defined=False))
+        return out
+
+    def create(self, name: str, parent: str = MAIN) -> BranchInfo:
+        check_branch_name(name)
+        if parent != MAIN:
+            self.main.for_branch(parent)  # the parent must exist (one line if not)
+        create_branch_file(self.main.project_dir, name, parent)
+        self._register_partition(name)
+        return BranchInfo(name, parent, [], 0)
+
+    def switch(self, name: str) -> None:
+        if name != MAIN:
+            self.main.for_branch(name)  # refuses a branch without a definition, in one line
+        set_current_branch(self.main, name)
+
+    def diff(self, name: str) -> BranchDiff:
+        definition = self._branch(name)
+        parent = definition.parent
+        assert parent is not None
+        changed = definition.owned_steps()
+        steps = []
+        for step in changed:
+            theirs = self.app.records(step, branch=parent.branch_name)
+            ours = self.app.records(step, branch=name)
+            pairs, removed, added = _pair(theirs, ours)
+            differing = [(a, b) for a, b in pairs if a.content != b.content]
+            samples = [{"period": b.period, "parent": a.content[:SAMPLE_CHARS], "branch": b.content[:SAMPLE_CHARS]}
+                       for a, b in differing[:3]]
+            steps.append(StepDiff(step, added=len(added), removed=len(removed), changed=len(differing),
+                                  samples=samples))
+        return BranchDiff(name, parent.branch_name, changed, steps)
+
+    def promote(self, name: str) -> dict[str, int]:
+        """Main takes the branch's definition (pipeline.py applies its overrides) and its records for
+        the steps it owns (rows copied, no model call); the branch then reads them through main."""
+        from synthex_resources.branch_lock import BranchLock
+
+        definition = self._branch(name)
+        if definition.parent is None or definition.parent.branch_name != MAIN:
+            raise SynthexError(f"branch {name!r} branches off {definition.parent.branch_name!r}, not main; "
+                               f"promote that branch first")  # type: ignore[union-attr]
+        if not branch_path(self.main.project_dir, name).exists():
+            raise SynthexError(f"branch {name!r} is defined only in this process; put its overrides in "
+                               f"branches/{name}.py (`synthex branch create {name}`) to promote it")
+        if load_branch(self.main, name).effective_versions() != definition.effective_versions():
+            raise SynthexError(f"branch {name!r}: the overrides made in this process differ from "
+                               f"branches/{name}.py; promote what the file defines, or update the file")
+        store = self.app.store
+        owned = definition.owned_steps()
+        if not owned:
+            raise SynthexError(f"branch {name!r} overrides nothing main does not already do; nothing to promote")
+        copied: dict[str, int] = {}
+        run_id = f"promote-{name}-{now_iso()}"
+        with BranchLock(self.main.data_dir, MAIN, run_id).acquire(), \
+                BranchLock(self.main.data_dir, name, run_id).acquire():
+            store.set_view(name, definition.serving_branches())
+            rows = {step: store.list(step=step, branch=name, with_embedding=True) for step in owned}
+            # 1. main gets the branch's rows (same ids: same definition over the same inputs).
+            store.upsert([_on(r, MAIN) for recs in rows.values() for r in recs], embed=False)
+            # 2. main's definition becomes the branch's: pipeline.py applies its overrides.
+            write_promotion(self.main, name, now_iso())
+            # 3. main's rows those steps no longer produce, then the branch's own copies, go.
+            for step, recs in rows.items():
+                keep = {r.id for r in recs}
+                stale = [r.id for r in store.list(step=step, branch=MAIN) if r.id not in keep]
+                store.delete_ids(stale, branch=MAIN)
+                store.delete_ids(keep, branch=name)
+                copied[step] = len(recs)
+        self.main.apply_branch(name)  # this process's main too, not only pipeline.py
+        return copied
+
+    def delete(self, name: str) -> dict[str, Any]:
+        """Remove the branch's own rows and its partition key; main cannot be deleted. The file goes
+        too, unless main applies it (a promoted branch)."""
+        from synthex_resources.branch_lock import BranchLock
+        from synthex_resources.record_store import RECORDS, q
+
+        check_branch_name(name)
+        if name == MAIN:
+            raise SynthexError("main cannot be deleted")
+        children = [b.name for b in self.list() if b.parent == name]
+        if children:
+            raise SynthexError(f"branch {name!r} is the parent of {', '.join(children)}; delete those first")
+        store = self.app.store
+        with BranchLock(self.main.data_dir, name, f"delete-{name}").acquire():
+            rows = store.read(RECORDS, f"branch = {q(name)}", ["id"])
+            store.delete_ids([r["id"] for r in rows], branch=name)
+            path = branch_path(self.main.project_dir, name)
+            promoted = name in self.main.applied_branches
+            if path.exists() and not promoted:
+                path.unlink()
+        if current_branch(self.main) == name:
+            set_current_branch(self.main, MAIN)
+        self._unregister_partition(name)
+        return {"records_deleted": len(rows), "file_kept": promoted}
+
+    # -- helpers ------------------------------------------------------------------------------------
+    def _branch(self, name: str) -> PipelineDefinition:
+        check_branch_name(name)
+        if name == MAIN:
+            raise SynthexError("main is the trunk; name a branch")
+        return self.app.use_branch(name)
+
+    def _register_partition(self, name: str) -> None:
+        """The UI shows each branch as a key of the ``branch`` partition dimension."""
+        if self.main.dagster_home.exists():
+            from synthex_assets.partitions import register
+
+            register(self.app.instance, name, [])
+
+    def _unregister_partition(self, name: str) -> None:
+        if self.main.dagster_home.exists():
+            instance = self.app.instance
+            if instance.has_dynamic_partition("branch", name):
+                instance.delete_dynamic_partition("branch", name)
+
+
+def _on(record: Record, branch: str) -> Record:
+    from dataclasses import replace
+
+    return replace(record, branch=branch)

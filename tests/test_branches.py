@@ -1,0 +1,161 @@
+"""Branches: copy-on-write architecture experiments with diff and promote (design doc §4.5)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import load
+from test_cli import synthex
+
+from synthex.errors import PipelineDefinitionError, SynthexError
+from synthex.project import create_branch_file
+
+OVERRIDE = '''
+
+def short_summary(record):
+    return "In short: " + record.content[:80]
+
+
+def overrides(pipeline):
+    pipeline.transform("summaries", from_="transcripts", fn=short_summary)
+'''
+STEPS = ["chatgpt", "transcripts", "summaries", "monthly", "world-model"]
+
+
+def make_branch(project, name="better-summaries", parent="main"):
+    path = create_branch_file(project, name, parent)
+    text = path.read_text()
+    path.write_text(text[:text.index("def overrides")] + OVERRIDE.lstrip("\n"))
+    return path
+
+
+def own_rows(pipe, branch):
+    from synthex_resources.record_store import RECORDS, q
+
+    return pipe.store().read(RECORDS, f"branch = {q(branch)}", ["id", "step"])
+
+
+@pytest.fixture
+def ran(project):
+    pipe = load(project)
+    pipe.run()
+    return project
+
+
+def test_a_branch_reads_its_parent_and_recomputes_only_what_it_changes(ran):
+    main = load(ran)
+    make_branch(ran)
+    branch = main.for_branch("better-summaries")
+    assert own_rows(main, "better-summaries") == []  # creating a branch writes nothing
+    assert branch.owned_steps() == ["summaries", "monthly", "world-model"]
+    # Before it runs, the branch already serves its parent's sources and transcripts.
+    assert [r.id for r in main.records("transcripts", branch="better-summaries")] == \
+        [r.id for r in main.records("transcripts")]
+    run = main.run(branch="better-summaries")
+    assert set(run.step_stats) == {"summaries", "monthly", "world-model"}  # 0 source / transcript records
+    assert {r["step"] for r in own_rows(main, "better-summaries")} == {"summaries", "monthly", "world-model"}
+    ours = main.records("summaries", branch="better-summaries")
+    assert ours and all(r.content.startswith("In short: ") for r in ours)
+    assert not {r.id for r in ours} & {r.id for r in main.records("summaries")}
+    assert main.run(branch="better-summaries").steps == []  # a no-change run computes nothing
+    hits = main.search("conversation", step="summaries", branch="better-summaries", k=3)
+    assert hits and {h.id for h in hits} <= {r.id for r in ours}
+
+
+def test_diff_promote_then_main_computes_nothing(ran):
+    main = load(ran)
+    make_branch(ran)
+    main.run(branch="better-summaries")
+    branch = main.for_branch("better-summaries")
+    diff = branch.diff()
+    assert diff.changed_steps == ["summaries", "monthly", "world-model"]
+    summaries = diff.steps[0]
+    assert summaries.changed == len(main.records("summaries")) and summaries.added == summaries.removed == 0
+    assert summaries.samples and summaries.samples[0]["parent"] != summaries.samples[0]["branch"]
+    promoted_ids = sorted(r.id for r in main.records("summaries", branch="better-summaries"))
+
+    copied = branch.promote()
+    assert copied["summaries"] == len(promoted_ids)
+    assert sorted(r.id for r in main.records("summaries")) == promoted_ids  # main serves the branch's records
+    assert "apply_branch('better-summaries', __file__)" in (ran / "pipeline.py").read_text()
+    assert main.run().steps == []  # no recompute, in this process ...
+    fresh = load(ran)
+    assert fresh.plan().steps == []  # ... and in a new one, from the rewritten pipeline.py
+    assert own_rows(fresh, "better-summaries") == []  # the branch now reads main
+    assert fresh.for_branch("better-summaries").owned_steps() == []
+
+
+def test_delete_removes_only_the_branch_rows_and_main_cannot_go(ran):
+    main = load(ran)
+    make_branch(ran)
+    main.run(branch="better-summaries")
+    before = {s: [r.id for r in main.records(s)] for s in STEPS}
+    out = main.app.branches.delete("better-summaries")
+    assert out["records_deleted"] > 0 and own_rows(main, "better-summaries") == []
+    assert {s: [r.id for r in main.records(s)] for s in STEPS} == before
+    assert not (ran / "branches" / "better-summaries.py").exists()
+    with pytest.raises(SynthexError, match="main cannot be deleted"):
+        main.app.branches.delete("main")
+
+
+def test_a_branch_whose_file_is_gone_is_one_line(ran):
+    main = load(ran)
+    with pytest.raises(PipelineDefinitionError, match=r"branch 'nope': its definition .*branches/nope.py is gone"):
+        main.stats(branch="nope")
+    proc = synthex("stats", "--branch", "nope", "--project", str(ran), check=False)
+    assert proc.returncode == 2 and "is gone" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_overrides_keep_names_and_inputs(ran):
+    main = load(ran)
+    branch = main.branch("x")
+    with pytest.raises(PipelineDefinitionError, match="keeps the step's inputs"):
+        branch.transform("summaries", from_="chatgpt", prompt=lambda r: "x")
+    with pytest.raises(PipelineDefinitionError, match="not a step of its parent"):
+        branch.transform("extra", from_="summaries", prompt=lambda r: "x")
+
+
+def test_the_cli_round_trip(ran):
+    p = ["--project", str(ran)]
+    assert "created branch 'better-summaries'" in synthex("branch", "create", "better-summaries", *p).stdout
+    make_branch_file = ran / "branches" / "better-summaries.py"
+    text = make_branch_file.read_text()
+    make_branch_file.write_text(text[:text.index("def overrides")] + OVERRIDE.lstrip("\n"))
+    synthex("branch", "switch", "better-summaries", *p)
+    assert "on branch 'better-summaries'" in synthex("run", *p).stderr  # switch sets the default branch
+    listed = synthex("branch", "list", *p).stdout
+    assert "* better-summaries" in listed and "summaries, monthly, world-model" in listed
+    diff = json.loads(synthex("branch", "diff", "better-summaries", "--json", *p).stdout)
+    assert diff["changed_steps"] == ["summaries", "monthly", "world-model"]
+    assert "promoted" in synthex("branch", "promote", "better-summaries", *p).stdout
+    synthex("branch", "switch", "main", *p)
+    assert "everything up to date" in synthex("run", *p).stdout
+
+
+def test_a_fold_on_a_branch_refolds_only_from_the_first_changed_period(ran, small_export):
+    """The branch reads another export whose last month differs: every earlier period's records, the
+    fold's states included, are the parent's (same ids) and are copied, not recomputed."""
+    main = load(ran)
+    conversations = json.loads(small_export.read_text())
+    last_period = max(r.period for r in main.records("chatgpt"))
+    edited = [dict(c, title=c["title"] + " (edited)") if _period_of(c) == last_period else c
+              for c in conversations]
+    other = small_export.parent / "edited.json"
+    other.write_text(json.dumps(edited))
+    path = create_branch_file(ran, "edited")
+    text = path.read_text()
+    path.write_text(text[:text.index("def overrides")]
+                    + f"def overrides(pipeline):\n    pipeline.source('chatgpt', file={str(other)!r}, format='auto')\n")
+    run = main.run(branch="edited")
+    periods = sorted({r.period for r in main.records("world-model")})
+    fold = run.step_stats["world-model"]
+    assert fold.reused == len(periods) - 1 and fold.output == 1  # only the last period is re-folded
+    assert {r.id for r in main.records("world-model", branch="edited")} - {r.id for r in main.records("world-model")} \
+        == {r.id for r in main.records("world-model", branch="edited") if r.period == last_period}
+
+
+def _period_of(conversation: dict) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(conversation["create_time"], tz=UTC).strftime("%Y-%m")
