@@ -98,6 +98,9 @@ class SynthexGroup(click.Group):
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         try:
             result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.NoArgsIsHelpError as exc:  # a bare group: its help, as Click prints it
+            click.echo(exc.format_message(), err=True)
+            sys.exit(2)
         except click.UsageError as exc:
             where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
             click.echo(f"error: {exc.format_message()}{where}", err=True)
@@ -401,20 +404,21 @@ def status(project: str, as_json: bool) -> None:
         click.echo(f"last run {last.id[:8]} {last.status} on {last.branch} at {last.started_at}")
 
 
-def _get_record(project: str, record_id: str):
-    rec = load_project(project).get(record_id)
+def _get_record(project: str, record_id: str, branch: str | None = None):
+    rec = load_project(project).get(record_id, branch)
     if rec is None:
-        raise SynthexError(f"no record with id {record_id!r}")
+        raise SynthexError(f"no record with id {record_id!r}" + (f" on branch {branch!r}" if branch else ""))
     return rec
 
 
 @main.command()
 @click.argument("record_id")
+@click.option("--branch", default=None, help="Only a record this branch reads (default: any branch).")
 @project_option
 @json_option
-def get(record_id: str, project: str, as_json: bool) -> None:
+def get(record_id: str, branch: str | None, project: str, as_json: bool) -> None:
     """Show one record."""
-    rec = _get_record(project, record_id)
+    rec = _get_record(project, record_id, branch)
     if as_json:
         emit_json(rec.to_dict())
         return
@@ -424,11 +428,12 @@ def get(record_id: str, project: str, as_json: bool) -> None:
 
 @main.command()
 @click.argument("record_id")
+@click.option("--branch", default=None, help="Only a record this branch reads (default: any branch).")
 @project_option
 @json_option
-def lineage(record_id: str, project: str, as_json: bool) -> None:
+def lineage(record_id: str, branch: str | None, project: str, as_json: bool) -> None:
     """Show a record's provenance tree down to the source records."""
-    tree = _get_record(project, record_id).lineage()
+    tree = _get_record(project, record_id, branch).lineage()
     if as_json:
         emit_json(tree)
         return

@@ -56,6 +56,7 @@ def pipeline_from_file(path: Path, root: Path) -> PipelineDefinition:
         raise PipelineDefinitionError(f"{path}: defines no Pipeline (expected a variable named `pipeline`)")
     found.project_dir = root
     found.module_variable = next((k for k, v in vars(module).items() if v is found), "pipeline")
+    found.source_file = (path, path.stat().st_mtime_ns)  # what a long-lived code location runs
     for step in found.steps.values():
         if hasattr(step, "base_dir"):
             step.base_dir = str(root)
@@ -208,8 +209,12 @@ def load_branch(main: PipelineDefinition, name: str) -> PipelineDefinition:
     """Branch ``name`` of project ``main``: its parent's definition with ``overrides`` applied."""
     module = branch_module(main.project_dir, name)
     parent_name = str(getattr(module, "PARENT", MAIN))
-    if parent_name == name:
-        raise PipelineDefinitionError(f"{module.__file__}: PARENT names the branch itself")
+    chain, ancestor = [name], parent_name
+    while ancestor != MAIN:  # a PARENT cycle would recurse forever: one line instead
+        if ancestor in chain:
+            raise PipelineDefinitionError(f"branch {name!r}: PARENT cycle {' -> '.join([*chain, ancestor])}")
+        chain.append(ancestor)
+        ancestor = str(getattr(branch_module(main.project_dir, ancestor), "PARENT", MAIN))
     parent = main if parent_name == MAIN else main.for_branch(parent_name)
     child = parent.branch(name)
     try:
@@ -242,4 +247,11 @@ def write_promotion(main: PipelineDefinition, name: str, when: str) -> Path:
         text = text.rstrip("\n") + (f"\n\n# Promoted from branch {name!r} by `synthex branch promote` on {when}: main "
                                     f"runs the overrides in branches/{name}.py.\n{line}\n")
         path.write_text(text, encoding="utf-8")
+        if getattr(main, "source_file", None):
+            main.source_file = (path, path.stat().st_mtime_ns)  # main is updated in memory as well
     return path
+
+
+def promotion_journal(main: PipelineDefinition, name: str) -> Path:
+    """Steps a promote of ``name`` is moving, kept until it finishes (a re-run resumes from it)."""
+    return main.data_dir / "promotions" / f"{check_branch_name(name).replace('/', '__')}.json"

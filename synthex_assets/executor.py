@@ -105,7 +105,16 @@ class StepExecutor:
         # the first time a dense search targets it (docs/architecture.md, "Embedding").
         self.embed_at_write = step.name in pipeline.search_steps()
 
+    def require_current_definition(self) -> None:
+        """A code location (the UI) keeps the pipeline it loaded; after pipeline.py changes (an edit, a
+        promote) running that old definition would treat current records as stale and delete them."""
+        loaded = getattr(self.pipeline.root(), "source_file", None)
+        if loaded is not None and loaded[0].exists() and loaded[0].stat().st_mtime_ns != loaded[1]:
+            raise StepError(f"{loaded[0]} changed since this code location loaded it; reload the code "
+                            f"location (UI: Deployment > Reload) and launch again")
+
     def run(self, partitions: list[tuple[str, str]]) -> StepResult:
+        self.require_current_definition()
         by_branch = group_partitions(partitions)
         with ExitStack() as held:
             for branch in by_branch:  # a CLI run holds its branch already; a UI-launched run takes it here

@@ -123,7 +123,7 @@ class HookDeliveries:
     def deliver_due(self, step: str | None = None, branches: list[str] | None = None) -> DeliveryReport:
         report = DeliveryReport()
         for state in self.due(step, branches):
-            record = self.store.get(state.pending_record)
+            record = self.store.get(state.pending_record, branch=state.branch)
             if record is None:  # superseded since it was found due: the next check finds the new one
                 continue
             error = self._deliver(state, record)

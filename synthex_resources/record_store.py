@@ -225,9 +225,12 @@ class RecordStore:
             _resolver=self,
         )
 
-    def get(self, record_id: str, with_embedding: bool = False) -> Record | None:
+    def get(self, record_id: str, with_embedding: bool = False, branch: str | None = None) -> Record | None:
+        """A record by id: the row ``branch`` reads (through its view) or, without a branch, any row
+        (rows of one id hold the same content: ids are content addresses)."""
         cols = LIGHT_COLUMNS + (["vector"] if with_embedding else [])
-        rows = self._rows(f"id = {q(record_id)}", cols, limit=1)
+        where = f"id = {q(record_id)}" + (f" AND {self.scope(branch)}" if branch else "")
+        rows = self._rows(where, cols, limit=1)
         return self.to_record(rows[0]) if rows else None
 
     def ids_with_prefix(self, prefix: str, limit: int = 2) -> list[str]:
@@ -237,19 +240,22 @@ class RecordStore:
         rows = self._rows(f"id LIKE {q(prefix.lower() + '%')}", ["id"], limit=4 * limit)
         return list(dict.fromkeys(r["id"] for r in rows))[:limit]  # one id can have a row per branch
 
-    def rows_by_id(self, ids: Iterable[str], columns: list[str] | None = None) -> dict[str, dict[str, Any]]:
-        """Raw rows by id (light columns by default), read in chunks of 500 ids; missing ids are absent."""
+    def rows_by_id(self, ids: Iterable[str], columns: list[str] | None = None,
+                   branch: str | None = None) -> dict[str, dict[str, Any]]:
+        """Raw rows by id (light columns by default), read in chunks of 500 ids; missing ids are absent.
+        With ``branch``, the rows that branch reads (its view); without, any row of each id."""
         wanted = list(dict.fromkeys(ids))
         found: dict[str, dict[str, Any]] = {}
+        scope = f" AND {self.scope(branch)}" if branch else ""
         for start in range(0, len(wanted), 500):
             chunk = wanted[start:start + 500]
-            for row in self._rows("id IN (" + ",".join(q(i) for i in chunk) + ")", columns):
-                found[row["id"]] = row
+            for row in self._rows("id IN (" + ",".join(q(i) for i in chunk) + ")" + scope, columns):
+                found.setdefault(row["id"], row)
         return found
 
-    def get_many(self, ids: Iterable[str]) -> list[Record]:
+    def get_many(self, ids: Iterable[str], branch: str | None = None) -> list[Record]:
         wanted = list(dict.fromkeys(ids))
-        found = self.rows_by_id(wanted)
+        found = self.rows_by_id(wanted, branch=branch)
         return [self.to_record(found[i]) for i in wanted if i in found]
 
     def list(self, step: str | None = None, branch: str = "main", period: str | None = None,
@@ -286,13 +292,13 @@ class RecordStore:
         if not rows:
             return None
         latest = max(rows, key=lambda r: (r["period"], r["id"]))
-        return self.get(latest["id"])
+        return self.get(latest["id"], branch=branch)
 
     def latest(self, step: str, branch: str = "main") -> Record | None:
         rows = self._rows(self.scope(branch, [step]), ["id", "period"])
         if not rows:
             return None
-        return self.get(max(rows, key=lambda r: (r["period"], r["id"]))["id"])
+        return self.get(max(rows, key=lambda r: (r["period"], r["id"]))["id"], branch=branch)
 
     def counts(self, branch: str = "main") -> dict[str, int]:
         out: dict[str, int] = defaultdict(int)
@@ -405,6 +411,32 @@ class RecordStore:
         stale = {period: stored[period] - keep for period, (_, keep) in parts.items()}
         self.delete_ids([i for ids in stale.values() for i in ids], branch=self.serving(step, branch))
         return {period: len(ids) for period, ids in stale.items()}
+
+    def move_step_rows(self, step: str, from_branch: str, to_branch: str, marker: str) -> int:
+        """Make ``to_branch``'s rows of ``step`` exactly ``from_branch``'s, then drop ``from_branch``'s
+        (promote), in three commits however many rows: copy (tagged ``run_id = marker``, vectors
+        included), delete ``to_branch``'s other rows of the step, delete the source rows. Re-running
+        after a crash at any point converges: the marker is the same, copies are idempotent."""
+        ds = self.dataset(RECORDS)
+        tbl = self.records_table()
+        if ds is None or tbl is None:
+            return 0
+        rows = ds.to_table(filter=f"step = {q(step)} AND branch = {q(from_branch)}")
+        if rows.num_rows:
+            rows = rows.set_column(rows.schema.get_field_index("branch"), "branch",
+                                   pa.array([to_branch] * rows.num_rows, pa.string()))
+            rows = rows.set_column(rows.schema.get_field_index("run_id"), "run_id",
+                                   pa.array([marker] * rows.num_rows, pa.string()))
+            rows = rows.cast(tbl.schema)
+            with self._lock:
+                with_commit_retry(lambda: tbl.merge_insert(ROW_KEY).when_matched_update_all()
+                                  .when_not_matched_insert_all().execute(rows, on_bad_vectors="null"))
+        elif self.read(RECORDS, f"step = {q(step)} AND branch = {q(to_branch)} AND run_id = {q(marker)}",
+                       ["id"], limit=1) == []:
+            return 0  # nothing to move and no earlier copy: leave the target as it is
+        self.delete_rows(RECORDS, f"step = {q(step)} AND branch = {q(to_branch)} AND run_id != {q(marker)}")
+        self.delete_rows(RECORDS, f"step = {q(step)} AND branch = {q(from_branch)}")
+        return rows.num_rows
 
     # -- runs -------------------------------------------------------------------------------------
     def save_run(self, run: Run) -> None:

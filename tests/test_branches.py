@@ -159,3 +159,59 @@ def _period_of(conversation: dict) -> str:
     from datetime import UTC, datetime
 
     return datetime.fromtimestamp(conversation["create_time"], tz=UTC).strftime("%Y-%m")
+
+
+def test_promote_refuses_a_branch_with_work_pending_and_main_keeps_its_records(ran):
+    main = load(ran)
+    make_branch(ran)
+    before = sorted(r.id for r in main.records("summaries"))
+    with pytest.raises(SynthexError, match="has work pending .* run `synthex run --branch better-summaries` first"):
+        main.app.branches.promote("better-summaries")
+    assert sorted(r.id for r in main.records("summaries")) == before
+    assert "apply_branch" not in (ran / "pipeline.py").read_text()
+
+
+def test_a_promote_cut_short_finishes_when_run_again(ran, monkeypatch):
+    from synthex_resources.record_store import RecordStore
+
+    main = load(ran)
+    make_branch(ran)
+    main.run(branch="better-summaries")
+    expected = sorted(r.id for r in main.records("summaries", branch="better-summaries"))
+    real = RecordStore.move_step_rows
+
+    def crash_after_first_step(self, step, *args):
+        if step != "summaries":
+            raise KeyboardInterrupt("killed mid-promote")
+        return real(self, step, *args)
+
+    monkeypatch.setattr(RecordStore, "move_step_rows", crash_after_first_step)
+    with pytest.raises(KeyboardInterrupt):
+        main.app.branches.promote("better-summaries")
+    monkeypatch.setattr(RecordStore, "move_step_rows", real)
+    fresh = load(ran)  # a new process: pipeline.py already applies the branch
+    copied = fresh.app.branches.promote("better-summaries")
+    assert set(copied) == {"summaries", "monthly", "world-model"}
+    assert sorted(r.id for r in fresh.records("summaries")) == expected
+    assert own_rows(fresh, "better-summaries") == [] and fresh.plan().steps == []
+
+
+def test_a_parent_cycle_and_an_unknown_branch_are_one_line(ran):
+    for name, parent in (("x", "y"), ("y", "x")):
+        create_branch_file(ran, name, parent)
+    proc = synthex("stats", "--branch", "x", "--project", str(ran), check=False)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        "error: branch 'x': PARENT cycle x -> y -> x"]
+    gone = synthex("branch", "delete", "typo", "--project", str(ran), check=False)
+    assert gone.returncode == 2 and gone.stderr.startswith("error: no branch 'typo'")
+
+
+def test_get_with_a_branch_returns_the_row_that_branch_reads(ran):
+    main = load(ran)
+    make_branch(ran)
+    main.run(branch="better-summaries")
+    ours = main.records("summaries", branch="better-summaries")[0]
+    assert main.get(ours.id, branch="better-summaries").branch == "better-summaries"
+    assert main.get(ours.id, branch="main") is None  # main does not read the branch's summaries
+    transcript = main.records("transcripts")[0]
+    assert main.get(transcript.id[:8], branch="better-summaries").branch == "main"  # read through main

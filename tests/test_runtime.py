@@ -188,3 +188,18 @@ def test_a_hook_url_must_be_http(tmp_path):
         with pytest.raises(PipelineDefinitionError, match="callable or an http"):
             pipe.output(f"o{len(pipe.outputs)}", from_="notes", surface="projection", on_update=url)
     pipe.output("ok", from_="notes", surface="projection", on_update="https://example.invalid/hook")
+
+
+def test_a_code_location_refuses_to_run_a_pipeline_py_that_changed_since_it_loaded(project):
+    """After a promote (or any edit) from the CLI, a long-lived UI process must not run the old
+    definition: it would take the new records for stale ones and delete them."""
+    import os
+
+    pipe = load(project)
+    pipe.run()
+    path = project / "pipeline.py"
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000_000_000))
+    result = launch_like_the_ui(pipe, pipe.plan(full=True).periods, steps=["chatgpt"])
+    assert not result.success
+    step, message = failure_message(result)
+    assert step == "chatgpt" and "changed since this code location loaded it; reload the code location" in message

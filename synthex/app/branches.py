@@ -9,11 +9,12 @@ creating a branch writes no record, and promote copies rows instead of recomputi
 from __future__ import annotations
 
 from collections import defaultdict
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from synthex.definition import PipelineDefinition
-from synthex.errors import PipelineDefinitionError, SynthexError
+from synthex.errors import BadInputError, PipelineDefinitionError, SynthexError
 from synthex.naming import MAIN, check_branch_name
 from synthex.periods import now_iso
 from synthex.project import (
@@ -22,6 +23,7 @@ from synthex.project import (
     create_branch_file,
     current_branch,
     load_branch,
+    promotion_journal,
     set_current_branch,
     write_promotion,
 )
@@ -165,9 +167,41 @@ class Branches:
 
     def promote(self, name: str) -> dict[str, int]:
         """Main takes the branch's definition (pipeline.py applies its overrides) and its records for
-        the steps it owns (rows copied, no model call); the branch then reads them through main."""
+        the steps it owns (rows copied, no model call); the branch then reads them through main.
+
+        Resumable: the steps being moved are written to a journal first (``.synthex/promotions``);
+        a promote cut short finishes when run again, even though pipeline.py already applies the branch.
+        """
+        import json
+
         from synthex_resources.branch_lock import BranchLock
 
+        journal = promotion_journal(self.main, name)
+        if journal.exists():
+            owned = json.loads(journal.read_text(encoding="utf-8"))["steps"]
+        else:
+            owned = self._promotable_steps(name)
+        copied: dict[str, int] = {}
+        marker = f"promote:{name}"  # the same on a re-run, so a promote cut short converges
+        with ExitStack() as held:
+            # Every branch: main and the promoted branch change, and any branch may read them.
+            for branch in [MAIN, *branch_names(self.main.project_dir)]:
+                held.enter_context(BranchLock(self.main.data_dir, branch, marker).acquire())
+            journal.parent.mkdir(parents=True, exist_ok=True)
+            journal.write_text(json.dumps({"branch": name, "steps": owned}), encoding="utf-8")
+            # 1. main's definition becomes the branch's: pipeline.py applies its overrides.
+            write_promotion(self.main, name, now_iso())
+            if name not in self.main.applied_branches:
+                self.main.apply_branch(name)  # this process's main too, not only pipeline.py
+            # 2. per step: main's rows become the branch's (same ids: same definition over the same
+            #    inputs; copied with their vectors), then the branch's own copies go.
+            for step in owned:
+                copied[step] = self.app.store.move_step_rows(step, name, MAIN, marker)
+            journal.unlink()
+        return copied
+
+    def _promotable_steps(self, name: str) -> list[str]:
+        """The steps a promote of ``name`` moves, after checking it can be promoted without computing."""
         definition = self._branch(name)
         if definition.parent is None or definition.parent.branch_name != MAIN:
             raise SynthexError(f"branch {name!r} branches off {definition.parent.branch_name!r}, not main; "
@@ -178,29 +212,14 @@ class Branches:
         if load_branch(self.main, name).effective_versions() != definition.effective_versions():
             raise SynthexError(f"branch {name!r}: the overrides made in this process differ from "
                                f"branches/{name}.py; promote what the file defines, or update the file")
-        store = self.app.store
         owned = definition.owned_steps()
         if not owned:
             raise SynthexError(f"branch {name!r} overrides nothing main does not already do; nothing to promote")
-        copied: dict[str, int] = {}
-        run_id = f"promote-{name}-{now_iso()}"
-        with BranchLock(self.main.data_dir, MAIN, run_id).acquire(), \
-                BranchLock(self.main.data_dir, name, run_id).acquire():
-            store.set_view(name, definition.serving_branches())
-            rows = {step: store.list(step=step, branch=name, with_embedding=True) for step in owned}
-            # 1. main gets the branch's rows (same ids: same definition over the same inputs).
-            store.upsert([_on(r, MAIN) for recs in rows.values() for r in recs], embed=False)
-            # 2. main's definition becomes the branch's: pipeline.py applies its overrides.
-            write_promotion(self.main, name, now_iso())
-            # 3. main's rows those steps no longer produce, then the branch's own copies, go.
-            for step, recs in rows.items():
-                keep = {r.id for r in recs}
-                stale = [r.id for r in store.list(step=step, branch=MAIN) if r.id not in keep]
-                store.delete_ids(stale, branch=MAIN)
-                store.delete_ids(keep, branch=name)
-                copied[step] = len(recs)
-        self.main.apply_branch(name)  # this process's main too, not only pipeline.py
-        return copied
+        pending = self.app.plan(branch=name).steps
+        if pending:  # promote copies what the branch computed; it never computes
+            raise SynthexError(f"branch {name!r} has work pending ({', '.join(pending)}); run "
+                               f"`synthex run --branch {name}` first, then promote")
+        return owned
 
     def delete(self, name: str) -> dict[str, Any]:
         """Remove the branch's own rows and its partition key; main cannot be deleted. The file goes
@@ -211,7 +230,10 @@ class Branches:
         check_branch_name(name)
         if name == MAIN:
             raise SynthexError("main cannot be deleted")
-        children = [b.name for b in self.list() if b.parent == name]
+        known = self.list()
+        if not any(b.name == name for b in known):
+            raise BadInputError(f"no branch {name!r}; branches: {', '.join(b.name for b in known)}")
+        children = [b.name for b in known if b.parent == name]
         if children:
             raise SynthexError(f"branch {name!r} is the parent of {', '.join(children)}; delete those first")
         store = self.app.store
@@ -246,9 +268,3 @@ class Branches:
             instance = self.app.instance
             if instance.has_dynamic_partition("branch", name):
                 instance.delete_dynamic_partition("branch", name)
-
-
-def _on(record: Record, branch: str) -> Record:
-    from dataclasses import replace
-
-    return replace(record, branch=branch)

@@ -257,15 +257,17 @@ class ProjectApp:
         return Branches(self)
 
     # -- read -----------------------------------------------------------------------------------
-    def get(self, record_id: str) -> Record | None:
-        """A record by id, or by a unique prefix of it (the 8 characters search and lineage print)."""
-        found = self.store.get(record_id)
+    def get(self, record_id: str, branch: str | None = None) -> Record | None:
+        """A record by id, or by a unique prefix of it (the 8 characters search and lineage print); with
+        ``branch``, only a record that branch reads (through its view)."""
+        on = self.use_branch(branch).branch_name if branch else None
+        found = self.store.get(record_id, branch=on)
         if found is not None or len(record_id) >= 36:
             return found
         matches = self.store.ids_with_prefix(record_id)
         if len(matches) > 1:
             raise BadInputError(f"record id prefix {record_id!r} matches several records; give more characters")
-        return self.store.get(matches[0]) if matches else None
+        return self.store.get(matches[0], branch=on) if matches else None
 
     def records(self, step: str, branch: str | None = None) -> list[Record]:
         return self.store.list(step=step, branch=self.use_branch(branch).branch_name)

@@ -58,8 +58,8 @@ class Pipeline(PipelineDefinition):
     def store(self) -> Any:
         return self.app.store
 
-    def get(self, record_id: str) -> Record | None:
-        return self.app.get(record_id)
+    def get(self, record_id: str, branch: str | None = None) -> Record | None:
+        return self.app.get(record_id, branch)
 
     def records(self, step: str, branch: str | None = None) -> list[Record]:
         return self.app.records(step, branch)

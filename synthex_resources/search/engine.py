@@ -176,7 +176,7 @@ class SearchEngine:
         order = sorted(fused, key=lambda i: (-fused[i], i))
         want = len(order) if config.reranker is not None else k
         kept, collapsed = self._collapse(order, config.dedup_cosine, want, in_memory)
-        rows = self.store.rows_by_id(kept)
+        rows = self.store.rows_by_id(kept, branch=branch)  # the rows this branch reads
         hits = []
         for rid in kept:
             if rid not in rows:

@@ -87,7 +87,7 @@ def _build_scope(engine: SearchEngine, where: str) -> _Scope:
     # Walk down the sources until records without sources: those are the leaves.
     frontier = {s for r in rows.values() for s in r.get("sources") or [] if s not in rows}
     while frontier:
-        fetched = engine.store.rows_by_id(sorted(frontier), columns)
+        fetched = engine.store.rows_by_id(sorted(frontier), columns)  # any row of an id: same content
         rows |= fetched
         frontier = {s for r in fetched.values() for s in r.get("sources") or [] if s not in rows}
 
@@ -222,5 +222,5 @@ def leaf_sum_search(engine: SearchEngine, query: str, steps: list[str] | None, b
         kth = np.partition(total[candidates], -k)[-k]
         candidates = candidates[total[candidates] >= kth]
     order = candidates[np.lexsort((scope.tiebreak[candidates], -total[candidates]))][:k]
-    rows = engine.store.rows_by_id([scope.leaf_ids[i] for i in order], LIGHT_COLUMNS)
+    rows = engine.store.rows_by_id([scope.leaf_ids[i] for i in order], LIGHT_COLUMNS, branch=branch)
     return [engine._hit(rows[scope.leaf_ids[i]], float(total[i]), {}) for i in order if scope.leaf_ids[i] in rows]
