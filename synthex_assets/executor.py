@@ -175,7 +175,7 @@ class StepExecutor:
                 self.store.record_step_stats(self.run_id, self.pipeline.name, self.step.name, now_iso(),
                                              [(branch, period, RunStats(errors=1,
                                                                         duration=time.monotonic() - started))])
-                if isinstance(exc, SynthexError) and not isinstance(exc, StepError):  # e.g. the LLM is down
+                if isinstance(exc, SynthexError) and not str(exc).startswith("step "):  # e.g. the LLM is down
                     raise StepError(f"step {self.step.name!r} {branch}|{period}: {exc}") from exc
                 raise
             part.stats.duration = time.monotonic() - started
