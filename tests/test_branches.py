@@ -61,6 +61,19 @@ def test_a_branch_reads_its_parent_and_recomputes_only_what_it_changes(ran):
     assert main.run(branch="better-summaries").steps == []  # a no-change run computes nothing
     hits = main.search("conversation", step="summaries", branch="better-summaries", k=3)
     assert hits and {h.id for h in hits} <= {r.id for r in ours}
+    # A lookup with a branch returns the row that branch reads.
+    assert main.get(ours[0].id, branch="better-summaries").branch == "better-summaries"
+    assert main.get(ours[0].id, branch="main") is None  # main does not read the branch's summaries
+    transcript = main.records("transcripts")[0]
+    assert main.get(transcript.id[:8], branch="better-summaries").branch == "main"  # read through main
+    # Delete removes only the branch's own rows; main cannot go.
+    before = {s: [r.id for r in main.records(s)] for s in STEPS}
+    out = main.app.branches.delete("better-summaries")
+    assert out["records_deleted"] > 0 and own_rows(main, "better-summaries") == []
+    assert {s: [r.id for r in main.records(s)] for s in STEPS} == before
+    assert not (ran / "branches" / "better-summaries.py").exists()
+    with pytest.raises(SynthexError, match="main cannot be deleted"):
+        main.app.branches.delete("main")
 
 
 def test_diff_promote_then_main_computes_nothing(ran):
@@ -86,20 +99,8 @@ def test_diff_promote_then_main_computes_nothing(ran):
     assert fresh.for_branch("better-summaries").owned_steps() == []
 
 
-def test_delete_removes_only_the_branch_rows_and_main_cannot_go(ran):
-    main = load(ran)
-    make_branch(ran)
-    main.run(branch="better-summaries")
-    before = {s: [r.id for r in main.records(s)] for s in STEPS}
-    out = main.app.branches.delete("better-summaries")
-    assert out["records_deleted"] > 0 and own_rows(main, "better-summaries") == []
-    assert {s: [r.id for r in main.records(s)] for s in STEPS} == before
-    assert not (ran / "branches" / "better-summaries.py").exists()
-    with pytest.raises(SynthexError, match="main cannot be deleted"):
-        main.app.branches.delete("main")
-
-
-def test_a_branch_whose_file_is_gone_is_one_line(ran):
+def test_a_branch_whose_file_is_gone_is_one_line(project):
+    ran = project  # nothing needs to have run
     main = load(ran)
     with pytest.raises(PipelineDefinitionError, match=r"branch 'nope': its definition .*branches/nope.py is gone"):
         main.stats(branch="nope")
@@ -107,8 +108,8 @@ def test_a_branch_whose_file_is_gone_is_one_line(ran):
     assert proc.returncode == 2 and "is gone" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_overrides_keep_names_and_inputs(ran):
-    main = load(ran)
+def test_overrides_keep_names_and_inputs(project):
+    main = load(project)
     branch = main.branch("x")
     with pytest.raises(PipelineDefinitionError, match="keeps the step's inputs"):
         branch.transform("summaries", from_="chatgpt", prompt=lambda r: "x")
@@ -196,7 +197,8 @@ def test_a_promote_cut_short_finishes_when_run_again(ran, monkeypatch):
     assert own_rows(fresh, "better-summaries") == [] and fresh.plan().steps == []
 
 
-def test_a_parent_cycle_and_an_unknown_branch_are_one_line(ran):
+def test_a_parent_cycle_and_an_unknown_branch_are_one_line(project):
+    ran = project  # nothing needs to have run
     for name, parent in (("x", "y"), ("y", "x")):
         create_branch_file(ran, name, parent)
     proc = synthex("stats", "--branch", "x", "--project", str(ran), check=False)
@@ -205,13 +207,3 @@ def test_a_parent_cycle_and_an_unknown_branch_are_one_line(ran):
     gone = synthex("branch", "delete", "typo", "--project", str(ran), check=False)
     assert gone.returncode == 2 and gone.stderr.startswith("error: no branch 'typo'")
 
-
-def test_get_with_a_branch_returns_the_row_that_branch_reads(ran):
-    main = load(ran)
-    make_branch(ran)
-    main.run(branch="better-summaries")
-    ours = main.records("summaries", branch="better-summaries")[0]
-    assert main.get(ours.id, branch="better-summaries").branch == "better-summaries"
-    assert main.get(ours.id, branch="main") is None  # main does not read the branch's summaries
-    transcript = main.records("transcripts")[0]
-    assert main.get(transcript.id[:8], branch="better-summaries").branch == "main"  # read through main
