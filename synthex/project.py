@@ -36,19 +36,25 @@ def demo_pipeline(project_dir: str | Path) -> PipelineDefinition:
     return pipeline_from_file(demo, root)
 
 
-def pipeline_from_file(path: Path, root: Path) -> PipelineDefinition:
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))  # so prompt functions resolve as "pipeline:fn" (TOML export)
-    spec = importlib.util.spec_from_file_location("pipeline", path)
+def exec_file_module(module_name: str, path: Path) -> ModuleType:
+    """Run a project's Python file as module ``module_name``; any error in it is one line naming it."""
+    spec = importlib.util.spec_from_file_location(module_name, path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
-    sys.modules["pipeline"] = module
+    sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
     except PipelineDefinitionError:
         raise
     except Exception as exc:
         raise PipelineDefinitionError(f"{path}: failed to load: {type(exc).__name__}: {exc}") from exc
+    return module
+
+
+def pipeline_from_file(path: Path, root: Path) -> PipelineDefinition:
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))  # so prompt functions resolve as "pipeline:fn" (TOML export)
+    module = exec_file_module("pipeline", path)
     found = getattr(module, "pipeline", None)
     if not isinstance(found, PipelineDefinition):
         found = next((v for v in vars(module).values() if isinstance(v, PipelineDefinition)), None)
@@ -189,16 +195,7 @@ def branch_module(root: str | Path, name: str) -> ModuleType:
     loaded = sys.modules.get(module_name)
     if loaded is not None and getattr(loaded, "__synthex_stamp__", None) == (str(path), stamp):
         return loaded
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except PipelineDefinitionError:
-        raise
-    except Exception as exc:
-        raise PipelineDefinitionError(f"{path}: failed to load: {type(exc).__name__}: {exc}") from exc
+    module = exec_file_module(module_name, path)
     if not callable(getattr(module, "overrides", None)):
         raise PipelineDefinitionError(f"{path}: defines no `overrides(pipeline)` function")
     module.__synthex_stamp__ = (str(path), stamp)
