@@ -53,7 +53,6 @@ class StepResult:
     index: dict[str, object] = field(default_factory=dict)
     hooks_fired: list[str] = field(default_factory=list)
     hook_error: str = ""
-    inherited: list[str] = field(default_factory=list)  # branches that read this step through a parent
 
     @staticmethod
     def combine(results: list[StepResult]) -> StepResult:
@@ -63,7 +62,6 @@ class StepResult:
         for r in results:
             out.outcomes += r.outcomes
             out.hooks_fired += r.hooks_fired
-            out.inherited += r.inherited
             out.hook_error = "; ".join(e for e in (out.hook_error, r.hook_error) if e)
             out.index = r.index or out.index
             for name, (passed, detail) in r.checks.items():
@@ -124,11 +122,11 @@ class StepExecutor:
             for branch, periods in by_branch.items():
                 # Each branch runs its own definition; a step it inherits is its parent's (nothing to do).
                 definition = self.pipeline.for_branch(branch)
-                self.store.set_view(branch, definition.serving_branches())
-                if self.step.name not in definition.owned_steps():
+                serving = definition.serving_branches()  # hashes every step's source: once per branch
+                self.store.set_view(branch, serving)
+                if serving[self.step.name] != branch:
                     note = f"branch {branch!r} reads step {self.step.name!r} through its parent (copy-on-write)"
-                    results.append(StepResult(inherited=[branch], checks={c: (True, note)
-                                                                          for c in (PROVENANCE, UP_TO_DATE, HOOKS)}))
+                    results.append(StepResult(checks={c: (True, note) for c in (PROVENANCE, UP_TO_DATE, HOOKS)}))
                     continue
                 executor = StepExecutor(definition, definition.steps[self.step.name], self.store, self.llm,
                                         self.reporter, self.run_id, self.full)

@@ -46,8 +46,9 @@ def compute_partition_plan(pipeline: PipelineDefinition, store: RecordStore, bra
     """Work on ``branch``, run by its own definition (``pipeline.for_branch``). Steps the branch
     inherits (copy-on-write) are read through its parent and never planned here."""
     pipeline = pipeline.for_branch(branch)
-    store.set_view(branch, pipeline.serving_branches())
-    owned = set(pipeline.owned_steps())
+    serving = pipeline.serving_branches()
+    store.set_view(branch, serving)
+    owned = {s for s, b in serving.items() if b == branch}
     selected = [s for s in selected if s in owned]
     snapshot = SnapshotContext.of(store.list(branch=branch), branch)
     periods = set(snapshot.periods())
