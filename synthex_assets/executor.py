@@ -1,8 +1,8 @@
 """Executing one step over the (branch, period) partitions a run selected.
 
 Plain Python (the step asset wraps it): partitions go branch by branch, periods in chronological
-order. Upstream records are read once per chunk of periods and each chunk is written in two commits
-(upsert, then delete superseded rows), except for a fold, which writes every period before the next
+order. Upstream records are read once per chunk of periods and each chunk is written in one commit
+(new rows upserted, superseded rows deleted: readers never see a half-written partition), except for a fold, which writes every period before the next
 one reads it as its previous state. After writing: the three asset checks' verdicts, the FTS index
 folded once, and the due projection hooks of this step delivered (synthex_resources.hook_deliveries).
 """

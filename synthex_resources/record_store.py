@@ -317,22 +317,30 @@ class RecordStore:
             "vector": None if vector is None else [float(x) for x in vector],
         }
 
-    def upsert(self, records: list[Record], embed: bool = True) -> int:
+    def upsert(self, records: list[Record], embed: bool = True, delete_where: str | None = None) -> int:
         """Upsert by id; returns rows written. With ``embed`` the records get vectors now (each distinct
         text embedded once); without, their vector stays empty until a dense search needs it
-        (``ensure_vectors``)."""
+        (``ensure_vectors``). With ``delete_where``, the rows matching that filter and not among
+        ``records`` (by row key) are deleted in the same commit: readers see all of it or none."""
         if not records:
+            if delete_where is not None:
+                self.delete_rows(RECORDS, delete_where)
             return 0
         if embed:
             self._fill_vectors(records)
         tbl = self.records_table(create=True)
         data = pa.Table.from_pylist([self._row(r, r.embedding) for r in records], schema=tbl.schema)
+
+        def merge() -> Any:
+            builder = (tbl.merge_insert(ROW_KEY)
+                       .when_matched_update_all(where="target.content != source.content")
+                       .when_not_matched_insert_all())
+            if delete_where is not None:
+                builder = builder.when_not_matched_by_source_delete(delete_where)
+            return builder.execute(data, on_bad_vectors="null")  # a record written without a vector keeps it empty
+
         with self._lock:
-            with_commit_retry(lambda: (tbl.merge_insert(ROW_KEY)
-                                       .when_matched_update_all(where="target.content != source.content")
-                                       .when_not_matched_insert_all()
-                                       # a record written without a vector keeps it empty
-                                       .execute(data, on_bad_vectors="null")))
+            with_commit_retry(merge)
         return len(records)
 
     def _fill_vectors(self, records: list[Record]) -> None:
@@ -400,16 +408,24 @@ class RecordStore:
 
     def write_partitions(self, step: str, branch: str, parts: dict[str, tuple[list[Record], set[str]]],
                          embed: bool = True) -> dict[str, int]:
-        """Several partitions of one step in two commits: upsert all new records, then delete the rows
-        each partition no longer expects. Returns rows removed per period.
+        """Several partitions of one step in ONE commit: upsert all new records and delete the rows each
+        partition no longer expects (ids stored in it, on the branch serving it, not in its keep set)
+        with a single ``merge_insert``. Returns rows removed per period.
 
-        The order matters for crash safety: a kill between the two leaves old and new rows, which the
-        next plan sees as stale rows and removes; it never leaves a partition without its records.
+        A reader (search, stats, the UI) sees each partition as it was or as it is now, never old and new
+        rows together; a kill before the commit leaves the partitions as they were (the next plan redoes
+        them), a kill after it leaves them done.
         """
-        self.upsert([r for new, _ in parts.values() for r in new], embed=embed)
         stored = self.partition_id_sets(step, branch, list(parts))
         stale = {period: stored[period] - keep for period, (_, keep) in parts.items()}
-        self.delete_ids([i for ids in stale.values() for i in ids], branch=self.serving(step, branch))
+        gone = sorted({i for ids in stale.values() for i in ids})
+        delete_where = None
+        if gone:
+            # Exactly the rows ``partition_id_sets`` read (this step's rows on its serving branch, in
+            # these periods) that are no longer expected.
+            delete_where = (f"{self.scope(branch, [step])} AND period IN (" + ",".join(q(p) for p in parts)
+                            + ") AND id IN (" + ",".join(q(i) for i in gone) + ")")
+        self.upsert([r for new, _ in parts.values() for r in new], embed=embed, delete_where=delete_where)
         return {period: len(ids) for period, ids in stale.items()}
 
     def move_step_rows(self, step: str, from_branch: str, to_branch: str, marker: str) -> int:
