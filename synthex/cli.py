@@ -178,6 +178,41 @@ def run(step: str | None, from_: str | None, full: bool, wait: bool, allow_delet
 
 
 @main.command()
+@click.option("--source", default=None, help="Only this source (and what is downstream of it).")
+@click.option("--no-wait", "no_wait", is_flag=True, help="Refuse instead of waiting when a run holds the branch.")
+@click.option("--allow-deletions", is_flag=True,
+              help="Proceed when a source lost more than 20 %% of its items (or became empty).")
+@click.option("--verbose", is_flag=True, help="Also print Dagster's own run log (always kept in the UI).")
+@branch_option
+@project_option
+@json_option
+def sync(source: str | None, no_wait: bool, allow_deletions: bool, verbose: bool, branch: str, project: str,
+         as_json: bool) -> None:
+    """One sync pass: fetch API pages, find what each source gained / changed / lost since the last
+    sync, and run what that makes dirty (what the sensors do while `synthex ui` runs)."""
+    from synthex.progress import TerminalProgress
+
+    pipe = load_project(project)
+    branch = pick_branch(pipe, branch)
+    pipe.source_steps([source] if source else None)  # an unknown source is one line before anything runs
+    report = pipe.app.sync(source=source, branch=branch, progress=None if as_json else TerminalProgress(
+        pipe.select(None, source)), wait=not no_wait, on_wait=lambda msg: click.echo(msg, err=True),
+        allow_deletions=allow_deletions, verbose=verbose)
+    if as_json:
+        emit_json(report.to_dict())
+        return
+    for change in report.changes:
+        click.echo(change.summary())
+    run = report.run
+    if not run.dagster_run_ids:
+        click.echo(f"✓ memory up to date, nothing to run ({run.wall_s:.1f}s)")
+    else:
+        s = run.stats
+        click.echo(f"✓ synced in {run.wall_s:.1f}s  records: {s.output} created, {s.skipped} skipped, "
+                   f"{s.errors} errors  run: {run.id}")
+
+
+@main.command()
 @click.argument("step", required=False)
 @click.option("--from", "from_", default=None)
 @click.option("--full", is_flag=True)
@@ -554,6 +589,17 @@ def ui(port: int, open_browser: bool, project: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     os.execvpe(launch.args[0], launch.args, launch.env)
 
+
+def _add_commands_from_modules() -> None:
+    # Commands with a module of their own (their heavy imports happen inside the command).
+    from synthex.mcp_server import mcp_command
+    from synthex.sql_cli import sql_command
+
+    main.add_command(mcp_command)
+    main.add_command(sql_command)
+
+
+_add_commands_from_modules()
 
 if __name__ == "__main__":
     main()

@@ -178,7 +178,7 @@ class PipelineDefinition:
             step = self.steps[name]
             # A source's file is not in its version (moving an export must not reprocess it), but a
             # branch reading another export does not read its parent's records.
-            data = str(step.path()) if isinstance(step, SourceStep) else ""
+            data = step.describe() if isinstance(step, SourceStep) else ""
             out[name] = stable_hash("effective/v1", step.version_hash(), data, [out[u] for u in step.from_])[:24]
         return out
 
@@ -195,8 +195,54 @@ class PipelineDefinition:
         """Steps that have records of their own on this branch (the others are read through its parent)."""
         return [s for s, b in self.serving_branches().items() if b == self.branch_name]
 
-    def source(self, name: str, file: str | Path, format: str = "auto") -> SourceStep:
-        return self._add(SourceStep(name=name, file=str(file), format=format, base_dir=str(self.project_dir)))
+    def source(self, name: str, file: str | Path | None = None, format: str = "auto", *,
+               folder: str | Path | None = None, table: str | None = None, dsn: str | None = None,
+               pk: str | None = None, updated_at: str | None = None, created_at: str | None = None,
+               text: list[str] | None = None, stream: str | Path | None = None,
+               api: Callable[[Any], Any] | None = None) -> SourceStep:
+        """A source (design doc §3.1), exactly one of: ``file`` (an export; ``format`` or auto),
+        ``folder`` (notes dated by front matter, file name, else mtime), ``table`` in ``dsn``
+        (``duckdb:///x.duckdb`` / ``sqlite:///x.sqlite``) keyed by ``pk``, changes found by the
+        ``updated_at`` watermark or else a per-row hash, ``stream`` (an append-only JSONL file read
+        from its last offset; ``remember`` appends to it) or ``api`` (``fetch(cursor)`` yielding pages)."""
+        given = {k: v for k, v in (("file", file), ("folder", folder), ("table", table), ("stream", stream),
+                                   ("api", api)) if v is not None}
+        if len(given) != 1:
+            raise PipelineDefinitionError(f"source {name!r}: give exactly one of file=, folder=, table=, stream=, "
+                                          f"api= (got {', '.join(given) or 'none'})")
+        if table is None and any(v is not None for v in (dsn, pk, updated_at, created_at, text)):
+            raise PipelineDefinitionError(f"source {name!r}: dsn=, pk=, updated_at=, created_at= and text= "
+                                          f"belong to a table= source")
+        base = str(self.project_dir)
+        if folder is not None:
+            return self._add(SourceStep(name=name, file=str(folder), format="folder", base_dir=base))
+        if file is not None:
+            return self._add(SourceStep(name=name, file=str(file), format=format, base_dir=base))
+        if stream is not None:
+            return self._add(SourceStep(name=name, file=str(stream), format="stream", base_dir=base))
+        if api is not None:
+            if not callable(api):
+                raise PipelineDefinitionError(f"source {name!r}: api= must be a callable fetch(cursor) yielding pages")
+            return self._add(SourceStep(name=name, format="api", api=api, base_dir=base))
+        from synthex.importers.tables import TableSpec
+
+        if not dsn or not pk:
+            raise PipelineDefinitionError(f"source {name!r}: a table= source needs dsn= and pk=")
+        spec = TableSpec(dsn=dsn, table=str(table), pk=pk, updated_at=updated_at, created_at=created_at,
+                         text=tuple(text) if text else None)
+        return self._add(SourceStep(name=name, format="table", table=spec, base_dir=base))
+
+    def source_steps(self, only: list[str] | None = None) -> list[str]:
+        """The source steps (``only``: these, each checked to be one)."""
+        known = [s for s, st in self.steps.items() if isinstance(st, SourceStep)]
+        for name in only or []:
+            if name not in known:
+                raise PipelineDefinitionError(f"unknown source {name!r}; sources: {', '.join(known)}")
+        return list(only) if only else known
+
+    def stream_sources(self) -> list[str]:
+        """Source steps an agent can append to (``remember``)."""
+        return [s for s, st in self.steps.items() if isinstance(st, SourceStep) and st.format == "stream"]
 
     def transform(
         self,

@@ -11,11 +11,13 @@ from synthex.definition import PipelineDefinition
 from synthex_assets.naming import job_name
 from synthex_assets.partitions import STEP_PARTITIONS
 from synthex_assets.resources import build_resources
+from synthex_assets.sensors import build_live_definitions
 from synthex_assets.step_assets import build_step_assets
 
 
 def build_definitions(pipeline: PipelineDefinition, resources: Mapping[str, Any] | None = None) -> Definitions:
-    """Step assets, the pipeline's own job (named after the pipeline) and resources.
+    """Step assets, the pipeline's own job (named after the pipeline), the source sensors and the
+    reconcile schedule (synthex_assets.sensors), and resources.
 
     ``resources`` replaces the configured ones by key: a CLI run passes its live store, LLM client and
     progress bar; tests pass theirs, the way Dagster's example projects swap resources per environment.
@@ -31,4 +33,6 @@ def build_definitions(pipeline: PipelineDefinition, resources: Mapping[str, Any]
         # share one op, and parallel ops would only add LanceDB commit conflicts (docs/architecture.md).
         executor_def=in_process_executor,
     )
-    return Definitions(assets=assets, resources={**build_resources(pipeline), **(resources or {})}, jobs=[job])
+    sensors, schedules = build_live_definitions(pipeline)
+    return Definitions(assets=assets, resources={**build_resources(pipeline), **(resources or {})}, jobs=[job],
+                       sensors=sensors, schedules=schedules)

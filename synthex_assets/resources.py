@@ -5,14 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from dagster import ResourceDefinition
+from dagster_duckdb import DuckDBResource
 
 from synthex.definition import PipelineDefinition
 from synthex.progress import NullProgress
+from synthex_resources.cdc_state import CDC_FILE
 from synthex_resources.resources import LLMResource, RecordStoreResource, SearchResource
 
 
 def build_resources(pipeline: PipelineDefinition) -> dict[str, Any]:
     return {
+        # The sources' CDC state (cursors, watermarks, per-item hashes): sensors and `synthex sync` share it.
+        "cdc": DuckDBResource(database=str(pipeline.data_dir / CDC_FILE)),
         "store": RecordStoreResource(uri=pipeline.store_uri),
         "llm": LLMResource(),
         "search": SearchResource(uri=pipeline.store_uri, default_steps=pipeline.search_steps()),

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from dagster import DagsterInstance
 
     from synthex.app.branches import Branches
+    from synthex_resources.cdc_state import SourceChanges
     from synthex_resources.embedder import Embedder
     from synthex_resources.hook_deliveries import DeliveryReport, HookState
     from synthex_resources.record_store import RecordStore
@@ -34,6 +35,15 @@ if TYPE_CHECKING:
 
 HOOKS_CHECK = "hooks_delivered"  # the asset check of synthex_assets.checks (not imported: it loads Dagster)
 DELETION_THRESHOLD = 0.2  # share of a source's items an export may lose before a run asks first
+
+
+@dataclass
+class SyncReport:
+    changes: list[SourceChanges]
+    run: Run
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sources": [c.to_dict() for c in self.changes], "run": self.run.to_dict()}
 
 
 @dataclass
@@ -106,7 +116,7 @@ class ProjectApp:
             if isinstance(step, SourceStep) and stored.get(name, 0):
                 now = len(step.items())
                 if now < stored[name]:
-                    out.append(SourceShrinkage(name, str(step.path()), now, stored[name]))
+                    out.append(SourceShrinkage(name, step.describe(), now, stored[name]))
         return out
 
     def run(self, step: str | None = None, from_: str | None = None, full: bool = False, branch: str | None = None,
@@ -181,6 +191,62 @@ class ProjectApp:
             run.wall_s = time.monotonic() - started
             store.save_run(run)
         return run
+
+    # -- live memory: sync and remember (docs/architecture.md, "Live memory") ------------------------
+    def sync(self, source: str | None = None, branch: str | None = None, progress: ProgressReporter | None = None,
+             wait: bool = True, on_wait: Callable[[str], None] | None = None, allow_deletions: bool = False,
+             verbose: bool = False) -> SyncReport:
+        """One pass: fetch API pages, detect what each source gained / changed / lost since the last sync
+        (CDC state in DuckDB), run the dirty partitions of ``source`` (all sources: the whole pipeline)
+        and everything downstream, then record the sources' new state. The run's own planning decides
+        what to compute, so a sync after a failed one repairs whatever the state says."""
+        from synthex_resources.cdc_state import open_cdc_state
+        from synthex_resources.source_sync import detect_changes
+
+        with open_cdc_state(self.pipeline.data_dir) as cdc:  # held for milliseconds, never during the run
+            changes = detect_changes(self.pipeline, cdc, [source] if source else None)
+        run = self.run(from_=source, branch=branch, progress=progress, wait=wait, on_wait=on_wait,
+                       allow_deletions=allow_deletions, verbose=verbose)
+        with open_cdc_state(self.pipeline.data_dir) as cdc:
+            for change in changes:
+                cdc.commit(change)
+        return SyncReport(changes=changes, run=run)
+
+    def remember(self, text: str, *, id: str | None = None, created_at: str | None = None,
+                 metadata: dict[str, Any] | None = None, source: str | None = None) -> dict[str, Any]:
+        """Append what an agent says to the project's stream source; the next sync (a sensor tick,
+        ``synthex sync``, the MCP server) brings it into memory like any other data. Returns the item's
+        key, the id its record will have, the source and the stream file."""
+        from synthex.errors import SourceError
+        from synthex.hashing import fingerprint, materialization_key, record_id
+        from synthex.importers.jsonl import item_from_row
+        from synthex.sources.stream import append_lines, content_key
+
+        streams = self.pipeline.stream_sources()
+        if source is None and len(streams) != 1:
+            raise PipelineDefinitionError(
+                "remember needs a stream source: add pipeline.source(\"inbox\", stream=\"inbox.jsonl\")"
+                if not streams else f"several stream sources ({', '.join(streams)}): name one with source=")
+        name = source or streams[0]
+        if name not in streams:
+            raise PipelineDefinitionError(f"{name!r} is not a stream source; stream sources: {', '.join(streams) or 'none'}")
+        if not isinstance(text, str) or not text.strip():
+            raise BadInputError("remember: the text is empty")
+        row: dict[str, Any] = {"text": text, "created_at": created_at or now_iso()}
+        if id:
+            row["id"] = id
+        if metadata:
+            row["metadata"] = metadata
+        try:  # the same checks a stream line gets when read, before anything is written
+            item = item_from_row(row, "remember", None, {})
+        except SourceError as exc:
+            raise BadInputError(str(exc)) from None
+        step = self.pipeline.steps[name]
+        path = step.reader().path  # type: ignore[attr-defined]
+        append_lines(path, [row])
+        key = item.key or content_key(item)
+        record = record_id(materialization_key(name, step.version_hash(), [fingerprint(item.content)], key))
+        return {"id": key, "record_id": record, "source": name, "path": str(path)}
 
     # -- on_update hooks (at least once: synthex_resources.hook_deliveries) ---------------------------
     def hooks_due(self, branches: list[str] | None = None) -> list[HookState]:

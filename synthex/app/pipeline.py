@@ -79,6 +79,16 @@ class Pipeline(PipelineDefinition):
     def projection(self, name: str, branch: str | None = None) -> Record | None:
         return self.app.projection(name, branch)
 
+    def sync(self, source: str | None = None, branch: str | None = None, progress: ProgressReporter | None = None,
+             allow_deletions: bool = False) -> Any:
+        """Fetch API pages, detect what the sources gained / changed / lost, run what that makes dirty."""
+        return self.app.sync(source=source, branch=branch, progress=progress, allow_deletions=allow_deletions)
+
+    def remember(self, text: str, *, id: str | None = None, created_at: str | None = None,
+                 metadata: dict[str, Any] | None = None, source: str | None = None) -> dict[str, Any]:
+        """Append to the stream source (memory after the next sync)."""
+        return self.app.remember(text, id=id, created_at=created_at, metadata=metadata, source=source)
+
     def hooks_due(self, branches: list[str] | None = None) -> list[Any]:
         return self.app.hooks_due(branches)
 

@@ -42,7 +42,7 @@ def _too_deep(value: Any, depth: int) -> bool:
     return any(_too_deep(v, depth - 1) for v in children)
 
 
-def _row(line: bytes, where: str) -> dict[str, Any] | None:
+def row_of(line: bytes, where: str) -> dict[str, Any] | None:
     """The object on one line, or None for a blank line."""
     try:
         text = line.decode("utf-8-sig")  # utf-8-sig: a BOM on the first line is not an error
@@ -69,30 +69,42 @@ def parse(path: Path) -> list[SourceItem]:
     with handle:
         for lineno, line in enumerate(handle, start=1):
             where = f"{path}:{lineno}"
-            row = _row(line, where)
+            row = row_of(line, where)
             if row is None:
                 continue
-            content_field = "content" if row.get("content") is not None else "text"
-            content = get(row, content_field, str, where)
-            if content is None:
-                raise SourceError(f"{where}: missing required field 'content' (or 'text')")
-            time_field = "created_at" if row.get("created_at") is not None else "timestamp"
-            ts = get_time(row, time_field, where)
-            created = iso(ts) if ts else fallback
-            title = get_title(row, "title", where)
-            custom = get(row, "metadata", dict, where) or {}
-            if _too_deep(custom, MAX_METADATA_DEPTH):
-                raise SourceError(f"{where}: 'metadata' is nested deeper than {MAX_METADATA_DEPTH} levels")
-            item = SourceItem(
-                key=get_id(row, "id", where) or f"line-{lineno}",
-                content=content,
-                created_at=created,
-                metadata={
-                    "time": {"created_at": created},
-                    "chat": {"title": title} if title else {},
-                    "source": {"type": "jsonl", "path": str(path), "line": lineno},
-                    "custom": custom,
-                },
-            )
-            items.append(repaired(item, where))
+            item = item_from_row(row, where, fallback, {"type": "jsonl", "path": str(path), "line": lineno})
+            if item.key == "":
+                item.key = f"line-{lineno}"
+            items.append(item)
     return items
+
+
+def item_from_row(row: dict[str, Any], where: str, fallback_created: str | None,
+                  source: dict[str, Any]) -> SourceItem:
+    """One line's document (the fields above). ``fallback_created`` dates a line without a timestamp
+    (None: such a line is an error); an absent id gives an empty key for the caller to fill."""
+    content_field = "content" if row.get("content") is not None else "text"
+    content = get(row, content_field, str, where)
+    if content is None:
+        raise SourceError(f"{where}: missing required field 'content' (or 'text')")
+    time_field = "created_at" if row.get("created_at") is not None else "timestamp"
+    ts = get_time(row, time_field, where)
+    if ts is None and fallback_created is None:
+        raise SourceError(f"{where}: missing required field 'created_at' (or 'timestamp'): it dates the line")
+    created = iso(ts) if ts else fallback_created
+    title = get_title(row, "title", where)
+    custom = get(row, "metadata", dict, where) or {}
+    if _too_deep(custom, MAX_METADATA_DEPTH):
+        raise SourceError(f"{where}: 'metadata' is nested deeper than {MAX_METADATA_DEPTH} levels")
+    item = SourceItem(
+        key=get_id(row, "id", where) or "",
+        content=content,
+        created_at=created,
+        metadata={
+            "time": {"created_at": created},
+            "chat": {"title": title} if title else {},
+            "source": source,
+            "custom": custom,
+        },
+    )
+    return repaired(item, where)

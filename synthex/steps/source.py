@@ -1,18 +1,23 @@
-"""Source: brings an export file into the pipeline, one record per conversation/document."""
+"""Source: brings data into the pipeline, one record per conversation, document, row or stream line.
+
+Where the data comes from is the step's ``origin`` (``synthex.sources``): an export file or folder
+(the default, from ``file`` and ``format``), a DuckDB/SQLite table, an append-only stream or an API.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from synthex.hashing import fingerprint
-from synthex.importers import ParsedSource, SourceItem
+from synthex.importers import SourceItem
 from synthex.periods import month_of
 from synthex.record import Record
+from synthex.sources import ApiOrigin, FileOrigin, SourceOrigin, StreamOrigin
+from synthex.sources.file import IMPORTER_VERSION
 from synthex.steps.base import Audit, Step, StepContext, WorkItem
-
-IMPORTER_VERSION = "importers/v1"
 
 
 @dataclass
@@ -20,28 +25,55 @@ class SourceStep(Step):
     file: str = ""
     format: str = "auto"
     base_dir: str = ""  # relative ``file`` paths resolve against the pipeline's folder
+    table: Any = None  # a synthex.importers.tables.TableSpec: a DuckDB / SQLite table source
+    api: Callable[[Any], Any] | None = field(default=None, repr=False)  # fetch(cursor) yielding pages
     kind: ClassVar[str] = "source"
-    _parsed: ParsedSource = field(default_factory=ParsedSource, init=False, repr=False, compare=False)
+    _origin: SourceOrigin | None = field(default=None, init=False, repr=False, compare=False)
+    _origin_key: tuple = field(default=(), init=False, repr=False, compare=False)
 
     def path(self) -> Path:
         p = Path(self.file).expanduser()
         return p if p.is_absolute() or not self.base_dir else Path(self.base_dir) / p
 
+    def reader(self) -> SourceOrigin:
+        """The origin, built from the step's fields and kept (with its parse, offsets and caches) while
+        they are unchanged: paths resolve against the project folder, known only once it is loaded."""
+        key = (self.file, self.format, self.base_dir, self.table, id(self.api))
+        if self._origin is None or key != self._origin_key:
+            self._origin, self._origin_key = self._build_origin(), key
+        return self._origin
+
+    def _build_origin(self) -> SourceOrigin:
+        base = Path(self.base_dir or ".")
+        if self.table is not None:
+            from synthex.sources.table import TableOrigin
+
+            return TableOrigin(self.table, base)
+        if self.api is not None:
+            return ApiOrigin(self.api, base / ".synthex" / "sources" / f"{self.name}.jsonl")
+        if self.format == "stream":
+            return StreamOrigin(self.path())
+        return FileOrigin(self.path(), self.format)
+
+    def describe(self) -> str:
+        """Where the data is (a path; a dsn and table; a stream file; an API callable)."""
+        return self.reader().describe()
+
     def config(self) -> dict[str, Any]:
-        # The file path is not part of the version: moving an export must not reprocess it.
-        return {"format": self.format, "importer": IMPORTER_VERSION}
+        return self.reader().config()
 
     def toml_config(self) -> dict[str, Any]:
+        if self.table is not None or self.api is not None:
+            return self.reader().toml_config()
         return {"file": self.file, "format": self.format}
 
     def items(self) -> list[SourceItem]:
-        """The parsed export: parsed once while the file is unchanged (planner and run share it)."""
-        return self._parsed.items(self.path(), self.format)
+        """The source's current items (each origin keeps one parse while its data is unchanged)."""
+        return self.reader().items()
 
     def warnings(self) -> list[str]:
         """One line per thing the importer left out or repaired (e.g. a message without text)."""
-        self.items()
-        return self._parsed.warnings
+        return self.reader().warnings()
 
     def periods(self) -> list[str]:
         return sorted({month_of(i.created_at) for i in self.items()})

@@ -1,0 +1,196 @@
+"""Change-data-capture state of a project's sources, kept in DuckDB: what each source held when it
+was last synced, so a sync (or a sensor tick) can say what is new, changed or deleted.
+
+Per source: the origin's change token (equal tokens: nothing changed, nothing else is read), the
+``updated_at`` watermark of a watermarked table, and per item its key, content hash and period. A
+watermarked table is read incrementally (rows at or after the watermark) and its deletes are found
+by comparing the current primary keys with the stored ones; every other origin (files, folders,
+tables without a timestamp column, streams, API landings) is compared item by item on its hashes
+(``../shared/seeds/synaptic-streaming-invariance.md``: a watermark or a per-row content hash,
+deletes by a join against the stored primary keys).
+
+The class takes a DuckDB connection and knows nothing of Dagster: sensors hand it one from
+dagster-duckdb's ``DuckDBResource``, the CLI one from ``open_cdc_state``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from synthex.errors import SynthexError
+from synthex.importers import SourceItem
+from synthex.periods import month_of, now_iso
+from synthex.sources import SourceOrigin
+
+CDC_FILE = "cdc.duckdb"
+LOCK_WAIT_S = 10.0  # another process (a sensor tick, a sync) holds the DuckDB file: wait this long
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS cdc_sources (source VARCHAR, origin VARCHAR, token VARCHAR, watermark VARCHAR,
+                                        items BIGINT, synced_at VARCHAR);
+CREATE TABLE IF NOT EXISTS cdc_items (source VARCHAR, origin VARCHAR, key VARCHAR, hash VARCHAR, period VARCHAR);
+"""
+
+
+def item_hash(item: SourceItem) -> str:
+    """What a change of an item is: its text or its date (the two things its record is made of)."""
+    return hashlib.sha256(f"{item.created_at}\n{item.content}".encode()).hexdigest()[:32]
+
+
+@dataclass
+class SourceChanges:
+    """What one source gained, changed and lost since its last sync, and the periods that touches."""
+
+    source: str
+    origin: str
+    token: str
+    new: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    periods: list[str] = field(default_factory=list)
+    watermark: str | None = None
+    items: int = 0
+    token_unchanged: bool = False
+    pulled: int = 0  # API items fetched into the landing stream by this sync
+    _upserts: list[tuple[str, str, str]] = field(default_factory=list, repr=False)
+
+    @property
+    def any(self) -> bool:
+        return bool(self.new or self.changed or self.deleted)
+
+    def summary(self) -> str:
+        if self.token_unchanged:
+            return f"{self.source}: unchanged"
+        where = f" (periods {', '.join(self.periods[:6])}{' ...' if len(self.periods) > 6 else ''})" \
+            if self.periods else ""
+        pulled = f", {self.pulled} fetched" if self.pulled else ""
+        return (f"{self.source}: {len(self.new)} new, {len(self.changed)} changed, {len(self.deleted)} deleted"
+                f"{pulled}{where}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "origin": self.origin, "new": len(self.new), "changed": len(self.changed),
+                "deleted": len(self.deleted), "periods": self.periods, "items": self.items,
+                "unchanged": self.token_unchanged, "pulled": self.pulled}
+
+
+class CdcState:
+    def __init__(self, connection: duckdb.DuckDBPyConnection) -> None:
+        self.conn = connection
+        self.conn.execute(SCHEMA)
+
+    def _source_row(self, source: str, origin: str) -> tuple[str, str | None] | None:
+        row = self.conn.execute("SELECT token, watermark FROM cdc_sources WHERE source = ? AND origin = ?",
+                                [source, origin]).fetchone()
+        return (row[0], row[1]) if row else None
+
+    def _stored(self, source: str, origin: str) -> dict[str, tuple[str, str]]:
+        rows = self.conn.execute("SELECT key, hash, period FROM cdc_items WHERE source = ? AND origin = ?",
+                                 [source, origin]).fetchall()
+        return {k: (h, p) for k, h, p in rows}
+
+    def detect(self, source: str, origin: SourceOrigin) -> SourceChanges:
+        """Compare the origin with the stored state (nothing is written: ``commit`` does that)."""
+        where = origin.describe()
+        token = origin.token()
+        before = self._source_row(source, where)
+        if before is not None and before[0] == token:
+            return SourceChanges(source, where, token, token_unchanged=True)
+        stored = self._stored(source, where)
+        watermark = None
+        if getattr(origin, "watermarked", False):
+            # A watermarked table: only rows updated since the last sync are read and compared;
+            # deletes are the stored keys missing from the table's current primary keys.
+            candidates, keys, watermark = origin.changed_since(before[1] if before else None)  # type: ignore[attr-defined]
+            current = set(keys)
+        else:
+            candidates = origin.items()
+            current = {i.key for i in candidates}
+        changes = SourceChanges(source, where, token, watermark=watermark, items=len(current))
+        periods: set[str] = set()
+        for item in candidates:
+            digest, period = item_hash(item), month_of(item.created_at)
+            old = stored.get(item.key)
+            if old is not None and old[0] == digest:
+                continue
+            (changes.new if old is None else changes.changed).append(item.key)
+            periods.add(period)
+            if old is not None:
+                periods.add(old[1])
+            changes._upserts.append((item.key, digest, period))
+        changes.deleted = sorted(set(stored) - current)
+        periods.update(stored[k][1] for k in changes.deleted)
+        changes.periods = sorted(periods)
+        return changes
+
+    def commit(self, changes: SourceChanges) -> None:
+        """Make ``changes`` the stored state of its source, in one transaction."""
+        if changes.token_unchanged:
+            return
+        import pyarrow as pa
+
+        conn = self.conn
+        conn.execute("BEGIN TRANSACTION")
+        try:
+            gone = changes.deleted + [k for k, _, _ in changes._upserts]
+            if gone:
+                keys = pa.table({"key": pa.array(gone, pa.string())})  # noqa: F841 - scanned by name below
+                conn.execute("DELETE FROM cdc_items WHERE source = ? AND origin = ? AND key IN (SELECT key FROM keys)",
+                             [changes.source, changes.origin])
+            if changes._upserts:
+                rows = pa.table({"key": [k for k, _, _ in changes._upserts],  # noqa: F841
+                                 "hash": [h for _, h, _ in changes._upserts],
+                                 "period": [p for _, _, p in changes._upserts]})
+                conn.execute("INSERT INTO cdc_items SELECT ?, ?, key, hash, period FROM rows",
+                             [changes.source, changes.origin])
+            conn.execute("DELETE FROM cdc_sources WHERE source = ? AND origin = ?", [changes.source, changes.origin])
+            conn.execute("INSERT INTO cdc_sources VALUES (?, ?, ?, ?, ?, ?)",
+                         [changes.source, changes.origin, changes.token, changes.watermark, changes.items, now_iso()])
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def forget(self, source: str) -> None:
+        """Drop a source's state: its next sync compares every item again."""
+        self.conn.execute("DELETE FROM cdc_items WHERE source = ?", [source])
+        self.conn.execute("DELETE FROM cdc_sources WHERE source = ?", [source])
+
+    def sources(self) -> list[dict[str, Any]]:
+        rows = self.conn.execute("SELECT source, origin, token, watermark, items, synced_at FROM cdc_sources "
+                                 "ORDER BY source").fetchall()
+        return [dict(zip(("source", "origin", "token", "watermark", "items", "synced_at"), r, strict=True))
+                for r in rows]
+
+
+def connect_with_wait(path: Path, wait_s: float = LOCK_WAIT_S) -> duckdb.DuckDBPyConnection:
+    """A read-write DuckDB connection; a DuckDB file has one writing process at a time, so while a sensor
+    tick or another sync holds it, wait (a tick holds it for milliseconds)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + wait_s
+    delay = 0.02
+    while True:
+        try:
+            return duckdb.connect(str(path))
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+                raise SynthexError(f"{path}: the CDC state is busy or unreadable: {str(exc).splitlines()[0]}") from exc
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+
+@contextmanager
+def open_cdc_state(data_dir: Path) -> Iterator[CdcState]:
+    """The project's CDC state (``<data dir>/cdc.duckdb``), connection closed on exit."""
+    conn = connect_with_wait(data_dir / CDC_FILE)
+    try:
+        yield CdcState(conn)
+    finally:
+        conn.close()
