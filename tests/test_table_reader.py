@@ -7,7 +7,6 @@ import hashlib
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import duckdb
@@ -410,35 +409,3 @@ def test_importing_the_module_stays_cheap():
              "print(sorted(m for m in ('duckdb', 'sqlite3', 'pyarrow', 'lancedb', 'dagster') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
-
-
-# -- timing (printed, not asserted; docs/_drafts/sources.md) ----------------------------------------------
-
-
-def test_timing_on_100k_rows(tmp_path):
-    n = 100_000
-    duck = tmp_path / "big.duckdb"
-    conn = duckdb.connect(str(duck))
-    conn.execute(f"""CREATE TABLE notes AS SELECT i AS id, 'title ' || i AS title,
-                     repeat('body text ', 20) || i AS body,
-                     TIMESTAMP '2024-01-01' + to_seconds(i * 60) AS updated FROM range({n}) t(i)""")
-    rows = conn.execute("SELECT id, title, body, CAST(updated AS VARCHAR) FROM notes").fetchall()
-    conn.close()
-    lite = sqlite3.connect(tmp_path / "big.sqlite")
-    lite.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, title TEXT, body TEXT, updated TEXT)")
-    lite.executemany("INSERT INTO notes VALUES (?, ?, ?, ?)", rows)
-    lite.commit()
-    lite.close()
-    print()
-    for kind in KINDS:
-        for updated in ("updated", None):
-            spec = TableSpec(f"{kind}:///big.{kind}", "notes", "id", updated_at=updated)
-            figures = {}
-            for name, call in (("read_token", read_token), ("read_items", read_items)):
-                start = time.perf_counter()
-                result = call(spec, tmp_path)
-                figures[name] = time.perf_counter() - start
-            assert len(result) == n
-            mode = "watermark" if updated else "hash"
-            print(f"{kind:6} {n} rows, {mode:9} token: read_token {figures['read_token'] * 1000:7.1f} ms, "
-                  f"read_items {figures['read_items']:.2f} s")

@@ -43,10 +43,14 @@ class StreamOrigin(SourceOrigin):
         self._ident: tuple[int, int] | None = None
         self._head = b""
         self._by_key: dict[str, SourceItem] = {}
+        self._items: list[SourceItem] | None = None
 
     def items(self) -> list[SourceItem]:
+        """The current items; the same list object while nothing new was read (callers cache on it)."""
         self._read_new()
-        return list(self._by_key.values())
+        if self._items is None:
+            self._items = list(self._by_key.values())
+        return self._items
 
     def token(self) -> str:
         try:
@@ -86,6 +90,7 @@ class StreamOrigin(SourceOrigin):
         for line in data[: end + 1].split(b"\n")[:-1]:
             lineno += 1
             changes.append(self._parse(line, f"{self.path}:{lineno}"))
+        self._items = None
         for key, item in (c for c in changes if c is not None):
             if item is None:
                 self._by_key.pop(key, None)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 from synthex.importers import SourceItem
 from synthex.importers.tables import TableSpec, read_changed, read_items, read_token
 from synthex.sources.base import SourceOrigin
+
+TOKEN_TTL_S = 5.0
 
 
 class TableOrigin(SourceOrigin):
@@ -16,12 +19,21 @@ class TableOrigin(SourceOrigin):
     def __init__(self, spec: TableSpec, base_dir: Path) -> None:
         self.spec, self.base_dir = spec, base_dir
         self._token: str | None = None
+        self._checked = float("-inf")
         self._items: list[SourceItem] = []
 
     def items(self) -> list[SourceItem]:
+        """Every row; read again only when the table's token changed. The token is a query (a per-row
+        hash over a SQLite table without ``updated_at``), and one plan asks for the items of every
+        period: a burst of calls less than ``TOKEN_TTL_S`` apart shares one token check."""
+        now = time.monotonic()
+        if now - self._checked < TOKEN_TTL_S and self._token is not None:
+            self._checked = now
+            return self._items
         token = self.token()
         if token != self._token:  # one read per change of the table, however many callers ask
             self._items, self._token = read_items(self.spec, self.base_dir), token
+        self._checked = time.monotonic()
         return self._items
 
     def token(self) -> str:

@@ -152,8 +152,11 @@ class Step:
         return 0
 
     # -- helpers for subclasses ---------------------------------------------------------------
-    def item(self, ctx: StepContext, fingerprints: Sequence[str], group_key: str, **kw: Any) -> WorkItem:
-        key = materialization_key(self.name, self.version_hash(), list(fingerprints), group_key)
+    def item(self, ctx: StepContext, fingerprints: Sequence[str], group_key: str, version: str | None = None,
+             **kw: Any) -> WorkItem:
+        """``version``: the step's ``version_hash()``, when the caller makes many items at once (it hashes
+        the config and the prompt's source: computed once per partition, not once per record)."""
+        key = materialization_key(self.name, version or self.version_hash(), list(fingerprints), group_key)
         return WorkItem(key=key, id=record_id(key), group_key=group_key, **kw)
 
     def make_record(

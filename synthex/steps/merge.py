@@ -26,9 +26,11 @@ class MergeStep(Step):
             for rec in ctx.upstream(name):
                 by_print[fingerprint(rec.content)].append(rec)
         items = []
+        version = self.version_hash()
         for fp in sorted(by_print):
             members = sorted(by_print[fp], key=lambda r: (r.meta("time.created_at") or "", r.id))
-            items.append(self.item(ctx, [input_print(r.id, r.content) for r in members], fp, inputs=members))
+            items.append(self.item(ctx, [input_print(r.id, r.content) for r in members], fp, version,
+                                   inputs=members))
         return items
 
     def produce(self, items: list[WorkItem], ctx: StepContext) -> tuple[list[Record], int]:

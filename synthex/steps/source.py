@@ -30,6 +30,8 @@ class SourceStep(Step):
     kind: ClassVar[str] = "source"
     _origin: SourceOrigin | None = field(default=None, init=False, repr=False, compare=False)
     _origin_key: tuple = field(default=(), init=False, repr=False, compare=False)
+    _by_period: tuple[object, dict[str, list[SourceItem]]] = field(default=(None, {}), init=False, repr=False,
+                                                                   compare=False)
 
     def path(self) -> Path:
         p = Path(self.file).expanduser()
@@ -75,12 +77,24 @@ class SourceStep(Step):
         """One line per thing the importer left out or repaired (e.g. a message without text)."""
         return self.reader().warnings()
 
+    def items_by_period(self) -> dict[str, list[SourceItem]]:
+        """The items grouped by period, grouped once per parse (origins return the same list while
+        their data is unchanged): planning asks for every period of a 100k-row table."""
+        items = self.items()
+        if self._by_period[0] is not items:
+            grouped: dict[str, list[SourceItem]] = {}
+            for item in items:
+                grouped.setdefault(month_of(item.created_at), []).append(item)
+            self._by_period = (items, grouped)
+        return self._by_period[1]
+
     def periods(self) -> list[str]:
-        return sorted({month_of(i.created_at) for i in self.items()})
+        return sorted(self.items_by_period())
 
     def work(self, ctx: StepContext) -> list[WorkItem]:
-        items = [i for i in self.items() if month_of(i.created_at) == ctx.period]
-        return [self.item(ctx, [fingerprint(i.content)], i.key, payload=i) for i in items]
+        items = self.items_by_period().get(ctx.period, [])
+        version = self.version_hash()
+        return [self.item(ctx, [fingerprint(i.content)], i.key, version, payload=i) for i in items]
 
     def produce(self, items: list[WorkItem], ctx: StepContext) -> tuple[list[Record], int]:
         out = []

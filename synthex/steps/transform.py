@@ -44,7 +44,8 @@ class TransformStep(ModelStep):
 
     def work(self, ctx: StepContext) -> list[WorkItem]:
         inputs = ctx.upstream(self.from_[0])
-        return [self.item(ctx, [fingerprint(r.content)], r.id, inputs=[r]) for r in inputs]
+        version = self.version_hash()
+        return [self.item(ctx, [fingerprint(r.content)], r.id, version, inputs=[r]) for r in inputs]
 
     def _metadata(self, source: Record) -> dict[str, Any]:
         return {k: v for k, v in source.metadata.items() if k in ("time", "chat", "source", "custom")}
