@@ -2,6 +2,9 @@
 
 Metrics go to the materialization metadata (the UI plots them across materializations); an asset
 check compares them with thresholds from run config and can block downstream materializations.
+The per-question rows go to the project's ``eval_results`` DuckDB table through dagster-duckdb's
+``DuckDBResource`` (key ``eval_results_duckdb``, bound to the asset so that the plugin's Definitions
+carry it and the asset materializes on its own; the eval run id is the Dagster run id).
 A schedule (off by default) re-runs the eval nightly on ``main``.
 """
 
@@ -29,16 +32,19 @@ from dagster import (
     define_asset_job,
     schedule,
 )
+from dagster_duckdb import DuckDBResource
 
 from evals.architectures import project_architecture
 from evals.locomo_eval import evaluate_locomo
-from evals.report import chart, table
+from evals.report import chart, strip_questions, table, write_eval_results
 from synthex.definition import PipelineDefinition
 from synthex_assets.naming import asset_name
 from synthex_assets.partitions import BRANCHES
+from synthex_resources.sql import eval_results_path
 
 DEFAULT_LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10_dev7.json"
 CHECK = "retrieval_thresholds"
+EVAL_RESULTS_RESOURCE = "eval_results_duckdb"
 
 
 class LoCoMoEvalConfig(Config):
@@ -55,36 +61,51 @@ def chart_markdown(png: Path) -> str:
     return f"![LoCoMo retrieval](data:image/png;base64,{base64.b64encode(png.read_bytes()).decode('ascii')})"
 
 
-def eval_definitions(pipeline: PipelineDefinition, blocking: bool = False) -> Definitions:
+def eval_definitions(pipeline: PipelineDefinition, blocking: bool = False,
+                     eval_results: DuckDBResource | None = None) -> Definitions:
+    """``eval_results``: where the per-question rows go (default: the project's
+    ``.synthex/evals/eval_results.duckdb``, the file ``synthex sql`` reads)."""
+    results_db = eval_results or DuckDBResource(database=str(eval_results_path(pipeline.data_dir)))
     # Lineage: the eval searches the pipeline's search steps on the same branch.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BetaWarning)  # a stable mapping in practice; "beta" in Dagster 1.13
         by_branch = MultiToSingleDimensionPartitionMapping(partition_dimension_name="branch")
+        # ``resource_defs`` on an asset is "beta" too: bound so the asset materializes on its own.
+        decorate = asset(
+            name="eval_locomo",
+            deps=[AssetDep(asset_name(s), partition_mapping=by_branch) for s in pipeline.search_steps()],
+            partitions_def=BRANCHES,
+            group_name="evals",
+            kinds={"python"},
+            description=f"LoCoMo retrieval of pipeline `{pipeline.name}` on a branch (turn and session level).",
+            check_specs=[AssetCheckSpec(CHECK, asset="eval_locomo", blocking=blocking,
+                                        description="Every configured metric is at or above its threshold.")],
+            resource_defs={EVAL_RESULTS_RESOURCE: results_db},
+        )
 
-    @asset(
-        name="eval_locomo",
-        deps=[AssetDep(asset_name(s), partition_mapping=by_branch) for s in pipeline.search_steps()],
-        partitions_def=BRANCHES,
-        group_name="evals",
-        kinds={"python"},
-        description=f"LoCoMo retrieval of pipeline `{pipeline.name}` on a branch (turn and session level).",
-        check_specs=[AssetCheckSpec(CHECK, asset="eval_locomo", blocking=blocking,
-                                    description="Every configured metric is at or above its threshold.")],
-    )
-    def eval_locomo(context: AssetExecutionContext, config: LoCoMoEvalConfig) -> MaterializeResult:
+    @decorate
+    def eval_locomo(context: AssetExecutionContext, config: LoCoMoEvalConfig,
+                    eval_results_duckdb: DuckDBResource) -> MaterializeResult:
         branch = context.partition_key
         work = pipeline.data_dir / "evals" / "work" / "locomo"
         arch = project_architecture(pipeline.project_dir, branch)
         arch.mode = config.search_mode
         [result] = evaluate_locomo(Path(config.data), [arch], work, limit=config.limit, k=config.k,
                                    log=context.log.info)
+        if eval_results_duckdb.database != ":memory:":
+            Path(eval_results_duckdb.database).parent.mkdir(parents=True, exist_ok=True)
+        with eval_results_duckdb.get_connection() as con:
+            n_rows = write_eval_results(con, context.run_id, [result])
+        [result] = strip_questions([result], context.run_id)
         flat = {f"{level}/{name}": value for level in ("turn", "session")
                 for name, value in result["metrics"][level].items()}
         failing = {m: (flat.get(m), t) for m, t in config.thresholds.items() if flat.get(m, 0.0) < t}
         png = chart([result], pipeline.data_dir / "evals" / f"eval_locomo-{branch}.png")
         metadata = {k: float(v) for k, v in flat.items() if k.split("/")[1] in
                     ("recall_any@5", "recall_any@10", "recall_all@5", "recall_all@10", "ndcg_any@10", "mrr")}
-        metadata |= {"n_questions": result["n_questions"], "wall_s": result["wall_s"],
+        metadata |= {"eval_run_id": context.run_id, "question_rows": n_rows,
+                     "eval_results": MetadataValue.path(eval_results_duckdb.database),
+                     "n_questions": result["n_questions"], "wall_s": result["wall_s"],
                      "table": MetadataValue.md(table([result], "turn")), "chart": MetadataValue.md(chart_markdown(png)), "chart_file": MetadataValue.path(str(png))}
         return MaterializeResult(
             metadata=metadata,

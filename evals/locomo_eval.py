@@ -22,10 +22,14 @@ def ingest_conversation(arch: Architecture, sample_id: str, raw: list[dict[str, 
     return arch.ingest(work_dir / arch.work_key / path_segment(sample_id), "conversation.json", payload, "locomo-turns", embedder)
 
 
-def add_question(tally: Tally, question: Question, turns: list[str], session_of: dict[str, str]) -> None:
-    """Score one LoCoMo question's ranked turns (dia_ids) at turn and session level."""
+def add_question(tally: Tally, question: Question, turns: list[str], session_of: dict[str, str],
+                 question_id: str | None = None) -> None:
+    """Score one LoCoMo question's ranked turns (dia_ids) at turn and session level.
+
+    ``question_id``: ``<sample_id>/q<index in the sample's qa list>`` (default: its position in the tally)."""
     tally.add(turns, set(question.evidence), dedupe(session_of.get(t, "?") for t in turns),
-              set(question.evidence_sessions), CATEGORIES.get(question.category, str(question.category)))
+              set(question.evidence_sessions), CATEGORIES.get(question.category, str(question.category)),
+              question_id=question_id, question=question.question)
 
 
 def evaluate_locomo(data: Path, architectures: list[Architecture], work_dir: Path, limit: int | None = None,
@@ -50,11 +54,11 @@ def evaluate_locomo(data: Path, architectures: list[Architecture], work_dir: Pat
             pipe = ingest_conversation(arch, conv.sample_id, raw, work_dir, embedder)
             pipeline_name = pipe.name
             session_of = {t.dia_id: t.session_id for t in conv.turns}
-            questions = [q for q in conv.questions if q.evidence]
-            for question in questions:
+            questions = [(i, q) for i, q in enumerate(conv.questions) if q.evidence]
+            for index, question in questions:
                 hits = pipe.search(question.question, step=arch.steps, k=k, mode=arch.mode, branch=arch.branch)
                 turns = ranked_leaf_keys(hits, question.question, lambda r: r.meta("chat.message_id"), k)
-                add_question(tally, question, turns, session_of)
+                add_question(tally, question, turns, session_of, question_id=f"{conv.sample_id}/q{index}")
                 if qa and not question.adversarial:  # adversarial items have no answer to grade
                     from evals.qa import QAItem
 

@@ -47,7 +47,8 @@ def evaluate_longmemeval(data: Path, architectures: list[Architecture], work_dir
             turns = ranked_leaf_keys(hits, question.question, lambda r: r.meta("chat.message_id"), k)
             pipe.close()
             sessions = dedupe(t.rsplit("_", 1)[0] for t in turns)
-            tally.add(turns, gold_turns, sessions, gold_sessions, question.question_type)
+            tally.add(turns, gold_turns, sessions, gold_sessions, question.question_type,
+                      question_id=question.question_id, question=question.question)
             if question.question_type == "knowledge-update":
                 fresh_rows.append(freshness(sessions, evidence_by_time(question, gold_sessions), 5))
             if index % 25 == 0:

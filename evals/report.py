@@ -1,18 +1,144 @@
-"""Eval results on disk (``.synthex/evals/*.json``), comparison tables, PNG charts, markdown report."""
+"""Eval results on disk: the means per run as JSON (``.synthex/evals/*.json``), one row per question in
+the DuckDB table ``eval_results`` (``.synthex/evals/eval_results.duckdb``); comparison tables, PNG
+charts, markdown report.
+
+``write_eval_results(con, eval_run_id, results)`` takes a DuckDB connection and knows nothing of
+Dagster: the CLI passes a plain ``duckdb.connect``, the ``eval_locomo`` asset the connection of its
+``DuckDBResource`` (``evals/dagster_evals.py``).
+"""
 
 from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from evals.scoring import RECALL_KS
+from synthex.errors import SynthexError
+
 HEADLINE = ("recall_any@1", "recall_any@5", "recall_any@10", "recall_all@5", "recall_all@10", "ndcg_any@10", "mrr")
+EVAL_RESULTS_TABLE = "eval_results"
+# One row per (eval run, benchmark, architecture, question). Metric columns: the turn level unprefixed,
+# the session level prefixed ``session_``; NULL when the question has no gold at that level.
+METRICS = tuple(f"{name}@{k}" for name in ("recall", "recall_any", "recall_all", "ndcg_any") for k in RECALL_KS) + ("mrr",)
+ID_COLUMNS = (("eval_run_id", "VARCHAR"), ("benchmark", "VARCHAR"), ("architecture", "VARCHAR"), ("branch", "VARCHAR"),
+              ("mode", "VARCHAR"), ("pipeline", "VARCHAR"), ("data", "VARCHAR"), ("question_id", "VARCHAR"),
+              ("question", "VARCHAR"), ("category", "VARCHAR"), ("hits", "VARCHAR[]"), ("gold_turns", "VARCHAR[]"),
+              ("gold_sessions", "VARCHAR[]"))
 
 
-def save(results: list[dict[str, Any]], eval_dir: Path) -> Path:
+def metric_column(metric: str, level: str) -> str:
+    """``recall_any@10`` at turn level -> ``recall_any_at_10``; at session level -> ``session_recall_any_at_10``."""
+    name = metric.replace("@", "_at_")
+    return name if level == "turn" else f"{level}_{name}"
+
+
+def eval_results_columns() -> list[tuple[str, str]]:
+    metrics = [(metric_column(m, level), "DOUBLE") for level in ("turn", "session") for m in METRICS]
+    return [*ID_COLUMNS, *metrics, ("evaluated_at", "TIMESTAMP")]
+
+
+def question_rows(eval_run_id: str, results: list[dict[str, Any]], evaluated_at: datetime) -> list[dict[str, Any]]:
+    """The ``eval_results`` rows of ``results`` (each result's ``questions``, from ``Tally.result``)."""
+    rows = []
+    for r in results:
+        for q in r.get("questions", []):
+            row = {"eval_run_id": eval_run_id, "benchmark": r.get("benchmark"), "architecture": r.get("architecture"),
+                   "branch": r.get("branch"), "mode": r.get("mode"), "pipeline": r.get("pipeline"), "data": r.get("data"),
+                   "question_id": q["question_id"], "question": q.get("question", ""), "category": q.get("category"),
+                   "hits": q.get("hits", []), "gold_turns": q.get("gold_turns", []),
+                   "gold_sessions": q.get("gold_sessions", []), "evaluated_at": evaluated_at}
+            for level in ("turn", "session"):
+                scores = q.get(level) or {}
+                row |= {metric_column(m, level): scores.get(m) for m in METRICS}
+            rows.append(row)
+    return rows
+
+
+def write_eval_results(con: Any, eval_run_id: str, results: list[dict[str, Any]],
+                       evaluated_at: datetime | None = None) -> int:
+    """Write the per-question rows of ``results`` to table ``eval_results`` on the DuckDB connection ``con``.
+
+    Idempotent: the rows already stored for (``eval_run_id``, benchmark, architecture) of each result are
+    replaced, in one transaction. Creates the table (and adds columns an older file lacks). Returns the
+    number of rows written.
+    """
+    import pyarrow as pa
+
+    if not eval_run_id:
+        raise SynthexError("an eval run id is empty")
+    columns = eval_results_columns()
+    when = (evaluated_at or datetime.now(UTC)).astimezone(UTC).replace(tzinfo=None)
+    rows = question_rows(eval_run_id, results, when)
+    arrow_types = {"VARCHAR": pa.string(), "VARCHAR[]": pa.list_(pa.string()), "DOUBLE": pa.float64(),
+                   "TIMESTAMP": pa.timestamp("us")}
+    table = pa.Table.from_pylist(rows, schema=pa.schema([(n, arrow_types[t]) for n, t in columns]))
+    con.execute(f"CREATE TABLE IF NOT EXISTS {EVAL_RESULTS_TABLE} ("
+                + ", ".join(f'"{n}" {t}' for n, t in columns) + ")")
+    for name, kind in columns:
+        con.execute(f'ALTER TABLE {EVAL_RESULTS_TABLE} ADD COLUMN IF NOT EXISTS "{name}" {kind}')
+    scopes = sorted({(str(r.get("benchmark")), str(r.get("architecture"))) for r in results})
+    con.register("_synthex_eval_rows", table)
+    try:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            for benchmark, architecture in scopes:
+                con.execute(f"DELETE FROM {EVAL_RESULTS_TABLE} WHERE eval_run_id = ? AND benchmark = ? "
+                            "AND architecture = ?", [eval_run_id, benchmark, architecture])
+            con.execute(f"INSERT INTO {EVAL_RESULTS_TABLE} BY NAME SELECT * FROM _synthex_eval_rows")
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+    finally:
+        con.unregister("_synthex_eval_rows")
+    return len(rows)
+
+
+def connect_eval_results(path: Path, attempts: int = 10) -> Any:
+    """A read-write DuckDB connection on the eval results file (another process may hold it a moment)."""
+    import duckdb
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    delay = 0.05
+    for attempt in range(attempts):
+        try:
+            return duckdb.connect(str(path))
+        except duckdb.IOException as exc:
+            if attempt == attempts - 1:
+                raise SynthexError(f"{path}: cannot open the eval results ({str(exc).splitlines()[0]})") from None
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+    raise AssertionError("unreachable")
+
+
+def save_eval_results(results: list[dict[str, Any]], path: Path, eval_run_id: str) -> int:
+    """``write_eval_results`` through a plain DuckDB connection on ``path`` (the CLI's path)."""
+    con = connect_eval_results(path)
+    try:
+        return write_eval_results(con, eval_run_id, results)
+    finally:
+        con.close()
+
+
+def default_eval_run_id(results: list[dict[str, Any]], stamp: str) -> str:
+    """``<stamp>-<benchmark>``: the stem of the JSON file ``save(results, eval_dir, stamp)`` writes."""
+    return f"{stamp}-{results[0]['benchmark']}"
+
+
+def strip_questions(results: list[dict[str, Any]], eval_run_id: str) -> list[dict[str, Any]]:
+    """The results without their per-question rows (those live in DuckDB), tagged with the eval run id."""
+    for r in results:
+        r.pop("questions", None)
+        r["eval_run_id"] = eval_run_id
+    return results
+
+
+def save(results: list[dict[str, Any]], eval_dir: Path, stamp: str | None = None) -> Path:
     eval_dir.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
+    stamp = stamp or time.strftime("%Y%m%d-%H%M%S")
     path = eval_dir / f"{stamp}-{results[0]['benchmark']}.json"
     path.write_text(json.dumps(results, indent=2), encoding="utf-8")
     return path

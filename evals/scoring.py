@@ -1,4 +1,10 @@
-"""Per-question metric rows for one architecture, and the result fields every eval reports."""
+"""Per-question metric rows for one architecture, and the result fields every eval reports.
+
+``Tally.result`` carries, besides the means, one row per question under ``questions`` (id, text,
+category, ranked hits, gold, and the metrics at turn and session level, with the fraction of the gold
+found in the top k as ``recall@k``). The eval commands and the eval asset take that list out of the
+result and write it to the project's ``eval_results`` DuckDB table (``evals/report.py``).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,18 @@ from typing import Any
 
 from evals.metrics import mean, score
 
+RECALL_KS = (1, 3, 5, 10)
+
+
+def recall_at(ranked: Sequence[str], gold: set[str], k: int) -> float:
+    """The share of the gold items found in the top k (recall@k in its textbook sense)."""
+    return len(gold & set(ranked[:k])) / len(gold) if gold else 0.0
+
+
+def with_recall(scores: dict[str, float], ranked: Sequence[str], gold: set[str]) -> dict[str, float]:
+    """One question's metrics at one level: ``metrics.score``'s plus ``recall@k`` (per question only)."""
+    return scores | {f"recall@{k}": recall_at(ranked, gold, k) for k in RECALL_KS}
+
 
 class Tally:
     """Collects turn and session scores; ``by_category`` groups the ``category_level`` rows."""
@@ -19,11 +37,16 @@ class Tally:
         self.turn: list[dict[str, float]] = []
         self.session: list[dict[str, float]] = []
         self.by_category: dict[str, list[dict[str, float]]] = defaultdict(list)
+        self.questions: list[dict[str, Any]] = []  # one row per question: see ``add``
         self.started = time.perf_counter()
 
     def add(self, turns: Sequence[str], gold_turns: set[str], sessions: Sequence[str], gold_sessions: set[str],
-            category: str) -> None:
-        """A question without gold turns (LongMemEval abstention-style sessions) adds a session row only."""
+            category: str, *, question_id: str | None = None, question: str = "") -> None:
+        """A question without gold turns (LongMemEval abstention-style sessions) adds a session row only.
+
+        ``question_id`` defaults to the question's position in this tally (``#1``, ``#2``...), the same
+        for every architecture scored on the same data.
+        """
         rows = {"session": score(sessions, gold_sessions)}
         if gold_turns:
             rows["turn"] = score(turns, gold_turns)
@@ -31,6 +54,11 @@ class Tally:
         self.session.append(rows["session"])
         if self.category_level in rows:
             self.by_category[category].append(rows[self.category_level])
+        self.questions.append({
+            "question_id": question_id or f"#{len(self.questions) + 1}", "question": question, "category": category,
+            "hits": list(turns), "gold_turns": sorted(gold_turns), "gold_sessions": sorted(gold_sessions),
+            "turn": with_recall(rows["turn"], turns, gold_turns) if gold_turns else None,
+            "session": with_recall(rows["session"], sessions, gold_sessions)})
 
     def result(self, **head: Any) -> dict[str, Any]:
         return head | {
@@ -39,4 +67,5 @@ class Tally:
             "by_category": {c: mean(v) | {"n": len(v)} for c, v in sorted(self.by_category.items())},
             "wall_s": round(time.perf_counter() - self.started, 1),
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            "questions": self.questions,
         }

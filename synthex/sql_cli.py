@@ -31,8 +31,12 @@ def sql_command(query: str, project: str, as_json: bool, as_csv: bool, eval_resu
     """Run a read-only SQL QUERY (DuckDB) over the records, runs and eval results.
 
     Views: records (every column but vector), record_vectors (id, branch, step, vector), runs, run_steps,
-    and eval_results (one row per eval question) once `synthex eval` has run. Example:
-    synthex sql "select step, count(*) from records where branch = 'main' group by 1"
+    and eval_results (one row per eval question) once `synthex eval` has run.
+
+    \b
+    Examples:
+      synthex sql "select step, count(*) from records where branch = 'main' group by 1"
+      synthex sql "select category, avg(recall_at_10) from eval_results group by 1" --json
     """
     from synthex.errors import BadInputError
     from synthex.project import load_pipeline

@@ -50,7 +50,7 @@ RECORD_VECTORS = "record_vectors"
 # Tables looked for on an object store (a local store is listed instead, so new tables show up).
 KNOWN_TABLES = (RECORDS, RUNS, RUN_STEPS, LLM_CACHE, "hook_deliveries")
 READ_STATEMENTS = {"SELECT", "EXPLAIN"}
-_EXPLAIN = re.compile(r"^\s*explain\s+(analyze\s+)?", re.IGNORECASE)
+_EXPLAIN = re.compile(r"^\s*explain\s+(analyze\s+)?(\([^)]*\)\s*)?", re.IGNORECASE)
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -134,7 +134,10 @@ class SqlConsole:
             try:
                 self.con.execute(f"ATTACH {literal} AS {EVAL_CATALOG} (READ_ONLY)")
                 break
-            except duckdb.IOException as exc:
+            except duckdb.Error as exc:
+                locked = isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower()
+                if not locked:
+                    raise SynthexError(f"{path}: cannot read the eval results ({one_line(exc)})") from None
                 if attempt == 7:
                     raise SynthexError(f"{path}: the eval results are being written by another process, try again "
                                        f"({one_line(exc)})") from None
@@ -160,10 +163,14 @@ class SqlConsole:
         for stmt in statements:
             kind = stmt.type.name
             if kind == "EXPLAIN":  # EXPLAIN ANALYZE runs what it explains: check that too
-                inner = self.con.extract_statements(_EXPLAIN.sub("", stmt.query, count=1))
-                kind = next((s.type.name for s in inner if s.type.name not in READ_STATEMENTS), "EXPLAIN")
+                try:
+                    inner = self.con.extract_statements(_EXPLAIN.sub("", stmt.query, count=1))
+                except duckdb.Error:
+                    inner = []
+                kinds = [s.type.name for s in inner]
+                kind = "EXPLAIN" if kinds and set(kinds) <= READ_STATEMENTS else f"EXPLAIN {' '.join(kinds) or '?'}"
             if kind not in READ_STATEMENTS:
-                raise BadInputError(f"synthex sql is read-only: a {kind} statement is refused (records are written "
+                raise BadInputError(f"synthex sql is read-only: {kind} statements are refused (records are written "
                                     f"by `synthex run`, eval results by `synthex eval`)")
         return statements
 
