@@ -125,11 +125,6 @@ class SyncWorker:
                 self._thread.start()
             self._cond.notify_all()
 
-    def status(self) -> dict[str, Any]:
-        with self._cond:
-            return {"running": self._running, "pending": bool(self._pending), "completed": self.completed,
-                    "last_error": self.last_error}
-
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Wait until nothing runs or is pending (tests, benchmarks)."""
         with self._cond:
@@ -189,7 +184,10 @@ def describe_project(app: "ProjectApp", branch: str) -> str:
             f"a whole record by id or 8-character prefix, `lineage` to drill down to the raw sources, "
             f"`projection` for the latest state of a projection output"
             + (f" ({', '.join(projections)})" if projections else "")
-            + ", and `remember` to add what you learn to this memory (it is processed like any other data).")
+            + (", and `remember` to add what you learn to this memory (it is processed like any other data)."
+               if pipe.stream_sources() else
+               ". (`remember` needs a stream source, e.g. pipeline.source(\"inbox\", stream=\"inbox.jsonl\"); "
+               "this pipeline has none.)"))
 
 
 def build_server(app: "ProjectApp", branch: str, sync: SyncWorker) -> Any:
@@ -198,7 +196,7 @@ def build_server(app: "ProjectApp", branch: str, sync: SyncWorker) -> Any:
 
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
-    from mcp_types import ToolAnnotations
+    from mcp.types import ToolAnnotations
     from pydantic import Field, ValidationError
 
     pipe = app.pipeline
@@ -322,11 +320,14 @@ def build_server(app: "ProjectApp", branch: str, sync: SyncWorker) -> Any:
 
 
 def warm_up(app: "ProjectApp", branch: str) -> None:
-    """Open LanceDB, the FTS index, the dense matrix and the embedder before the first call needs them."""
+    """Open LanceDB, the FTS index, the dense matrix and the embedder before the first call needs them;
+    with a stream source, import Dagster too, which the first `remember`'s sync would otherwise wait for."""
     try:
         app.search("warm up", branch=branch, k=1)
     except Exception:  # noqa: BLE001 - an empty or never-run project: the first real call says what is wrong
         pass
+    if app.pipeline.stream_sources():
+        import synthex_assets.launcher  # noqa: F401
 
 
 def bind(port: int) -> "socket.socket":

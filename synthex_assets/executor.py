@@ -19,7 +19,7 @@ from synthex.errors import StepError, SynthexError
 from synthex.periods import now_iso
 from synthex.progress import ProgressReporter
 from synthex.record import Record, RunStats
-from synthex.steps import FoldStep, Step, execute_partition
+from synthex.steps import FoldStep, SourceStep, Step, execute_partition
 from synthex_assets.checks import HOOKS, PROVENANCE, UP_TO_DATE
 from synthex_resources.branch_lock import BranchLock, held_by_run
 from synthex_resources.hook_deliveries import HookDeliveries
@@ -214,13 +214,22 @@ class StepExecutor:
         dangling = sorted(referenced - found)
         upstream = self.pipeline.upstream(self.step.name)
         stale = []
+        arrived = []
         for branch, periods in group_partitions([(o.branch, o.period) for o in outcomes]).items():
             plan = compute_partition_plan(self.pipeline, self.store, branch, upstream)
             chosen = set(periods)
-            stale += sorted(f"{s} {branch}|{p} ({w.reason})" for (s, p), w in plan.work.items() if p in chosen)
+            # A source that gained items since this run planned (a stream line, a row, an API page)
+            # makes its period dirty again: that is the next sync's work, not a failed run.
+            new_data = {p for (s, p), w in plan.work.items()
+                        if isinstance(self.pipeline.steps[s], SourceStep) and w.reason == "new or changed inputs"}
+            for (s, p), w in sorted(plan.work.items()):
+                if p in chosen:
+                    (arrived if p in new_data else stale).append(f"{s} {branch}|{p} ({w.reason})")
         return {
             PROVENANCE: (not dangling, f"{len(referenced)} source id(s) referenced by {len(new)} new record(s); "
                                        f"missing: {', '.join(dangling[:5]) or 'none'}"),
             UP_TO_DATE: (not stale, f"{len(outcomes)} partition(s) checked against the plan; stale: "
-                                    f"{', '.join(stale[:5]) or 'none'}"),
+                                    f"{', '.join(stale[:5]) or 'none'}"
+                                    + (f"; new source data arrived during the run (next sync): "
+                                       f"{', '.join(arrived[:5])}" if arrived else "")),
         }

@@ -50,9 +50,13 @@ def compute_partition_plan(pipeline: PipelineDefinition, store: RecordStore, bra
     store.set_view(branch, serving)
     owned = {s for s, b in serving.items() if b == branch}
     selected = [s for s in selected if s in owned]
-    snapshot = SnapshotContext.of(store.list(branch=branch), branch)
+    # Only the selected steps and what they read are loaded: a sensor planning one source of a large
+    # project does not read the other sources' records or items.
+    needed = {u for s in selected for u in pipeline.upstream(s)}
+    snapshot = SnapshotContext.of(store.list(branch=branch, steps=sorted(needed)) if needed else [], branch)
     periods = set(snapshot.periods())
-    for step in pipeline.steps.values():
+    for name in needed:
+        step = pipeline.steps[name]
         if isinstance(step, SourceStep):
             periods.update(step.periods())
     plan = PartitionPlan(periods=sorted(periods))

@@ -259,8 +259,9 @@ class RecordStore:
         return [self.to_record(found[i]) for i in wanted if i in found]
 
     def list(self, step: str | None = None, branch: str = "main", period: str | None = None,
-             with_embedding: bool = False) -> list[Record]:
-        clauses = [self.scope(branch, [step] if step is not None else None)]
+             with_embedding: bool = False, steps: list[str] | None = None) -> list[Record]:
+        """Records of a branch (through its view): of ``step`` or of ``steps`` (default: every step)."""
+        clauses = [self.scope(branch, [step] if step is not None else steps)]
         if period is not None:
             clauses.append(f"period = {q(period)}")
         cols = LIGHT_COLUMNS + (["vector"] if with_embedding else [])

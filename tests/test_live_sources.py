@@ -182,3 +182,34 @@ def test_synthex_sync_cli_reports_changes_and_names_a_bad_source(tmp_path):
     bad = subprocess.run([str(exe), "sync", "--project", str(root), "--source", "nope"], capture_output=True,
                          text=True, env=env, timeout=300)
     assert bad.returncode == 2 and bad.stderr.strip() == "error: unknown source 'nope'; sources: inbox"
+
+
+ARRIVING_PIPELINE = '''
+import json, pathlib
+from synthex import Pipeline
+
+INBOX = pathlib.Path(__file__).parent / "inbox.jsonl"
+
+def note(record):
+    # Another writer appends while this run is computing (an agent's `remember` during a sync).
+    if "first" in record.content:
+        with INBOX.open("a") as f:
+            f.write(json.dumps({"text": "arrived mid-run", "created_at": "2024-03-09"}) + "\\n")
+    return record.content
+
+pipeline = Pipeline("live", agent="tester")
+pipeline.source("inbox", stream="inbox.jsonl")
+pipeline.transform("notes", from_="inbox", fn=note)
+'''
+
+
+def test_data_arriving_during_a_sync_is_the_next_syncs_work_not_a_failed_run(tmp_path):
+    root = stream_project(tmp_path / "p", ARRIVING_PIPELINE)
+    append_lines(root / "inbox.jsonl", [{"text": "the first line", "created_at": "2024-03-01"}])
+    pipe = load(root)
+    first = pipe.sync()
+    assert first.run.status == "completed"
+    assert [r.content for r in pipe.records("notes")] == ["the first line"]
+    second = pipe.sync()
+    assert second.changes[0].new and sorted(r.content for r in pipe.records("notes")) == [
+        "arrived mid-run", "the first line"]

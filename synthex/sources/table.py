@@ -25,10 +25,9 @@ class TableOrigin(SourceOrigin):
     def items(self) -> list[SourceItem]:
         """Every row; read again only when the table's token changed. The token is a query (a per-row
         hash over a SQLite table without ``updated_at``), and one plan asks for the items of every
-        period: a burst of calls less than ``TOKEN_TTL_S`` apart shares one token check."""
-        now = time.monotonic()
-        if now - self._checked < TOKEN_TTL_S and self._token is not None:
-            self._checked = now
+        period: calls within ``TOKEN_TTL_S`` of a check share it (a direct ``token()`` call that sees a
+        change, as every sensor tick and sync makes first, ends that at once)."""
+        if time.monotonic() - self._checked < TOKEN_TTL_S and self._token is not None:
             return self._items
         token = self.token()
         if token != self._token:  # one read per change of the table, however many callers ask
@@ -37,7 +36,10 @@ class TableOrigin(SourceOrigin):
         return self._items
 
     def token(self) -> str:
-        return read_token(self.spec, self.base_dir)
+        token = read_token(self.spec, self.base_dir)
+        if token != self._token:
+            self._checked = float("-inf")  # the table changed: the next items() reads it, however soon
+        return token
 
     @property
     def watermarked(self) -> bool:
