@@ -5,7 +5,8 @@ Fields read, and what a wrong type does (the shared rule is in ``base``); errors
 - errors: a line that is not UTF-8 or not a JSON object; ``content`` (or ``text``: a string, required);
   ``id`` (a string or integer; absent means ``line-N``); ``created_at`` (or ``timestamp``: a timestamp;
   absent means the file's mtime); ``title`` (a string or number); ``metadata`` (an object, at most
-  ``MAX_METADATA_DEPTH`` levels deep, kept under ``custom``).
+  ``MAX_METADATA_DEPTH`` levels deep, kept under ``custom``; its ``chat`` object, the reserved
+  namespace of conversation / session / speaker / previous turn, joins the record's ``chat``).
 - blank lines are skipped.
 """
 
@@ -96,13 +97,17 @@ def item_from_row(row: dict[str, Any], where: str, fallback_created: str | None,
     custom = get(row, "metadata", dict, where) or {}
     if _too_deep(custom, MAX_METADATA_DEPTH):
         raise SourceError(f"{where}: 'metadata' is nested deeper than {MAX_METADATA_DEPTH} levels")
+    # ``metadata.chat`` is the reserved namespace steps and search recipes read (conversation, session,
+    # speaker, previous turn: what the importers of exports fill): it joins the record's own ``chat``.
+    chat = get(custom, "chat", dict, where, "metadata.chat") or {}
+    custom = {k: v for k, v in custom.items() if k != "chat"}
     item = SourceItem(
         key=get_id(row, "id", where) or "",
         content=content,
         created_at=created,
         metadata={
             "time": {"created_at": created},
-            "chat": {"title": title} if title else {},
+            "chat": {**chat, **({"title": title} if title else {})},
             "source": source,
             "custom": custom,
         },

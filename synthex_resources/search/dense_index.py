@@ -110,13 +110,18 @@ class DenseIndex:
 
     def search(self, query_vector: np.ndarray, steps: list[str] | None, branch: str,
                periods: list[str] | None, n: int) -> list[tuple[str, float, np.ndarray]]:
-        """Top ``n`` (id, cosine similarity, vector), ties broken by id."""
+        """Top ``n`` (id, cosine similarity, vector), ties broken by id. Every row tied with the n-th
+        similarity is a candidate before the cut, so which of a tie group makes it does not depend on
+        the matrix's row order (the order records were written in)."""
         m = self._ready(steps, branch)
         _, sims, rows = self._scores(m, query_vector, steps, branch, periods)
-        if m is None or not len(rows):
+        if m is None or not len(rows) or n <= 0:
             return []
-        take = min(len(rows), n * 2)  # a margin, so ties at the cut are ordered by id
-        top = np.argpartition(-sims, take - 1)[:take]
+        if len(rows) > n:
+            kth = np.partition(sims, len(sims) - n)[len(sims) - n]  # the n-th largest similarity
+            top = np.flatnonzero(sims >= kth)
+        else:
+            top = np.arange(len(rows))
         ranked = sorted(((m.ids[rows[i]], float(sims[i]), rows[i]) for i in top), key=lambda p: (-p[1], p[0]))
         return [(rid, sim, m.vectors[row]) for rid, sim, row in ranked[:n]]
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +47,24 @@ class SearchHit(Record):
 
 def _like_escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def top_with_ties(fetch: Callable[[int], list[tuple[str, float]]], n: int) -> list[tuple[str, float]]:
+    """The top ``n`` (id, score) pairs of an index query, best first, ties by id.
+
+    An index returns an arbitrary part of a group of equal scores at its limit (whatever its row order,
+    i.e. the order records were written in, puts first). So fetch past ``n`` until the list ends or its
+    last score is below the n-th: then every record tied with the n-th is in hand, and the id decides
+    which of them make the cut. ``fetch(limit)`` runs the query with that limit.
+    """
+    if n <= 0:
+        return []
+    limit = n + max(10, n // 4)
+    while True:
+        pairs = sorted(fetch(limit), key=lambda p: (-p[1], p[0]))
+        if len(pairs) < limit or pairs[-1][1] < pairs[n - 1][1]:
+            return pairs[:n]
+        limit *= 2
 
 
 class SearchEngine:
@@ -115,13 +134,18 @@ class SearchEngine:
 
     # -- candidate lists: (id, score) pairs, best first, ties by id -------------------------------
     def lexical(self, query: str, where: str, n: int) -> list[tuple[str, float]]:
+        """BM25 top ``n``, ties by id, whatever order the records were written in (``top_with_ties``)."""
         tbl = self.store.records_table()
         tokens = tokenize(query)
-        if tbl is None or not tokens:
+        if tbl is None or not tokens or n <= 0:
             return []
-        rows = (tbl.search(" ".join(tokens), query_type="fts", fts_columns=FTS_COLUMN)
-                .where(where, prefilter=True).select(["id", "_score"]).limit(n).to_list())
-        return sorted(((r["id"], float(r["_score"])) for r in rows), key=lambda p: (-p[1], p[0]))
+
+        def fetch(limit: int) -> list[tuple[str, float]]:
+            rows = (tbl.search(" ".join(tokens), query_type="fts", fts_columns=FTS_COLUMN)
+                    .where(where, prefilter=True).select(["id", "_score"]).limit(limit).to_list())
+            return [(r["id"], float(r["_score"])) for r in rows]
+
+        return top_with_ties(fetch, n)
 
     def dense(self, query: str, where: str, n: int, vector: np.ndarray | None = None,
               steps: list[str] | None = None, branch: str = "main", periods: list[str] | None = None,
@@ -134,9 +158,14 @@ class SearchEngine:
         if in_memory:
             return [(rid, sim) for rid, sim, _ in dense_index(self.store).search(qvec, steps, branch, periods, n)]
         self.store.ensure_vectors(steps, branch)
-        rows = (tbl.search(qvec.tolist(), vector_column_name="vector", query_type="vector").metric("cosine")
-                .where(f"({where}) AND vector IS NOT NULL", prefilter=True).select(["id", "_distance"]).limit(n).to_list())
-        return sorted(((r["id"], 1.0 - float(r["_distance"])) for r in rows), key=lambda p: (-p[1], p[0]))
+
+        def fetch(limit: int) -> list[tuple[str, float]]:
+            rows = (tbl.search(qvec.tolist(), vector_column_name="vector", query_type="vector").metric("cosine")
+                    .where(f"({where}) AND vector IS NOT NULL", prefilter=True).select(["id", "_distance"])
+                    .limit(limit).to_list())
+            return [(r["id"], 1.0 - float(r["_distance"])) for r in rows]
+
+        return top_with_ties(fetch, n)
 
     # -- search -----------------------------------------------------------------------------------
     def search(self, query: str, steps: list[str] | None = None, branch: str = "main", k: int = 10,
