@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -10,21 +13,30 @@ import pytest
 from synthex.demo.generate import generate
 from synthex.project import render_template
 
+OFFLINE_UNSET = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "SYNTHEX_MODEL", "SYNTHEX_DAGSTER_HOME", "SYNTHEX_EMBEDDER",
+                 "SYNTHEX_EMBEDDING_MODEL", "SYNTHEX_EMBEDDING_DIM")
+
+
+def go_offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in OFFLINE_UNSET:
+        monkeypatch.delenv(var, raising=False)
+
 
 @pytest.fixture(autouse=True)
 def offline_env(monkeypatch):
     """Tests run offline unless a test points the LLM at the local fake server itself."""
-    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "SYNTHEX_MODEL", "SYNTHEX_DAGSTER_HOME", "SYNTHEX_EMBEDDER",
-                "SYNTHEX_EMBEDDING_MODEL", "SYNTHEX_EMBEDDING_DIM"):
-        monkeypatch.delenv(var, raising=False)
+    go_offline(monkeypatch)
+
+
+def write_small_export(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(generate(conversations=12, months=3, seed=3)))
+    return path
 
 
 @pytest.fixture
 def small_export(tmp_path) -> Path:
-    path = tmp_path / "exports" / "conversations.json"
-    path.parent.mkdir()
-    path.write_text(json.dumps(generate(conversations=12, months=3, seed=3)))
-    return path
+    return write_small_export(tmp_path / "exports" / "conversations.json")
 
 
 SUMMARIZE = '''
@@ -62,3 +74,58 @@ def load(root: Path):
 
 def env_without_openai() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+
+
+@dataclass
+class RanProject:
+    """A project (PIPELINE_PY over the small export) after one uninterrupted run; ``run`` is that run."""
+
+    root: Path
+    export: Path
+    run: object
+
+    def copy(self, dest: Path) -> Path:
+        """A private copy for a test that writes (cheaper than running again). The copy reads the same
+        export file: write edited exports next to your own tmp_path, never over ``export``."""
+        shutil.copytree(self.root, dest, symlinks=True)
+        return dest
+
+
+@pytest.fixture(scope="session")
+def ran_project(tmp_path_factory) -> RanProject:
+    """Shared, read-only: tests that change the project take ``ran_project.copy(tmp_path / ...)``."""
+    base = tmp_path_factory.mktemp("ran-project")
+    export = write_small_export(base / "exports" / "conversations.json")
+    root = write_project(base / "proj", export)
+    with pytest.MonkeyPatch.context() as mp:  # session fixtures run before the autouse offline_env
+        go_offline(mp)
+        pipe = load(root)
+        try:
+            run = pipe.run()
+        finally:
+            pipe.close()
+    assert run.status == "completed"
+    return RanProject(root, export, run)
+
+
+@dataclass
+class CliResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def cli(*args: str, cwd: Path | None = None, check: bool = True) -> CliResult:
+    """``synthex ARGS`` in this process (click's CliRunner): for tests about what a command prints or does,
+    not about the process boundary (those use test_cli.synthex, a subprocess). An exception the CLI does
+    not turn into an exit code propagates (a traceback the user would see fails the test)."""
+    from click.testing import CliRunner
+
+    from synthex.cli import main
+
+    with contextlib.chdir(cwd) if cwd is not None else contextlib.nullcontext():
+        result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False, prog_name="synthex")
+    out = CliResult(result.exit_code, result.stdout, result.stderr)
+    if check and out.returncode != 0:
+        raise AssertionError(f"synthex {args} failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
+    return out

@@ -1,10 +1,8 @@
 """`synthex eval locomo --compare main,BRANCH`: both in one table, the branch computing only what it owns."""
 
 import json
-import subprocess
-import sys
 
-from conftest import env_without_openai, write_json, write_project
+from conftest import cli, write_json, write_project
 from test_branches import make_branch
 from test_eval_cli import fixture
 
@@ -15,9 +13,8 @@ def test_eval_compares_main_and_a_branch_in_one_table(tmp_path, small_export):
     data = write_json(tmp_path / "locomo10.json", fixture())
     project = write_project(tmp_path / "proj", small_export)
     make_branch(project)
-    cmd = [sys.executable, "-m", "synthex.cli", "eval", "locomo", "--data", str(data), "--compare",
-           "main,better-summaries", "--json", "--project", str(project)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env_without_openai(), timeout=600)
+    proc = cli("eval", "locomo", "--data", data, "--compare", "main,better-summaries", "--json", "--project", project,
+               check=False)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert [(r["architecture"], r["branch"]) for r in out["results"]] == [

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
-from conftest import load
+from conftest import cli, go_offline, load
 from test_cli import synthex
 
 from synthex.errors import PipelineDefinitionError, SynthexError
@@ -37,10 +38,30 @@ def own_rows(pipe, branch):
 
 
 @pytest.fixture
-def ran(project):
-    pipe = load(project)
-    pipe.run()
-    return project
+def ran(tmp_path, ran_project):
+    """The project after one clean run on main: a private copy of the session's (no run of its own)."""
+    return ran_project.copy(tmp_path / "proj")
+
+
+@pytest.fixture(scope="module")
+def branch_ran_once(tmp_path_factory, ran_project):
+    """``ran`` plus the better-summaries branch (make_branch), run once; shared read-only, see branch_ran."""
+    root = ran_project.copy(tmp_path_factory.mktemp("branch-ran") / "proj")
+    make_branch(root)
+    with pytest.MonkeyPatch.context() as mp:  # module fixtures run before the autouse offline_env
+        go_offline(mp)
+        main = load(root)
+        run = main.run(branch="better-summaries")
+        main.close()
+    assert run.status == "completed" and set(run.step_stats) == {"summaries", "monthly", "world-model"}
+    return root
+
+
+@pytest.fixture
+def branch_ran(tmp_path, branch_ran_once):
+    """A private copy of the project after ``make_branch`` and one run of that branch."""
+    shutil.copytree(branch_ran_once, tmp_path / "proj", symlinks=True)
+    return tmp_path / "proj"
 
 
 def test_a_branch_reads_its_parent_and_recomputes_only_what_it_changes(ran):
@@ -76,10 +97,9 @@ def test_a_branch_reads_its_parent_and_recomputes_only_what_it_changes(ran):
         main.app.branches.delete("main")
 
 
-def test_diff_promote_then_main_computes_nothing(ran):
+def test_diff_promote_then_main_computes_nothing(branch_ran):
+    ran = branch_ran  # make_branch, then one run of the branch
     main = load(ran)
-    make_branch(ran)
-    main.run(branch="better-summaries")
     branch = main.for_branch("better-summaries")
     diff = branch.diff()
     assert diff.changed_steps == ["summaries", "monthly", "world-model"]
@@ -119,19 +139,19 @@ def test_overrides_keep_names_and_inputs(project):
 
 def test_the_cli_round_trip(ran):
     p = ["--project", str(ran)]
-    assert "created branch 'better-summaries'" in synthex("branch", "create", "better-summaries", *p).stdout
+    assert "created branch 'better-summaries'" in cli("branch", "create", "better-summaries", *p).stdout
     make_branch_file = ran / "branches" / "better-summaries.py"
     text = make_branch_file.read_text()
     make_branch_file.write_text(text[:text.index("def overrides")] + OVERRIDE.lstrip("\n"))
-    synthex("branch", "switch", "better-summaries", *p)
-    assert "on branch 'better-summaries'" in synthex("run", *p).stderr  # switch sets the default branch
-    listed = synthex("branch", "list", *p).stdout
+    cli("branch", "switch", "better-summaries", *p)
+    assert "on branch 'better-summaries'" in cli("run", *p).stderr  # switch sets the default branch
+    listed = cli("branch", "list", *p).stdout
     assert "* better-summaries" in listed and "summaries, monthly, world-model" in listed
-    diff = json.loads(synthex("branch", "diff", "better-summaries", "--json", *p).stdout)
+    diff = json.loads(cli("branch", "diff", "better-summaries", "--json", *p).stdout)
     assert diff["changed_steps"] == ["summaries", "monthly", "world-model"]
-    assert "promoted" in synthex("branch", "promote", "better-summaries", *p).stdout
-    synthex("branch", "switch", "main", *p)
-    assert "everything up to date" in synthex("run", *p).stdout
+    assert "promoted" in cli("branch", "promote", "better-summaries", *p).stdout
+    cli("branch", "switch", "main", *p)
+    assert "everything up to date" in cli("run", *p).stdout
 
 
 def test_a_fold_on_a_branch_refolds_only_from_the_first_changed_period(ran, small_export):
@@ -172,12 +192,11 @@ def test_promote_refuses_a_branch_with_work_pending_and_main_keeps_its_records(r
     assert "apply_branch" not in (ran / "pipeline.py").read_text()
 
 
-def test_a_promote_cut_short_finishes_when_run_again(ran, monkeypatch):
+def test_a_promote_cut_short_finishes_when_run_again(branch_ran, monkeypatch):
     from synthex_resources.record_store import RecordStore
 
+    ran = branch_ran  # make_branch, then one run of the branch
     main = load(ran)
-    make_branch(ran)
-    main.run(branch="better-summaries")
     expected = sorted(r.id for r in main.records("summaries", branch="better-summaries"))
     real = RecordStore.move_step_rows
 

@@ -1,40 +1,42 @@
 """The CLI reads as one product: run summary with wall time, per-step run detail, search filters and a
-header row, refused bad arguments, plugin commands present."""
+header row, refused bad arguments, plugin commands present.
+
+Exit codes and one-line refusals, and the installed command's plugin list, are checked on real processes
+(`synthex`); what the other commands print, in this process (`cli`): the project is run once, in this
+process, and shared read-only by every test here."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+from conftest import cli, go_offline, write_small_export
 from test_cli import synthex
 
 
 @pytest.fixture(scope="module")
 def ran(tmp_path_factory):
-    import json as _json
-
-    from synthex.demo.generate import generate
-
     root = tmp_path_factory.mktemp("cli")
-    export = root / "conversations.json"
-    export.write_text(_json.dumps(generate(conversations=12, months=3, seed=3)))
+    export = write_small_export(root / "conversations.json")
     synthex("init", "mem", "--from", str(export), cwd=root)
     proj = root / "mem"
-    done = synthex("run", "--project", str(proj))
+    with pytest.MonkeyPatch.context() as mp:  # module fixtures run before the autouse offline_env
+        go_offline(mp)
+        done = cli("run", "--project", str(proj))
     return proj, done
 
 
 def test_run_summary_shows_wall_and_step_time_then_nothing_to_do(ran):
     proj, done = ran
     assert "s wall (" in done.stdout and "s step time)" in done.stdout
-    again = synthex("run", "--project", str(proj))
+    again = cli("run", "--project", str(proj))
     assert "everything up to date" in again.stdout
 
 
 def test_runs_shows_one_runs_steps_by_unique_prefix(ran):
     proj, _ = ran
-    [run] = json.loads(synthex("runs", "--json", "--project", str(proj)).stdout)
-    detail = synthex("runs", run["id"][:8], "--project", str(proj)).stdout
+    [run] = json.loads(cli("runs", "--json", "--project", str(proj)).stdout)
+    detail = cli("runs", run["id"][:8], "--project", str(proj)).stdout
     lines = detail.splitlines()
     assert lines[0].startswith(f"run {run['id']}") and "wall" in lines[0]
     assert lines[1].split()[:3] == ["step", "input", "created"]
@@ -45,17 +47,17 @@ def test_runs_shows_one_runs_steps_by_unique_prefix(ran):
 
 def test_search_filters_by_period_and_metadata_with_a_header(ran):
     proj, _ = ran
-    every = json.loads(synthex("search", "the", "--step", "summaries", "-k", "50", "--json",
+    every = json.loads(cli("search", "the", "--step", "summaries", "-k", "50", "--json",
                                "--project", str(proj)).stdout)["hits"]
     period = every[0]["period"]
-    in_period = json.loads(synthex("search", "the", "--step", "summaries", "-k", "50", "--period", period, "--json",
+    in_period = json.loads(cli("search", "the", "--step", "summaries", "-k", "50", "--period", period, "--json",
                                    "--project", str(proj)).stdout)["hits"]
     assert in_period and {h["period"] for h in in_period} == {period} and len(in_period) < len(every)
     conv = every[0]["metadata"]["chat"]["conversation_id"]
-    one = json.loads(synthex("search", "the", "--step", "summaries", "--metadata", f"chat.conversation_id={conv}",
+    one = json.loads(cli("search", "the", "--step", "summaries", "--metadata", f"chat.conversation_id={conv}",
                              "--json", "--project", str(proj)).stdout)["hits"]
     assert [h["metadata"]["chat"]["conversation_id"] for h in one] == [conv]
-    table = synthex("search", "the", "--project", str(proj)).stdout.splitlines()
+    table = cli("search", "the", "--project", str(proj)).stdout.splitlines()
     assert table[0].split() == ["#", "score", "step", "id", "period", "content"]
 
 
@@ -84,12 +86,12 @@ def test_the_evals_plugin_adds_its_command(ran):
 
 def test_records_are_found_by_the_prefix_search_prints(ran):
     proj, _ = ran
-    hit = json.loads(synthex("search", "the", "--json", "--project", str(proj)).stdout)["hits"][0]
-    shown = synthex("search", "the", "--project", str(proj)).stdout.splitlines()[1].split()[3]
+    hit = json.loads(cli("search", "the", "--json", "--project", str(proj)).stdout)["hits"][0]
+    shown = cli("search", "the", "--project", str(proj)).stdout.splitlines()[1].split()[3]
     assert shown == hit["id"][:8]
-    got = json.loads(synthex("get", shown, "--json", "--project", str(proj)).stdout)
+    got = json.loads(cli("get", shown, "--json", "--project", str(proj)).stdout)
     assert got["id"] == hit["id"]
-    tree = json.loads(synthex("lineage", shown, "--json", "--project", str(proj)).stdout)
+    tree = json.loads(cli("lineage", shown, "--json", "--project", str(proj)).stdout)
     assert tree["id"] == hit["id"]
-    missing = synthex("get", "ffffffff", "--project", str(proj), check=False)
+    missing = cli("get", "ffffffff", "--project", str(proj), check=False)
     assert missing.returncode == 1 and "no record with id 'ffffffff'" in missing.stderr

@@ -9,7 +9,7 @@ import time
 from collections import Counter
 
 import pytest
-from conftest import PIPELINE_PY, env_without_openai, load, write_project
+from conftest import PIPELINE_PY, env_without_openai, go_offline, load, write_project, write_small_export
 
 SLOW = PIPELINE_PY.replace('return "Summarize this conversation.',
                            'import time; time.sleep(0.3)\n    return "Summarize this conversation.')
@@ -31,17 +31,25 @@ def contents(root):
     return out
 
 
+_sleep = time.sleep
+
+
+def _no_pause_in_prompts(seconds: float) -> None:
+    if sys._getframe(1).f_globals.get("__name__") != "pipeline":  # SLOW's prompt runs as module "pipeline"
+        _sleep(seconds)
+
+
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
-    from synthex.demo.generate import generate
-
+    """The store after one uninterrupted run of SLOW: SLOW's own code (its hash is part of the record ids),
+    run in this process without its pauses (they only matter to the races below)."""
     root = tmp_path_factory.mktemp("conc")
-    export = root / "conversations.json"
-    import json
-
-    export.write_text(json.dumps(generate(conversations=12, months=3, seed=3)))
+    export = write_small_export(root / "conversations.json")
     clean = write_project(root / "clean", export, SLOW)
-    load(clean).run()
+    with pytest.MonkeyPatch.context() as mp:
+        go_offline(mp)  # module fixtures run before the autouse offline_env
+        mp.setattr(time, "sleep", _no_pause_in_prompts)
+        load(clean).run()
     return export, contents(clean)
 
 

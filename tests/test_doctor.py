@@ -6,15 +6,15 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from conftest import load
-from test_cli import synthex
+from conftest import cli, load
 
 from synthex.record import Run
 
 
-def test_doctor_finds_and_repairs_duplicates_dangling_sources_and_stuck_runs(project):
+def test_doctor_finds_and_repairs_duplicates_dangling_sources_and_stuck_runs(tmp_path, ran_project):
+    project = ran_project.copy(tmp_path / "proj")  # a project after one clean run, ours to damage
     pipe = load(project)
-    pipe.run()
+    assert pipe.plan().steps == []
     clean = {s: sorted((r.id, r.content) for r in pipe.records(s)) for s in pipe.steps}
     store = pipe.store()
     # What an older version could leave: three summaries stored twice (two concurrent runs) ...
@@ -28,15 +28,15 @@ def test_doctor_finds_and_repairs_duplicates_dangling_sources_and_stuck_runs(pro
     store.save_run(Run(id="dead-run", pipeline=pipe.name, branch="main", steps=[], status="running",
                        started_at="2026-01-01T00:00:00.000Z"))
 
-    found = json.loads(synthex("doctor", "--json", "--project", str(project)).stdout)
+    found = json.loads(cli("doctor", "--json", "--project", str(project)).stdout)
     assert found["healthy"] is False
     assert found["duplicate_ids"] == sorted(doubled)
     assert list(found["dangling_sources"]) == [monthly.id]
     assert found["stuck_runs"] == ["dead-run"]
 
-    fixed = json.loads(synthex("doctor", "--repair", "--json", "--project", str(project)).stdout)
+    fixed = json.loads(cli("doctor", "--repair", "--json", "--project", str(project)).stdout)
     assert fixed["repaired"] is True
-    assert json.loads(synthex("doctor", "--json", "--project", str(project)).stdout)["healthy"] is True
+    assert json.loads(cli("doctor", "--json", "--project", str(project)).stdout)["healthy"] is True
     pipe = load(project)
     assert {r.id: r.status for r in pipe.runs()}["dead-run"] == "failed"
     pipe.run()  # recomputes what the repair removed

@@ -1,10 +1,10 @@
-"""`synthex eval locomo` end to end on a small fixture in the official format."""
+"""`synthex eval locomo` end to end on a small fixture in the official format (the CLI in this process)."""
 
 import json
-import subprocess
 import sys
+from pathlib import Path
 
-from conftest import env_without_openai, write_json, write_project
+from conftest import cli, write_json, write_project
 
 TOPICS = ["adopted a puppy named Rex", "started pottery classes", "ran the Lisbon half marathon",
           "moved to a flat in Porto", "learned to bake sourdough", "visited Kyoto in spring"]
@@ -30,13 +30,17 @@ def fixture():
     return samples
 
 
-def test_eval_locomo_compare_json_chart_and_report(tmp_path, small_export):
+def test_eval_locomo_compare_json_chart_and_report(tmp_path, small_export, monkeypatch):
     data = write_json(tmp_path / "locomo10.json", fixture())
     project = write_project(tmp_path / "proj", small_export)
-    cmd = [sys.executable, "-m", "synthex.cli", "eval", "locomo", "--data", str(data), "--compare",
-           "raw-bm25,raw-hybrid,main,mem0,conversational", "--json", "--project", str(project)]
-    env = env_without_openai() | {"MEM0_DIR": str(tmp_path / "mem0home")}  # keep Mem0's state out of ~
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    # Keep Mem0's state out of ~: Mem0 reads MEM0_DIR when first imported (by this command, in this process);
+    # if something imported it earlier, point its module-level copy here too.
+    monkeypatch.setenv("MEM0_DIR", str(tmp_path / "mem0home"))
+    for module in ("mem0.memory.setup", "mem0.memory.main"):
+        if module in sys.modules:
+            monkeypatch.setattr(sys.modules[module], "mem0_dir", str(tmp_path / "mem0home"))
+    proc = cli("eval", "locomo", "--data", data, "--compare", "raw-bm25,raw-hybrid,main,mem0,conversational",
+               "--json", "--project", project, check=False)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert [r["architecture"] for r in out["results"]] == ["raw-bm25", "raw-hybrid", "main", "conversational", "mem0"]
@@ -53,9 +57,6 @@ def test_eval_locomo_compare_json_chart_and_report(tmp_path, small_export):
     assert main["pipeline"] == "test-memory"  # the project's own pipeline, fed the benchmark's turns
     assert main["metrics"]["session"]["recall_any@10"] >= 0.8  # 1.0 when measured: drill-down reaches the turns
     assert out["chart"].endswith(".png") and (project / ".synthex" / "evals").exists()
-    from pathlib import Path
-
     assert Path(out["chart"]).stat().st_size > 10_000
-    report = subprocess.run([sys.executable, "-m", "synthex.cli", "eval", "report", "--project", str(project)],
-                            capture_output=True, text=True, env=env_without_openai(), timeout=120)
+    report = cli("eval", "report", "--project", project, check=False)
     assert report.returncode == 0 and "| raw-hybrid |" in report.stdout

@@ -9,11 +9,10 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from conftest import PIPELINE_PY, load, write_project
-from test_cli import synthex
+from conftest import PIPELINE_PY, cli, load, write_project
 
 from synthex.errors import SynthexError
-from synthex_resources.hook_deliveries import HOOK_DELIVERIES, HookDeliveries
+from synthex_resources.hook_deliveries import FIRST_BACKOFF_S, HOOK_DELIVERIES, HookDeliveries
 
 
 class Receiver:
@@ -42,6 +41,21 @@ class Receiver:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+
+
+@pytest.fixture(autouse=True)
+def short_backoff(monkeypatch):
+    """A failing delivery is tried 3 times per run, waiting 0.5 s then 1 s: 1.5 s of sleep per failing run
+    or `hooks retry` here. Keep the tries, shorten the waits; what the waits are (doubling from the first)
+    is checked below with an injected sleep."""
+    real_init = HookDeliveries.__init__
+
+    def init(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        if self.first_backoff_s == FIRST_BACKOFF_S:
+            self.first_backoff_s = 0.01
+
+    monkeypatch.setattr(HookDeliveries, "__init__", init)
 
 
 @pytest.fixture
@@ -91,14 +105,14 @@ def test_a_failed_delivery_is_retried_by_the_next_run_with_nothing_else_to_do(ho
 
 
 def test_hooks_lists_pending_deliveries_and_hooks_retry_delivers_them(hooked, receiver):
-    assert synthex("run", "--project", str(hooked), check=False).returncode == 1
-    listed = synthex("hooks", "--project", str(hooked)).stdout
+    assert cli("run", "--project", str(hooked), check=False).returncode == 1
+    listed = cli("hooks", "--project", str(hooked)).stdout
     assert listed.startswith("context@main  record ") and "failed attempts 1" in listed and "HTTP Error 500" in listed
-    failed = synthex("hooks", "retry", "--project", str(hooked), check=False)
+    failed = cli("hooks", "retry", "--project", str(hooked), check=False)
     assert failed.returncode == 1 and "Traceback" not in failed.stderr and "kept pending" in failed.stderr
     receiver.down = False
-    assert synthex("hooks", "retry", "--project", str(hooked)).stdout.strip() == "delivered context@main"
-    assert synthex("hooks", "--project", str(hooked)).stdout.strip() == "no hook delivery pending"
+    assert cli("hooks", "retry", "--project", str(hooked)).stdout.strip() == "delivered context@main"
+    assert cli("hooks", "--project", str(hooked)).stdout.strip() == "no hook delivery pending"
     assert len(receiver.accepted) == 1
 
 

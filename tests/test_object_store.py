@@ -46,12 +46,14 @@ def s3_endpoint(monkeypatch):
             server.stop()
 
 
-def test_a_pipeline_runs_searches_and_stays_incremental_on_s3(tmp_path, small_export, s3_endpoint):
-    local = load(write_project(tmp_path / "proj-local", small_export))
-    remote = load(write_project(tmp_path / "proj-s3", small_export))
+def test_a_pipeline_runs_searches_and_stays_incremental_on_s3(tmp_path, ran_project, s3_endpoint):
+    # The reference: the same pipeline over the same export, run once on local disk (the session's shared
+    # run, only read here).
+    local = load(ran_project.root)
+    local_run = ran_project.run
+    remote = load(write_project(tmp_path / "proj-s3", ran_project.export))
     remote.store_uri = f"s3://{BUCKET}/{PREFIX}"
     try:
-        local_run = local.run()
         run = remote.run()
         assert run.status == local_run.status == "completed" and run.dagster_run_ids
         counts = remote.app.store.counts()
