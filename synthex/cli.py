@@ -26,6 +26,10 @@ project_option = click.option("--project", "project", default=".", show_default=
 branch_option = click.option("--branch", default=None,
                              help="Branch to act on (default: the current one, `synthex branch switch`; else main).")
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+allow_deletions_option = click.option("--allow-deletions", is_flag=True,
+                                      help="Proceed when a source lost more than 20 % of its items (or became empty).")
+verbose_option = click.option("--verbose", is_flag=True,
+                              help="Also print Dagster's own run log (always kept in the UI).")
 
 
 def emit_json(data: Any) -> None:
@@ -147,9 +151,8 @@ def init(name: str, sources: tuple[str, ...], demo: bool, target: str | None) ->
 @click.option("--from", "from_", default=None, help="Run this step and everything downstream.")
 @click.option("--full", is_flag=True, help="Reprocess everything, ignoring materialization keys.")
 @click.option("--wait", is_flag=True, help="Wait for another run on the same branch instead of refusing.")
-@click.option("--allow-deletions", is_flag=True,
-              help="Proceed when a source lost more than 20 %% of its items (or became empty).")
-@click.option("--verbose", is_flag=True, help="Also print Dagster's own run log (always kept in the UI).")
+@allow_deletions_option
+@verbose_option
 @branch_option
 @project_option
 @json_option
@@ -180,9 +183,8 @@ def run(step: str | None, from_: str | None, full: bool, wait: bool, allow_delet
 @main.command()
 @click.option("--source", default=None, help="Only this source (and what is downstream of it).")
 @click.option("--no-wait", "no_wait", is_flag=True, help="Refuse instead of waiting when a run holds the branch.")
-@click.option("--allow-deletions", is_flag=True,
-              help="Proceed when a source lost more than 20 %% of its items (or became empty).")
-@click.option("--verbose", is_flag=True, help="Also print Dagster's own run log (always kept in the UI).")
+@allow_deletions_option
+@verbose_option
 @branch_option
 @project_option
 @json_option
