@@ -11,10 +11,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import load
 
 from synthex.errors import BadInputError, PipelineDefinitionError, SourceError
 from synthex.sources.stream import StreamOrigin, append_lines
-from tests.conftest import load
 
 STREAM_PIPELINE = '''
 from synthex import Pipeline

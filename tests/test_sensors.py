@@ -9,6 +9,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from conftest import load
 from dagster import (
     DagsterInstance,
     SensorResult,
@@ -22,7 +23,6 @@ from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PART
 from synthex.sources.stream import append_lines
 from synthex_assets.definitions import build_definitions
 from synthex_assets.sensors import sensor_name
-from tests.conftest import load
 
 PIPELINE = '''
 from synthex import Pipeline
