@@ -5,19 +5,14 @@ from __future__ import annotations
 
 import sqlite3
 import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
 import pytest
 from conftest import load
-from dagster import (
-    DagsterInstance,
-    SensorResult,
-    SkipReason,
-    build_schedule_context,
-    build_sensor_context,
-    instance_for_test,
-)
+from dagster import DagsterInstance, SensorResult, SkipReason, build_schedule_context, build_sensor_context
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 from synthex.sources.stream import append_lines
@@ -93,9 +88,21 @@ def search_top(live: Live, query: str) -> str:
     return live.pipeline.search(query, k=1)[0].content
 
 
+@contextmanager
+def dagster_instance(home: Path) -> Iterator[DagsterInstance]:
+    """A real on-disk Dagster instance. Not entered as a context manager: entering sets Dagster's
+    process-wide current defs-state storage, which would outlive this test and break later ones."""
+    home.mkdir(parents=True, exist_ok=True)
+    instance = DagsterInstance.from_config(str(home))
+    try:
+        yield instance
+    finally:
+        instance.dispose()
+
+
 @pytest.fixture
 def live(tmp_path):
-    with instance_for_test() as instance:  # a real instance in a temp dir
+    with dagster_instance(tmp_path / "dagster") as instance:
         yield Live(make_project(tmp_path / "proj"), instance)
 
 
@@ -154,7 +161,7 @@ def test_sensors_bring_changes_of_every_source_kind_into_memory(live):
 
 def test_sensor_state_survives_a_restart_and_the_schedule_reconciles(tmp_path):
     root = make_project(tmp_path / "proj")
-    with instance_for_test() as instance:  # a real instance in a temp dir
+    with dagster_instance(tmp_path / "dagster") as instance:
         first = Live(root, instance)
         first.execute(first.tick("inbox"))
         # A new code server (fresh definitions and objects) sees the same CDC state: nothing to do.
