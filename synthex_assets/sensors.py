@@ -33,6 +33,7 @@ from dagster_duckdb import DuckDBResource
 
 from synthex.definition import PipelineDefinition
 from synthex_assets.naming import asset_name, job_name
+from synthex_assets.partitions import register
 from synthex_resources.cdc_state import CdcState, SourceChanges
 from synthex_resources.record_store import open_store
 from synthex_resources.source_sync import BranchWork, detect_changes, pending_work
@@ -116,19 +117,12 @@ def build_reconcile_schedule(pipeline: PipelineDefinition) -> ScheduleDefinition
     def _reconcile(context, cdc: DuckDBResource) -> list[RunRequest] | SkipReason:
         changes = _detect(cdc, pipeline, None)
         requests, new_periods, branches = plan_requests(pipeline, context.instance, "reconcile", None)
-        register(context.instance, new_periods, branches)
+        for branch in branches:  # the runs below name these partitions: they must exist first
+            register(context.instance, branch, new_periods)
         _commit(cdc, changes)
         return requests or SkipReason("every branch is up to date")
 
     return _reconcile
-
-
-def register(instance: DagsterInstance, periods: list[str], branches: list[str]) -> None:
-    for name, keys in (("period", periods), ("branch", branches)):
-        have = set(instance.get_dynamic_partitions(name))
-        missing = [k for k in keys if k not in have]
-        if missing:
-            instance.add_dynamic_partitions(name, missing)
 
 
 def build_live_definitions(pipeline: PipelineDefinition) -> tuple[list[SensorDefinition], list[ScheduleDefinition]]:
