@@ -19,6 +19,7 @@ from synthex.naming import MAIN, check_branch_name
 from synthex.record import Record
 from synthex.steps import AggregateStep, FoldStep, MergeStep, SourceStep, Step, TransformStep
 from synthex.steps.base import callable_ref
+from synthex.steps.privacy import check_pii_mode
 
 SURFACES = ("projection", "search")
 
@@ -199,7 +200,7 @@ class PipelineDefinition:
                folder: str | Path | None = None, table: str | None = None, dsn: str | None = None,
                pk: str | None = None, updated_at: str | None = None, created_at: str | None = None,
                text: list[str] | None = None, stream: str | Path | None = None,
-               api: Callable[[Any], Any] | None = None) -> SourceStep:
+               api: Callable[[Any], Any] | None = None, pii: str | None = None) -> SourceStep:
         """A source (design doc §3.1), exactly one of: ``file`` (an export; ``format`` or auto),
         ``folder`` (notes dated by front matter, file name, else mtime), ``table`` in ``dsn``
         (``duckdb:///x.duckdb`` / ``sqlite:///x.sqlite``) keyed by ``pk``, changes found by the
@@ -213,24 +214,25 @@ class PipelineDefinition:
         if table is None and any(v is not None for v in (dsn, pk, updated_at, created_at, text)):
             raise PipelineDefinitionError(f"source {name!r}: dsn=, pk=, updated_at=, created_at= and text= "
                                           f"belong to a table= source")
+        check_pii_mode(name, pii)
         base = str(self.project_dir)
         if folder is not None:
-            return self._add(SourceStep(name=name, file=str(folder), format="folder", base_dir=base))
+            return self._add(SourceStep(name=name, file=str(folder), format="folder", base_dir=base, pii=pii))
         if file is not None:
-            return self._add(SourceStep(name=name, file=str(file), format=format, base_dir=base))
+            return self._add(SourceStep(name=name, file=str(file), format=format, base_dir=base, pii=pii))
         if stream is not None:
-            return self._add(SourceStep(name=name, file=str(stream), format="stream", base_dir=base))
+            return self._add(SourceStep(name=name, file=str(stream), format="stream", base_dir=base, pii=pii))
         if api is not None:
             if not callable(api):
                 raise PipelineDefinitionError(f"source {name!r}: api= must be a callable fetch(cursor) yielding pages")
-            return self._add(SourceStep(name=name, format="api", api=api, base_dir=base))
+            return self._add(SourceStep(name=name, format="api", api=api, base_dir=base, pii=pii))
         from synthex.importers.tables import TableSpec
 
         if not dsn or not pk:
             raise PipelineDefinitionError(f"source {name!r}: a table= source needs dsn= and pk=")
         spec = TableSpec(dsn=dsn, table=str(table), pk=pk, updated_at=updated_at, created_at=created_at,
                          text=tuple(text) if text else None)
-        return self._add(SourceStep(name=name, format="table", table=spec, base_dir=base))
+        return self._add(SourceStep(name=name, format="table", table=spec, base_dir=base, pii=pii))
 
     def source_steps(self, only: list[str] | None = None) -> list[str]:
         """The source steps (``only``: these, each checked to be one)."""
@@ -252,9 +254,11 @@ class PipelineDefinition:
         model: str | None = None,
         temperature: float = 0.0,
         fn: Callable[[Record], str] | None = None,
+        pii: str | None = None,
     ) -> TransformStep:
+        check_pii_mode(name, pii)
         return self._add(TransformStep(name=name, from_=_as_list(from_), prompt=prompt, fn=fn,
-                                       model=model, temperature=temperature))
+                                       model=model, temperature=temperature, pii=pii))
 
     def aggregate(
         self,
@@ -264,9 +268,11 @@ class PipelineDefinition:
         prompt: Callable[[list[Record], str], str] | None = None,
         model: str | None = None,
         temperature: float = 0.0,
+        pii: str | None = None,
     ) -> AggregateStep:
+        check_pii_mode(name, pii)
         return self._add(AggregateStep(name=name, from_=_as_list(from_), period=period, prompt=prompt,
-                                       model=model, temperature=temperature))
+                                       model=model, temperature=temperature, pii=pii))
 
     def fold(
         self,
@@ -276,9 +282,11 @@ class PipelineDefinition:
         model: str | None = None,
         temperature: float = 0.0,
         initial_state: str = "",
+        pii: str | None = None,
     ) -> FoldStep:
+        check_pii_mode(name, pii)
         return self._add(FoldStep(name=name, from_=_as_list(from_), prompt=prompt, model=model,
-                                  temperature=temperature, initial_state=initial_state))
+                                  temperature=temperature, initial_state=initial_state, pii=pii))
 
     def merge(self, name: str, from_: list[str]) -> MergeStep:
         return self._add(MergeStep(name=name, from_=_as_list(from_)))
@@ -366,7 +374,7 @@ class PipelineDefinition:
                 ref = callable_ref(getattr(step, attr, None))
                 if ref:
                     entry[attr] = ref
-            for attr in ("model", "temperature", "period", "initial_state"):
+            for attr in ("model", "temperature", "period", "initial_state", "pii"):
                 value = getattr(step, attr, None)
                 if value not in (None, ""):
                     entry[attr] = value

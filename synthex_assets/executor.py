@@ -18,6 +18,7 @@ from synthex.definition import PipelineDefinition
 from synthex.errors import StepError, SynthexError
 from synthex.periods import now_iso
 from synthex.progress import ProgressReporter
+from synthex.purges import PurgeLedger
 from synthex.record import Record, RunStats
 from synthex.steps import FoldStep, SourceStep, Step, execute_partition
 from synthex_assets.checks import HOOKS, PROVENANCE, UP_TO_DATE
@@ -102,6 +103,8 @@ class StepExecutor:
         # Vectors are written now only for the steps a search surface names; any other step gets them
         # the first time a dense search targets it (docs/architecture.md, "Embedding").
         self.embed_at_write = step.name in pipeline.search_steps()
+        # What `synthex purge` removed is never produced again (read once per step run).
+        self.purged = PurgeLedger(pipeline.data_dir).load()
 
     def require_current_definition(self) -> None:
         """A code location (the UI) keeps the pipeline it loaded; after pipeline.py changes (an edit, a
@@ -167,7 +170,7 @@ class StepExecutor:
                                     reporter=self.reporter)
             try:
                 part = execute_partition(self.step, PrefetchedContext(base, upstream), existing[period],
-                                         full=self.full, reuse=self._held_elsewhere)
+                                         full=self.full, reuse=self._held_elsewhere, purged=self.purged)
             except Exception as exc:
                 # Counted where `synthex runs` reads it; the partition writes nothing and stays stale.
                 self.store.record_step_stats(self.run_id, self.pipeline.name, self.step.name, now_iso(),

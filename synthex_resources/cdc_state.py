@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,8 +96,10 @@ class CdcState:
                                  [source, origin]).fetchall()
         return {k: (h, p) for k, h, p in rows}
 
-    def detect(self, source: str, origin: SourceOrigin) -> SourceChanges:
-        """Compare the origin with the stored state (nothing is written: ``commit`` does that)."""
+    def detect(self, source: str, origin: SourceOrigin,
+               hidden: Callable[[str], bool] | None = None) -> SourceChanges:
+        """Compare the origin with the stored state (nothing is written: ``commit`` does that). Items whose
+        key ``hidden`` names (purged: ``synthex purge``) are not looked at, so their hash is never stored."""
         where = origin.describe()
         token = origin.token()
         before = self._source_row(source, where)
@@ -113,6 +115,9 @@ class CdcState:
         else:
             candidates = origin.items()
             current = {i.key for i in candidates}
+        if hidden is not None:
+            candidates = [i for i in candidates if not hidden(i.key)]
+            current = {k for k in current if not hidden(k)}
         changes = SourceChanges(source, where, token, watermark=watermark, items=len(current))
         periods: set[str] = set()
         for item in candidates:
@@ -162,6 +167,17 @@ class CdcState:
         """Drop a source's state: its next sync compares every item again."""
         self.conn.execute("DELETE FROM cdc_items WHERE source = ?", [source])
         self.conn.execute("DELETE FROM cdc_sources WHERE source = ?", [source])
+
+    def forget_items(self, source: str, keys: list[str]) -> int:
+        """Drop the stored state (key, content hash) of some items of ``source``; returns rows removed."""
+        if not keys:
+            return 0
+        import pyarrow as pa
+
+        gone = pa.table({"key": pa.array(keys, pa.string())})  # noqa: F841 - scanned by name below
+        before = self.conn.execute("SELECT count(*) FROM cdc_items WHERE source = ?", [source]).fetchone()[0]
+        self.conn.execute("DELETE FROM cdc_items WHERE source = ? AND key IN (SELECT key FROM gone)", [source])
+        return before - self.conn.execute("SELECT count(*) FROM cdc_items WHERE source = ?", [source]).fetchone()[0]
 
     def sources(self) -> list[dict[str, Any]]:
         rows = self.conn.execute("SELECT source, origin, token, watermark, items, synced_at FROM cdc_sources "

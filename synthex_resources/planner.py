@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from synthex.definition import PipelineDefinition, Plan
 from synthex.llm import OUTPUT_CHARS_PER_CALL, OUTPUT_TOKENS_PER_CALL, estimate_unrendered_tokens
 from synthex.naming import check_branch_name
+from synthex.purges import PurgeLedger
 from synthex.steps import AggregateStep, FoldStep, MergeStep, SourceStep, Step, TransformStep
+from synthex.steps.base import visible_work
 from synthex_resources.llm import PRICES, LLMConfig
 from synthex_resources.record_store import RecordStore
 from synthex_resources.step_context import SnapshotContext
@@ -60,6 +62,7 @@ def compute_partition_plan(pipeline: PipelineDefinition, store: RecordStore, bra
         if isinstance(step, SourceStep):
             periods.update(step.periods())
     plan = PartitionPlan(periods=sorted(periods))
+    purged = PurgeLedger(pipeline.data_dir).load()
     expected: dict[tuple[str, str], int] = {}
     chars: dict[tuple[str, str], int] = {}
     for period in plan.periods:
@@ -81,7 +84,7 @@ def compute_partition_plan(pipeline: PipelineDefinition, store: RecordStore, bra
                 if count or existing:
                     plan.work[(name, period)] = PartitionWork(name, period, count, tokens, reason="upstream changed")
                 continue
-            items = step.work(ctx)
+            items = visible_work(step, ctx, purged)
             expected[(name, period)] = len(items)
             if isinstance(step, SourceStep):
                 chars[(name, period)] = sum(len(i.payload.content) for i in items)

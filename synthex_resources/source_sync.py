@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from synthex.definition import PipelineDefinition
 from synthex.project import branch_names
+from synthex.purges import PurgeLedger
 from synthex_resources.cdc_state import CdcState, SourceChanges
 from synthex_resources.planner import plan_pipeline
 from synthex_resources.record_store import RecordStore
@@ -19,11 +20,13 @@ def detect_changes(pipeline: PipelineDefinition, cdc: CdcState, sources: list[st
     """Per source (main's definition): fetch API pages into the landing stream, then compare the
     source with its stored CDC state. Nothing is committed: commit once the records are written."""
     root = pipeline.root()
+    purged = PurgeLedger(root.data_dir).load()
     out = []
     for name in root.source_steps(sources):
         origin = root.steps[name].reader()  # type: ignore[attr-defined]
         pulled = origin.pull() if pull else 0
-        changes = cdc.detect(name, origin)
+        hidden = (lambda key, name=name: purged.hides_item(name, key)) if purged.per_source.get(name) else None
+        changes = cdc.detect(name, origin, hidden)
         changes.pulled = pulled
         out.append(changes)
     return out

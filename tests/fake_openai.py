@@ -11,8 +11,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 class FakeOpenAI:
     def __init__(self, fail_first: int = 0, fail_status: int = 429, delay: float = 0.0,
-                 echo_key: bool = False) -> None:
-        self.echo_key = echo_key  # error bodies quote the Authorization header, as some providers do
+                 echo_key: bool = False, answer=None) -> None:
+        self.echo_key = echo_key
+        self.answer = answer  # answer(prompt) -> text or None: a test's own model behaviour  # error bodies quote the Authorization header, as some providers do
         self.fail_first = fail_first
         self.fail_status = fail_status
         self.delay = delay
@@ -72,6 +73,8 @@ class FakeOpenAI:
                         outer.in_flight -= 1
 
             def _answer(self, prompt, digest):
+                if outer.answer is not None and (text := outer.answer(prompt)) is not None:
+                    return text
                 # QA answers echo the first excerpt, so a judged answer is right exactly when retrieval was.
                 if prompt.startswith("You answer questions") and "\n- " in prompt:
                     return prompt.split("\n- ", 1)[1].split("\n", 1)[0]

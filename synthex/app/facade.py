@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from dagster import DagsterInstance
 
     from synthex.app.branches import Branches
+    from synthex.app.purge import PurgeReport
     from synthex_resources.cdc_state import SourceChanges
     from synthex_resources.embedder import Embedder
     from synthex_resources.hook_deliveries import DeliveryReport, HookState
@@ -302,10 +303,44 @@ class ProjectApp:
 
     def import_warnings(self, branch: str | None = None) -> list[str]:
         """What the importers left out or repaired in the sources, one line each, naming file and record."""
+        from synthex.purges import PurgeLedger
         from synthex.steps import SourceStep
 
-        return [w for step in self.use_branch(branch).steps.values() if isinstance(step, SourceStep)
-                for w in step.warnings()]
+        purged = PurgeLedger(self.pipeline.data_dir).load()
+        out = []
+        for step in self.use_branch(branch).steps.values():
+            if not isinstance(step, SourceStep):
+                continue
+            out += step.warnings()
+            if purged.per_source.get(step.name):
+                held = sum(1 for item in step.items() if purged.hides_item(step.name, item.key))
+                if held:
+                    out.append(f"{step.describe()}: {held} item(s) not imported: purged by `synthex purge` "
+                               f"(listed by hash in {self.pipeline.data_dir / 'purged.json'})")
+        return out
+
+    # -- privacy ----------------------------------------------------------------------------------
+    def purge(self, record_ids: str | list[str] | None = None, *, match: str | None = None, regex: bool = False,
+              dry_run: bool = False, cascade: bool = True,
+              say: Callable[[str], None] | None = None) -> PurgeReport:
+        """Remove records and everything made from them on every branch, recompute what used them, and
+        sweep their text out of every file of the data directory (``synthex.app.purge``). ``match``
+        picks the source records whose text contains it (or matches it, with ``regex``)."""
+        from synthex.app.purge import Purger
+
+        if not cascade:
+            raise BadInputError("purge without cascade would leave records made from the purged one holding "
+                                "its text; purge always cascades")
+        purger = Purger(self)
+        ids = [record_ids] if isinstance(record_ids, str) else list(record_ids or [])
+        if match is not None:
+            ids += purger.match(match, regex=regex)
+            if not ids:
+                raise BadInputError(f"no source record matches {match!r} (nothing purged)")
+        if not ids:
+            raise BadInputError("purge: give record ids or match=")
+        return purger.purge(ids, dry_run=dry_run, say=say,
+                            also_find=[match] if match and not regex and len(match) >= 4 else None)
 
     # -- branches ---------------------------------------------------------------------------------
     def use_branch(self, branch: str | None) -> PipelineDefinition:

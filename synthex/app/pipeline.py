@@ -89,6 +89,12 @@ class Pipeline(PipelineDefinition):
         """Append to the stream source (memory after the next sync)."""
         return self.app.remember(text, id=id, created_at=created_at, metadata=metadata, source=source)
 
+    def purge(self, record_ids: str | list[str] | None = None, *, match: str | None = None, regex: bool = False,
+              dry_run: bool = False, cascade: bool = True) -> Any:
+        """Remove records and everything made from them, on every branch, with no residue on disk
+        (``dry_run``: only list them: ``.affected_records``, ``.cascade.steps``, ``.cascade.branches``)."""
+        return self.app.purge(record_ids, match=match, regex=regex, dry_run=dry_run, cascade=cascade)
+
     def hooks_due(self, branches: list[str] | None = None) -> list[Any]:
         return self.app.hooks_due(branches)
 

@@ -20,6 +20,7 @@ from synthex.errors import PipelineDefinitionError, StepError
 from synthex.hashing import materialization_key, record_id, stable_hash
 from synthex.llm import Completer, Completion
 from synthex.periods import now_iso
+from synthex.purges import PurgedSet
 from synthex.record import Record, RunStats
 
 
@@ -127,6 +128,7 @@ class Step:
 
     name: str
     from_: list[str] = field(default_factory=list)
+    pii: str | None = None  # "redact" | "detect" | "flag" (``synthex.steps.privacy``)
     kind: ClassVar[str] = "step"
 
     # -- identity -----------------------------------------------------------------------------
@@ -135,7 +137,13 @@ class Step:
         return {"from": list(self.from_)}
 
     def version_hash(self) -> str:
-        """hash(step type + config + prompt function source + model + temperature)."""
+        """hash(step type + config + prompt function source + model + temperature), and the PII mode and
+        detector version when ``pii=`` is set (steps without it keep the hashes they always had)."""
+        if self.pii:
+            from synthex.steps.privacy import PII_VERSION
+
+            return stable_hash("step/v1", self.kind, self.config(), self._code_hashes(),
+                               {"pii": self.pii, "detector": PII_VERSION})[:24]
         return stable_hash("step/v1", self.kind, self.config(), self._code_hashes())[:24]
 
     def _code_hashes(self) -> dict[str, str | None]:
@@ -237,20 +245,41 @@ class PartitionResult:
     stats: RunStats
 
 
+def visible_work(step: Step, ctx: StepContext, purged: PurgedSet | None = None) -> list[WorkItem]:
+    """``step.work(ctx)`` without what ``synthex purge`` removed: a purged record id, or a purged source
+    item (by its key), is never produced again (the ledger, ``synthex.purges``)."""
+    items = step.work(ctx)
+    if not purged:
+        return items
+    is_source = step.kind == "source"
+    return [i for i in items
+            if i.id not in purged.ids and not (is_source and purged.hides_item(step.name, i.group_key))]
+
+
 def execute_partition(step: Step, ctx: StepContext, existing_ids: set[str], full: bool = False,
-                      reuse: Callable[[list[str]], dict[str, Record]] | None = None) -> PartitionResult:
+                      reuse: Callable[[list[str]], dict[str, Record]] | None = None,
+                      purged: PurgedSet | None = None) -> PartitionResult:
     """Plan the partition, produce only what is missing (everything when ``full``).
 
     ``reuse`` finds records another branch already holds by id: ids are content addresses (same
     definition, same inputs), so such a record is copied onto this branch instead of recomputed."""
     started = datetime.now(UTC)
-    items = step.work(ctx)
+    items = visible_work(step, ctx, purged)
     todo = items if full else [i for i in items if i.id not in existing_ids]
     found = reuse([i.id for i in todo]) if reuse is not None and todo and not full else {}
     copies = [replace(found[i.id], branch=ctx.branch, run_id=ctx.run_id, embedding=None)
               for i in todo if i.id in found]
     todo = [i for i in todo if i.id not in found]
+    if step.pii == "redact" and todo:
+        from synthex.steps.privacy import redacted_input
+
+        # Before the prompt function renders anything (and so before any model call).
+        todo = [replace(i, inputs=[redacted_input(r) for r in i.inputs]) for i in todo]
     records, tokens = step.produce(todo, ctx) if todo else ([], 0)
+    if step.pii and records:
+        from synthex.steps.privacy import apply_pii
+
+        records = [apply_pii(r, step.pii) for r in records]
     stats = RunStats(
         input=sum(len(i.inputs) or 1 for i in items),
         output=len(records),

@@ -1,0 +1,208 @@
+"""Purge in the record store: the provenance cascade, and taking its content out of every LanceDB table
+physically, old versions included.
+
+A LanceDB delete only marks rows in a deletion file: the bytes stay in the fragment, in every older
+version and in the FTS index until they are rewritten. ``compact_physically`` rewrites every fragment
+that has deletions (``materialize_deletions_threshold=0``: LanceDB's own ``optimize`` leaves a fragment
+with fewer than 10 % deleted rows as it is), rebuilds the FTS index, deletes tags (a tag pins its
+version) and removes every version but the latest.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from synthex_resources.commits import with_commit_retry
+from synthex_resources.record_store import LLM_CACHE, RECORDS, RecordStore, q
+
+PURGED_TEXT = "[purged]"
+
+
+@dataclass
+class Cascade:
+    """The rows a purge removes: the roots and everything made from them, on every branch."""
+
+    roots: list[str]
+    rows: list[tuple[str, str, str, str]] = field(default_factory=list)  # (id, step, branch, period)
+
+    @property
+    def affected_records(self) -> list[str]:
+        return sorted({r[0] for r in self.rows})
+
+    @property
+    def steps(self) -> dict[str, int]:
+        per: dict[str, set[str]] = defaultdict(set)
+        for rid, step, _, _ in self.rows:
+            per[step].add(rid)
+        return {s: len(ids) for s, ids in sorted(per.items())}
+
+    @property
+    def branches(self) -> list[str]:
+        return sorted({r[2] for r in self.rows})
+
+    def partitions(self) -> dict[str, dict[str, list[str]]]:
+        """step -> branch -> periods that lose rows."""
+        out: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+        for _, step, branch, period in self.rows:
+            out[step][branch].add(period)
+        return {s: {b: sorted(ps) for b, ps in sorted(bs.items())} for s, bs in sorted(out.items())}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"roots": self.roots, "affected_records": self.affected_records, "steps": self.steps,
+                "branches": self.branches, "partitions": self.partitions()}
+
+
+def find_cascade(store: RecordStore, roots: list[str]) -> Cascade:
+    """Every row (any branch) of the roots and of every record whose provenance reaches them.
+
+    One scan of (id, step, branch, period, sources); the closure is walked in memory. Provenance is
+    the same on every branch (an id is a content address of its inputs), so the edges of all branches
+    are one graph."""
+    ds = store.dataset(RECORDS)
+    if ds is None:
+        return Cascade(list(roots))
+    table = ds.to_table(columns=["id", "step", "branch", "period", "sources"]).to_pydict()
+    children: dict[str, set[str]] = defaultdict(set)
+    rows_of: dict[str, list[tuple[str, str, str, str]]] = defaultdict(list)
+    for rid, step, branch, period, sources in zip(table["id"], table["step"], table["branch"], table["period"],
+                                                  table["sources"], strict=True):
+        rows_of[rid].append((rid, step, branch, period))
+        for src in sources or []:
+            children[src].add(rid)
+    seen: set[str] = set()
+    todo = [r for r in roots if r in rows_of]
+    while todo:
+        rid = todo.pop()
+        if rid in seen:
+            continue
+        seen.add(rid)
+        todo.extend(children.get(rid, ()))
+    rows = sorted((row for rid in seen for row in rows_of[rid]), key=lambda r: (r[1], r[2], r[3], r[0]))
+    return Cascade(list(roots), rows)
+
+
+def matching_records(store: RecordStore, pattern: str, steps: list[str], regex: bool = False) -> list[str]:
+    """Ids of records of ``steps`` (any branch) whose content contains ``pattern`` (case-insensitive),
+    or matches it as a regular expression."""
+    if not steps:
+        return []
+    rx = re.compile(pattern if regex else re.escape(pattern), re.IGNORECASE)
+    where = "step IN (" + ",".join(q(s) for s in steps) + ")"
+    found = []
+    for row in store.read(RECORDS, where, ["id", "content", "step", "branch", "sources", "materialization_key",
+                                           "run_id", "created_at", "metadata", "audit", "period"]):
+        if rx.search(store.to_record(row).content):  # to_record: the readable text, whatever the storage
+            found.append(row["id"])
+    return sorted(set(found))
+
+
+def delete_rows(store: RecordStore, ids: list[str]) -> int:
+    """Delete every row (all branches) of ``ids``: one commit per 2,000 ids."""
+    tbl = store.records_table()
+    if tbl is None or not ids:
+        return 0
+    for start in range(0, len(ids), 2000):
+        where = "id IN (" + ",".join(q(i) for i in ids[start:start + 2000]) + ")"
+        with_commit_retry(lambda where=where: tbl.delete(where))
+    return len(ids)
+
+
+def drop_cached_responses(store: RecordStore, texts: set[str], raws: set[str],
+                          needles: tuple[str, ...] | list[str] = ()) -> int:
+    """Delete the LLM cache entries that produced purged records: a cached response equal to a purged
+    record's content, or a raw body equal to one's ``audit.raw_response`` (a replay would write the
+    purged text again), and any entry quoting a piece of the purged source text (``needles``)."""
+    cipher = getattr(store, "cipher", None)
+    doomed = []
+    for row in store.read(LLM_CACHE, columns=["key", "response", "raw"]):
+        response, raw = row["response"] or "", row["raw"] or ""
+        if cipher is not None:
+            response, raw = cipher.decrypt(response), cipher.decrypt(raw)
+        if response in texts or (raw and raw in raws) or any(n in response or n in raw for n in needles):
+            doomed.append(row["key"])
+    for start in range(0, len(doomed), 2000):
+        store.delete_rows(LLM_CACHE, "key IN (" + ",".join(q(k) for k in doomed[start:start + 2000]) + ")")
+    return len(doomed)
+
+
+def scrub_bookkeeping(store: RecordStore, needles: list[str], tables: list[str]) -> int:
+    """Replace purged text inside the small bookkeeping tables (run records and their error text, hook
+    delivery state): rows are kept, the text is ``[purged]``. Returns rows rewritten."""
+    if not needles:
+        return 0
+    rewritten = 0
+    for name in tables:
+        tbl = store.table(name)
+        if tbl is None:
+            continue
+        schema = tbl.schema
+        key = "key" if "key" in schema.names else "id"
+        changed = []
+        for row in store.read(name):
+            new = {k: _scrub_text(v, needles) if isinstance(v, str) else v for k, v in row.items()}
+            if new != row:
+                changed.append(new)
+        if changed:
+            store.upsert_rows(name, schema, changed, key=key)
+            rewritten += len(changed)
+    return rewritten
+
+
+def _scrub_text(text: str, needles: list[str]) -> str:
+    for needle in needles:
+        if needle in text:
+            text = text.replace(needle, PURGED_TEXT)
+    return text
+
+
+@dataclass
+class Compaction:
+    tables: list[str] = field(default_factory=list)
+    tags_removed: list[str] = field(default_factory=list)
+    fragments_rewritten: int = 0
+    versions_removed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tables": self.tables, "tags_removed": self.tags_removed,
+                "fragments_rewritten": self.fragments_rewritten, "versions_removed": self.versions_removed}
+
+
+def compact_physically(store: RecordStore, stem: bool = False) -> Compaction:
+    """Rewrite every fragment holding deleted rows, rebuild the FTS index, drop tags and every version but
+    the latest, in every table of the store. Readers holding an older version (a UI, an MCP server)
+    fail their next read of it and reopen the latest."""
+    import lance
+
+    from synthex_resources.search.engine import FTS_COLUMN, SearchEngine
+
+    report = Compaction()
+    for name in sorted(store.db.table_names()):
+        path = f"{store.uri.rstrip('/')}/{name}.lance"
+        ds = lance.dataset(path, storage_options=store.storage_options)
+        report.tables.append(name)
+        for tag in sorted(ds.tags.list()):
+            ds.tags.delete(tag)
+            report.tags_removed.append(f"{name}:{tag}")
+        if any(f.metadata.deletion_file is not None for f in ds.get_fragments()):
+            metrics = with_commit_retry(lambda ds=ds: ds.optimize.compact_files(
+                materialize_deletions=True, materialize_deletions_threshold=0.0))
+            report.fragments_rewritten += metrics.fragments_removed
+        if name == RECORDS:
+            tbl = store.records_table()
+            if tbl is not None and any(i.name == f"{FTS_COLUMN}_idx" for i in tbl.list_indices()):
+                # Rebuilt, not remapped: a remapped inverted index keeps the purged words in its dictionary.
+                with_commit_retry(lambda tbl=tbl: tbl.drop_index(f"{FTS_COLUMN}_idx"))
+                SearchEngine(store).ensure_index(optimize=False, stem=stem)
+        ds = lance.dataset(path, storage_options=store.storage_options)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "removes every version except the latest": that is the point
+            stats = ds.cleanup_old_versions(older_than=timedelta(0), delete_unverified=True,
+                                            error_if_tagged_old_versions=False)
+        report.versions_removed += stats.old_versions
+    store.close()  # cached table handles point at removed versions
+    return report
