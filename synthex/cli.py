@@ -129,15 +129,20 @@ def main() -> None:
 @click.option("--from", "sources", multiple=True, type=click.Path(exists=True),
               help="An export file or folder (repeatable): ChatGPT/Claude conversations.json, .jsonl, folder.")
 @click.option("--demo", is_flag=True, help="Use the bundled synthetic ChatGPT export (200 conversations).")
+@click.option("--template", default="hierarchical", show_default=True,
+              type=click.Choice(["hierarchical", "raw", "conversational", "enriched", "structured"]),
+              help="hierarchical: summaries, monthly reflections, a world model. raw: verbatim transcripts. "
+                   "conversational: chat turns in context, no model. enriched: transcripts with the dates and "
+                   "names they mention. structured: a DuckDB/SQLite table (writes data/example.sqlite).")
 @click.option("--dir", "target", default=None, help="Folder to create (default: NAME).")
-def init(name: str, sources: tuple[str, ...], demo: bool, target: str | None) -> None:
-    """Create a project with the default pipeline (source -> transcripts -> summaries -> monthly -> world-model)."""
+def init(name: str, sources: tuple[str, ...], demo: bool, template: str, target: str | None) -> None:
+    """Create a project from a template (default: source -> transcripts -> summaries -> monthly -> world-model)."""
     from synthex.project import DEMO_EXPORT, init_project
 
-    chosen = list(sources) + ([str(DEMO_EXPORT)] if demo else [])
-    if not chosen:
+    chosen = list(sources) + ([str(DEMO_EXPORT)] if demo and template != "structured" else [])
+    if not chosen and template != "structured":
         raise click.UsageError("give --from FILE (repeatable) or --demo")
-    path = init_project(target or name, Path(name).name, chosen)
+    path = init_project(target or name, Path(name).name, chosen, template=template)
     workspace = path.parent / "workspace.yaml"
     if not workspace.exists():  # `dagster dev` in the project shows the location `synthex ui` shows
         from synthex.ui_launch import workspace_yaml
