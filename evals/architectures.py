@@ -6,6 +6,8 @@ through its sources and queried through its search.
 - ``conversational``: the same pipeline with a stemmed BM25 index, searched with the
   ``conversational`` recipe (turns scored through their context records and their own text, smoothed
   over adjacent turns, date prior, speakers' names dropped from the query). No model anywhere.
+- ``conversational-enriched``: ``conversational`` with each context record also indexed with the turn's
+  entities, resolved dates and topics (``synthex.enrich``, no model).
 - any other name: the project's own pipeline (``pipeline.py``) on that branch, its sources pointed at
   the benchmark data; hits are drilled down to their leaves to score turns. ``branch@recipe``
   searches that branch with another recipe (e.g. ``main@conversational``).
@@ -23,7 +25,7 @@ from synthex.steps import SourceStep
 from synthex_resources.embedder import Embedder
 from synthex_resources.search.tokenize import tokenize
 
-BUILTIN = ("raw-bm25", "raw-dense", "raw-hybrid", "contextual-hybrid", "conversational")
+BUILTIN = ("raw-bm25", "raw-dense", "raw-hybrid", "contextual-hybrid", "conversational", "conversational-enriched")
 PEERS = ("mem0",)  # other systems, fed the same data (evals/peers/)
 
 
@@ -65,12 +67,13 @@ def _raw(data: Path, root: Path, fmt: str) -> Pipeline:
     return pipe
 
 
-def _contextual(data: Path, root: Path, fmt: str, stem: bool = False) -> Pipeline:
-    from evals.locomo import with_previous_turn
+def _contextual(data: Path, root: Path, fmt: str, stem: bool = False, enriched: bool = False) -> Pipeline:
+    from evals.locomo import with_previous_turn, with_previous_turn_enriched
 
     pipe = Pipeline("contextual", project_dir=root, lexical_stem=stem)
     pipe.source("turns", file=str(data), format=fmt)
-    pipe.transform("turns-in-context", from_="turns", fn=with_previous_turn)
+    pipe.transform("turns-in-context", from_="turns",
+                   fn=with_previous_turn_enriched if enriched else with_previous_turn)
     pipe.output("search", from_=["turns-in-context"], surface="search")
     return pipe
 
@@ -108,6 +111,9 @@ def resolve(names: list[str], project: Path | None) -> list[Architecture]:
         elif name == "conversational":
             out.append(Architecture(name, lambda d, r, f: _contextual(d, r, f, stem=True), mode="conversational",
                                     workspace="contextual-stemmed"))
+        elif name == "conversational-enriched":
+            out.append(Architecture(name, lambda d, r, f: _contextual(d, r, f, stem=True, enriched=True),
+                                    mode="conversational", workspace="contextual-stemmed-enriched"))
         else:
             branch, _, mode = name.partition("@")  # "main@conversational": the branch searched with that recipe
             if project is None or not (project / "pipeline.py").exists():

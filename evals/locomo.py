@@ -148,4 +148,15 @@ def with_previous_turn(record: Record) -> str:
     return f"{previous}\n{record.content}" if previous else record.content
 
 
+def with_previous_turn_enriched(record: Record) -> str:
+    """``with_previous_turn`` plus the turn's entities, resolved dates and topics (``synthex.enrich``):
+    "last Tuesday" said on 8 May 2023 is indexed as 2 May 2023 too."""
+    from synthex.enrich import enrichment_text
+    from synthex.enrich.steps import record_time
+
+    line = enrichment_text(record.content, record_time(record))
+    text = with_previous_turn(record)
+    return f"{text}\n{line}" if line else text
+
+
 register_format("locomo-turns", parse_turns)

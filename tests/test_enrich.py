@@ -415,3 +415,20 @@ def test_resolution_never_raises_and_offsets_are_exact(words, noise, anchor):
     for phrase in noun_phrases(text):
         assert 1 <= len(phrase.split()) <= 4
     assert isinstance(enrichment_text(text, anchor), str)
+
+
+def test_with_enrichment_keeps_the_text_and_adds_the_line_where_the_embedder_reads_it():
+    from synthex.enrich.steps import LONG_RECORD_CHARS, with_enrichment
+    from synthex.record import Record
+
+    def rec(text: str) -> Record:
+        return Record(id="r", content=text, step="turns", branch="main", source_ids=[],
+                      metadata={"time": {"created_at": "2023-05-08T13:56:00Z"}})
+
+    short = with_enrichment(rec("Caroline went to the LGBTQ support group yesterday."))
+    assert short.startswith("Caroline went to the LGBTQ support group yesterday.\n")
+    assert "7 May 2023" in short.splitlines()[1]
+    long_text = "Caroline went to the support group yesterday. " + "We talked a lot. " * (LONG_RECORD_CHARS // 16)
+    long_out = with_enrichment(rec(long_text))
+    assert long_out.endswith(long_text) and "7 May 2023" in long_out.splitlines()[0]
+    assert with_enrichment(rec("ok")) == "ok"

@@ -69,8 +69,11 @@ def test_init_template_demo_runs_offline_and_searches(name, tmp_path, monkeypatc
                 assert all(s in transcripts[summary.source_ids[0]] for s in re.split(r"(?<=[.?!]) ", summary.content))
         if name == "conversational":
             assert len(pipe.records("chatgpt")) > len(json.loads(project.DEMO_EXPORT.read_text()))  # one per turn
-        if name == "enriched":
-            assert any("\nMentions: " in r.content for r in pipe.records("enriched"))
+        if name == "enriched":  # the transcript and its index line (synthex.enrich)
+            transcripts = {r.id: r.content for r in pipe.records("transcripts")}
+            enriched = pipe.records("enriched")
+            assert enriched and all(transcripts[r.source_ids[0]] in r.content for r in enriched)
+            assert any("entities: " in r.content and "dates: " in r.content for r in enriched)
     finally:
         pipe.close()
 
