@@ -600,13 +600,14 @@ def ui(port: int, open_browser: bool, project: str) -> None:
 def _add_commands_from_modules() -> None:
     # Commands with a module of their own (their heavy imports happen inside the command).
     from synthex.mcp_server import mcp_command
-    from synthex.privacy_cli import pii_group, purge_command
+    from synthex.privacy_cli import keygen_command, pii_group, purge_command
     from synthex.sql_cli import sql_command
 
     main.add_command(mcp_command)
     main.add_command(sql_command)
     main.add_command(purge_command)
     main.add_command(pii_group)
+    main.add_command(keygen_command)
 
 
 _add_commands_from_modules()

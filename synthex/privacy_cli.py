@@ -114,3 +114,16 @@ def pii_scan(steps: tuple[str, ...], branch: str, project: str, as_json: bool) -
         click.echo(f"  {row['id'][:8]}  {row['step']:<16} " + ", ".join(f"{t} {n}" for t, n in row["types"].items()))
     if len(records) > 20:
         click.echo(f"  ... and {len(records) - 20} more (--json lists them all)")
+
+
+@click.command("keygen")
+def keygen_command() -> None:
+    """Print a new encryption key for SYNTHEX_ENCRYPTION_KEY (encryption at rest, for a new store).
+
+    Keep it somewhere safe: a store written with it cannot be read without it, and nothing recovers it.
+    """
+    from synthex_resources.encryption import generate_key
+
+    click.echo(generate_key())
+    click.echo("export SYNTHEX_ENCRYPTION_KEY=<the key above> before `synthex run` on a new project; "
+               "losing the key loses the memory", err=True)

@@ -28,6 +28,7 @@ from synthex.hashing import fingerprint
 from synthex.record import Record, Run, RunStats
 from synthex_resources.commits import with_commit_retry
 from synthex_resources.embedder import Embedder, EmbedderConfig
+from synthex_resources.encryption import StoreCipher, configured_key, ensure_marker, open_cipher
 
 RECORDS, RUNS, RUN_STEPS, LLM_CACHE = "records", "runs", "run_steps", "llm_cache"
 # A record id is a content address (no branch in it); a row is one branch's copy of a record.
@@ -66,14 +67,20 @@ RUN_STEPS_SCHEMA = pa.schema([("id", pa.string()), ("run_id", pa.string()), ("pi
                               ("recorded_at", pa.string()), ("stats", pa.string())])
 CACHE_SCHEMA = pa.schema([("key", pa.string()), ("model", pa.string()), ("response", pa.string()),
                           ("raw", pa.string()), ("tokens_in", pa.int64()), ("tokens_out", pa.int64())])
+_UNRESOLVED = object()  # RecordStore._cipher before the key check ran (None means: a plaintext store)
 
 
 class RecordStore:
     """Plain-Python API over the LanceDB tables (the Dagster resource below wraps it)."""
 
     def __init__(self, uri: str, embedder: Embedder | Callable[[], Embedder] | None = None,
-                 storage_options: dict[str, str] | None = None) -> None:
+                 storage_options: dict[str, str] | None = None, encryption_key: str | None = None) -> None:
         self.uri = uri
+        # Encryption at rest (synthex_resources/encryption.py): ``encryption_key`` or, when None, the
+        # SYNTHEX_ENCRYPTION_KEY environment variable; resolved against the store's key check on first use.
+        self._encryption_key = encryption_key
+        self._cipher: Any = _UNRESOLVED
+        self._marker_checked = False
         # Object-store settings (endpoint, region, keys) for s3:// and similar URIs; None lets both
         # libraries read the usual AWS_* environment variables.
         self.storage_options = storage_options
@@ -104,6 +111,39 @@ class RecordStore:
             shutdown = getattr(value, "shutdown", None)
             if callable(shutdown):
                 shutdown(wait=False)
+
+    # -- encryption at rest ------------------------------------------------------------------------------
+    @property
+    def cipher(self) -> StoreCipher | None:
+        """The store's cipher (None: a plaintext store). Raises EncryptionError, one line, when the key and
+        the store disagree: an encrypted store opened without its key or with another, a plaintext store
+        opened with a key. Every table access checks it first, so no read returns ciphertext as text."""
+        if self._cipher is _UNRESOLVED:
+            with self._lock:
+                if self._cipher is _UNRESOLVED:
+                    key = self._encryption_key if self._encryption_key is not None else configured_key()
+                    self._cipher = open_cipher(self.uri, key, self.storage_options)
+        return self._cipher
+
+    def _encrypt(self, text: str | None) -> str | None:
+        cipher = self.cipher
+        if cipher is None or text is None:
+            return text
+        if not self._marker_checked:  # the first encrypted write creates (or re-checks) the key check
+            with self._lock:
+                if not self._marker_checked:
+                    ensure_marker(self.uri, cipher, self.storage_options)
+                    self._marker_checked = True
+        return cipher.encrypt(text)
+
+    def _decrypt(self, value: str | None) -> str | None:
+        cipher = self.cipher
+        return value if cipher is None or value is None else cipher.decrypt(value)
+
+    def content_fingerprint(self, content: str) -> str:
+        """The stored ``fingerprint`` of a text: keyed (HMAC) in an encrypted store, so it confirms no guess."""
+        cipher = self.cipher
+        return fingerprint(content) if cipher is None else cipher.fingerprint(content)
 
     # -- branch views (copy-on-write) ---------------------------------------------------------------
     def set_view(self, branch: str, serving: dict[str, str]) -> None:
@@ -160,6 +200,7 @@ class RecordStore:
         """The latest version of table ``name`` as a pylance dataset (None when it does not exist)."""
         import lance
 
+        self.cipher  # noqa: B018 (refuses a store whose key is missing or wrong)
         path = self._dataset_path(name)
         if "://" not in path and not Path(path).exists():
             return None
@@ -177,6 +218,7 @@ class RecordStore:
         return ds.to_table(columns=columns, filter=where, limit=limit).to_pylist()
 
     def table(self, name: str, create_schema: pa.Schema | None = None) -> Any | None:
+        self.cipher  # noqa: B018 (refuses a store whose key is missing or wrong)
         with self._lock:
             if name in self._tables:
                 return self._tables[name]
@@ -217,10 +259,10 @@ class RecordStore:
         """A Record from a raw row of the records table."""
         vector = row.get("vector")
         return Record(
-            id=row["id"], content=row["content"], step=row["step"], branch=row["branch"],
+            id=row["id"], content=self._decrypt(row["content"]), step=row["step"], branch=row["branch"],
             source_ids=list(row.get("sources") or []), materialization_key=row.get("materialization_key", ""),
             run_id=row.get("run_id", ""), created_at=row.get("created_at", ""),
-            metadata=json.loads(row.get("metadata") or "{}"), audit=json.loads(row.get("audit") or "{}"),
+            metadata=json.loads(row.get("metadata") or "{}"), audit=json.loads(self._decrypt(row.get("audit")) or "{}"),
             embedding=list(vector) if vector is not None else None, period=row.get("period", ""),
             _resolver=self,
         )
@@ -310,11 +352,12 @@ class RecordStore:
     # -- records: write -------------------------------------------------------------------------
     def _row(self, rec: Record, vector: Any) -> dict[str, Any]:
         return {
-            "id": rec.id, "content": rec.content, "step": rec.step, "branch": rec.branch, "period": rec.period,
+            "id": rec.id, "content": self._encrypt(rec.content), "step": rec.step, "branch": rec.branch,
+            "period": rec.period,
             "sources": list(rec.source_ids), "materialization_key": rec.materialization_key, "run_id": rec.run_id,
-            "created_at": rec.created_at, "fingerprint": fingerprint(rec.content),
+            "created_at": rec.created_at, "fingerprint": self.content_fingerprint(rec.content),
             "metadata": json.dumps(rec.metadata, ensure_ascii=False, sort_keys=True),
-            "audit": json.dumps(rec.audit, ensure_ascii=False, sort_keys=True),
+            "audit": self._encrypt(json.dumps(rec.audit, ensure_ascii=False, sort_keys=True)),
             "vector": None if vector is None else [float(x) for x in vector],
         }
 
@@ -352,7 +395,7 @@ class RecordStore:
             return
         by_print: dict[str, list[Record]] = defaultdict(list)
         for rec in need:
-            by_print[fingerprint(rec.content)].append(rec)
+            by_print[self.content_fingerprint(rec.content)].append(rec)
         known = self.vectors_by_fingerprint(list(by_print))
         missing = [p for p in by_print if p not in known]
         if missing:
@@ -506,10 +549,15 @@ class RecordStore:
         for start in range(0, len(keys), 500):
             where = "key IN (" + ",".join(q(k) for k in keys[start:start + 500]) + ")"
             for row in self.read(LLM_CACHE, where):
+                if self.cipher is not None:
+                    row = {**row, "response": self._decrypt(row["response"]), "raw": self._decrypt(row["raw"])}
                 out[row["key"]] = row
         return out
 
     def cache_put_many(self, rows: list[dict[str, Any]]) -> None:
+        if self.cipher is not None:
+            rows = [{**r, "response": self._encrypt(r.get("response")), "raw": self._encrypt(r.get("raw"))}
+                    for r in rows]
         self.upsert_rows(LLM_CACHE, CACHE_SCHEMA, rows, key="key")
 
 

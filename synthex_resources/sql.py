@@ -16,6 +16,13 @@ so nothing is copied into DuckDB (the connection holds no table, only views). Ea
 table version current when the console opened: one console answers from one snapshot, a new console
 sees later writes.
 
+Encrypted store (``SYNTHEX_ENCRYPTION_KEY``, synthex_resources/encryption.py): the views show plaintext.
+``records.content``, ``records.audit``, ``llm_cache.response`` and ``llm_cache.raw`` go through the scalar
+function ``synthex_decrypt`` (a vectorized Python UDF on this connection only; nothing decrypted is
+written anywhere). A filter on those columns is evaluated after decryption, in DuckDB, so it reads and
+decrypts every row in scope (filters on the plaintext columns still reach the Lance scanner first).
+Without the key the console refuses to open, like the store.
+
 Read-only: one statement, ``SELECT`` (``FROM``, ``WITH``, ``DESCRIBE``, ``SHOW``, ``SUMMARIZE``,
 ``VALUES``) or ``EXPLAIN`` of one; anything else is refused in one line before DuckDB runs it. Underneath, the
 views over Arrow cannot be written and the eval results are attached ``READ_ONLY``.
@@ -46,6 +53,8 @@ from synthex_resources.record_store import (
 EVAL_RESULTS_FILE = "eval_results.duckdb"  # in the project's eval dir, ``<project>/.synthex/evals/``
 EVAL_RESULTS_TABLE = "eval_results"
 EVAL_CATALOG = "evals"
+DECRYPT_FUNCTION = "synthex_decrypt"
+ENCRYPTED_COLUMNS = {RECORDS: ("content", "audit"), LLM_CACHE: ("response", "raw")}
 RECORD_VECTORS = "record_vectors"
 # Tables looked for on an object store (a local store is listed instead, so new tables show up).
 KNOWN_TABLES = (RECORDS, RUNS, RUN_STEPS, LLM_CACHE, "hook_deliveries")
@@ -101,9 +110,27 @@ class SqlConsole:
         """A view named ``name`` over an Arrow source (a Lance dataset is scanned lazily, batch by batch)."""
         self.con.from_arrow(source).project(select).create_view(name, replace=True)
 
+    def _columns(self, name: str, columns: list[str]) -> str:
+        """The projection of a view: encrypted columns through ``synthex_decrypt`` when the store is encrypted."""
+        secret = ENCRYPTED_COLUMNS.get(name, ()) if self.store.cipher is not None else ()
+        return ", ".join(f"{DECRYPT_FUNCTION}({quote_identifier(c)}) AS {quote_identifier(c)}" if c in secret
+                         else quote_identifier(c) for c in columns)
+
+    def _register_decrypt(self) -> None:
+        cipher = self.store.cipher
+        if cipher is None:
+            return
+
+        def decrypt(values: pa.Array) -> pa.Array:
+            return pa.array([None if v is None else cipher.decrypt(v) for v in values.to_pylist()], pa.string())
+
+        self.con.create_function(DECRYPT_FUNCTION, decrypt, ["VARCHAR"], "VARCHAR", type="arrow",
+                                 null_handling="special", side_effects=False)
+
     def _add_store_views(self) -> None:
         empty = {RECORDS: pa.schema([f for f in records_schema(1) if f.name != "vector"]),
                  RUNS: RUNS_SCHEMA, RUN_STEPS: RUN_STEPS_SCHEMA}
+        self._register_decrypt()
         for name in self._table_names():
             ds = self.store.dataset(name)
             if ds is None:
@@ -117,7 +144,9 @@ class SqlConsole:
                 if "vector" in columns:
                     self._view(RECORD_VECTORS, ds, "id, branch, step, vector")
                     self.views[RECORD_VECTORS] = where
-                self._view(RECORDS, ds, ", ".join(quote_identifier(c) for c in columns if c != "vector"))
+                self._view(RECORDS, ds, self._columns(RECORDS, [c for c in columns if c != "vector"]))
+            elif name in ENCRYPTED_COLUMNS and self.store.cipher is not None:
+                self._view(name, ds, self._columns(name, ds.schema.names))
             else:
                 self._view(name, ds)
             self.views[name] = where

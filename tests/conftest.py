@@ -14,7 +14,7 @@ from synthex.demo.generate import generate
 from synthex.project import render_template
 
 OFFLINE_UNSET = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "SYNTHEX_MODEL", "SYNTHEX_DAGSTER_HOME", "SYNTHEX_EMBEDDER",
-                 "SYNTHEX_EMBEDDING_MODEL", "SYNTHEX_EMBEDDING_DIM")
+                 "SYNTHEX_EMBEDDING_MODEL", "SYNTHEX_EMBEDDING_DIM", "SYNTHEX_ENCRYPTION_KEY")
 
 
 def go_offline(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,6 +9,10 @@
   turns, which are ranked instead (search/leaf_fusion.py).
 - exact: verbatim substring match (case-insensitive) in the chosen steps.
 Every filter (steps, branch, periods, metadata) is applied inside the index query (prefilter).
+
+An encrypted store (synthex_resources/encryption.py) has no FTS index (it would index ciphertext): its
+lexical leg is BM25 over the decrypted text in memory (search/memory_lexical.py), scored like the FTS
+path, and exact search decrypts the rows in scope. Dense search is unchanged (vectors stay plaintext).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from synthex_resources.commits import with_commit_retry
 from synthex_resources.record_store import LIGHT_COLUMNS, RecordStore, q
 from synthex_resources.search.dense_index import dense_index
 from synthex_resources.search.leaf_fusion import leaf_sum_search
+from synthex_resources.search.memory_lexical import memory_bm25
 from synthex_resources.search.recipes import HYBRID_RRF, SearchConfig
 from synthex_resources.search.tokenize import tokenize
 
@@ -95,6 +100,18 @@ class SearchEngine:
             return {"rows": 0, "fts_indexed": 0, "fts_unindexed": 0}
         started = time.perf_counter()
         names = {i.name: i for i in tbl.list_indices()}
+        if self.store.cipher is not None:
+            # Encrypted: an FTS index would hold ciphertext tokens. Lexical search builds its index in
+            # memory from the decrypted text at the first search (search/memory_lexical.py). The id index
+            # takes the FTS index's place as the trigger of compaction after writes.
+            if "id_idx" not in names:
+                with_commit_retry(lambda: tbl.create_scalar_index("id", index_type="BTREE", replace=True))
+            elif optimize:
+                stats = tbl.index_stats("id_idx")
+                if stats is not None and stats.num_unindexed_rows > 0:
+                    with_commit_retry(tbl.optimize)
+            return {"rows": tbl.count_rows(), "fts_indexed": 0, "fts_unindexed": 0, "lexical": "in-memory (encrypted)",
+                    "index_update_s": round(time.perf_counter() - started, 3)}
         current = names.get(f"{FTS_COLUMN}_idx")
         if current is not None and bool((current.index_details or {}).get("stem", False)) != stem:
             with_commit_retry(lambda: tbl.drop_index(f"{FTS_COLUMN}_idx"))
@@ -135,9 +152,13 @@ class SearchEngine:
     # -- candidate lists: (id, score) pairs, best first, ties by id -------------------------------
     def lexical(self, query: str, where: str, n: int) -> list[tuple[str, float]]:
         """BM25 top ``n``, ties by id, whatever order the records were written in (``top_with_ties``)."""
-        tbl = self.store.records_table()
         tokens = tokenize(query)
-        if tbl is None or not tokens or n <= 0:
+        if not tokens or n <= 0:
+            return []
+        if self.store.cipher is not None:
+            return memory_bm25(self.store).search(tokens, where, n)
+        tbl = self.store.records_table()
+        if tbl is None:
             return []
 
         def fetch(limit: int) -> list[tuple[str, float]]:
@@ -254,12 +275,42 @@ class SearchEngine:
         needle = phrase.lower().strip()
         if tbl is None or not needle:
             return []
+        if self.store.cipher is not None:  # ciphertext on disk: match the decrypted text kept in memory
+            return self._exact_encrypted(needle, where, k, metadata)
         rows = tbl.search().where(f"{where} AND strpos(lower(content), {q(needle)}) > 0").select(
             LIGHT_COLUMNS).limit(None).to_arrow().to_pylist()
         hits = [self._hit(r, float(r["content"].lower().count(needle)), {}) for r in rows]
         hits = [h for h in hits if self._meta_ok(h, metadata)]
         hits.sort(key=lambda h: (-h.score, h.meta("time.created_at") or "", h.id))
         return hits[:k]
+
+    def _exact_encrypted(self, needle: str, where: str, k: int, metadata: dict[str, Any] | None) -> list[SearchHit]:
+        """``exact`` on an encrypted store: occurrences counted in memory, then only the top ``k`` rows (and
+        every row tied with the k-th) are read and decrypted, in the same order as the plaintext path."""
+        counts = memory_bm25(self.store).exact(needle, where)
+        if not counts:
+            return []
+        kth = 0 if metadata else sorted(counts.values(), reverse=True)[min(k, len(counts)) - 1]
+        ids = sorted(i for i, c in counts.items() if c >= kth)
+        columns = LIGHT_COLUMNS if metadata else ["id", "metadata"]
+
+        def rows_of(wanted: list[str], cols: list[str]) -> list[dict[str, Any]]:
+            out = []
+            for start in range(0, len(wanted), 500):
+                chunk = ",".join(q(i) for i in wanted[start:start + 500])
+                out += self.store._rows(f"({where}) AND id IN ({chunk})", cols)
+            return out
+
+        if metadata:
+            hits = [h for h in (self._hit(r, float(counts[r["id"]]), {}) for r in rows_of(ids, columns))
+                    if self._meta_ok(h, metadata)]
+            hits.sort(key=lambda h: (-h.score, h.meta("time.created_at") or "", h.id))
+            return hits[:k]
+        created = {r["id"]: (json.loads(r["metadata"] or "{}").get("time") or {}).get("created_at") or ""
+                   for r in rows_of(ids, columns)}
+        top = sorted(created, key=lambda i: (-counts[i], created[i], i))[:k]
+        rows = {r["id"]: r for r in rows_of(top, LIGHT_COLUMNS)}
+        return [self._hit(rows[i], float(counts[i]), {}) for i in top if i in rows]
 
     def _hit(self, row: dict[str, Any], score: float, ranks: dict[str, int]) -> SearchHit:
         rec = self.store.to_record(row)

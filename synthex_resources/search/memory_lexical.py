@@ -1,0 +1,217 @@
+"""BM25 over decrypted text, in memory: the lexical leg of an encrypted store.
+
+LanceDB's FTS index would be built over ciphertext, so an encrypted store (synthex_resources/encryption.py)
+searches an in-memory inverted index instead, built from the plaintext at the first lexical search and
+kept on the store (``store.derived``) until it is closed. Nothing of it reaches the disk.
+
+Scoring is LanceDB's BM25, checked against its FTS index (tests/test_encryption.py): k1 = 1.2, b = 0.75,
+``idf = ln(1 + (N - n + 0.5) / (n + 0.5))``, ``score = sum over query tokens (repeats count) of
+idf * (k1 + 1) * tf / (tf + k1 * (1 - b + b * len / avglen))``, with N, n and the mean length taken over
+every row of the table (all steps and branches: LanceDB's corpus statistics are global too, filters only
+select the rows). Documents and queries are split by ``search/tokenize.py``; LanceDB's ``simple``
+tokenizer agrees on ASCII text (on accented letters it folds ``café`` to ``cafe`` where the regex gives
+``caf``; the query side here uses the same regex, so a query still finds its word). No stemming:
+``Pipeline(lexical_stem=True)`` has no effect on an encrypted store (no stemmer is installed).
+
+Upkeep per table version (what changed is found from plaintext columns; only new texts are decrypted):
+the rows' ``(_rowid, id, fingerprint)`` are read, texts whose fingerprint is not known yet are decrypted
+and tokenized (each distinct text once), texts no row holds any more are forgotten, and the postings
+(CSR arrays sorted by term) are rebuilt from the per-text term counts with numpy. Filters (steps,
+branches, periods, metadata) are the same SQL the FTS path prefilters with, evaluated by Lance on the
+same table version into a row mask (cached per filter). Memory: a few bytes per (text, distinct term)
+plus the ids. Exact (substring) search keeps the lower-cased plaintext of the texts it has scanned (filled
+at the first exact search of a scope, dropped with the store): memory traded for not decrypting every
+row of the scope on every query.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import Counter, OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from synthex_resources.record_store import RECORDS, RecordStore, q
+from synthex_resources.search.tokenize import tokenize
+
+K1, B = 1.2, 0.75
+MASKS_KEPT = 32  # row masks cached per table version (one per distinct filter)
+FETCH_ALL_SHARE = 0.25  # decrypt by scanning the table when this share of its texts is new
+
+
+@dataclass
+class _Text:
+    length: int
+    terms: np.ndarray  # int32 term ids
+    counts: np.ndarray  # int32 occurrences of each term
+
+
+_NO_TEXT = _Text(0, np.zeros(0, np.int32), np.zeros(0, np.int32))  # a row whose text could not be read
+
+
+@dataclass
+class _Corpus:
+    version: int
+    dataset: Any  # the Lance dataset pinned at ``version`` (filters are evaluated on it)
+    rowids: np.ndarray  # uint64, ascending; row i of every array below is the row with rowids[i]
+    ids: np.ndarray  # object array of record ids
+    prints: list[str]  # stored fingerprint of each row (the key of ``texts`` and ``lowered``)
+    norms: np.ndarray  # float64 k1 * (1 - b + b * length / mean length), per row
+    offsets: np.ndarray  # int64 (terms + 1): postings of term t are [offsets[t], offsets[t + 1])
+    post_rows: np.ndarray  # int64 rows
+    post_counts: np.ndarray  # float64 tf
+    masks: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict)
+
+
+class MemoryBM25:
+    """The in-memory BM25 index of one store (``memory_bm25(store)``)."""
+
+    def __init__(self, store: RecordStore) -> None:
+        self.store = store
+        self.vocab: dict[str, int] = {}
+        self.texts: dict[str, _Text] = {}  # by stored fingerprint (one entry per distinct text)
+        self.lowered: dict[str, str] = {}  # by fingerprint: lower-cased plaintext, for exact search
+        self._corpus: _Corpus | None = None
+        self._lock = threading.Lock()
+        self.decrypted = 0  # texts decrypted and tokenized so far (upkeep is incremental: tests watch it)
+
+    # -- upkeep -----------------------------------------------------------------------------------
+    def _text(self, content: str) -> _Text:
+        tokens = tokenize(content)
+        counted = Counter(tokens)
+        terms = np.fromiter((self.vocab.setdefault(t, len(self.vocab)) for t in counted), np.int32, len(counted))
+        return _Text(len(tokens), terms, np.fromiter(counted.values(), np.int32, len(counted)))
+
+    def _learn(self, ds: Any, prints: set[str], total: int, into: dict[str, Any], make: Any) -> None:
+        """``into[fp] = make(plaintext)`` for the texts of ``prints``, each decrypted once."""
+        cipher = self.store.cipher
+        if not prints:
+            return
+
+        def take(table: Any) -> None:
+            for fp, value in zip(table.column("fingerprint").to_pylist(), table.column("content").to_pylist(),
+                                 strict=True):
+                if fp in prints and fp not in into:
+                    into[fp] = make(cipher.decrypt(value) if cipher is not None else value)
+                    self.decrypted += 1
+
+        if len(prints) >= FETCH_ALL_SHARE * total:
+            take(ds.to_table(columns=["fingerprint", "content"]))
+            return
+        wanted = sorted(prints)
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            take(ds.to_table(columns=["fingerprint", "content"],
+                             filter="fingerprint IN (" + ",".join(q(p) for p in chunk) + ")"))
+
+    def _build(self, ds: Any) -> _Corpus:
+        table = ds.to_table(columns=["id", "fingerprint"], with_row_id=True)
+        rowids = table.column("_rowid").to_numpy()
+        order = np.argsort(rowids, kind="stable")
+        prints = table.column("fingerprint").to_pylist()
+        prints = [prints[i] for i in order]
+        ids = np.asarray(table.column("id").to_pylist(), dtype=object)[order]
+        present = set(prints)
+        self._learn(ds, {p for p in present if p not in self.texts}, len(present), self.texts, self._text)
+        for known in (self.texts, self.lowered):
+            for gone in [p for p in known if p not in present]:
+                del known[gone]
+        texts = [self.texts.get(p, _NO_TEXT) for p in prints]
+        n = len(texts)
+        lengths = np.fromiter((t.length for t in texts), np.float64, n)
+        sizes = np.fromiter((len(t.terms) for t in texts), np.int64, n)
+        terms = np.concatenate([t.terms for t in texts]) if n else np.zeros(0, np.int32)
+        counts = np.concatenate([t.counts for t in texts]) if n else np.zeros(0, np.int32)
+        rows = np.repeat(np.arange(n, dtype=np.int64), sizes)
+        by_term = np.argsort(terms, kind="stable")
+        offsets = np.zeros(len(self.vocab) + 1, np.int64)
+        np.cumsum(np.bincount(terms, minlength=len(self.vocab)), out=offsets[1:])
+        mean = float(lengths.mean()) if n else 0.0
+        norms = K1 * (1 - B + B * lengths / mean) if mean else np.full(n, K1)
+        return _Corpus(version=ds.version, dataset=ds, rowids=rowids[order], ids=ids, prints=prints, norms=norms,
+                       offsets=offsets,
+                       post_rows=rows[by_term], post_counts=counts[by_term].astype(np.float64))
+
+    def corpus(self) -> _Corpus | None:
+        """The index at the table's latest version (updated first when the table changed)."""
+        ds = self.store.dataset(RECORDS)
+        if ds is None:
+            return None
+        with self._lock:
+            if self._corpus is None or self._corpus.version != ds.version:
+                self._corpus = self._build(ds)
+            return self._corpus
+
+    def _mask(self, corpus: _Corpus, where: str) -> np.ndarray:
+        mask = corpus.masks.get(where)
+        if mask is None:
+            found = corpus.dataset.to_table(columns=["id"], filter=where, with_row_id=True).column("_rowid").to_numpy()
+            mask = np.zeros(len(corpus.ids), dtype=bool)
+            mask[np.searchsorted(corpus.rowids, found)] = True
+            corpus.masks[where] = mask
+            while len(corpus.masks) > MASKS_KEPT:
+                corpus.masks.popitem(last=False)
+        else:
+            corpus.masks.move_to_end(where)
+        return mask
+
+    # -- search -----------------------------------------------------------------------------------
+    def exact(self, needle: str, where: str) -> dict[str, int]:
+        """Occurrences of ``needle`` (lower-case) per record id, among the rows matching ``where``."""
+        corpus = self.corpus()
+        if corpus is None or not needle:
+            return {}
+        with self._lock:
+            rows = np.flatnonzero(self._mask(corpus, where))
+            prints = [corpus.prints[i] for i in rows]
+            missing = {p for p in prints if p not in self.lowered}
+            if missing:  # the first exact search of this scope: decrypt its texts once
+                self._learn(corpus.dataset, missing, len(set(corpus.prints)), self.lowered, str.lower)
+        found: dict[str, int] = {}
+        for i, fp in zip(rows, prints, strict=True):
+            text = self.lowered.get(fp)
+            if text is not None and needle in text:
+                found[corpus.ids[i]] = text.count(needle)
+        return found
+
+    def search(self, tokens: list[str], where: str, n: int) -> list[tuple[str, float]]:
+        """BM25 top ``n`` (id, score) among the rows matching ``where``, best first, ties by id."""
+        corpus = self.corpus()
+        if corpus is None or not tokens or n <= 0 or not len(corpus.ids):
+            return []
+        with self._lock:
+            mask = self._mask(corpus, where)
+        total = len(corpus.ids)
+        scores = np.zeros(total)
+        for token in tokens:  # a repeated query token counts again, as in LanceDB
+            term = self.vocab.get(token)
+            if term is None or term + 1 >= len(corpus.offsets):
+                continue
+            start, end = corpus.offsets[term], corpus.offsets[term + 1]
+            if start == end:
+                continue
+            rows, tf = corpus.post_rows[start:end], corpus.post_counts[start:end]
+            idf = math.log(1 + (total - (end - start) + 0.5) / ((end - start) + 0.5))
+            scores[rows] += idf * (K1 + 1) * tf / (tf + corpus.norms[rows])
+        candidates = np.flatnonzero((scores > 0) & mask)
+        found = scores[candidates]
+        best: dict[str, float] = {}
+        cut = None
+        # Best first until n distinct ids (an id can have a row per branch, with the same text) and every
+        # row tied with the n-th: then the id decides ties, whatever order the rows were written in.
+        for j in np.argsort(-found, kind="stable"):
+            score = float(found[j])
+            if cut is not None and score < cut:
+                break
+            best.setdefault(corpus.ids[candidates[j]], score)
+            if cut is None and len(best) == n:
+                cut = score
+        return sorted(best.items(), key=lambda p: (-p[1], p[0]))[:n]
+
+
+def memory_bm25(store: RecordStore) -> MemoryBM25:
+    """The store's in-memory BM25 index (one per store object; it lives and dies with the store)."""
+    return store.derived("memory_bm25", lambda: MemoryBM25(store))
