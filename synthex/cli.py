@@ -510,17 +510,20 @@ def parse_metadata_filters(pairs: tuple[str, ...]) -> dict[str, Any] | None:
               show_default=True, help="conversational: rank turns (leaves) through their context records")
 @click.option("--period", "periods", multiple=True, help="Only records of this period, e.g. 2024-03 (repeatable).")
 @click.option("--metadata", "metadata", multiple=True, help="KEY=VALUE metadata filter (repeatable).")
+@click.option("--rerank", type=click.Choice(["llm"]), default=None,
+              help="Reorder the top 20 hits with one call to the configured model (needs a real model).")
 @branch_option
 @project_option
 @json_option
 def search(query: str, steps: tuple[str, ...], exact: bool, k: int, mode: str, periods: tuple[str, ...],
-           metadata: tuple[str, ...], branch: str, project: str, as_json: bool) -> None:
+           metadata: tuple[str, ...], rerank: str | None, branch: str, project: str, as_json: bool) -> None:
     """Search records at any altitude of the pipeline; drill down with `synthex lineage ID`."""
     if not query.strip():
         raise click.BadParameter("the query is empty", param_hint="QUERY")
     pipe = load_project(project)
-    hits = pipe.search(query, step=list(steps) or None, exact=exact, branch=pick_branch(pipe, branch), k=k, mode=mode,
-                                        periods=list(periods) or None, metadata=parse_metadata_filters(metadata))
+    hits = pipe.app.search(query, step=list(steps) or None, exact=exact, branch=pick_branch(pipe, branch), k=k,
+                           mode=mode, periods=list(periods) or None, metadata=parse_metadata_filters(metadata),
+                           rerank=rerank)
     if as_json:
         emit_json({"hits": [h.to_hit_dict() for h in hits]})
         return

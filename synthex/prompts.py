@@ -55,3 +55,24 @@ New reflection ({record.meta('time.period', 'unknown')}):
 
 ## Updated Understanding
 """
+
+
+def anticipate_questions(record: Record) -> str:
+    """Write-time enrichment with a model: a one-line gist of the record and three questions a user
+    might later ask that it answers, in the user's words. Use it as ``transform(prompt=...)`` over the
+    turns and name that step beside the turns' own index step in the search output: each anticipated
+    record's leaf is its turn, so leaf-sum search credits the turn with both texts' scores. The
+    offline stand-in returns whole sentences of the record, never these instructions."""
+    when = record.meta("time.created_at") or ""
+    return f"""Read this message from a conversation.
+Write one sentence that says what it is about, then three short questions that someone could ask later
+whose answer is in this message. Use plain everyday words.
+
+Date: {when}
+
+## Message
+{record.content}
+
+## Gist and questions
+"""
+

@@ -402,8 +402,12 @@ class ProjectApp:
     # -- search (design doc §6) ---------------------------------------------------------------------
     def search(self, query: str, step: str | list[str] | None = None, exact: bool = False, branch: str | None = None,
                k: int = 10, mode: str = "hybrid", periods: list[str] | None = None,
-               metadata: dict[str, Any] | None = None) -> list[SearchHit]:
-        """Surface search at a step (altitude); ``exact=True`` is verbatim search in leaf steps by default."""
+               metadata: dict[str, Any] | None = None, rerank: str | None = None,
+               rerank_top_n: int = 20) -> list[SearchHit]:
+        """Surface search at a step (altitude); ``exact=True`` is verbatim search in leaf steps by default.
+
+        ``rerank="llm"``: the recipe's top ``rerank_top_n`` hits are reordered by one call to the configured
+        model (``synthex_resources.search.rerank.LLMReranker``; cached like a step's calls); real model only."""
         from synthex_resources.search.engine import SearchEngine
         from synthex_resources.search.recipes import RECIPES
 
@@ -422,8 +426,24 @@ class ProjectApp:
         if metadata and RECIPES[mode].fusion == "leaf-sum":
             raise PipelineDefinitionError(f"search mode {mode!r} ranks turns and takes no metadata filter "
                                           f"(it would silently cut the top k); use step, branch and period filters")
-        return SearchEngine(self.store).search(query, steps=steps, branch=branch, k=k, config=RECIPES[mode],
-                                               periods=periods, metadata=metadata, exact=exact)
+        if rerank not in (None, "llm"):
+            raise BadInputError(f"unknown reranker {rerank!r}; expected 'llm'")
+        if rerank and exact:
+            raise BadInputError("exact (verbatim) search is not reranked; drop --rerank or --exact")
+        if rerank is None:
+            return SearchEngine(self.store).search(query, steps=steps, branch=branch, k=k, config=RECIPES[mode],
+                                                   periods=periods, metadata=metadata, exact=exact)
+        from synthex_resources.llm import LLMConfig
+        from synthex_resources.search.rerank import LLMReranker, rerank_hits
+
+        llm = LLMConfig()
+        if llm.is_offline():
+            raise BadInputError("--rerank llm needs a real model: set OPENAI_API_KEY and/or OPENAI_BASE_URL "
+                                "(the offline stand-in cannot rank)")
+        reranker = LLMReranker(llm.get_completer(cache=self.store), llm.resolved()["model"], top_n=rerank_top_n)
+        hits = SearchEngine(self.store).search(query, steps=steps, branch=branch, k=max(k, rerank_top_n),
+                                               config=RECIPES[mode], periods=periods, metadata=metadata)
+        return rerank_hits(reranker, query, hits, k)
 
     def projection(self, name: str, branch: str | None = None) -> Record | None:
         """The latest record of a ``surface="projection"`` output's step (e.g. the world model)."""

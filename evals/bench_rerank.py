@@ -1,0 +1,122 @@
+"""Measure the LLM reranker, the anticipated-questions enrichment prompt and QA with the configured model.
+
+Searches one ingested LoCoMo conversation (the ``conversational`` architecture's workspace) with a
+recipe, reranks the recipe's top ``--top-n`` hits with ``LLMReranker`` and scores turn-level retrieval
+before and after (same questions, same first stage); then, optionally, answers + judges ``--qa``
+questions from the first-stage top 5 (evals/qa.py) and runs the enrichment prompt over ``--enrich``
+turns (throughput and sample outputs). Nothing is cached: every model call is timed.
+
+    OPENAI_BASE_URL=http://127.0.0.1:8765/v1 OPENAI_API_KEY=local SYNTHEX_MODEL=smollm2 \\
+    python -m evals.bench_rerank --data ../shared/data/locomo/locomo10_dev7.json \\
+        --work-dir <project>/.synthex/evals/work/locomo --sample conv-26 --questions 30 --qa 20 --enrich 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from evals.architectures import ranked_leaf_keys, resolve
+from evals.locomo import CATEGORIES, load_locomo
+from evals.locomo_eval import add_question, ingest_conversation
+from evals.scoring import Tally
+from synthex.prompts import anticipate_questions
+from synthex_resources.embedder import EmbedderConfig
+from synthex_resources.llm import LLMConfig
+from synthex_resources.search import SearchEngine
+from synthex_resources.search.recipes import RECIPES
+from synthex_resources.search.rerank import LLMReranker
+
+STEP = "turns-in-context"  # the conversational architecture's search step
+
+
+def turn_metrics(tally: Tally) -> dict:
+    m = tally.result()
+    turn = m["metrics"]["turn"]
+    return {"n": m["n_questions"], **{key: turn[key] for key in
+                                      ("recall_any@5", "recall_any@10", "recall_all@10", "ndcg_any@10") if key in turn}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--work-dir", type=Path, required=True)
+    parser.add_argument("--sample", default=None, help="LoCoMo sample id (default: the first conversation)")
+    parser.add_argument("--recipe", default="conversational", choices=sorted(RECIPES))
+    parser.add_argument("--questions", type=int, default=30, help="first N questions with evidence")
+    parser.add_argument("--top-n", type=int, default=20)
+    parser.add_argument("--excerpt-chars", type=int, default=160)
+    parser.add_argument("--qa", type=int, default=0, help="answer + judge the first N non-adversarial questions")
+    parser.add_argument("--enrich", type=int, default=0, help="run the enrichment prompt over N turns")
+    parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
+    args = parser.parse_args()
+
+    llm = LLMConfig()
+    if llm.is_offline():
+        raise SystemExit("needs a real model: set OPENAI_BASE_URL / OPENAI_API_KEY (and SYNTHEX_MODEL)")
+    completer, model = llm.get_completer(), llm.resolved()["model"]  # no cache: every call is timed
+    [arch] = resolve(["conversational"], None)
+    raw = json.loads(args.data.read_text(encoding="utf-8"))
+    conversations = load_locomo(args.data)
+    conv = next(c for c in conversations if args.sample in (None, c.sample_id))
+    pipe = ingest_conversation(arch, conv.sample_id, raw, args.work_dir, EmbedderConfig().create())
+    engine = SearchEngine(pipe.app.store)
+    session_of = {t.dia_id: t.session_id for t in conv.turns}
+    questions = [(i, q) for i, q in enumerate(conv.questions) if q.evidence][: args.questions]
+    reranker = LLMReranker(completer, model, top_n=args.top_n, excerpt_chars=args.excerpt_chars)
+    before, after = Tally(), Tally()
+    first_stage: dict[int, list] = {}
+    moved = 0  # queries whose top_n order the model changed
+    search_s: list[float] = []
+    key = lambda r: r.meta("chat.message_id")  # noqa: E731
+    out: dict = {"model": model, "sample": conv.sample_id, "recipe": args.recipe, "top_n": args.top_n}
+    for n, (index, question) in enumerate(questions, 1):
+        t0 = time.perf_counter()
+        hits = engine.search(question.question, steps=[STEP], k=args.top_n, config=RECIPES[args.recipe])
+        search_s.append(time.perf_counter() - t0)
+        first_stage[index] = hits
+        qid = f"{conv.sample_id}/q{index}"
+        add_question(before, question, ranked_leaf_keys(hits, question.question, key, 10), session_of, qid)
+        reranked = reranker(question.question, hits)
+        moved += [h.id for h in reranked[: args.top_n]] != [h.id for h in hits[: args.top_n]]
+        add_question(after, question, ranked_leaf_keys(reranked, question.question, key, 10), session_of, qid)
+        print(f"  {n}/{len(questions)} rerank {reranker.stats.latencies[-1]:.1f}s "
+              f"failures={reranker.stats.failures}", flush=True)
+    search_s.sort()
+    out["rerank"] = {"questions": len(questions), "before": turn_metrics(before), "after": turn_metrics(after),
+                     "added_latency": reranker.stats.to_dict(), "reordered_queries": moved,
+                     "replies": reranker.stats.replies[:8],
+                     "first_stage_p50_s": round(search_s[len(search_s) // 2], 3) if search_s else None}
+    print(json.dumps(out["rerank"]), flush=True)
+
+    if args.qa:
+        from evals.qa import QAItem, qa_accuracy
+
+        items = [QAItem(q.question, q.answer, [h.content for h in first_stage[i][:5]],
+                        CATEGORIES.get(q.category, str(q.category)))
+                 for i, q in questions if not q.adversarial][: args.qa]
+        t0 = time.perf_counter()
+        out["qa"] = qa_accuracy(items, llm) | {"wall_s": round(time.perf_counter() - t0, 1)}
+        print(json.dumps(out["qa"]), flush=True)
+
+    if args.enrich:
+        turns = sorted(pipe.app.records("turns"), key=lambda r: (r.meta("time.created_at") or "", r.id))[: args.enrich]
+        prompts = [anticipate_questions(r) for r in turns]
+        t0 = time.perf_counter()
+        done = [completer.complete_many([p], model, 0.0)[0] for p in prompts]
+        wall = time.perf_counter() - t0
+        tokens_out = sum(c.tokens_out for c in done)
+        out["enrich"] = {"records": len(done), "wall_s": round(wall, 1), "s_per_record": round(wall / len(done), 2),
+                         "tokens_in": sum(c.tokens_in for c in done), "tokens_out": tokens_out,
+                         "tokens_out_per_s": round(tokens_out / wall, 1),
+                         "examples": [{"turn": r.content, "output": c.text} for r, c in list(zip(turns, done, strict=True))[:4]]}
+        print(json.dumps(out["enrich"], indent=1), flush=True)
+    pipe.close()
+    if args.out:
+        args.out.write_text(json.dumps(out, indent=1), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

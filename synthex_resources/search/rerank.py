@@ -1,0 +1,125 @@
+"""An LLM reranker for the ``SearchConfig.reranker`` hook: one model call per query.
+
+No cross-encoder ships its weights inside a PyPI package (the rerankers on PyPI download them from a
+model hub at run time), so the offline reranker is a model behind the LLM resource: the top ``top_n``
+hits are listed numbered (short excerpts) and the model replies with the numbers in order of relevance.
+
+The reply is parsed leniently (``[3]``, ``3.``, ``#3``, "3, 1, 2"; dates, times and out-of-range
+numbers are ignored; repeats count once). Hits the reply names come first, in its order; the other
+top hits keep their order after them; hits past ``top_n`` follow unchanged. A reply that names no hit
+(or a failed call) leaves the order as it was, and is counted in ``stats.failures``. Wall time per
+call goes to ``stats.latencies``. The prompt gives no example order: a small model copies it.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from synthex.llm import Completer
+
+RERANK_PROMPT = """Rank the excerpts by how well they answer the question.
+
+Question: {query}
+
+Excerpts:
+{excerpts}
+
+Reply with the numbers of the excerpts only, most relevant first, separated by commas."""
+
+# A number standing on its own: not part of a date (2023-05-08), a time (1:56), a decimal or a word.
+_NUMBER = re.compile(r"(?<![\w:./-])(\d{1,3})(?![\w:/]|[.-]\d)")
+
+
+@dataclass
+class RerankStats:
+    calls: int = 0
+    failures: int = 0  # replies that named no listed hit, or calls that raised: the order was kept
+    latencies: list[float] = field(default_factory=list)  # seconds per model call
+    replies: list[str] = field(default_factory=list)  # the model's replies, in call order (for inspection)
+
+    def to_dict(self) -> dict[str, Any]:
+        lat = sorted(self.latencies)
+
+        def pct(p: float) -> float | None:
+            return round(lat[min(len(lat) - 1, int(p * len(lat)))], 3) if lat else None
+
+        return {"calls": self.calls, "failures": self.failures, "p50_s": pct(0.5), "p95_s": pct(0.95),
+                "mean_s": round(sum(lat) / len(lat), 3) if lat else None}
+
+
+def excerpt(text: str, chars: int) -> str:
+    """One line of at most ``chars`` characters (cut at a word)."""
+    flat = " ".join(text.split())
+    if len(flat) <= chars:
+        return flat
+    cut = flat[:chars].rsplit(" ", 1)[0]
+    return (cut or flat[:chars]) + " ..."
+
+
+def parse_order(reply: str, n: int) -> list[int]:
+    """The 0-based indexes of ``n`` listed items that ``reply`` names, in the order it names them."""
+    out: list[int] = []
+    for match in _NUMBER.finditer(reply):
+        i = int(match.group(1))
+        if 1 <= i <= n and i - 1 not in out:
+            out.append(i - 1)
+    return out
+
+
+class LLMReranker:
+    """``reranker(query, hits) -> hits``: reorder the top ``top_n`` hits with one model call."""
+
+    def __init__(self, completer: Completer, model: str | None = None, top_n: int = 20,
+                 excerpt_chars: int = 160, temperature: float = 0.0, prompt: str = RERANK_PROMPT) -> None:
+        self.completer = completer
+        self.model = model
+        self.top_n = top_n
+        self.excerpt_chars = excerpt_chars
+        self.temperature = temperature
+        self.template = prompt
+        self.stats = RerankStats()
+        self._lock = threading.Lock()
+
+    def prompt(self, query: str, hits: Sequence[Any]) -> str:
+        lines = "\n".join(f"[{i}] {excerpt(h.content, self.excerpt_chars)}" for i, h in enumerate(hits, 1))
+        return self.template.format(query=query.strip(), excerpts=lines)
+
+    def order(self, query: str, hits: Sequence[Any]) -> list[int] | None:
+        """The model's order of ``hits`` (0-based, every hit once), or None when the reply is unusable."""
+        start = time.perf_counter()
+        reply = ""
+        try:
+            [completion] = self.completer.complete_many([self.prompt(query, hits)], self.model, self.temperature)
+            reply = completion.text
+            named = parse_order(reply, len(hits))
+        except Exception:  # a failed call must not fail the search: keep the first-stage order
+            named = []
+        elapsed = time.perf_counter() - start
+        with self._lock:
+            self.stats.calls += 1
+            self.stats.latencies.append(elapsed)
+            self.stats.replies.append(reply)
+            if not named:
+                self.stats.failures += 1
+        if not named:
+            return None
+        return named + [i for i in range(len(hits)) if i not in named]
+
+    def __call__(self, query: str, hits: list[Any]) -> list[Any]:
+        head, tail = list(hits[: self.top_n]), list(hits[self.top_n:])
+        if len(head) < 2:
+            return list(hits)
+        order = self.order(query, head)
+        if order is None:
+            return list(hits)
+        return [head[i] for i in order] + tail
+
+
+def rerank_hits(reranker: Any, query: str, hits: list[Any], k: int) -> list[Any]:
+    """Apply a reranker to a recipe's hits (any fusion) and keep the first ``k``."""
+    return list(reranker(query, hits))[:k]
