@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -192,7 +193,9 @@ class SearchEngine:
     def search(self, query: str, steps: list[str] | None = None, branch: str = "main", k: int = 10,
                config: SearchConfig = HYBRID_RRF, periods: list[str] | None = None,
                metadata: dict[str, Any] | None = None, exact: bool = False,
-               query_vector: np.ndarray | None = None) -> list[SearchHit]:
+               query_vector: np.ndarray | None = None, as_of: datetime | str | None = None) -> list[SearchHit]:
+        """``as_of``: when the question is asked; leaf-sum search (the conversational recipe) resolves
+        relative dates in the query against it ("last week", search/temporal.py). Others ignore it."""
         where = self.where(steps, branch, periods, metadata)
         if exact:
             return self.exact(query, where, k, metadata)
@@ -200,7 +203,7 @@ class SearchEngine:
             if metadata:
                 raise ValueError("leaf-sum search (the conversational recipe) takes step, branch and period "
                                  "filters, not metadata filters")
-            return leaf_sum_search(self, query, steps, branch, k, config, periods)
+            return leaf_sum_search(self, query, steps, branch, k, config, periods, as_of)
         in_memory = not metadata
         legs: dict[str, Any] = {}
         if config.lexical:

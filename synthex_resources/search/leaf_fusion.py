@@ -11,7 +11,9 @@ with the turn it answers. A question is answered by a turn, so this search ranks
    because the answer to a question is often the turn next to the one that matches it;
 4. when the query names a date, turns written inside that window get a bonus (search/temporal.py);
 5. the speakers' own names are dropped from the query first: in a two-person chat every turn is by
-   one of them, so the names carry no signal and dominate a short question's embedding.
+   one of them, so the names carry no signal and dominate a short question's embedding;
+6. optional multi-hop strategies (search/multihop.py, off unless the recipe turns them on) rescore the
+   turns after step 3 and may re-select the top k for coverage.
 
 The per-scope bookkeeping (which leaf each record stands for, turn order, speakers, times) is cached
 per table version, so it is built once per write, not per query.
@@ -30,6 +32,7 @@ import numpy as np
 
 from synthex.periods import parse_timestamp
 from synthex_resources.record_store import LIGHT_COLUMNS
+from synthex_resources.search import multihop
 from synthex_resources.search.dense_index import dense_index
 from synthex_resources.search.recipes import SearchConfig
 from synthex_resources.search.temporal import time_window
@@ -159,14 +162,11 @@ def _normalized_dense(sims: np.ndarray) -> np.ndarray:
     return np.clip((sims - median) / (top - median + 1e-9), 0.0, None)
 
 
-def leaf_sum_search(engine: SearchEngine, query: str, steps: list[str] | None, branch: str, k: int,
-                    config: SearchConfig, periods: list[str] | None = None) -> list[SearchHit]:
+def _first_stage(engine: SearchEngine, scope: _Scope, text: str, steps: list[str] | None, branch: str,
+                 periods: list[str] | None, config: SearchConfig) -> np.ndarray:
+    """Steps 1-3: the legs' scores per leaf, summed, with neighbour credit."""
     where = engine.where(steps, branch, periods)
-    scope = _scope(engine, where)
     n = len(scope.leaf_ids)
-    if not n:
-        return []
-    text = without_names(query, scope.participants) if config.drop_participants else query
     total = np.zeros(n)
 
     def lend(leaf_scores: np.ndarray, record_ids: Any, scores: np.ndarray) -> None:
@@ -205,7 +205,22 @@ def leaf_sum_search(engine: SearchEngine, query: str, steps: list[str] | None, b
     if config.neighbour_weight:
         padded = np.append(total, 0.0)  # index -1 reads the 0 appended at the end
         total = total + config.neighbour_weight * np.maximum(padded[scope.prev], padded[scope.next])
-    window = time_window(query) if config.date_weight else None
+    return total
+
+
+def leaf_sum_search(engine: SearchEngine, query: str, steps: list[str] | None, branch: str, k: int,
+                    config: SearchConfig, periods: list[str] | None = None,
+                    as_of: datetime | str | None = None) -> list[SearchHit]:
+    where = engine.where(steps, branch, periods)
+    scope = _scope(engine, where)
+    n = len(scope.leaf_ids)
+    if not n:
+        return []
+    text = without_names(query, scope.participants) if config.drop_participants else query
+    total = _first_stage(engine, scope, text, steps, branch, periods, config)
+    total = multihop.rescore(engine, scope, where, text, total, config,  # multi-hop strategies, off by default
+                             lambda part: _first_stage(engine, scope, part, steps, branch, periods, config))
+    window = time_window(query, as_of, config.relative_dates) if config.date_weight else None
     if window is not None and total.max() > 0:
         known = ~np.isnan(scope.times)
         years = []
@@ -218,9 +233,11 @@ def leaf_sum_search(engine: SearchEngine, query: str, steps: list[str] | None, b
         if inside.any() and not inside[known].all():  # a window that covers everything says nothing
             total = total + config.date_weight * total.max() * inside
     candidates = np.flatnonzero(total > 0)
-    if len(candidates) > k:  # keep the top k and everything tied with the k-th, then order exactly
-        kth = np.partition(total[candidates], -k)[-k]
+    pool = k * config.diversify_pool if config.diversify else k
+    if len(candidates) > pool:  # keep the top pool and everything tied with its last, then order exactly
+        kth = np.partition(total[candidates], -pool)[-pool]
         candidates = candidates[total[candidates] >= kth]
-    order = candidates[np.lexsort((scope.tiebreak[candidates], -total[candidates]))][:k]
+    order = candidates[np.lexsort((scope.tiebreak[candidates], -total[candidates]))]
+    order = multihop.diversify(engine, scope, total, order, k, config)  # the first k unless diversifying
     rows = engine.store.rows_by_id([scope.leaf_ids[i] for i in order], LIGHT_COLUMNS, branch=branch)
     return [engine._hit(rows[scope.leaf_ids[i]], float(total[i]), {}) for i in order if scope.leaf_ids[i] in rows]

@@ -28,6 +28,21 @@ class SearchConfig:
     neighbour_weight: float = 0.0  # leaf-sum: share of the better adjacent turn's score a turn receives
     date_weight: float = 0.0  # leaf-sum: bonus (x the top score) for turns inside a date the query names
     drop_participants: bool = False  # leaf-sum: drop the conversation's speakers' names from the query
+    # leaf-sum: resolve relative dates in the query ("last week") against the search's ``as_of`` date,
+    # and season/span forms ("the summer of 2022") without one (synthex/enrich/dates.py)
+    relative_dates: bool = True
+    # Multi-hop strategies (search/multihop.py), all off by default; measured in docs/benchmarks.md.
+    decompose: str = ""  # "sum" | "max": score the question's parts (conjunctions, entities) and combine
+    decompose_weight: float = 0.5  # x the top score, for the combined parts' normalized scores
+    entity_weight: float = 0.0  # credit for turns sharing rare terms/entities with the top hits
+    ppr_weight: float = 0.0  # personalized PageRank over turns + rare terms, seeded by the top hits
+    expand_seeds: int = 5  # how many first-stage hits seed the entity expansion and PageRank
+    ppr_restart: float = 0.5  # PageRank restart probability (to the seeds)
+    rare_df: int = 5  # a term is rare when at most this many turns use it (entities: 4x)
+    diversify: str = ""  # "mmr" | "session": re-select the top k for coverage
+    diversify_pool: int = 3  # diversify among the top (pool x k) candidates
+    mmr_lambda: float = 0.7  # MMR: weight of relevance against redundancy (cosine of the turns)
+    session_penalty: float = 0.3  # "session": score x (1 - penalty) per turn of its session already taken
 
     def with_(self, **changes: Any) -> SearchConfig:
         return replace(self, **changes)
@@ -46,8 +61,11 @@ HYBRID_RRF = SearchConfig(rrf_k=10, dense_weight=0.5)
 # turns, with a date prior and the speakers' names dropped from the query (in a two-person chat every
 # turn is by one of them, and the names dominate a short question's embedding). Tuned on LoCoMo
 # (docs/benchmarks.md); the lexical leg wants a stemmed index (``Pipeline(lexical_stem=True)``).
+# Of the multi-hop strategies (search/multihop.py) only the shared-entity expansion is on: on LoCoMo
+# dev7 it lifted recall_all@10 without costing a category; decomposition, PageRank, MMR and session
+# diversification did not help there and stay options (docs/benchmarks.md, issue 13).
 CONVERSATIONAL = SearchConfig(fusion="leaf-sum", lexical_pool=200, dense_pool=200, dense_weight=0.5,
                               leaf_dense_weight=0.5, neighbour_weight=0.4, date_weight=1.0,
-                              drop_participants=True, dedup_cosine=None)
+                              drop_participants=True, dedup_cosine=None, entity_weight=0.15)
 RECIPES = {"bm25": BM25_ONLY, "dense": DENSE_ONLY, "hybrid": HYBRID_RRF, "hybrid-equal": HYBRID_RRF_EQUAL,
            "conversational": CONVERSATIONAL}

@@ -5,6 +5,10 @@ no word with the turn "I donated my old car yesterday" written on 2023-12-08. Th
 search prefer records whose ``time.created_at`` falls in it (retaining notes: temporal date matching
 was one of the signals that carried their LongMemEval gains). A window is generous on the late
 side, because people report an event some days after it happened.
+
+Relative expressions ("last week", "two months ago") need the date the question is asked on: with
+``as_of`` they are resolved by ``synthex.enrich.dates.resolve_dates`` (the same resolver enrichment
+uses on the records), as are spans it places without an anchor ("the summer of 2022").
 """
 
 from __future__ import annotations
@@ -12,7 +16,9 @@ from __future__ import annotations
 import calendar
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
+
+from synthex.enrich.dates import parse_anchor, resolve_dates
 
 _MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
 _MONTHS |= {name.lower(): i for i, name in enumerate(calendar.month_abbr) if name}
@@ -32,9 +38,14 @@ class TimeWindow:
     month: int | None = None
     day: int | None = None
     year: int | None = None  # None with a month: that month in any year
+    span: tuple[date, date] | None = None  # a resolved span of days (inclusive), instead of the above
+    late_days: int = 0  # with ``span``: also what was said this many days after it
 
     def intervals(self, years: list[int]) -> list[tuple[datetime, datetime]]:
         """Half-open [start, end) spans the window covers, for records written in ``years``."""
+        if self.span is not None:
+            start, end = (datetime(d.year, d.month, d.day, tzinfo=UTC) for d in self.span)
+            return [(start, end + timedelta(days=1 + self.late_days))]
         if self.month is None:
             return [(datetime(self.year, 1, 1, tzinfo=UTC), datetime(self.year + 1, 1, 1, tzinfo=UTC))] \
                 if self.year else []
@@ -61,12 +72,29 @@ def _year(text: str | None) -> int | None:
     return int(text) if text else None
 
 
-def time_window(query: str) -> TimeWindow | None:
+_LATE_DAYS = {"day": LATE_DAYS_AFTER_DATE, "week": LATE_DAYS_AFTER_DATE, "month": LATE_DAYS_AFTER_MONTH, "year": 0}
+
+
+def time_window(query: str, as_of: datetime | date | str | None = None, relative: bool = True) -> TimeWindow | None:
     """The first date the query names, most specific form first; None when it names none.
 
-    A bare "may" is a verb far more often than a month, so it only counts with a day or a year.
+    A bare "may" is a verb far more often than a month, so it only counts with a day or a year. With
+    ``relative``, what the forms below miss goes to ``resolve_dates`` before a bare year: relative
+    expressions resolved against ``as_of`` (the question's date; skipped without one) and spans such as
+    "the summer of 2022".
     """
     text = query.lower()
+    window = _absolute(text)
+    if window is not None and (window.month is not None or not relative):
+        return window
+    if relative:
+        for found in resolve_dates(query, parse_anchor(as_of) if as_of is not None else None):
+            if found.granularity != "year":
+                return TimeWindow(span=(found.start, found.end), late_days=_LATE_DAYS[found.granularity])
+    return window
+
+
+def _absolute(text: str) -> TimeWindow | None:
     if m := _DAY_MONTH.search(text):
         return TimeWindow(month=_MONTHS[m.group(2)], day=int(m.group(1)), year=_year(m.group(3)))
     if (m := _MONTH_DAY.search(text)) and 1 <= int(m.group(2)) <= 31:

@@ -1,0 +1,255 @@
+"""Multi-hop strategies for leaf-sum search: questions whose evidence is spread over several turns.
+
+A question like "What activities does Melanie partake in?" is answered by several turns, often in
+different sessions, and the first stage (search/leaf_fusion.py) tends to fill the top k with the one
+best-matching exchange and its neighbours. Four LLM-free strategies, each switched by a field of
+``SearchConfig`` (all off by default), each measured on LoCoMo in docs/benchmarks.md:
+
+(a) ``decompose``: split the question on conjunctions and lists ("X and Y", "A, B or C") and, when it
+    names several rare entities, into one sub-query per entity; score each part with the first stage and
+    add the parts' normalized scores (``"sum"``) or their best (``"max"``), so every part gets coverage.
+(b) ``entity_weight``: turns that share rare terms (capitalized entities and words few turns use) with
+    the top first-stage hits get credit in proportion to the hit's score and the share of its rare terms.
+(c) ``ppr_weight``: personalized PageRank over an LLM-free graph (turn - adjacent turn, turn - rare
+    term - turn: HippoRAG's bipartite passage/phrase graph with a lexicon instead of OpenIE), seeded by
+    the first-stage hits' scores (synaptic notes: graph expansion + PPR + MMR over a lexical graph).
+(d) ``diversify``: ``"mmr"`` re-orders the top candidates by maximal marginal relevance on the turns'
+    own embeddings (Carbonell & Goldstein 1998); ``"session"`` discounts a turn by ``session_penalty``
+    for each turn of its session already selected.
+
+The per-scope lexicon (rare terms per turn, sessions) is cached per (table version, scope) on the
+store, separately from leaf_fusion's bookkeeping; it reads only the leaves' ids, order and adjacency.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from scipy import sparse
+
+from synthex.enrich.words import STOPWORDS
+from synthex_resources.search.dense_index import dense_index
+from synthex_resources.search.tokenize import tokenize
+
+if TYPE_CHECKING:
+    from synthex_resources.search.engine import SearchEngine
+    from synthex_resources.search.recipes import SearchConfig
+
+Scorer = Callable[[str], np.ndarray]  # sub-query text -> first-stage score per leaf
+
+_CAPITALIZED = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-zA-Z]+)")
+_NAMED = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-zA-Z]+(?:\s+[A-Z][a-zA-Z]+)*)")  # "Grand Canyon": one entity
+_SPLIT = re.compile(r"\s*(?:,|;|\band\b|\bor\b|\bas well as\b|\bboth\b)\s*", re.IGNORECASE)
+
+
+@dataclass
+class Lexicon:
+    terms: sparse.csr_matrix  # leaves x rare terms, idf weights
+    seed_norm: np.ndarray  # per leaf: sum of the idf of its rare terms
+    vocab: dict[str, int]
+    session: np.ndarray  # per leaf: session number (runs of adjacent turns)
+    adjacency: sparse.csr_matrix  # leaves x leaves: previous/next turn
+
+
+class _LexiconCache:
+    def __init__(self) -> None:
+        self.scopes: dict[tuple[int, str], Lexicon] = {}
+        self.lock = threading.Lock()
+
+
+def _sessions(prev: np.ndarray) -> np.ndarray:
+    return np.cumsum(prev < 0) - 1
+
+
+def _build(engine: SearchEngine, leaf_ids: list[str], prev: np.ndarray, nxt: np.ndarray,
+           participants: set[str], rare_df: int) -> Lexicon:
+    rows = engine.store.rows_by_id(leaf_ids, ["id", "content", "metadata"])
+    n = len(leaf_ids)
+    per_leaf: list[set[str]] = []
+    entities: list[set[str]] = []
+    for rid in leaf_ids:
+        row = rows.get(rid) or {}
+        text = str(row.get("content") or "")
+        meta = json.loads(row.get("metadata") or "{}")
+        for name in tokenize(str((meta.get("chat") or {}).get("author", ""))):
+            participants.add(name)
+        per_leaf.append({t for t in tokenize(text) if len(t) > 2 and not t.isdigit() and t not in STOPWORDS})
+        entities.append({m.lower() for m in _CAPITALIZED.findall(text)} - STOPWORDS)
+    df: dict[str, int] = {}
+    for terms in per_leaf:
+        for t in terms:
+            df[t] = df.get(t, 0) + 1
+    # Rare: a word few turns use (but more than one: a term only one turn has links nothing), or a
+    # capitalized entity (a name, a place, a title) that is not among the most common words.
+    def key(t: str, ents: set[str]) -> bool:
+        if t in participants or df[t] < 2:
+            return False
+        return df[t] <= rare_df or (t in ents and df[t] <= 4 * rare_df)
+
+    vocab: dict[str, int] = {}
+    r_idx, c_idx, vals = [], [], []
+    for i, (terms, ents) in enumerate(zip(per_leaf, entities, strict=True)):
+        for t in terms:
+            if key(t, ents):
+                j = vocab.setdefault(t, len(vocab))
+                r_idx.append(i)
+                c_idx.append(j)
+                vals.append(float(np.log(n / df[t])))
+    terms = sparse.csr_matrix((vals, (r_idx, c_idx)), shape=(n, max(len(vocab), 1)))
+    a_rows = [i for i in range(n) if nxt[i] >= 0]
+    adjacency = sparse.csr_matrix((np.ones(2 * len(a_rows)),
+                                   (a_rows + [int(nxt[i]) for i in a_rows], [int(nxt[i]) for i in a_rows] + a_rows)),
+                                  shape=(n, n))
+    return Lexicon(terms=terms, seed_norm=np.asarray(terms.sum(axis=1)).ravel(), vocab=vocab,
+                   session=_sessions(prev), adjacency=adjacency)
+
+
+def lexicon(engine: SearchEngine, where: str, leaf_ids: list[str], prev: np.ndarray, nxt: np.ndarray,
+            participants: set[str], rare_df: int) -> Lexicon:
+    tbl = engine.store.records_table()
+    key = (tbl.version if tbl is not None else -1, f"{where}|{rare_df}")
+    cache: _LexiconCache = engine.store.derived("multihop_lexicons", _LexiconCache)
+    with cache.lock:
+        if key not in cache.scopes:
+            for old in [k for k in cache.scopes if k[1] == key[1]]:
+                del cache.scopes[old]
+            cache.scopes[key] = _build(engine, leaf_ids, prev, nxt, set(participants), rare_df)
+        return cache.scopes[key]
+
+
+# -- (a) decomposition -----------------------------------------------------------------------------
+def sub_queries(text: str, rare_entities: set[str] | None = None) -> list[str]:
+    """The parts of a question, without a model: split on conjunctions and list commas ("What did X
+    learn, and Y?" -> "What did X learn", "Y"), else one part per named entity when it names several
+    (a multi-word name kept whole; with ``rare_entities``, only names with a word among them count).
+    Parts without a content word are dropped; fewer than two parts means no decomposition."""
+    parts = [p.strip(" ?.!") for p in _SPLIT.split(text)]
+    parts = [p for p in parts if any(t not in STOPWORDS for t in tokenize(p))]
+    if len(parts) >= 2:
+        return list(dict.fromkeys(parts))
+    named = [m for m in dict.fromkeys(_NAMED.findall(text)) if m.lower() not in STOPWORDS
+             and (rare_entities is None or any(t in rare_entities for t in tokenize(m)))]
+    if len(named) >= 2:
+        return [re.sub(r"\b(?:" + "|".join(re.escape(o) for o in named if o != keep) + r")\b", " ", text)
+                for keep in named]
+    return []
+
+
+def decompose(text: str, total: np.ndarray, score: Scorer, mode: str, weight: float,
+              vocab: dict[str, int]) -> np.ndarray:
+    parts = sub_queries(text, set(vocab))
+    if not parts or total.max() <= 0:
+        return total
+    scored = []
+    for part in parts:
+        s = score(part)
+        scored.append(s / s.max() if s.max() > 0 else s)
+    stack = np.vstack(scored)
+    combined = stack.max(axis=0) if mode == "max" else stack.mean(axis=0)
+    return total + weight * total.max() * combined
+
+
+# -- (b) shared-entity expansion and (c) personalized PageRank --------------------------------------
+def _seeds(total: np.ndarray, m: int) -> np.ndarray:
+    m = min(m, int((total > 0).sum()))
+    return np.argsort(-total, kind="stable")[:m] if m else np.zeros(0, dtype=np.int64)
+
+
+def entity_credit(lex: Lexicon, total: np.ndarray, seeds: int) -> np.ndarray:
+    """Per leaf: max over the top ``seeds`` hits of (hit score / top score) x (idf share of the hit's rare
+    terms the leaf shares). The hits themselves get no credit from themselves."""
+    top = _seeds(total, seeds)
+    if not len(top) or total.max() <= 0:
+        return np.zeros(len(total))
+    # overlap[j, s] = the idf summed over seed s's rare terms that leaf j also has
+    has = lex.terms.copy()
+    has.data[:] = 1.0
+    overlap = (has @ lex.terms[top].T).toarray()
+    norm = np.where(lex.seed_norm[top] > 0, lex.seed_norm[top], 1.0)
+    share = overlap / norm * (total[top] / total.max())
+    share[top, np.arange(len(top))] = 0.0
+    return share.max(axis=1)
+
+
+def pagerank(lex: Lexicon, total: np.ndarray, seeds: int, restart: float, iterations: int = 25) -> np.ndarray:
+    """Personalized PageRank over turns and rare terms (turn-turn adjacency, turn-term by idf), restarting
+    at the top ``seeds`` hits in proportion to their scores. Returns the turns' mass, max 1."""
+    n = len(total)
+    top = _seeds(total, seeds)
+    if not len(top):
+        return np.zeros(n)
+    t = lex.terms.shape[1]
+    graph = sparse.bmat([[lex.adjacency, lex.terms], [lex.terms.T, None]], format="csr")
+    out = np.asarray(graph.sum(axis=1)).ravel()
+    out[out == 0] = 1.0
+    walk = sparse.diags(1.0 / out) @ graph  # row-stochastic
+    walk_t = walk.T.tocsr()
+    p = np.zeros(n + t)
+    p[top] = total[top]
+    p /= p.sum()
+    r = p.copy()
+    for _ in range(iterations):
+        r = restart * p + (1 - restart) * (walk_t @ r)
+    mass = r[:n]
+    return mass / mass.max() if mass.max() > 0 else mass
+
+
+def rescore(engine: SearchEngine, scope: Any, where: str, text: str, total: np.ndarray, config: SearchConfig,
+            score: Scorer) -> np.ndarray:
+    """Strategies (a)-(c) on the first-stage scores (before the date prior)."""
+    if not (config.decompose or config.entity_weight or config.ppr_weight) or total.max() <= 0:
+        return total
+    lex = lexicon(engine, where, scope.leaf_ids, scope.prev, scope.next, scope.participants, config.rare_df)
+    first = total
+    if config.decompose:
+        total = decompose(text, total, score, config.decompose, config.decompose_weight, lex.vocab)
+    if config.entity_weight:
+        total = total + config.entity_weight * first.max() * entity_credit(lex, first, config.expand_seeds)
+    if config.ppr_weight:
+        total = total + config.ppr_weight * first.max() * pagerank(lex, first, config.expand_seeds,
+                                                                   config.ppr_restart)
+    return total
+
+
+# -- (d) diversification ---------------------------------------------------------------------------
+def diversify(engine: SearchEngine, scope: Any, total: np.ndarray, order: np.ndarray, k: int,
+              config: SearchConfig) -> np.ndarray:
+    """Re-select the top ``k`` from ``order`` (candidates best first, a pool of several k)."""
+    if not config.diversify or len(order) <= 1:
+        return order[:k]
+    pool = order[: max(k * config.diversify_pool, k)]
+    rel = total[pool] / (total[pool].max() or 1.0)
+    chosen: list[int] = []
+    left = list(range(len(pool)))
+    if config.diversify == "session":
+        session = _sessions(scope.prev)[pool]
+        taken: dict[int, int] = {}
+        while left and len(chosen) < k:
+            adj = [rel[i] * (1 - config.session_penalty) ** taken.get(int(session[i]), 0) for i in left]
+            best = left.pop(int(np.argmax(adj)))  # argmax: first of equals, i.e. the better first-stage rank
+            chosen.append(best)
+            taken[int(session[best])] = taken.get(int(session[best]), 0) + 1
+    elif config.diversify == "mmr":
+        vectors = dense_index(engine.store).vectors_of([scope.leaf_ids[i] for i in pool])
+        dim = len(next(iter(vectors.values()))) if vectors else 1
+        mat = np.stack([vectors.get(scope.leaf_ids[i], np.zeros(dim, np.float32)) for i in pool]).astype(np.float64)
+        sims = mat @ mat.T
+        best_sim = np.full(len(pool), -np.inf)
+        lam = config.mmr_lambda
+        while left and len(chosen) < k:
+            cand = np.array(left)
+            redundancy = np.where(np.isfinite(best_sim[cand]), best_sim[cand], 0.0)
+            value = lam * rel[cand] - (1 - lam) * redundancy
+            best = int(cand[int(np.argmax(value))])
+            left.remove(best)
+            chosen.append(best)
+            best_sim = np.maximum(best_sim, sims[best])
+    else:
+        raise ValueError(f"unknown diversify strategy {config.diversify!r} (use 'mmr' or 'session')")
+    return pool[np.array(chosen, dtype=np.int64)]
