@@ -43,7 +43,8 @@ def evaluate_longmemeval(data: Path, architectures: list[Architecture], work_dir
             pipe = arch.ingest(work_dir / protocol / arch.work_key / path_segment(question.question_id), "question.json",
                                json.dumps([raw[question.question_id]]), f"longmemeval-turns-{protocol}", embedder)
             pipeline_name = pipe.name
-            hits = pipe.search(question.question, step=arch.steps, k=k, mode=arch.mode, branch=arch.branch)
+            hits = pipe.search(question.question, step=arch.steps, k=k, mode=arch.mode, branch=arch.branch,
+                               as_of=question.question_date or None)
             turns = ranked_leaf_keys(hits, question.question, lambda r: r.meta("chat.message_id"), k)
             pipe.close()
             sessions = dedupe(t.rsplit("_", 1)[0] for t in turns)

@@ -403,10 +403,11 @@ class ProjectApp:
     def search(self, query: str, step: str | list[str] | None = None, exact: bool = False, branch: str | None = None,
                k: int = 10, mode: str = "hybrid", periods: list[str] | None = None,
                metadata: dict[str, Any] | None = None, rerank: str | None = None,
-               rerank_top_n: int = 20) -> list[SearchHit]:
+               rerank_top_n: int = 20, as_of: str | None = None) -> list[SearchHit]:
         """Surface search at a step (altitude); ``exact=True`` is verbatim search in leaf steps by default.
 
-        ``rerank="llm"``: the recipe's top ``rerank_top_n`` hits are reordered by one call to the configured
+        ``as_of``: when the question is asked; the conversational recipe resolves relative dates in the
+        query ("last week") against it. ``rerank="llm"``: the recipe's top ``rerank_top_n`` hits are reordered by one call to the configured
         model (``synthex_resources.search.rerank.LLMReranker``; cached like a step's calls); real model only."""
         from synthex_resources.search.engine import SearchEngine
         from synthex_resources.search.recipes import RECIPES
@@ -432,7 +433,7 @@ class ProjectApp:
             raise BadInputError("exact (verbatim) search is not reranked; drop --rerank or --exact")
         if rerank is None:
             return SearchEngine(self.store).search(query, steps=steps, branch=branch, k=k, config=RECIPES[mode],
-                                                   periods=periods, metadata=metadata, exact=exact)
+                                                   periods=periods, metadata=metadata, exact=exact, as_of=as_of)
         from synthex_resources.llm import LLMConfig
         from synthex_resources.search.rerank import LLMReranker, rerank_hits
 
@@ -442,7 +443,7 @@ class ProjectApp:
                                 "(the offline stand-in cannot rank)")
         reranker = LLMReranker(llm.get_completer(cache=self.store), llm.resolved()["model"], top_n=rerank_top_n)
         hits = SearchEngine(self.store).search(query, steps=steps, branch=branch, k=max(k, rerank_top_n),
-                                               config=RECIPES[mode], periods=periods, metadata=metadata)
+                                               config=RECIPES[mode], periods=periods, metadata=metadata, as_of=as_of)
         return rerank_hits(reranker, query, hits, k)
 
     def projection(self, name: str, branch: str | None = None) -> Record | None:

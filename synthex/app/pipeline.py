@@ -72,9 +72,10 @@ class Pipeline(PipelineDefinition):
 
     def search(self, query: str, step: str | list[str] | None = None, exact: bool = False, branch: str | None = None,
                k: int = 10, mode: str = "hybrid", periods: list[str] | None = None,
-               metadata: dict[str, Any] | None = None) -> list[Any]:
+               metadata: dict[str, Any] | None = None, as_of: str | None = None) -> list[Any]:
+        """``as_of``: when the question is asked ("last week" in the query is resolved against it)."""
         return self.app.search(query, step=step, exact=exact, branch=branch, k=k, mode=mode, periods=periods,
-                               metadata=metadata)
+                               metadata=metadata, as_of=as_of)
 
     def projection(self, name: str, branch: str | None = None) -> Record | None:
         return self.app.projection(name, branch)
