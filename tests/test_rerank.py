@@ -6,13 +6,13 @@ import re
 from dataclasses import dataclass
 
 import pytest
+from fake_openai import FakeOpenAI
 
 from synthex.llm import OfflineExtractiveCompleter
 from synthex.prompts import anticipate_questions
 from synthex.record import Record
 from synthex_resources.llm import OpenAICompleter
 from synthex_resources.search.rerank import LLMReranker, parse_order
-from tests.fake_openai import FakeOpenAI
 
 
 @dataclass
