@@ -26,6 +26,21 @@ def go_offline(monkeypatch: pytest.MonkeyPatch) -> None:
 def offline_env(monkeypatch):
     """Tests run offline unless a test points the LLM at the local fake server itself."""
     go_offline(monkeypatch)
+    yield
+    forget_dagster_defs_state_storage()
+
+
+def forget_dagster_defs_state_storage() -> None:
+    """Dagster keeps a process-wide "current defs-state storage" (a ContextVar) that entering an instance
+    sets and disposing it does not reset; it holds a weak reference to that instance, so once the
+    instance is collected every later Definitions load in the process fails ("Attempted to resolve
+    undefined DagsterInstance weakref"). Tests share one process: clear it after each test."""
+    import sys
+
+    if "dagster._core.storage.defs_state.base" in sys.modules:
+        from dagster._core.storage.defs_state.base import _current_storage
+
+        _current_storage.set(None)
 
 
 def write_small_export(path: Path) -> Path:
