@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Any
 
@@ -12,7 +11,10 @@ from synthex.errors import BadInputError
 
 
 def _emit(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    # The CLI's one JSON printer, imported late: cli.py imports this module while it loads.
+    from synthex.cli import emit_json
+
+    emit_json(data)
 
 
 @click.command("purge")

@@ -240,11 +240,15 @@ def scan(root: Path, forms: list[bytes]) -> dict[str, int]:
     if not forms:
         return found
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        try:
-            data = path.read_bytes()
-        except OSError:
-            continue
-        count = sum(data.count(f) for f in forms)
-        if count:
+        if count := occurrences(path, forms):
             found[str(path.relative_to(root))] = count
     return found
+
+
+def occurrences(path: Path, forms: list[bytes]) -> int:
+    """How often the byte forms occur in one file (0 when it cannot be read)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return 0
+    return sum(data.count(f) for f in forms)

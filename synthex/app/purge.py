@@ -149,9 +149,10 @@ class Purger:
                 for item in step.work(SnapshotContext.of([], MAIN).at(period)):
                     if item.id in ids:
                         keys_by_id[item.id] = (step_name, item.group_key)
+        step_of = {rid: step for rid, step, _, _ in cascade.rows}
         entries, source_keys = [], {}
         for rid in cascade.affected_records:
-            step = next(r[1] for r in cascade.rows if r[0] == rid)
+            step = step_of[rid]
             found = keys_by_id.get(rid)
             entries.append(LedgerEntry(rid, step, when, source_key_hash(*found) if found else ""))
             if found:
@@ -198,6 +199,7 @@ class Purger:
         """Source files outside the data directory (the user's exports) that still contain the text: the
         ledger keeps it out of every run; the file itself is the user's to edit."""
         from synthex.steps import SourceStep
+        from synthex_resources.residue import occurrences
 
         out = []
         data_dir = self.pipeline.data_dir.resolve()
@@ -207,14 +209,6 @@ class Purger:
             path = step.path()
             files = [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else [path]
             for f in files:
-                if f.exists() and not f.resolve().is_relative_to(data_dir) and scan_file(f, forms):
+                if f.exists() and not f.resolve().is_relative_to(data_dir) and occurrences(f, forms):
                     out.append(str(f))
         return out
-
-
-def scan_file(path: Path, forms: list[bytes]) -> bool:
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return False
-    return any(f in data for f in forms)
