@@ -2,7 +2,6 @@
 offline stand-in used when no model is configured."""
 
 import re
-import time
 
 import pytest
 from conftest import load
@@ -219,13 +218,3 @@ def test_offline_stand_in_keeps_unpunctuated_lines_whole_when_there_is_nothing_e
     turns = ["Caroline: hey mel how was the weekend trip to the lake", "Melanie: lovely, we swam every single morning",
              "Caroline: we should go together next summer"]  # each a turn, though none ends a sentence
     assert extractive_summary("Summarize the chat.\n\n" + "\n".join(turns)) == "\n".join(turns)
-
-
-def test_offline_stand_in_is_fast():
-    turns = "\n\n".join(f"user: Question {i} is about the Kyoto trip and its budget in spring.\n\n"
-                        f"assistant: Answer {i} says to book the ryokan early and to walk\nthe Philosopher's Path."
-                        for i in range(100))
-    prompts = [summarize_conversation(rec(turns + f"\n\nuser: Thanks {i}, that settles it.")) for i in range(50)]
-    start = time.perf_counter()
-    out = OfflineExtractiveCompleter().complete_many(prompts, None, 0.0)
-    assert time.perf_counter() - start < 2.0 and len(out) == 50  # ~100 KB of prompt each
