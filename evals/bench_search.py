@@ -4,9 +4,13 @@
     python -m evals.bench_search --sizes 1000000               # ~1.5 GB of vectors
     python -m evals.bench_search --sizes 100000 --dense-index float32,binary   # dense modes side by side
 
-The corpus has Zipf-distributed words and random unit vectors (latency does not depend on what the
-vectors mean); queries are 3-word phrases embedded by the real offline embedder, so dense and hybrid
-latency include embedding the query. Every query filters by step and branch, as the product does.
+The corpus has Zipf-distributed words. Its vectors (``--vectors``) are either ``anchored`` (the default:
+each is a real MiniLM embedding of a LoCoMo turn plus Gaussian noise, cosine ~0.8 to it, so the corpus
+has the cluster structure of real embeddings at any size) or ``random`` unit vectors (no structure: the
+worst case for any approximate index). Queries are 3 corpus words followed by a LoCoMo question,
+embedded by the real offline embedder, so dense and hybrid latency include embedding the query. Every
+query filters by step and branch, as the product does. ``--store DIR`` keeps the built store in DIR and
+reuses it on the next run (a 1M store takes minutes to write).
 Prints build/update times, p50/p95 per mode, and peak RSS. Each size runs in its own process.
 
 ``--dense-index`` lists the dense index modes to measure on the same store (search/dense_index.py):
@@ -23,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -30,16 +35,46 @@ from synthex.record import Record
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search import RECIPES, SearchEngine
 from synthex_resources.search.dense_index import DenseIndex, dense_index
+from synthex_resources.search.leaf_scope import ScopeCache
 
 DIM = 384
 VOCAB = 30_000
 
 
-def corpus(n: int, seed: int, offset: int = 0) -> list[Record]:
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10_dev7.json"
+
+
+def locomo_texts(data: Path) -> tuple[list[str], list[str]]:
+    """(turn texts, question texts) of a LoCoMo file, in file order."""
+    turns, questions = [], []
+    for conv in json.loads(data.read_text()):
+        for key, session in conv["conversation"].items():
+            if key.startswith("session_") and isinstance(session, list):
+                turns += [t["text"] for t in session if t.get("text")]
+        questions += [str(qa["question"]) for qa in conv.get("qa", []) if qa.get("question")]
+    return turns, questions
+
+
+class Vectors:
+    """The corpus's vectors: ``anchored`` on real embeddings, or ``random``."""
+
+    def __init__(self, kind: str, anchors: np.ndarray | None = None, noise: float = 0.75) -> None:
+        self.kind, self.anchors, self.noise = kind, anchors, noise
+
+    def make(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        out = rng.standard_normal((n, DIM)).astype(np.float32)
+        if self.kind == "anchored":
+            # noise of norm ~0.75 around a unit anchor: cosine to it ~0.8
+            out *= self.noise / np.sqrt(DIM)
+            out += self.anchors[rng.integers(0, len(self.anchors), size=n)]
+        out /= np.linalg.norm(out, axis=1, keepdims=True)
+        return out
+
+
+def corpus(n: int, seed: int, offset: int = 0, vectors: Vectors | None = None) -> list[Record]:
     rng = np.random.default_rng(seed)
     ranks = np.minimum(rng.zipf(1.2, size=(n, 24)), VOCAB) - 1
-    vectors = rng.standard_normal((n, DIM)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = (vectors or Vectors("random")).make(n, rng)
     out = []
     for i in range(n):
         rid = f"{offset + i:012d}"
@@ -77,9 +112,11 @@ def overlap(got: list[list[str]], want: list[list[str]]) -> float:
 
 
 def dense_modes(engine: SearchEngine, queries: list[str], modes: list[str]) -> dict:
-    """Dense and hybrid latency per dense index mode, with recall against the exact scan. The modes take
-    turns query by query (a shared machine's load hits them alike); ``leg`` times the index search alone
-    (query already embedded)."""
+    """Latency per dense index mode for the dense leg alone (``leg``: query already embedded) and the
+    dense, hybrid and conversational recipes, with recall against the exact float32 scan (for the dense
+    leg and recipe: the share of the exact dense top 10 returned; for hybrid and conversational: the
+    share of the same recipe's top 10 under the float32 mode). The modes take turns query by query (a
+    shared machine's load hits them alike)."""
     index = dense_index(engine.store)
     vectors = engine.store.embedder.embed(queries)
     exact = [[rid for rid, _, _ in index.search(v, ["turns"], "main", None, 10, exact=True)] for v in vectors]
@@ -87,10 +124,12 @@ def dense_modes(engine: SearchEngine, queries: list[str], modes: list[str]) -> d
     for mode in modes:
         index.mode = mode
         t0 = time.perf_counter()
-        index.search(vectors[0], ["turns"], "main", None, 10)  # builds the sign bits if needed
+        index.search(vectors[0], ["turns"], "main", None, 10)  # binary: builds the sign bits; auto: starts the IVF
+        index.wait_for_ann()
         setup[mode] = round(time.perf_counter() - t0, 2)
-    times: dict[str, dict[str, list[float]]] = {m: {"leg": [], "dense": [], "hybrid": []} for m in modes}
-    hits: dict[str, dict[str, list[list[str]]]] = {m: {"leg": [], "dense": [], "hybrid": []} for m in modes}
+    recipes = ("dense", "hybrid", "conversational")
+    times: dict[str, dict[str, list[float]]] = {m: {r: [] for r in ("leg", *recipes)} for m in modes}
+    hits: dict[str, dict[str, list[list[str]]]] = {m: {r: [] for r in ("leg", *recipes)} for m in modes}
     for query, vector in zip(queries, vectors, strict=True):
         for mode in modes:
             index.mode = mode
@@ -98,20 +137,21 @@ def dense_modes(engine: SearchEngine, queries: list[str], modes: list[str]) -> d
             found = [rid for rid, _, _ in index.search(vector, ["turns"], "main", None, 50)]
             times[mode]["leg"].append(time.perf_counter() - t0)
             hits[mode]["leg"].append(found[:10])
-            for recipe in ("dense", "hybrid"):
+            for recipe in recipes:
                 t0 = time.perf_counter()
                 result = engine.search(query, steps=["turns"], branch="main", k=10, config=RECIPES[recipe])
                 times[mode][recipe].append(time.perf_counter() - t0)
                 hits[mode][recipe].append([h.id for h in result])
-    index.mode = "float32"
+    index.mode = modes[0]
     m = index._current()
     out: dict = {}
     for mode in modes:
         row: dict = {name: percentiles(t) for name, t in times[mode].items()}
         row["leg"]["recall@10_vs_exact"] = overlap(hits[mode]["leg"], exact)
         row["dense"]["recall@10_vs_exact"] = overlap(hits[mode]["dense"], exact)
-        row["hybrid"]["overlap@10_vs_float32"] = overlap(hits[mode]["hybrid"], hits["float32"]["hybrid"]) \
-            if "float32" in hits else None
+        for recipe in ("hybrid", "conversational"):
+            row[recipe]["overlap@10_vs_float32"] = overlap(hits[mode][recipe], hits["float32"][recipe]) \
+                if "float32" in hits else None
         row["matrix_mb"] = round((m.vectors.nbytes + (m.bits.nbytes if m.bits is not None and mode == "binary" else 0))
                                  / 2**20, 1)
         row["setup_s"] = setup[mode]
@@ -120,57 +160,84 @@ def dense_modes(engine: SearchEngine, queries: list[str], modes: list[str]) -> d
     return out
 
 
-def one_size(n: int, queries_n: int = 100, modes: list[str] | None = None) -> dict:
-    root = tempfile.mkdtemp(prefix=f"synthex-search-{n}-")
+def build(n: int, root: str, vectors: Vectors) -> tuple[RecordStore, dict]:
+    """The store of ``n`` records in ``root``: written unless a previous run left it complete there."""
     store = RecordStore(root)
-    engine = SearchEngine(store)
-    store.derived("dense_index", lambda: DenseIndex(store, mode="float32"))
+    store.derived("dense_index", lambda: DenseIndex(store, mode="auto"))
+    marker = Path(root) / "bench_built.json"
+    if marker.exists() and json.loads(marker.read_text()).get("records") == n:
+        return store, {"write_s": "reused", "fts_build_s": "reused", "vectors": json.loads(marker.read_text())["vectors"]}
     t0 = time.perf_counter()
     batch = 50_000
     for start in range(0, n, batch):
-        store.upsert(corpus(min(batch, n - start), seed=start, offset=start))
+        store.upsert(corpus(min(batch, n - start), seed=start, offset=start, vectors=vectors))
+        print(f"  wrote {min(start + batch, n):,} / {n:,} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     write_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    engine.ensure_index()
+    SearchEngine(store).ensure_index()
     fts_build_s = time.perf_counter() - t0
+    marker.write_text(json.dumps({"records": n, "vectors": vectors.kind}))
+    return store, {"write_s": round(write_s, 1), "fts_build_s": round(fts_build_s, 2), "vectors": vectors.kind}
+
+
+def one_size(n: int, queries_n: int = 100, modes: list[str] | None = None, vector_kind: str = "anchored",
+             data: Path = DEFAULT_DATA, root: str | None = None) -> dict:
+    root = root or tempfile.mkdtemp(prefix=f"synthex-search-{n}-")
+    turns, questions = locomo_texts(data) if data.exists() else ([], [])
+    if vector_kind == "anchored" and not turns:
+        raise SystemExit(f"{data}: not found; anchored vectors need LoCoMo turns (or pass --vectors random)")
+    embedder = RecordStore(tempfile.mkdtemp(prefix="synthex-embed-")).embedder
+    anchors = embedder.embed(turns) if vector_kind == "anchored" else None
+    store, result = build(n, root, Vectors(vector_kind, anchors))
+    engine = SearchEngine(store)
+    t0 = time.perf_counter()
+    engine.ensure_index()  # a reused store gets the indexes this tree adds (bitmaps on step and branch)
+    result["ensure_index_s"] = round(time.perf_counter() - t0, 2)
     t0 = time.perf_counter()
     engine.search("warm", steps=["turns"], config=RECIPES["dense"])  # loads the in-memory vector matrix
     matrix_load_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ann_ready = dense_index(store).wait_for_ann()  # auto mode: the IVF index, built in the background
+    ann_wait_s = time.perf_counter() - t0
     rng = np.random.default_rng(99)
-    queries = [" ".join(f"w{int(r)}" for r in rng.integers(5, 400, size=3)) for _ in range(queries_n)]
+    questions = questions or ["what did they say about it"]
+    queries = [" ".join(f"w{int(r)}" for r in rng.integers(5, 400, size=3)) + " " + questions[i % len(questions)]
+               for i in range(queries_n)]
     store.embedder.embed(["warm up"])
     engine.search(queries[0], steps=["turns"])
-    result = {"records": n, "write_s": round(write_s, 1), "fts_build_s": round(fts_build_s, 2),
-              "dense_matrix_load_s": round(matrix_load_s, 2), "latency": {}}
-    for mode in ("bm25", "dense", "hybrid"):
-        result["latency"][mode] = measure(engine, queries, mode)
-    result["dense_modes"] = dense_modes(engine, queries, modes or ["float32"])
+    result |= {"records": n, "store": root, "dense_matrix_load_s": round(matrix_load_s, 2),
+               "ann_ready": ann_ready, "ann_build_wait_s": round(ann_wait_s, 2), "latency": {}}
     # conversational: the first query builds the per-scope bookkeeping (cached per table version). The
     # synthetic records are their own leaves with no turn order or speakers, so this measures the
     # fusion's cost, not its quality.
     t0 = time.perf_counter()
     engine.search(queries[0], steps=["turns"], config=RECIPES["conversational"])
     result["conversational_scope_build_s"] = round(time.perf_counter() - t0, 2)
-    result["latency"]["conversational"] = measure(engine, queries, "conversational")
-    # Incremental update: 1,000 new records, searchable at once; then fold them into the index.
+    for mode in ("bm25", "dense", "hybrid", "conversational"):
+        result["latency"][mode] = measure(engine, queries, mode)
+    result["dense_modes"] = dense_modes(engine, queries, modes or ["auto", "float32"])
+    # A write, then the first query of each kind: how long until the new records are searchable fast.
+    rows_now = store.records_table().count_rows()  # a reused store grew in earlier runs: new ids, new texts
+    fresh = corpus(1000, seed=10**6 + rows_now, offset=rows_now, vectors=Vectors(vector_kind, anchors))
     t0 = time.perf_counter()
-    store.upsert(corpus(1000, seed=10**6 + n, offset=n))
+    store.upsert(fresh)
     result["add_1000_s"] = round(time.perf_counter() - t0, 2)
-    t0 = time.perf_counter()
-    dense_index(store)._current()
-    result["dense_update_after_write_s"] = round(time.perf_counter() - t0, 3)
-    t0 = time.perf_counter()
-    engine.search("warm", steps=["turns"], config=RECIPES["dense"])
-    result["dense_first_query_after_write_s"] = round(time.perf_counter() - t0, 3)
+    probe = " ".join(fresh[0].content.split()[:3])
+    first: dict[str, float] = {}
+    for mode in ("bm25", "dense", "hybrid", "conversational"):
+        t0 = time.perf_counter()
+        engine.search(probe, steps=["turns"], config=RECIPES[mode])
+        first[mode] = round(time.perf_counter() - t0, 3)
+    result["first_query_after_write_s"] = first
     result["dense_update_kind"] = dense_index(store).last_update
-    result["latency_with_1000_unindexed"] = {"hybrid": measure(engine, queries[:50], "hybrid")}
+    result["scope_update_kind"] = store.derived("leaf_sum_scopes", ScopeCache).last
+    result["latency_with_1000_unindexed"] = {m: measure(engine, queries[:50], m) for m in ("hybrid", "conversational")}
     t0 = time.perf_counter()
     engine.ensure_index()
     result["fts_incremental_update_s"] = round(time.perf_counter() - t0, 2)
     t0 = time.perf_counter()
-    dense_index(store)._current()
-    engine.search("warm", steps=["turns"], config=RECIPES["dense"])
-    result["dense_matrix_reload_s"] = round(time.perf_counter() - t0, 2)
+    engine.search(probe, steps=["turns"], config=RECIPES["conversational"])
+    result["conversational_first_query_after_index_update_s"] = round(time.perf_counter() - t0, 3)
     result["dense_reload_kind"] = dense_index(store).last_update
     result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return result
@@ -179,41 +246,59 @@ def one_size(n: int, queries_n: int = 100, modes: list[str] | None = None) -> di
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="10000,100000")
-    parser.add_argument("--dense-index", default="float32",
-                        help="dense index modes to compare, comma-separated (float32, binary)")
+    parser.add_argument("--dense-index", default="auto,float32",
+                        help="dense index modes to compare, comma-separated (auto, float32, binary); "
+                             "the first is the one the main latency table uses")
+    parser.add_argument("--vectors", choices=("anchored", "random"), default="anchored")
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LoCoMo file: anchors and questions")
+    parser.add_argument("--store", default=None, help="keep the store here (one size) and reuse it next time")
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--build-only", action="store_true", help="write the --store stores and stop")
     parser.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     modes = args.dense_index.split(",")
+    if args.build_only:
+        turns = locomo_texts(args.data)[0] if args.vectors == "anchored" else []
+        embedder = RecordStore(tempfile.mkdtemp(prefix="synthex-embed-")).embedder
+        vectors = Vectors(args.vectors, embedder.embed(turns) if turns else None)
+        for n in (int(s) for s in args.sizes.split(",")):
+            print(build(n, f"{args.store}/{n}", vectors)[1])
+        return
     if args.one is not None:
-        print(json.dumps(one_size(args.one, modes=modes)))
+        print(json.dumps(one_size(args.one, args.queries, modes, args.vectors, args.data, args.store)))
         return
     results = []
     for n in (int(s) for s in args.sizes.split(",")):
-        out = subprocess.run([sys.executable, "-m", "evals.bench_search", "--one", str(n),
-                              "--dense-index", args.dense_index],
-                             capture_output=True, text=True, check=True)
+        cmd = [sys.executable, "-m", "evals.bench_search", "--one", str(n), "--dense-index", args.dense_index,
+               "--vectors", args.vectors, "--data", str(args.data), "--queries", str(args.queries)]
+        out = subprocess.run(cmd + (["--store", f"{args.store}/{n}"] if args.store else []),
+                             stdout=subprocess.PIPE, text=True, check=True)
         r = json.loads(out.stdout.strip().splitlines()[-1])
         results.append(r)
         lat = r["latency"]
-        print(f"\n== {n:,} records ==  write {r['write_s']} s, FTS build {r['fts_build_s']} s, "
+        print(f"\n== {n:,} records ({r['vectors']} vectors) ==  write {r['write_s']} s, FTS build {r['fts_build_s']} s, "
               f"dense matrix load {r['dense_matrix_load_s']} s, peak RSS {r['peak_rss_mb']} MB")
         for mode, v in lat.items():
             print(f"  {mode:<7} p50 {v['p50_ms']:>8} ms   p95 {v['p95_ms']:>8} ms")
         for mode, row in r["dense_modes"].items():
             if mode == "rss_mb":
                 continue
-            print(f"  dense index {mode:<8} leg alone p50 {row['leg']['p50_ms']} / p95 {row['leg']['p95_ms']} ms "
-                  f"(recall@10 vs exact {row['leg']['recall@10_vs_exact']}); dense p50 {row['dense']['p50_ms']} / p95 {row['dense']['p95_ms']} ms "
-                  f"(recall@10 vs exact {row['dense']['recall@10_vs_exact']}); hybrid p50 {row['hybrid']['p50_ms']} / "
-                  f"p95 {row['hybrid']['p95_ms']} ms (top-10 overlap vs float32 {row['hybrid']['overlap@10_vs_float32']}); "
-                  f"matrix {row['matrix_mb']} MB, setup {row['setup_s']} s")
-        print(f"  RSS after the dense modes {r['dense_modes']['rss_mb']} MB")
-        print(f"  dense: matrix update after adding 1,000 records {r['dense_update_after_write_s']} s, first query "
-              f"{r['dense_first_query_after_write_s']} s "
-              f"({r['dense_update_kind']}); after the FTS update {r['dense_matrix_reload_s']} s ({r['dense_reload_kind']})")
-        print(f"  conversational scope build (first query after a write) {r['conversational_scope_build_s']} s")
-        print(f"  add 1,000 records {r['add_1000_s']} s; hybrid with them unindexed "
-              f"p95 {r['latency_with_1000_unindexed']['hybrid']['p95_ms']} ms; FTS update {r['fts_incremental_update_s']} s")
+            print(f"  dense index {mode:<8} (matrix {row['matrix_mb']} MB, setup {row['setup_s']} s): leg alone "
+                  f"p50/p95 {row['leg']['p50_ms']}/{row['leg']['p95_ms']} ms, recall@10 vs exact "
+                  f"{row['leg']['recall@10_vs_exact']}")
+            for recipe in ("dense", "hybrid", "conversational"):
+                v = row[recipe]
+                agree = v.get("recall@10_vs_exact", v.get("overlap@10_vs_float32"))
+                print(f"      {recipe:<15} p50/p95 {v['p50_ms']}/{v['p95_ms']} ms, top-10 agreement with exact {agree}")
+        print(f"  RSS after the dense modes {r['dense_modes']['rss_mb']} MB; IVF ready {r['ann_ready']} "
+              f"(waited {r['ann_build_wait_s']} s after the matrix load)")
+        print(f"  conversational scope build (first query on a fresh store object) {r['conversational_scope_build_s']} s")
+        print(f"  add 1,000 records {r['add_1000_s']} s; first query after it (s): {r['first_query_after_write_s']} "
+              f"(dense: {r['dense_update_kind']}, leaf-sum bookkeeping: {r['scope_update_kind']})")
+        for mode, v in r["latency_with_1000_unindexed"].items():
+            print(f"  {mode} with the 1,000 not yet in the FTS index: p50/p95 {v['p50_ms']}/{v['p95_ms']} ms")
+        print(f"  FTS update {r['fts_incremental_update_s']} s; first conversational query after it "
+              f"{r['conversational_first_query_after_index_update_s']} s (dense: {r['dense_reload_kind']})")
     print(json.dumps(results))
 
 

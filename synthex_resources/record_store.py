@@ -17,7 +17,8 @@ import json
 import re
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,14 @@ RECORDS, RUNS, RUN_STEPS, LLM_CACHE = "records", "runs", "run_steps", "llm_cache
 ROW_KEY = ["id", "branch"]
 LIGHT_COLUMNS = ["id", "content", "step", "branch", "period", "sources", "materialization_key", "run_id",
                  "created_at", "metadata", "audit"]
+
+
+class _VersionPin:
+    """The table version one search reads (RecordStore.pinned_version)."""
+
+    def __init__(self) -> None:
+        self.version: int | None = None
+        self.lock = threading.Lock()
 
 
 def q(value: str) -> str:
@@ -87,6 +96,8 @@ class RecordStore:
         self._db: Any = None
         self._embedder = embedder
         self._tables: dict[str, Any] = {}
+        self._pin = threading.local()  # .holder: the _VersionPin of the search running on this thread
+        self._pinned_dataset: Any | None = None  # the records dataset at the version searches last pinned
         self._lock = threading.RLock()
         # Derived state that lives as long as this store (the dense matrix, leaf-sum bookkeeping, the
         # search thread pools): built by the search layer through ``derived``, dropped by ``close``.
@@ -107,6 +118,7 @@ class RecordStore:
         with self._lock:
             derived, self._derived = self._derived, {}
             self._tables.clear()
+            self._pinned_dataset = None
         for value in derived.values():
             shutdown = getattr(value, "shutdown", None)
             if callable(shutdown):
@@ -201,13 +213,23 @@ class RecordStore:
         import lance
 
         self.cipher  # noqa: B018 (refuses a store whose key is missing or wrong)
+        holder = getattr(self._pin, "holder", None)
+        pinned = holder.version if holder is not None and name == RECORDS else None
+        cached = self._pinned_dataset
+        if pinned is not None and cached is not None and cached.version == pinned:
+            # Inside a search: the dataset opened at the version it reads, with its index caches warm
+            # (a fresh open costs a manifest read and cold index lookups: 15 against 8 ms at 1M records).
+            return cached
         path = self._dataset_path(name)
         if "://" not in path and not Path(path).exists():
             return None
         try:
-            return lance.dataset(path, storage_options=self.storage_options)
+            ds = lance.dataset(path, storage_options=self.storage_options)
         except (FileNotFoundError, ValueError, OSError):
             return None
+        if pinned is not None and ds.version == pinned:
+            self._pinned_dataset = ds
+        return ds
 
     def read(self, name: str, where: str | None = None, columns: list[str] | None = None,
              limit: int | None = None) -> list[dict[str, Any]]:
@@ -239,6 +261,7 @@ class RecordStore:
         tbl = self.table(name, schema)
         data = pa.Table.from_pylist(rows, schema=schema)
         with self._lock:
+            self._unpin()  # the search that made this write reads the new version next
             with_commit_retry(lambda: tbl.merge_insert(key).when_matched_update_all()
                               .when_not_matched_insert_all().execute(data))
 
@@ -246,10 +269,44 @@ class RecordStore:
         tbl = self.table(name)
         if tbl is not None:
             with self._lock:
+                self._unpin()  # the search that made this write reads the new version next
                 with_commit_retry(lambda: tbl.delete(where))
 
     def records_table(self, create: bool = False) -> Any | None:
         return self.table(RECORDS, records_schema(self.embedder.dim) if create else None)
+
+    def records_version(self, tbl: Any) -> int:
+        """The records table's version: asked afresh (a manifest check, ~1-10 ms) except inside
+        ``pinned_version()``, where the first answer is reused by every later ask of that search."""
+        holder = getattr(self._pin, "holder", None)
+        if holder is None:
+            return tbl.version
+        with holder.lock:
+            if holder.version is None:
+                holder.version = tbl.version
+            return holder.version
+
+    @contextmanager
+    def pinned_version(self, holder: _VersionPin | None = None) -> Iterator[_VersionPin]:
+        """One search asks for the table version in several places (dense matrix, leaf bookkeeping,
+        lexicon); inside this block, on this thread, they share one answer. ``holder``: the pin of the
+        search this thread works for (its worker threads pass the caller's, see ``current_pin``). A
+        commit made meanwhile is seen by the next search, as it would be had it landed a moment later;
+        a write through this store clears the pin of the search that made it."""
+        outer = getattr(self._pin, "holder", None)
+        self._pin.holder = holder or outer or _VersionPin()
+        try:
+            yield self._pin.holder
+        finally:
+            self._pin.holder = outer
+
+    def current_pin(self) -> _VersionPin | None:
+        return getattr(self._pin, "holder", None)
+
+    def _unpin(self) -> None:
+        holder = getattr(self._pin, "holder", None)
+        if holder is not None:
+            holder.version = None
 
     # -- records: read --------------------------------------------------------------------------
     def _rows(self, where: str, columns: list[str] | None = None, limit: int | None = None) -> list[dict[str, Any]]:
@@ -384,6 +441,7 @@ class RecordStore:
             return builder.execute(data, on_bad_vectors="null")  # a record written without a vector keeps it empty
 
         with self._lock:
+            self._unpin()  # the search that made this write reads the new version next
             with_commit_retry(merge)
         return len(records)
 
@@ -416,6 +474,7 @@ class RecordStore:
         tbl = self.records_table()
         data = pa.Table.from_pylist([self._row(r, r.embedding) for r in records], schema=tbl.schema)
         with self._lock:
+            self._unpin()  # the search that made this write reads the new version next
             # Only rows still without a vector and with the content that was embedded: a row rewritten
             # meanwhile (a run on the branch) keeps what that run wrote.
             with_commit_retry(lambda: (tbl.merge_insert(ROW_KEY)
@@ -445,6 +504,7 @@ class RecordStore:
             return 0
         on_branch = f" AND branch = {q(branch)}" if branch is not None else ""
         with self._lock:
+            self._unpin()  # the search that made this write reads the new version next
             for start in range(0, len(ids), 500):
                 where = "id IN (" + ",".join(q(i) for i in ids[start:start + 500]) + ")" + on_branch
                 with_commit_retry(lambda where=where: tbl.delete(where))
@@ -489,6 +549,7 @@ class RecordStore:
                                    pa.array([marker] * rows.num_rows, pa.string()))
             rows = rows.cast(tbl.schema)
             with self._lock:
+                self._unpin()  # the search that made this write reads the new version next
                 with_commit_retry(lambda: tbl.merge_insert(ROW_KEY).when_matched_update_all()
                                   .when_not_matched_insert_all().execute(rows, on_bad_vectors="null"))
         elif self.read(RECORDS, f"step = {q(step)} AND branch = {q(to_branch)} AND run_id = {q(marker)}",

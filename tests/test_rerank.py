@@ -81,3 +81,35 @@ def test_enrichment_prompt_renders_and_the_stand_in_echoes_no_instruction():
     for instruction in ("Read this message", "Write one sentence", "three short questions", "everyday words",
                         "Gist and questions", "## Message", "Date:"):
         assert instruction not in out.text
+
+
+def _chat_records() -> list[Record]:
+    out = []
+    for i, topic in enumerate(["hiking at the lake", "a zebra finch", "sourdough bread", "the lake cabin",
+                               "a chess game", "lake swimming"]):
+        rid = f"t{i}"
+        out.append(Record(id=rid, content=f"We talked about {topic}.", step="turns", materialization_key=rid,
+                          metadata={"chat": {"conversation_id": "c", "session_id": "s1", "author": "Ann"},
+                                    "time": {"created_at": f"2023-05-01T10:0{i}:00Z"}}))
+    return out
+
+
+@pytest.mark.parametrize("recipe", ["hybrid", "conversational"])
+def test_the_engine_applies_the_recipes_reranker_in_every_fusion(tmp_path, recipe):
+    """The reranker is part of the recipe: the leaf-sum (conversational) path honours it as the rrf path
+    does, over its own candidate pool, so the facade, MCP and evals get the same ranking."""
+    from synthex_resources.record_store import RecordStore
+    from synthex_resources.search import RECIPES, SearchEngine
+
+    store = RecordStore(str(tmp_path / "store"))
+    store.upsert(_chat_records())
+    engine = SearchEngine(store)
+    plain = engine.search("lake", steps=["turns"], k=3, config=RECIPES[recipe])
+    assert len(plain) == 3
+    with FakeOpenAI(answer=lambda prompt: "3") as fake:  # the third excerpt listed is the best
+        reranker = LLMReranker(completer(fake), top_n=4)
+        reranked = engine.search("lake", steps=["turns"], k=3, config=RECIPES[recipe].with_(reranker=reranker))
+        listed = re.findall(r"\[(\d+)\] ([^\n]*)", fake.prompts[0])
+    assert fake.calls == 1 and len(listed) == 4  # the reranker saw its own pool of 4, not the top k = 3
+    pool = engine.search("lake", steps=["turns"], k=4, config=RECIPES[recipe])
+    assert [h.id for h in reranked] == [pool[2].id, pool[0].id, pool[1].id]

@@ -435,16 +435,18 @@ class ProjectApp:
             return SearchEngine(self.store).search(query, steps=steps, branch=branch, k=k, config=RECIPES[mode],
                                                    periods=periods, metadata=metadata, exact=exact, as_of=as_of)
         from synthex_resources.llm import LLMConfig
-        from synthex_resources.search.rerank import LLMReranker, rerank_hits
+        from synthex_resources.search.rerank import LLMReranker
 
         llm = LLMConfig()
         if llm.is_offline():
             raise BadInputError("--rerank llm needs a real model: set OPENAI_API_KEY and/or OPENAI_BASE_URL "
                                 "(the offline stand-in cannot rank)")
         reranker = LLMReranker(llm.get_completer(cache=self.store), llm.resolved()["model"], top_n=rerank_top_n)
-        hits = SearchEngine(self.store).search(query, steps=steps, branch=branch, k=max(k, rerank_top_n),
-                                               config=RECIPES[mode], periods=periods, metadata=metadata, as_of=as_of)
-        return rerank_hits(reranker, query, hits, k)
+        # The engine applies the recipe's reranker to its own candidate pool (rrf: every fused candidate;
+        # leaf-sum: the top ``top_n`` turns), so every caller of the engine gets the same ranking.
+        return SearchEngine(self.store).search(query, steps=steps, branch=branch, k=k,
+                                               config=RECIPES[mode].with_(reranker=reranker), periods=periods,
+                                               metadata=metadata, as_of=as_of)
 
     def projection(self, name: str, branch: str | None = None) -> Record | None:
         """The latest record of a ``surface="projection"`` output's step (e.g. the world model)."""

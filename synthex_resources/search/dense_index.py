@@ -4,9 +4,13 @@ LanceDB's flat vector scan measured ~290 ms at 100k records here, and its ANN in
 to build at 100k (docs/benchmarks.md). A matrix-vector product over the cached vectors is exact and
 takes a few ms at 100k. Memory: 4 bytes x dim per record (1.5 GB at 1M records of 384 dims).
 
-Two modes (``DenseIndex(store, mode=...)``):
+Three modes (``DenseIndex(store, mode=...)``):
 
-- ``float32`` (default): exact; one BLAS matrix-vector product over the records in scope.
+- ``auto`` (default): exact below ``ann_from`` records in scope (200k: ~25 ms to scan here); at or
+  above it, a faiss IVF index of 8-bit codes (search/ann.py) gives a shortlist of ``8 x n`` (at least
+  200) rows that is re-scored exactly in float32. The IVF index is built in a background thread the
+  first time a scope reaches ``ann_from``; until it is ready, searches scan exactly.
+- ``float32``: always exact; one BLAS matrix-vector product over the records in scope.
 - ``binary``: the sign bits of each vector (48 bytes at 384 dims) are scanned by Hamming distance for
   a shortlist (``shortlist`` rows, at least 8 x the wanted number), which is re-scored exactly in
   float32. Approximate and not the default: on the bench's random unit vectors a 20k shortlist found
@@ -35,7 +39,9 @@ import pyarrow.compute as pc
 
 from synthex_resources.record_store import RecordStore
 
-MODES = ("float32", "binary")
+MODES = ("auto", "float32", "binary")
+ANN_FROM = 200_000  # records in scope from which ``auto`` searches the IVF index
+SAMPLE_ROWS = 4096  # rows whose similarities estimate a scope's median for a shortlist's scores
 _COLUMNS = ["id", "step", "branch", "period", "vector"]
 
 
@@ -55,6 +61,7 @@ class _Matrix:
     bits: np.ndarray | None = None  # (n, words) uint64 sign bits (binary mode)
     _row_of: dict[str, int] | None = None
     _scopes: dict[tuple, tuple[np.ndarray, np.ndarray, bool]] = field(default_factory=dict)
+    _samples: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)  # id(scope rows) -> sample
     unembedded: set[tuple[str, str]] = field(default_factory=set)  # (step, branch) of the ``bare`` records
 
     def __post_init__(self) -> None:
@@ -90,16 +97,21 @@ def _encode(column: pa.ChunkedArray | pa.Array, table: dict[Any, int]) -> np.nda
 
 
 class DenseIndex:
-    def __init__(self, store: RecordStore, mode: str = "float32", shortlist: int = 20_000) -> None:
+    def __init__(self, store: RecordStore, mode: str = "auto", shortlist: int = 20_000,
+                 ann_from: int = ANN_FROM) -> None:
         if mode not in MODES:
             raise ValueError(f"dense index mode must be one of {MODES}, not {mode!r}")
         self.store = store
         self.mode = mode
         self.shortlist = shortlist
+        self.ann_from = ann_from
         self._matrix: _Matrix | None = None
         self._buffer: np.ndarray | None = None  # vectors with spare rows for appends
         self._lock = threading.Lock()
         self.last_update: str = ""  # "load" / "append" / "reuse": how the last version change was handled
+        self._generation = 0  # bumped by every full load: row numbers change, an IVF index goes stale
+        self._ann: tuple[int, Any] | None = None  # (generation, IvfIndex) once built
+        self._ann_thread: threading.Thread | None = None
 
     # -- loading ------------------------------------------------------------------------------------
     @staticmethod
@@ -200,7 +212,7 @@ class DenseIndex:
         tbl = self.store.records_table()
         if tbl is None:
             return None
-        version = tbl.version
+        version = self.store.records_version(tbl)
         with self._lock:
             m = self._matrix
             if m is None or m.version != version:
@@ -216,6 +228,7 @@ class DenseIndex:
                     self._buffer = None
                     new = self._load(version, ds, None, None, None, set())
                     self.last_update = "load"
+                    self._generation += 1
                 self._matrix = m = new
             if self.mode == "binary" and m.bits is None:
                 m.bits = _sign_bits(m.vectors)
@@ -256,6 +269,77 @@ class DenseIndex:
             m._scopes.clear()
         m._scopes[key] = entry
         return entry
+
+    # -- approximate search -------------------------------------------------------------------------
+    def _ivf(self, m: _Matrix) -> Any | None:
+        """The IVF index over ``m``'s rows when ready (with rows appended since added); else None, after
+        starting its build in the background."""
+        with self._lock:
+            generation = self._generation
+            ann = self._ann
+            if ann is not None and ann[0] == generation:
+                index = ann[1]
+            else:
+                index = None
+                if self._ann_thread is None or not self._ann_thread.is_alive():
+                    vectors = m.vectors  # rows below len(m.ids) are never rewritten (see _store_vectors)
+                    self._ann_thread = threading.Thread(target=self._build_ivf, args=(generation, vectors),
+                                                        name="synthex-ivf-build", daemon=True)
+                    self._ann_thread.start()
+        if index is not None:
+            index.extend(m.vectors)
+        return index
+
+    def _build_ivf(self, generation: int, vectors: np.ndarray) -> None:
+        from synthex_resources.search.ann import IvfIndex
+
+        index = IvfIndex(vectors)
+        with self._lock:
+            if self._generation == generation:
+                self._ann = (generation, index)
+
+    def wait_for_ann(self, timeout: float | None = None) -> bool:
+        """Block until a background IVF build ends (benchmarks, tests); True if an index is ready."""
+        thread = self._ann_thread
+        if thread is not None:
+            thread.join(timeout)
+        return self._ann is not None and self._ann[0] == self._generation
+
+    def _approximate_rows(self, m: _Matrix, rows: np.ndarray, everything: bool, q: np.ndarray,
+                          n: int) -> np.ndarray | None:
+        """A shortlist of matrix rows from the IVF index, or None when the scope is scanned exactly."""
+        if self.mode != "auto" or len(rows) < self.ann_from:
+            return None
+        index = self._ivf(m)
+        if index is None:
+            return None
+        allowed = None
+        if not everything:
+            allowed = np.zeros(len(m.ids), dtype=bool)
+            allowed[rows] = True
+        found = index.search(q, n, allowed, share=len(rows) / max(1, len(m.ids)))
+        # The index is shared: another search may have extended it past this (older) matrix's rows.
+        return found[found < len(m.ids)]
+
+    def approximate_scores(self, query_vector: np.ndarray, steps: list[str] | None, branch: str,
+                  periods: list[str] | None, n: int) -> tuple[np.ndarray, np.ndarray, float] | None:
+        """For a scope large enough for the IVF index: (ids, exact similarities) of about the ``n``
+        nearest records, and the scope's median similarity estimated from a fixed sample of its rows.
+        None when the scope is scanned exactly (``scores`` then gives every similarity)."""
+        m = self._ready(steps, branch)
+        if m is None or not len(m.ids):
+            return None
+        rows, _, everything = self._scope(m, steps, branch, periods)
+        q = np.asarray(query_vector, dtype=np.float32)
+        found = self._approximate_rows(m, rows, everything, q, n)
+        if found is None:
+            return None
+        cached = m._samples.get(id(rows))
+        if cached is None or cached[0] is not rows:
+            sample = rows[np.linspace(0, len(rows) - 1, min(SAMPLE_ROWS, len(rows))).astype(np.int64)]  # evenly spaced
+            cached = m._samples[id(rows)] = (rows, np.ascontiguousarray(m.vectors[sample]))  # a copy: 6 MB at 4,096
+        median = float(np.median(cached[1] @ q))
+        return m.ids[found], m.vectors[found] @ q, median
 
     # -- queries ------------------------------------------------------------------------------------
     def vectors_of(self, ids: list[str]) -> dict[str, np.ndarray]:
@@ -300,8 +384,12 @@ class DenseIndex:
             return []
         q = np.asarray(query_vector, dtype=np.float32)
         want = max(self.shortlist, 8 * n)
-        approximate = self.mode == "binary" if exact is None else not exact
-        if approximate and len(rows) > want and m.bits is not None:
+        approximate = self.mode != "float32" if exact is None else not exact
+        found = self._approximate_rows(m, rows, everything, q, max(200, 8 * n)) if approximate else None
+        if found is not None:
+            rows = found
+            sims = m.vectors[rows] @ q
+        elif approximate and self.mode == "binary" and len(rows) > want and m.bits is not None:
             qbits = _sign_bits(q[None, :])[0]
             bits = m.bits if everything else m.bits[rows]
             hamming = np.bitwise_count(bits ^ qbits).sum(axis=1, dtype=np.uint16)

@@ -51,10 +51,32 @@ _SPLIT = re.compile(r"\s*(?:,|;|\band\b|\bor\b|\bas well as\b|\bboth\b)\s*", re.
 @dataclass
 class Lexicon:
     terms: sparse.csr_matrix  # leaves x rare terms, idf weights
+    postings: sparse.csc_matrix  # the same, by term (column): which leaves have each rare term
     seed_norm: np.ndarray  # per leaf: sum of the idf of its rare terms
     vocab: dict[str, int]
     session: np.ndarray  # per leaf: session number (runs of adjacent turns)
     adjacency: sparse.csr_matrix  # leaves x leaves: previous/next turn
+    leaf_ids: list[str] | None = None  # the scope's leaf list it was made for (an extension checks it)
+
+
+def _adjacency(nxt: np.ndarray) -> sparse.csr_matrix:
+    n = len(nxt)
+    a = np.flatnonzero(nxt >= 0)
+    b = nxt[a]
+    return sparse.csr_matrix((np.ones(2 * len(a)), (np.concatenate([a, b]), np.concatenate([b, a]))), shape=(n, n))
+
+
+def _padded(old: Lexicon, leaf_ids: list[str], prev: np.ndarray, nxt: np.ndarray) -> Lexicon:
+    """``old`` for a scope that appended leaves to its own (search/leaf_scope.py): the new leaves have no
+    rare terms until the next full build (they neither give nor get expansion credit), and the turn
+    adjacency and sessions are recomputed from the extended scope. Linear in leaves, no text read."""
+    n, t = len(leaf_ids), old.terms.shape[1]
+    added = n - old.terms.shape[0]
+    indptr = np.concatenate([old.terms.indptr, np.full(added, old.terms.indptr[-1])])
+    terms = sparse.csr_matrix((old.terms.data, old.terms.indices, indptr), shape=(n, t))
+    postings = sparse.csc_matrix((old.postings.data, old.postings.indices, old.postings.indptr), shape=(n, t))
+    return Lexicon(terms=terms, postings=postings, seed_norm=np.concatenate([old.seed_norm, np.zeros(added)]),
+                   vocab=old.vocab, session=_sessions(prev), adjacency=_adjacency(nxt), leaf_ids=leaf_ids)
 
 
 class _LexiconCache:
@@ -102,24 +124,27 @@ def _build(engine: SearchEngine, leaf_ids: list[str], prev: np.ndarray, nxt: np.
                 c_idx.append(j)
                 vals.append(float(np.log(n / df[t])))
     terms = sparse.csr_matrix((vals, (r_idx, c_idx)), shape=(n, max(len(vocab), 1)))
-    a_rows = [i for i in range(n) if nxt[i] >= 0]
-    adjacency = sparse.csr_matrix((np.ones(2 * len(a_rows)),
-                                   (a_rows + [int(nxt[i]) for i in a_rows], [int(nxt[i]) for i in a_rows] + a_rows)),
-                                  shape=(n, n))
-    return Lexicon(terms=terms, seed_norm=np.asarray(terms.sum(axis=1)).ravel(), vocab=vocab,
-                   session=_sessions(prev), adjacency=adjacency)
+    return Lexicon(terms=terms, postings=terms.tocsc(), seed_norm=np.asarray(terms.sum(axis=1)).ravel(), vocab=vocab,
+                   session=_sessions(prev), adjacency=_adjacency(nxt), leaf_ids=leaf_ids)
 
 
-def lexicon(engine: SearchEngine, where: str, leaf_ids: list[str], prev: np.ndarray, nxt: np.ndarray,
-            participants: set[str], rare_df: int) -> Lexicon:
+def lexicon(engine: SearchEngine, where: str, scope: Any, rare_df: int) -> Lexicon:
+    """The scope's lexicon at the table's current version: cached, padded when the scope only appended
+    leaves to the one it was made for, else built from the leaves' text."""
     tbl = engine.store.records_table()
-    key = (tbl.version if tbl is not None else -1, f"{where}|{rare_df}")
+    key = (engine.store.records_version(tbl) if tbl is not None else -1, f"{where}|{rare_df}")
     cache: _LexiconCache = engine.store.derived("multihop_lexicons", _LexiconCache)
     with cache.lock:
         if key not in cache.scopes:
-            for old in [k for k in cache.scopes if k[1] == key[1]]:
+            older = [k for k in cache.scopes if k[1] == key[1]]
+            base = cache.scopes[older[-1]] if older else None
+            for old in older:
                 del cache.scopes[old]
-            cache.scopes[key] = _build(engine, leaf_ids, prev, nxt, set(participants), rare_df)
+            if base is not None and scope.extended_from is not None and base.leaf_ids is scope.extended_from:
+                cache.scopes[key] = _padded(base, scope.leaf_ids, scope.prev, scope.next)
+            else:
+                cache.scopes[key] = _build(engine, scope.leaf_ids, scope.prev, scope.next, set(scope.participants),
+                                           rare_df)
         return cache.scopes[key]
 
 
@@ -157,24 +182,43 @@ def decompose(text: str, total: np.ndarray, score: Scorer, mode: str, weight: fl
 
 # -- (b) shared-entity expansion and (c) personalized PageRank --------------------------------------
 def _seeds(total: np.ndarray, m: int) -> np.ndarray:
-    m = min(m, int((total > 0).sum()))
-    return np.argsort(-total, kind="stable")[:m] if m else np.zeros(0, dtype=np.int64)
+    """The ``m`` best leaves, best first, equal scores by position (what a stable argsort gives), found
+    without sorting every leaf."""
+    positive = np.flatnonzero(total > 0)
+    m = min(m, len(positive))
+    if not m:
+        return np.zeros(0, dtype=np.int64)
+    kth = np.partition(total[positive], len(positive) - m)[len(positive) - m]
+    cand = positive[total[positive] >= kth]  # ascending positions, ties at the cut included
+    return cand[np.argsort(-total[cand], kind="stable")][:m]
 
 
 def entity_credit(lex: Lexicon, total: np.ndarray, seeds: int) -> np.ndarray:
     """Per leaf: max over the top ``seeds`` hits of (hit score / top score) x (idf share of the hit's rare
-    terms the leaf shares). The hits themselves get no credit from themselves."""
+    terms the leaf shares). The hits themselves get no credit from themselves. Only the leaves on the
+    seeds' rare terms' postings are touched (a rare term is on few leaves), not every leaf."""
+    credit = np.zeros(len(total))
     top = _seeds(total, seeds)
-    if not len(top) or total.max() <= 0:
-        return np.zeros(len(total))
-    # overlap[j, s] = the idf summed over seed s's rare terms that leaf j also has
-    has = lex.terms.copy()
-    has.data[:] = 1.0
-    overlap = (has @ lex.terms[top].T).toarray()
-    norm = np.where(lex.seed_norm[top] > 0, lex.seed_norm[top], 1.0)
-    share = overlap / norm * (total[top] / total.max())
-    share[top, np.arange(len(top))] = 0.0
-    return share.max(axis=1)
+    if not len(top):
+        return credit
+    best = float(total[top[0]])
+    for seed in top:
+        row = lex.terms[int(seed)]
+        if not row.nnz:
+            continue
+        overlap: dict[int, float] = {}  # leaf -> idf summed over the seed's rare terms it has
+        for term, idf in zip(row.indices, row.data, strict=True):
+            start, end = lex.postings.indptr[term], lex.postings.indptr[term + 1]
+            for leaf in lex.postings.indices[start:end]:
+                overlap[int(leaf)] = overlap.get(int(leaf), 0.0) + float(idf)
+        overlap.pop(int(seed), None)
+        if not overlap:
+            continue
+        norm = float(lex.seed_norm[seed]) or 1.0
+        leaves = np.fromiter(overlap, dtype=np.int64, count=len(overlap))
+        values = np.fromiter(overlap.values(), dtype=np.float64, count=len(overlap)) / norm * (total[seed] / best)
+        np.maximum.at(credit, leaves, values)
+    return credit
 
 
 def pagerank(lex: Lexicon, total: np.ndarray, seeds: int, restart: float, iterations: int = 25) -> np.ndarray:
@@ -205,7 +249,7 @@ def rescore(engine: SearchEngine, scope: Any, where: str, text: str, total: np.n
     """Strategies (a)-(c) on the first-stage scores (before the date prior)."""
     if not (config.decompose or config.entity_weight or config.ppr_weight) or total.max() <= 0:
         return total
-    lex = lexicon(engine, where, scope.leaf_ids, scope.prev, scope.next, scope.participants, config.rare_df)
+    lex = lexicon(engine, where, scope, config.rare_df)
     first = total
     if config.decompose:
         total = decompose(text, total, score, config.decompose, config.decompose_weight, lex.vocab)

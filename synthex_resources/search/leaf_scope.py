@@ -1,0 +1,229 @@
+"""Leaf-sum bookkeeping per search scope: which leaves (turns) each searched record stands for, the
+turns' order and adjacency, speakers and times (search/leaf_fusion.py reads it).
+
+Built once per table version and scope, from the rows. At 1M records a full build reads every row's
+sources and metadata (tens of seconds here, docs/benchmarks.md), so a scope of ``INCREMENTAL_FROM``
+leaves or more is *extended* after a write instead: when the new version only added fragments and
+deleted rows (what an upsert does), the rows of the new fragments are read, the leaves they bring are
+appended, and each new turn is linked after the last turn of its session when it is not older than
+it. What an extension does not redo, and a full build would: rows deleted since keep their leaf (a
+deleted record is not returned: the hits are read back from the table, and its legs' scores are
+gone), a turn written into the middle of a session is not linked to its neighbours, and ties between
+appended turns are broken by write order rather than by (time, id). A rewrite of fragments
+(compaction, ``tbl.optimize()``) brings a full build.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from synthex.periods import parse_timestamp
+from synthex_resources.record_store import RECORDS
+from synthex_resources.search.tokenize import tokenize
+
+if TYPE_CHECKING:
+    from synthex_resources.search.engine import SearchEngine
+
+INCREMENTAL_FROM = 5_000  # leaves: below this a full build is quick (~0.5 s here) and exact
+_COLUMNS = ["id", "sources", "step", "metadata", "created_at"]
+
+
+@dataclass
+class Scope:
+    leaf_ids: list[str]
+    index_of: dict[str, int]  # leaf id -> position
+    leaves_of: dict[str, list[int]]  # searched record id -> positions of its leaves
+    leaf_steps: list[str]
+    prev: np.ndarray  # position of the previous turn in the same session, -1 if none
+    next: np.ndarray
+    times: np.ndarray  # epoch seconds of time.created_at (NaN when unknown)
+    participants: set[str]  # lower-cased name tokens of the speakers
+    tiebreak: np.ndarray  # rank of each leaf by (time, id): equal scores order the same whatever the ingest
+    pairs: dict[str, tuple[np.ndarray, np.ndarray, bool]]  # dense scope -> (rows, leaf positions, 1:1?)
+    fragments: frozenset[int] = frozenset()  # Lance fragments the rows were read from
+    tails: dict[tuple[str, str], int] = field(default_factory=dict)  # (conversation, session) -> its last turn
+    extended_from: list[str] | None = None  # the leaf_ids of the scope this one extends (None: a full build)
+
+    def leaf_pairs(self, key: str, ids: np.ndarray, own: bool = False) -> tuple[np.ndarray, np.ndarray, bool]:
+        """For a dense scope's ids (the same order every query at one table version): the leaf each row
+        lends to, and whether every leaf gets at most one row (then plain assignment is exact)."""
+        if key not in self.pairs:
+            if own:
+                found = [(i, self.index_of[rid]) for i, rid in enumerate(ids) if rid in self.index_of]
+            else:
+                found = [(i, pos) for i, rid in enumerate(ids) for pos in self.leaves_of.get(rid, ())]
+            rows, leaves = zip(*found, strict=True) if found else ((), ())
+            positions = np.asarray(leaves, dtype=np.int64)
+            self.pairs[key] = (np.asarray(rows, dtype=np.int64), positions,
+                               len(np.unique(positions)) == len(positions))
+        return self.pairs[key]
+
+
+class ScopeCache:
+    """Leaf-sum bookkeeping per (table version, scope); owned by a store, so it dies with it."""
+
+    def __init__(self, incremental_from: int = INCREMENTAL_FROM) -> None:
+        self.scopes: dict[tuple[int, str], Scope] = {}
+        self.lock = threading.Lock()
+        self.incremental_from = incremental_from
+        self.last: str = ""  # "build" / "extend": how the last new version was handled
+
+
+def _natural(text: str) -> tuple:
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", text) if part)
+
+
+def _leaf_info(row: dict[str, Any]) -> tuple[str, str, dict, datetime | None]:
+    meta = json.loads(row.get("metadata") or "{}")
+    chat = meta.get("chat") or {}
+    when = parse_timestamp((meta.get("time") or {}).get("created_at") or row.get("created_at"))
+    return row["id"], row["step"], chat, when
+
+
+def _order_key(x: tuple[str, str, dict, datetime | None]) -> tuple:
+    # Turn order: by conversation and session, then time, then id with its numbers compared as numbers
+    # (turns of one session often share a timestamp: "s_2" before "s_10"). Independent of ingest order.
+    return (str(x[2].get("conversation_id", "")), str(x[2].get("session_id", "")),
+            x[3].timestamp() if x[3] else 0.0, _natural(x[0]))
+
+
+def _session_key(chat: dict) -> tuple[str, str] | None:
+    return (str(chat["conversation_id"]), str(chat.get("session_id"))) if chat.get("conversation_id") else None
+
+
+class _Resolved:
+    """Record id -> leaf ids, for the records and leaves a scope already knows (looked up, not copied:
+    a scope of 1M leaves would take a second to copy into a dict)."""
+
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+
+    def __contains__(self, rid: str) -> bool:
+        return rid in self.scope.leaves_of or rid in self.scope.index_of
+
+    def __getitem__(self, rid: str) -> list[str]:
+        if rid in self.scope.index_of:
+            return [rid]
+        return [self.scope.leaf_ids[p] for p in self.scope.leaves_of[rid]]
+
+
+def _walk(engine: SearchEngine, rows: dict[str, dict[str, Any]], searched: list[str],
+          known: dict[str, list[str]] | _Resolved | None = None) -> dict[str, list[str]]:
+    """Each searched record's leaves (ids), walking down ``sources`` until records without sources.
+    ``known``: record id -> leaf ids already resolved (an extension's existing leaves and records)."""
+    known = known or {}
+    frontier = {s for r in rows.values() for s in r.get("sources") or [] if s not in rows and s not in known}
+    while frontier:
+        fetched = engine.store.rows_by_id(sorted(frontier), _COLUMNS)  # any row of an id: same content
+        rows |= fetched
+        frontier = {s for r in fetched.values() for s in r.get("sources") or [] if s not in rows and s not in known}
+
+    def leaves(rid: str, seen: set[str]) -> list[str]:
+        if rid in known:
+            return known[rid]
+        srcs = [s for s in rows[rid].get("sources") or [] if (s in rows or s in known) and s not in seen]
+        if not srcs:
+            return [rid]
+        seen.add(rid)
+        return [leaf for s in srcs for leaf in leaves(s, seen)]
+
+    return {rid: list(dict.fromkeys(leaves(rid, set()))) for rid in searched}
+
+
+def build_scope(engine: SearchEngine, where: str) -> Scope:
+    ds = engine.store.dataset(RECORDS)
+    fragments = frozenset(f.fragment_id for f in ds.get_fragments()) if ds is not None else frozenset()
+    found = ds.to_table(columns=_COLUMNS, filter=where).to_pylist() if ds is not None else []
+    rows = {r["id"]: r for r in found}
+    leaf_sets = _walk(engine, rows, list(rows))
+    info = [_leaf_info(rows[x]) for x in sorted({x for v in leaf_sets.values() for x in v})]
+    info.sort(key=_order_key)
+    n = len(info)
+    prev, nxt = np.full(n, -1), np.full(n, -1)
+    tails: dict[tuple[str, str], int] = {}
+    for i in range(n):
+        key = _session_key(info[i][2])
+        if key is not None and key in tails and tails[key] == i - 1:
+            prev[i], nxt[i - 1] = i - 1, i
+        if key is not None:
+            tails[key] = i
+    index_of = {x[0]: i for i, x in enumerate(info)}
+    participants = {t for x in info for t in tokenize(str(x[2].get("author", "")))}
+    by_time = sorted(range(n), key=lambda i: (info[i][3].timestamp() if info[i][3] else 0.0, _natural(info[i][0])))
+    tiebreak = np.empty(n, dtype=np.int64)
+    tiebreak[by_time] = np.arange(n)
+    return Scope(
+        leaf_ids=[x[0] for x in info], index_of=index_of,
+        leaves_of={rid: [index_of[x] for x in ls if x in index_of] for rid, ls in leaf_sets.items()},
+        leaf_steps=sorted({x[1] for x in info}), prev=prev, next=nxt,
+        times=np.array([x[3].timestamp() if x[3] else np.nan for x in info], dtype=np.float64),
+        participants=participants, tiebreak=tiebreak, pairs={}, fragments=fragments, tails=tails)
+
+
+def extend_scope(engine: SearchEngine, old: Scope, where: str) -> Scope | None:
+    """``old`` plus the rows of the fragments added since it was built; None when fragments were
+    rewritten (compaction), which only a full build can follow."""
+    ds = engine.store.dataset(RECORDS)
+    if ds is None:
+        return None
+    now = {f.fragment_id: f for f in ds.get_fragments()}
+    if not old.fragments <= set(now):
+        return None
+    added = [now[i] for i in sorted(set(now) - old.fragments)]
+    found = ds.scanner(columns=_COLUMNS, filter=where, fragments=added).to_table().to_pylist() if added else []
+    rows = {r["id"]: r for r in found if r["id"] not in old.leaves_of}  # rewritten records keep their leaves
+    leaf_sets = _walk(engine, rows, list(rows), _Resolved(old))
+    fresh = sorted({x for v in leaf_sets.values() for x in v if x not in old.index_of})
+    info = sorted((_leaf_info(rows[x]) for x in fresh), key=_order_key)
+    n, m = len(old.leaf_ids), len(info)
+    prev = np.concatenate([old.prev, np.full(m, -1)])
+    nxt = np.concatenate([old.next, np.full(m, -1)])
+    times = np.concatenate([old.times, [x[3].timestamp() if x[3] else np.nan for x in info]])
+    tails = dict(old.tails)
+    for j, x in enumerate(info):
+        pos, key = n + j, _session_key(x[2])
+        if key is None:
+            continue
+        tail = tails.get(key)
+        if tail is not None and nxt[tail] < 0 and not times[tail] > times[pos]:  # NaN times link too
+            prev[pos], nxt[tail] = tail, pos
+        if tail is None or not times[tail] > times[pos]:
+            tails[key] = pos
+    index_of = dict(old.index_of)
+    index_of.update({x[0]: n + j for j, x in enumerate(info)})
+    leaves_of = dict(old.leaves_of)
+    leaves_of.update({rid: [index_of[x] for x in ls if x in index_of] for rid, ls in leaf_sets.items()})
+    by_time = sorted(range(m), key=lambda j: (info[j][3].timestamp() if info[j][3] else 0.0, _natural(info[j][0])))
+    tiebreak_new = np.empty(m, dtype=np.int64)
+    tiebreak_new[by_time] = n + np.arange(m)
+    return Scope(
+        leaf_ids=old.leaf_ids + [x[0] for x in info], index_of=index_of, leaves_of=leaves_of,
+        leaf_steps=sorted(set(old.leaf_steps) | {x[1] for x in info}), prev=prev, next=nxt, times=times,
+        participants=old.participants | {t for x in info for t in tokenize(str(x[2].get("author", "")))},
+        tiebreak=np.concatenate([old.tiebreak, tiebreak_new]), pairs={}, fragments=frozenset(now),
+        tails=tails, extended_from=old.leaf_ids)
+
+
+def scope_for(engine: SearchEngine, where: str) -> Scope:
+    """The bookkeeping of ``where`` at the table's current version (built, extended or cached)."""
+    tbl = engine.store.records_table()
+    key = (engine.store.records_version(tbl) if tbl is not None else -1, where)
+    cache: ScopeCache = engine.store.derived("leaf_sum_scopes", ScopeCache)
+    with cache.lock:
+        if key not in cache.scopes:
+            older = [k for k in cache.scopes if k[1] == where]
+            scope = None
+            if older and len(cache.scopes[older[-1]].leaf_ids) >= cache.incremental_from:
+                scope = extend_scope(engine, cache.scopes[older[-1]], where)
+            cache.last = "extend" if scope is not None else "build"
+            for old in older:
+                del cache.scopes[old]  # an older table version of the same scope
+            cache.scopes[key] = scope if scope is not None else build_scope(engine, where)
+        return cache.scopes[key]
