@@ -16,15 +16,11 @@ import time
 
 import numpy as np
 
+from evals.bench_search import percentiles
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search import SearchEngine
 from synthex_resources.search.memory_lexical import memory_bm25
 from synthex_resources.search.tokenize import tokenize
-
-
-def percentiles(samples: list[float]) -> str:
-    s = sorted(samples)
-    return f"p50 {1000 * s[len(s) // 2]:.1f} p95 {1000 * s[int(len(s) * 0.95)]:.1f} ms"
 
 
 def main() -> None:
@@ -54,7 +50,8 @@ def main() -> None:
                 t0 = time.perf_counter()
                 run(q)
                 times.append(time.perf_counter() - t0)
-            print(f"{name:<15} pool {args.pool}: {percentiles(times)}")
+            p = percentiles(times)
+            print(f"{name:<15} pool {args.pool}: p50 {p['p50_ms']} p95 {p['p95_ms']} ms")
 
 
 if __name__ == "__main__":

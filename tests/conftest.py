@@ -144,3 +144,26 @@ def cli(*args: str, cwd: Path | None = None, check: bool = True) -> CliResult:
     if check and out.returncode != 0:
         raise AssertionError(f"synthex {args} failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
     return out
+
+
+LOCOMO_TOPICS = ["adopted a puppy named Rex", "started pottery classes", "ran the Lisbon half marathon",
+                 "moved to a flat in Porto", "learned to bake sourdough", "visited Kyoto in spring"]
+
+
+def locomo_conversation(shift: int = 0, tag: str = "") -> tuple[dict, list[tuple[int, int, str, str]]]:
+    """A LoCoMo-format conversation between Ann and Bob: 3 sessions of 4 turns ("<speaker> says: I <topic>
+    (note <tag><session><turn>)."), topics rotating with ``shift``. Returns it and its turns as
+    (session, turn, speaker, topic), for a test to write questions about."""
+    conv: dict = {"speaker_a": "Ann", "speaker_b": "Bob"}
+    turns = []
+    for s in range(1, 4):
+        conv[f"session_{s}_date_time"] = f"1:{10 + s} pm on {s + 4} May, 2023"
+        session = []
+        for t in range(1, 5):
+            topic = LOCOMO_TOPICS[(shift + s + t) % len(LOCOMO_TOPICS)]
+            speaker = "Ann" if t % 2 else "Bob"
+            session.append({"speaker": speaker, "dia_id": f"D{s}:{t}",
+                            "text": f"{speaker} says: I {topic} (note {tag}{s}{t})."})
+            turns.append((s, t, speaker, topic))
+        conv[f"session_{s}"] = session
+    return conv, turns

@@ -4,30 +4,19 @@ per variant, the markdown tables, and the chart at both levels."""
 import json
 
 import lancedb
-from conftest import write_json
+from conftest import LOCOMO_TOPICS, locomo_conversation, write_json
 
 from evals.ablate_conversational import run, table
 from evals.ablation_chart import chart, read_rows
 from evals.metrics import dedupe, recall_all, recall_any
 
-TOPICS = ["adopted a puppy named Rex", "started pottery classes", "ran the Lisbon half marathon",
-          "moved to a flat in Porto", "learned to bake sourdough", "visited Kyoto in spring"]
 ONLY = ["all parts", "write-time enrichment", "without stemming", "RRF"]
 
 
 def fixture():
-    conv = {"speaker_a": "Ann", "speaker_b": "Bob"}
-    qa = []
-    for s in range(1, 4):
-        conv[f"session_{s}_date_time"] = f"1:{10 + s} pm on {s + 4} May, 2023"
-        turns = []
-        for t in range(1, 5):
-            topic = TOPICS[(s + t) % len(TOPICS)]
-            speaker = "Ann" if t % 2 else "Bob"
-            turns.append({"speaker": speaker, "dia_id": f"D{s}:{t}", "text": f"{speaker} says: I {topic} (note {s}{t})."})
-        conv[f"session_{s}"] = turns
-        qa.append({"question": f"Who {TOPICS[(s + 1) % len(TOPICS)]}?", "answer": "Ann", "evidence": [f"D{s}:1"],
-                   "category": 4})
+    conv, _ = locomo_conversation()
+    qa = [{"question": f"Who {LOCOMO_TOPICS[(s + 1) % len(LOCOMO_TOPICS)]}?", "answer": "Ann",
+           "evidence": [f"D{s}:1"], "category": 4} for s in range(1, 4)]
     # evidence in two sessions: recall_all needs both
     qa.append({"question": "Where did Ann travel and what did she bake?", "answer": "Kyoto; sourdough",
                "evidence": ["D1:3", "D3:2"], "category": 1})

@@ -4,27 +4,15 @@ import json
 import sys
 from pathlib import Path
 
-from conftest import cli, write_json, write_project
-
-TOPICS = ["adopted a puppy named Rex", "started pottery classes", "ran the Lisbon half marathon",
-          "moved to a flat in Porto", "learned to bake sourdough", "visited Kyoto in spring"]
+from conftest import cli, locomo_conversation, write_json, write_project
 
 
 def fixture():
     samples = []
     for c in range(2):
-        conv = {"speaker_a": "Ann", "speaker_b": "Bob"}
-        qa = []
-        for s in range(1, 4):
-            conv[f"session_{s}_date_time"] = f"1:{10 + s} pm on {s + 4} May, 2023"
-            turns = []
-            for t in range(1, 5):
-                topic = TOPICS[(c + s + t) % len(TOPICS)]
-                speaker = "Ann" if t % 2 else "Bob"
-                turns.append({"speaker": speaker, "dia_id": f"D{s}:{t}", "text": f"{speaker} says: I {topic} (note {c}{s}{t})."})
-                if t == 1:
-                    qa.append({"question": f"Who {topic}?", "answer": speaker, "evidence": [f"D{s}:{t}"], "category": 4})
-            conv[f"session_{s}"] = turns
+        conv, turns = locomo_conversation(shift=c, tag=str(c))
+        qa = [{"question": f"Who {topic}?", "answer": speaker, "evidence": [f"D{s}:{t}"], "category": 4}
+              for s, t, speaker, topic in turns if t == 1]
         qa.append({"question": "What did Ann never do?", "adversarial_answer": "x", "evidence": [], "category": 5})
         samples.append({"sample_id": f"conv-{c}", "conversation": conv, "qa": qa})
     return samples

@@ -102,7 +102,7 @@ def _first_stage(engine: SearchEngine, scope: Scope, text: str, steps: list[str]
         lexical_ids = [p[0] for p in pairs]
         if pairs and pairs[0][1] > 0:
             lexical = np.zeros(n)
-            lend(lexical, [p[0] for p in pairs], np.array([p[1] for p in pairs]) / pairs[0][1])
+            lend(lexical, lexical_ids, np.array([p[1] for p in pairs]) / pairs[0][1])
             total += config.lexical_weight * lexical
     if qvec is not None:
         index = dense_index(engine.store)

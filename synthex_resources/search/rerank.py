@@ -119,7 +119,3 @@ class LLMReranker:
             return list(hits)
         return [head[i] for i in order] + tail
 
-
-def rerank_hits(reranker: Any, query: str, hits: list[Any], k: int) -> list[Any]:
-    """Apply a reranker to a recipe's hits (any fusion) and keep the first ``k``."""
-    return list(reranker(query, hits))[:k]
