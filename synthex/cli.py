@@ -71,9 +71,12 @@ class SynthexGroup(click.Group):
         if self._plugins_loaded:
             return
         self._plugins_loaded = True
-        from synthex.plugins import load_plugins
+        from synthex.plugins import discover
 
-        for plugin in load_plugins():
+        plugins, failures = discover()
+        for failure in failures:  # reported, never skipped in silence
+            click.echo(f"warning: {failure}", err=True)
+        for plugin in (p.module for p in plugins):
             hook = getattr(plugin, "register_commands", None)
             if callable(hook):
                 hook(self)

@@ -17,6 +17,7 @@ from synthex.errors import PipelineDefinitionError
 from synthex.hashing import stable_hash
 from synthex.naming import MAIN, check_branch_name
 from synthex.record import Record
+from synthex.scope import BranchScope
 from synthex.steps import AggregateStep, FoldStep, MergeStep, SourceStep, Step, TransformStep
 from synthex.steps.base import callable_ref
 from synthex.steps.privacy import check_pii_mode
@@ -191,6 +192,12 @@ class PipelineDefinition:
         parent_view, parent_eff = self.parent.serving_branches(), self.parent.effective_versions()
         return {name: parent_view[name] if eff == parent_eff.get(name) else self.branch_name
                 for name, eff in self.effective_versions().items()}
+
+    def scope(self, branch: str | None = None) -> BranchScope:
+        """The read/write scope of ``branch`` (this definition's own branch when None): the branch and
+        which branch serves each of its steps. Every door resolves its scope here, once per command."""
+        definition = self.for_branch(branch) if branch is not None else self
+        return BranchScope.of(definition.branch_name, definition.serving_branches())
 
     def owned_steps(self) -> list[str]:
         """Steps that have records of their own on this branch (the others are read through its parent)."""
