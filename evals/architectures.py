@@ -21,7 +21,6 @@ from pathlib import Path
 
 from synthex import Pipeline
 from synthex.naming import MAIN
-from synthex.steps import SourceStep
 from synthex_resources.embedder import Embedder
 from synthex_resources.search.tokenize import tokenize
 
@@ -89,9 +88,8 @@ def project_architecture(project: Path, branch: str) -> Architecture:
         while node is not None:  # the branch and its ancestors, all moved into the workspace
             node.project_dir = root
             node.store_uri = str(root / ".synthex" / "lancedb")
-            for step in node.steps.values():
-                if isinstance(step, SourceStep):
-                    step.file, step.format, step.base_dir = str(data), fmt, str(root)
+            for step in node.sources().values():
+                step.read_export(str(data), fmt, str(root))
             node = node.parent
         return pipe  # type: ignore[return-value]
 

@@ -11,18 +11,28 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from synthex.branch_files import branch_module
 from synthex.errors import PipelineDefinitionError
 from synthex.hashing import stable_hash
 from synthex.naming import MAIN, check_branch_name
 from synthex.record import Record
 from synthex.scope import BranchScope
-from synthex.steps import AggregateStep, FoldStep, MergeStep, SourceStep, Step, TransformStep
+from synthex.steps import (
+    AggregateStep,
+    FoldStep,
+    MergeStep,
+    SourceStep,
+    Step,
+    TransformStep,
+    get_step_kind,
+    step_kinds,
+)
 from synthex.steps.base import callable_ref
-from synthex.steps.privacy import check_pii_mode
 
 SURFACES = ("projection", "search")
+S = TypeVar("S", bound=Step)
 
 
 @dataclass
@@ -54,7 +64,8 @@ def _as_list(value: str | list[str] | tuple[str, ...]) -> list[str]:
 
 
 class PipelineDefinition:
-    """``PipelineDefinition(name, agent=)`` with ``.source/.transform/.aggregate/.fold/.merge/.output``."""
+    """``PipelineDefinition(name, agent=)`` with ``.source/.transform/.aggregate/.fold/.merge/.output``, and
+    ``.step(kind, name, ...)`` for any registered step kind (a plugin's too)."""
 
     def __init__(
         self,
@@ -101,7 +112,21 @@ class PipelineDefinition:
         return self.data_dir / "dagster"
 
     # -- definition -----------------------------------------------------------------------------
-    def _add(self, step: Step) -> Step:
+    def add_step(self, step: S) -> S:
+        """Add a step built elsewhere (any ``Step`` subclass); on a branch, override the step of that name."""
+        return self._add(step)
+
+    def step(self, kind: str, name: str, **args: Any) -> Step:
+        """A step of the registered ``kind`` (``synthex.steps.step_kinds()``: source, transform, aggregate,
+        fold, merge, and the kinds of installed plugins) from keyword arguments: ``from_``, ``pii`` and the
+        kind's own (``pipeline.step("transform", "t", from_="s", fn=f)`` is ``pipeline.transform(...)``)."""
+        try:
+            step_class = get_step_kind(kind)
+        except PipelineDefinitionError as exc:
+            raise PipelineDefinitionError(f"step {name!r}: {exc}") from None
+        return self._add(step_class.build(name, base_dir=str(self.project_dir), **args))
+
+    def _add(self, step: S) -> S:
         if (self.parent is not None or self._overriding) and step.name in self.steps:
             return self._override(step)
         if self.parent is not None:
@@ -119,7 +144,7 @@ class PipelineDefinition:
         self.steps[step.name] = step
         return step
 
-    def _override(self, step: Step) -> Step:
+    def _override(self, step: S) -> S:
         current = self.steps[step.name]
         if list(step.from_) != list(current.from_):
             raise PipelineDefinitionError(
@@ -146,8 +171,6 @@ class PipelineDefinition:
         """Apply the overrides of ``branches/<name>.py`` to this definition (what ``promote`` writes
         into pipeline.py, passing its ``__file__``: the project folder is not known yet while
         pipeline.py runs): the same prompt functions, so the same step versions as on the branch."""
-        from synthex.project import branch_module
-
         root = Path(pipeline_file).resolve().parent if pipeline_file else self.project_dir
         module = branch_module(root, name)
         self._overriding = True
@@ -167,11 +190,30 @@ class PipelineDefinition:
             if node.branch_name == name:
                 return node
             node = node.parent
-        from synthex.project import load_branch
-
         # Loaded each time (the module itself is imported once per version of its file), so an edit
         # of the branch file or a promote into main is seen at once.
-        return load_branch(self.root(), name)
+        return self.root().branch_from_file(name)
+
+    def branch_from_file(self, name: str) -> PipelineDefinition:
+        """Branch ``name`` of this (main) definition, from ``branches/<name>.py``: its parent's definition
+        with the file's ``overrides`` applied."""
+        module = branch_module(self.project_dir, name)
+        parent_name = str(getattr(module, "PARENT", MAIN))
+        chain, ancestor = [name], parent_name
+        while ancestor != MAIN:  # a PARENT cycle would recurse forever: one line instead
+            if ancestor in chain:
+                raise PipelineDefinitionError(f"branch {name!r}: PARENT cycle {' -> '.join([*chain, ancestor])}")
+            chain.append(ancestor)
+            ancestor = str(getattr(branch_module(self.project_dir, ancestor), "PARENT", MAIN))
+        parent = self if parent_name == MAIN else self.for_branch(parent_name)
+        child = parent.branch(name)
+        try:
+            module.overrides(child)
+        except PipelineDefinitionError as exc:
+            raise PipelineDefinitionError(f"{module.__file__}: {exc}") from exc
+        except Exception as exc:
+            raise PipelineDefinitionError(f"{module.__file__}: overrides() failed: {type(exc).__name__}: {exc}") from exc
+        return child
 
     def effective_versions(self) -> dict[str, str]:
         """step -> hash of its version and its inputs' effective versions (the definition all the way up)."""
@@ -180,8 +222,7 @@ class PipelineDefinition:
             step = self.steps[name]
             # A source's file is not in its version (moving an export must not reprocess it), but a
             # branch reading another export does not read its parent's records.
-            data = step.describe() if isinstance(step, SourceStep) else ""
-            out[name] = stable_hash("effective/v1", step.version_hash(), data, [out[u] for u in step.from_])[:24]
+            out[name] = stable_hash("effective/v1", step.version_hash(), step.location(), [out[u] for u in step.from_])[:24]
         return out
 
     def serving_branches(self) -> dict[str, str]:
@@ -203,55 +244,34 @@ class PipelineDefinition:
         """Steps that have records of their own on this branch (the others are read through its parent)."""
         return [s for s, b in self.serving_branches().items() if b == self.branch_name]
 
-    def source(self, name: str, file: str | Path | None = None, format: str = "auto", *,
-               folder: str | Path | None = None, table: str | None = None, dsn: str | None = None,
-               pk: str | None = None, updated_at: str | None = None, created_at: str | None = None,
-               text: list[str] | None = None, stream: str | Path | None = None,
-               api: Callable[[Any], Any] | None = None, pii: str | None = None) -> SourceStep:
-        """A source (design doc §3.1), exactly one of: ``file`` (an export; ``format`` or auto),
-        ``folder`` (notes dated by front matter, file name, else mtime), ``table`` in ``dsn``
-        (``duckdb:///x.duckdb`` / ``sqlite:///x.sqlite``) keyed by ``pk``, changes found by the
-        ``updated_at`` watermark or else a per-row hash, ``stream`` (an append-only JSONL file read
-        from its last offset; ``remember`` appends to it) or ``api`` (``fetch(cursor)`` yielding pages)."""
-        given = {k: v for k, v in (("file", file), ("folder", folder), ("table", table), ("stream", stream),
-                                   ("api", api)) if v is not None}
-        if len(given) != 1:
-            raise PipelineDefinitionError(f"source {name!r}: give exactly one of file=, folder=, table=, stream=, "
-                                          f"api= (got {', '.join(given) or 'none'})")
-        if table is None and any(v is not None for v in (dsn, pk, updated_at, created_at, text)):
-            raise PipelineDefinitionError(f"source {name!r}: dsn=, pk=, updated_at=, created_at= and text= "
-                                          f"belong to a table= source")
-        check_pii_mode(name, pii)
-        base = str(self.project_dir)
-        if folder is not None:
-            return self._add(SourceStep(name=name, file=str(folder), format="folder", base_dir=base, pii=pii))
-        if file is not None:
-            return self._add(SourceStep(name=name, file=str(file), format=format, base_dir=base, pii=pii))
-        if stream is not None:
-            return self._add(SourceStep(name=name, file=str(stream), format="stream", base_dir=base, pii=pii))
-        if api is not None:
-            if not callable(api):
-                raise PipelineDefinitionError(f"source {name!r}: api= must be a callable fetch(cursor) yielding pages")
-            return self._add(SourceStep(name=name, format="api", api=api, base_dir=base, pii=pii))
-        from synthex.importers.tables import TableSpec
-
-        if not dsn or not pk:
-            raise PipelineDefinitionError(f"source {name!r}: a table= source needs dsn= and pk=")
-        spec = TableSpec(dsn=dsn, table=str(table), pk=pk, updated_at=updated_at, created_at=created_at,
-                         text=tuple(text) if text else None)
-        return self._add(SourceStep(name=name, format="table", table=spec, base_dir=base, pii=pii))
+    def source(self, name: str, file: str | Path | None = None, format: str | None = None, *,
+               kind: str | None = None, pii: str | None = None, **args: Any) -> SourceStep:
+        """A source (design doc §3.1) of one source kind (``synthex.sources.source_kinds()``), chosen by
+        its keyword, exactly one of: ``file`` (an export; ``format`` or auto), ``folder`` (notes dated by
+        front matter, file name, else mtime), ``table`` in ``dsn`` (``duckdb:///x.duckdb`` /
+        ``sqlite:///x.sqlite``) keyed by ``pk``, changes found by the ``updated_at`` watermark or else a
+        per-row hash (``created_at``, ``text``: which columns date it and make its text), ``stream`` (an
+        append-only JSONL file read from its last offset; ``remember`` appends to it) or ``api``
+        (``fetch(cursor)`` yielding pages); or ``kind=`` a plugin's kind by name, with its own arguments."""
+        step = SourceStep.build(name, base_dir=str(self.project_dir), pii=pii, source_kind=kind, file=file,
+                                format=format, **args)
+        return self._add(step)
 
     def source_steps(self, only: list[str] | None = None) -> list[str]:
         """The source steps (``only``: these, each checked to be one)."""
-        known = [s for s, st in self.steps.items() if isinstance(st, SourceStep)]
+        known = list(self.sources())
         for name in only or []:
             if name not in known:
                 raise PipelineDefinitionError(f"unknown source {name!r}; sources: {', '.join(known)}")
         return list(only) if only else known
 
+    def sources(self) -> dict[str, SourceStep]:
+        """The source steps by name (the steps that bring data in), in definition order."""
+        return {s: st for s, st in self.steps.items() if isinstance(st, SourceStep)}
+
     def stream_sources(self) -> list[str]:
         """Source steps an agent can append to (``remember``)."""
-        return [s for s, st in self.steps.items() if isinstance(st, SourceStep) and st.format == "stream"]
+        return [s for s, st in self.sources().items() if st.origin_kind == "stream"]
 
     def transform(
         self,
@@ -263,9 +283,8 @@ class PipelineDefinition:
         fn: Callable[[Record], str] | None = None,
         pii: str | None = None,
     ) -> TransformStep:
-        check_pii_mode(name, pii)
-        return self._add(TransformStep(name=name, from_=_as_list(from_), prompt=prompt, fn=fn,
-                                       model=model, temperature=temperature, pii=pii))
+        return self._add(TransformStep.build(name, from_=from_, prompt=prompt, fn=fn, model=model,
+                                             temperature=temperature, pii=pii))
 
     def aggregate(
         self,
@@ -277,9 +296,8 @@ class PipelineDefinition:
         temperature: float = 0.0,
         pii: str | None = None,
     ) -> AggregateStep:
-        check_pii_mode(name, pii)
-        return self._add(AggregateStep(name=name, from_=_as_list(from_), period=period, prompt=prompt,
-                                       model=model, temperature=temperature, pii=pii))
+        return self._add(AggregateStep.build(name, from_=from_, period=period, prompt=prompt, model=model,
+                                             temperature=temperature, pii=pii))
 
     def fold(
         self,
@@ -291,12 +309,11 @@ class PipelineDefinition:
         initial_state: str = "",
         pii: str | None = None,
     ) -> FoldStep:
-        check_pii_mode(name, pii)
-        return self._add(FoldStep(name=name, from_=_as_list(from_), prompt=prompt, model=model,
-                                  temperature=temperature, initial_state=initial_state, pii=pii))
+        return self._add(FoldStep.build(name, from_=from_, prompt=prompt, model=model, temperature=temperature,
+                                        initial_state=initial_state, pii=pii))
 
     def merge(self, name: str, from_: list[str]) -> MergeStep:
-        return self._add(MergeStep(name=name, from_=_as_list(from_)))
+        return self._add(MergeStep.build(name, from_=from_))
 
     def output(
         self,
@@ -352,7 +369,7 @@ class PipelineDefinition:
         return self.order()
 
     def leaf_steps(self) -> list[str]:
-        return [s for s, st in self.steps.items() if isinstance(st, SourceStep)]
+        return [s for s, st in self.steps.items() if st.is_source]
 
     # -- search surfaces ----------------------------------------------------------------------------
     def search_steps(self) -> list[str]:
@@ -373,10 +390,7 @@ class PipelineDefinition:
         steps = []
         for step in self.steps.values():
             entry: dict[str, Any] = {"name": step.name, "kind": step.kind}
-            if isinstance(step, SourceStep):
-                entry.update(step.toml_config())
-            else:
-                entry["from"] = list(step.from_)
+            entry.update(step.toml_config())
             for attr in ("prompt", "fn"):
                 ref = callable_ref(getattr(step, attr, None))
                 if ref:
@@ -414,19 +428,17 @@ class PipelineDefinition:
             raise PipelineDefinitionError(f"{p}: [pipeline] needs a name")
         pipe = cls(head["name"], agent=head.get("agent", ""), description=head.get("description", ""),
                    project_dir=project_dir or p.parent, lexical_stem=bool(head.get("lexical_stem", False)))
-        builders = {"source": pipe.source, "transform": pipe.transform, "aggregate": pipe.aggregate,
-                    "fold": pipe.fold, "merge": pipe.merge}
         for entry in data.get("steps", []):
             entry = dict(entry)
             kind = entry.pop("kind", None)
-            if kind not in builders:
+            if kind not in step_kinds():
                 raise PipelineDefinitionError(f"{p}: step {entry.get('name')!r} has unknown kind {kind!r}")
             if "from" in entry:
                 entry["from_"] = entry.pop("from")
             for attr in ("prompt", "fn"):
                 if attr in entry:
                     entry[attr] = resolve_callable(entry[attr], where=f"{p}: step {entry.get('name')!r}")
-            builders[kind](**entry)
+            pipe.step(kind, **entry)
         for out in data.get("outputs", []):
             pipe.output(out["name"], from_=out["from"], surface=out.get("surface", "search"),
                         on_update=out.get("on_update"))

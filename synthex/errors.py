@@ -14,7 +14,12 @@ class PipelineDefinitionError(SynthexError):
 
 
 class StepError(SynthexError):
-    """A step failed on a record (names the step, the record and the problem)."""
+    """A step failed on a record (names the step, the record and the problem). ``step``: the step the
+    message names already; None when the caller must say which (e.g. the LLM is down)."""
+
+    def __init__(self, message: str, *, step: str | None = None) -> None:
+        super().__init__(message)
+        self.step = step
 
 
 class BadInputError(SynthexError):

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import re
 import sys
 from pathlib import Path
-from types import ModuleType
 
+# Loaded beneath the definition (which loads branch files); re-exported here, where callers look for them.
+from synthex.branch_files import BRANCHES_DIR, branch_module, branch_path, exec_file_module  # noqa: F401
 from synthex.definition import PipelineDefinition
 from synthex.errors import BadInputError, PipelineDefinitionError
 from synthex.naming import MAIN, check_branch_name
@@ -34,21 +33,6 @@ def demo_pipeline(project_dir: str | Path) -> PipelineDefinition:
     if not demo.exists() or demo.read_text(encoding="utf-8") != text:
         demo.write_text(text, encoding="utf-8")
     return pipeline_from_file(demo, root)
-
-
-def exec_file_module(module_name: str, path: Path) -> ModuleType:
-    """Run a project's Python file as module ``module_name``; any error in it is one line naming it."""
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except PipelineDefinitionError:
-        raise
-    except Exception as exc:
-        raise PipelineDefinitionError(f"{path}: failed to load: {type(exc).__name__}: {exc}") from exc
-    return module
 
 
 def pipeline_from_file(path: Path, root: Path) -> PipelineDefinition:
@@ -192,7 +176,6 @@ def init_project(target: str | Path, name: str, sources: list[str], agent: str =
 
 
 # -- branches: branches/<name>.py beside pipeline.py (docs/architecture.md, "Branches") --------------
-BRANCHES_DIR = "branches"
 CURRENT_BRANCH_FILE = "current_branch"
 BRANCH_TEMPLATE = '''"""Branch {name!r} of this project's pipeline (written by `synthex branch create`).
 
@@ -211,10 +194,6 @@ def overrides(pipeline):
     pipeline.transform("summaries", from_="transcripts", prompt=my_summarize, model="gpt-4o")
     """
 '''
-
-
-def branch_path(root: str | Path, name: str) -> Path:
-    return Path(root) / BRANCHES_DIR / f"{check_branch_name(name)}.py"
 
 
 def branch_names(root: str | Path) -> list[str]:
@@ -237,45 +216,9 @@ def create_branch_file(root: str | Path, name: str, parent: str = MAIN) -> Path:
     return path
 
 
-def branch_module(root: str | Path, name: str) -> ModuleType:
-    """Import ``branches/<name>.py`` once per version of the file (its prompt functions keep one
-    identity, so the step versions they give are stable)."""
-    path = branch_path(root, name)
-    if not path.exists():
-        raise PipelineDefinitionError(
-            f"branch {name!r}: its definition {path} is gone; recreate it with `synthex branch create {name}` "
-            f"or remove its records with `synthex branch delete {name}`")
-    module_name = "synthex_branch_" + re.sub(r"[^A-Za-z0-9_]", "_", name)
-    stamp = path.stat().st_mtime_ns, path.stat().st_size
-    loaded = sys.modules.get(module_name)
-    if loaded is not None and getattr(loaded, "__synthex_stamp__", None) == (str(path), stamp):
-        return loaded
-    module = exec_file_module(module_name, path)
-    if not callable(getattr(module, "overrides", None)):
-        raise PipelineDefinitionError(f"{path}: defines no `overrides(pipeline)` function")
-    module.__synthex_stamp__ = (str(path), stamp)
-    return module
-
-
 def load_branch(main: PipelineDefinition, name: str) -> PipelineDefinition:
     """Branch ``name`` of project ``main``: its parent's definition with ``overrides`` applied."""
-    module = branch_module(main.project_dir, name)
-    parent_name = str(getattr(module, "PARENT", MAIN))
-    chain, ancestor = [name], parent_name
-    while ancestor != MAIN:  # a PARENT cycle would recurse forever: one line instead
-        if ancestor in chain:
-            raise PipelineDefinitionError(f"branch {name!r}: PARENT cycle {' -> '.join([*chain, ancestor])}")
-        chain.append(ancestor)
-        ancestor = str(getattr(branch_module(main.project_dir, ancestor), "PARENT", MAIN))
-    parent = main if parent_name == MAIN else main.for_branch(parent_name)
-    child = parent.branch(name)
-    try:
-        module.overrides(child)
-    except PipelineDefinitionError as exc:
-        raise PipelineDefinitionError(f"{module.__file__}: {exc}") from exc
-    except Exception as exc:
-        raise PipelineDefinitionError(f"{module.__file__}: overrides() failed: {type(exc).__name__}: {exc}") from exc
-    return child
+    return main.branch_from_file(name)
 
 
 def current_branch(definition: PipelineDefinition) -> str:

@@ -1,9 +1,10 @@
-"""Record and Run: the runtime entities of design doc §3.2."""
+"""Record and Run: the runtime entities of design doc §3.2; a run's status and its checks' outcomes."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Protocol
 
 
@@ -141,6 +142,38 @@ class RunStats:
         }
 
 
+class RunStatus(StrEnum):
+    """Where a run is. The values are what the runs table and ``--json`` output hold (unchanged)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class CheckName(StrEnum):
+    """The asset checks every step asset carries (``synthex_assets.checks`` describes them). Defined here,
+    below the Dagster adapter, so the application decides on them without loading Dagster."""
+
+    PROVENANCE = "provenance_complete"
+    UP_TO_DATE = "up_to_date"
+    HOOKS = "hooks_delivered"
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """One asset check's verdict on one step asset. ``check`` is a ``CheckName`` for the built-in checks; a
+    plugin's own asset check on a step asset keeps its name as it is."""
+
+    check: str
+    passed: bool
+    detail: str
+    asset: str = ""  # the step asset it was evaluated on, when it came back from a Dagster run
+
+    def __str__(self) -> str:
+        return f"{self.asset}:{self.check}: {self.detail}"
+
+
 @dataclass
 class Run:
     """An execution of one or more steps (§3.2)."""
@@ -149,7 +182,7 @@ class Run:
     pipeline: str
     branch: str
     steps: list[str]
-    status: str = "pending"  # pending | running | completed | failed
+    status: RunStatus = RunStatus.PENDING
     started_at: str = ""
     completed_at: str = ""
     stats: RunStats = field(default_factory=RunStats)
@@ -158,13 +191,16 @@ class Run:
     dagster_run_ids: list[str] = field(default_factory=list)
     wall_s: float = 0.0  # start to finish, beside ``stats.duration`` (the steps' own time)
 
+    def __post_init__(self) -> None:
+        self.status = RunStatus(self.status)  # a stored or passed-in string: one of the enum's values
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "pipeline": self.pipeline,
             "branch": self.branch,
             "steps": list(self.steps),
-            "status": self.status,
+            "status": str(self.status),
             "started_at": self.started_at,
             "completed_at": self.completed_at,
             "stats": self.stats.to_dict(),
@@ -181,7 +217,7 @@ class Run:
             pipeline=data["pipeline"],
             branch=data["branch"],
             steps=list(data.get("steps", [])),
-            status=data.get("status", "pending"),
+            status=RunStatus(data.get("status", RunStatus.PENDING)),
             started_at=data.get("started_at", ""),
             completed_at=data.get("completed_at", ""),
             stats=RunStats(**data.get("stats", {})),

@@ -1,21 +1,24 @@
-"""The asset checks every step asset carries (computed by the step's own op, after it writes)."""
+"""The asset checks every step asset carries (computed by the step's own op, after it writes). Their names
+are ``synthex.record.CheckName`` (below Dagster, so the application decides on outcomes without it)."""
 
 from __future__ import annotations
 
+from synthex.record import CheckName
 from synthex.steps import Step
 
-PROVENANCE = "provenance_complete"
-UP_TO_DATE = "up_to_date"
-HOOKS = "hooks_delivered"
-CHECKS = (PROVENANCE, UP_TO_DATE, HOOKS)
+PROVENANCE = CheckName.PROVENANCE
+UP_TO_DATE = CheckName.UP_TO_DATE
+HOOKS = CheckName.HOOKS
+CHECKS = tuple(CheckName)
 # No "errors = 0" check yet: a record that fails fails its whole step op today (nothing is written),
 # so such a check could never fail. It comes with per-record error accounting (the safety issue).
 
 
 def check_descriptions(step: Step) -> dict[str, str]:
+    """Check name (a plain string: Dagster serializes no enums but its own) -> what it checks."""
     return {
-        PROVENANCE: f"Every source id of the new `{step.name}` records exists in the store.",
-        UP_TO_DATE: f"After the run, the plan finds no work for `{step.name}` or any step upstream of it in the "
-                    f"materialized partitions: nothing stale, nothing missing (what `synthex plan` would say).",
-        HOOKS: f"Every `on_update` hook of a projection of `{step.name}` that had to fire was delivered.",
+        PROVENANCE.value: f"Every source id of the new `{step.name}` records exists in the store.",
+        UP_TO_DATE.value: f"After the run, the plan finds no work for `{step.name}` or any step upstream of it in "
+                          f"the materialized partitions: nothing stale, nothing missing (what `synthex plan` would say).",
+        HOOKS.value: f"Every `on_update` hook of a projection of `{step.name}` that had to fire was delivered.",
     }

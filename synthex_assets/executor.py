@@ -2,8 +2,9 @@
 
 Plain Python (the step asset wraps it): partitions go branch by branch, periods in chronological
 order. Upstream records are read once per chunk of periods and each chunk is written in one commit
-(new rows upserted, superseded rows deleted: readers never see a half-written partition), except for a fold, which writes every period before the next
-one reads it as its previous state. After writing: the three asset checks' verdicts, the FTS index
+(new rows upserted, superseded rows deleted: readers never see a half-written partition), except for a step
+whose periods are sequential (a fold), which writes every period before the next one reads it as its
+previous state. After writing: the three asset checks' outcomes (``CheckOutcome``), the FTS index
 folded once, and the due projection hooks of this step delivered (synthex_resources.hook_deliveries).
 """
 
@@ -19,13 +20,13 @@ from synthex.errors import StepError, SynthexError
 from synthex.periods import now_iso
 from synthex.progress import ProgressReporter
 from synthex.purges import PurgeLedger
-from synthex.record import Record, RunStats
-from synthex.steps import FoldStep, SourceStep, Step, execute_partition
-from synthex_assets.checks import HOOKS, PROVENANCE, UP_TO_DATE
+from synthex.record import CheckOutcome, Record, RunStats
+from synthex.steps import Step, execute_partition
+from synthex_assets.checks import CHECKS, HOOKS, PROVENANCE, UP_TO_DATE
 from synthex_resources.branch_lock import BranchLock, held_by_run
 from synthex_resources.hook_deliveries import HookDeliveries
 from synthex_resources.llm import LLMConfig
-from synthex_resources.planner import compute_partition_plan
+from synthex_resources.planner import PlanReason, compute_partition_plan
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search.engine import SearchEngine
 from synthex_resources.step_context import StoreStepContext
@@ -50,7 +51,7 @@ class PartitionOutcome:
 @dataclass
 class StepResult:
     outcomes: list[PartitionOutcome] = field(default_factory=list)
-    checks: dict[str, tuple[bool, str]] = field(default_factory=dict)
+    checks: dict[str, CheckOutcome] = field(default_factory=dict)  # check name -> its outcome
     index: dict[str, object] = field(default_factory=dict)
     hooks_fired: list[str] = field(default_factory=list)
     hook_error: str = ""
@@ -65,9 +66,10 @@ class StepResult:
             out.hooks_fired += r.hooks_fired
             out.hook_error = "; ".join(e for e in (out.hook_error, r.hook_error) if e)
             out.index = r.index or out.index
-            for name, (passed, detail) in r.checks.items():
+            for name, outcome in r.checks.items():
                 was = out.checks.get(name)
-                out.checks[name] = (passed, detail) if was is None else (was[0] and passed, f"{was[1]}; {detail}")
+                out.checks[name] = outcome if was is None else CheckOutcome(
+                    name, was.passed and outcome.passed, f"{was.detail}; {outcome.detail}")
         return out
 
 
@@ -129,7 +131,7 @@ class StepExecutor:
                 self.store.set_view(branch, serving)
                 if serving[self.step.name] != branch:
                     note = f"branch {branch!r} reads step {self.step.name!r} through its parent (copy-on-write)"
-                    results.append(StepResult(checks={c: (True, note) for c in (PROVENANCE, UP_TO_DATE, HOOKS)}))
+                    results.append(StepResult(checks={c: CheckOutcome(c, True, note) for c in CHECKS}))
                     continue
                 executor = StepExecutor(definition, definition.steps[self.step.name], self.store, self.llm,
                                         self.reporter, self.run_id, self.full)
@@ -140,9 +142,9 @@ class StepExecutor:
         completer = self.llm.get_completer(cache=self.store)
         result = StepResult()
         for branch, periods in by_branch.items():
-            if isinstance(self.step, FoldStep):
+            if self.step.sequential_periods:  # each period reads the one before: in order, one at a time
                 self.require_fold_chain(branch, periods)
-            chunk = 1 if isinstance(self.step, FoldStep) else PERIODS_PER_CHUNK
+            chunk = 1 if self.step.sequential_periods else PERIODS_PER_CHUNK
             for start in range(0, len(periods), chunk):
                 result.outcomes += self._run_chunk(branch, periods[start:start + chunk], completer)
         self.store.record_step_stats(self.run_id, self.pipeline.name, self.step.name, now_iso(),
@@ -154,8 +156,8 @@ class StepExecutor:
                                                                         branches=list(by_branch))
         result.hooks_fired, result.hook_error = delivery.delivered, "; ".join(delivery.failed)
         result.checks = self._checks(result.outcomes)
-        result.checks[HOOKS] = (not result.hook_error, result.hook_error or
-                                f"delivered: {', '.join(result.hooks_fired) or 'none had to fire'}")
+        result.checks[HOOKS] = CheckOutcome(HOOKS, not result.hook_error, result.hook_error or
+                                            f"delivered: {', '.join(result.hooks_fired) or 'none had to fire'}")
         return result
 
     def _run_chunk(self, branch: str, periods: list[str], completer: object) -> list[PartitionOutcome]:
@@ -176,8 +178,9 @@ class StepExecutor:
                 self.store.record_step_stats(self.run_id, self.pipeline.name, self.step.name, now_iso(),
                                              [(branch, period, RunStats(errors=1,
                                                                         duration=time.monotonic() - started))])
-                if isinstance(exc, SynthexError) and not str(exc).startswith("step "):  # e.g. the LLM is down
-                    raise StepError(f"step {self.step.name!r} {branch}|{period}: {exc}") from exc
+                named = isinstance(exc, StepError) and exc.step is not None
+                if isinstance(exc, SynthexError) and not named:  # e.g. the LLM is down: say which step
+                    raise StepError(f"step {self.step.name!r} {branch}|{period}: {exc}", step=self.step.name) from exc
                 raise
             part.stats.duration = time.monotonic() - started
             outcomes.append(PartitionOutcome(branch, period, part.stats, part.new_records, part.keep_ids))
@@ -208,9 +211,9 @@ class StepExecutor:
                 f"step {self.step.name!r} {branch}|{first_after}: the fold's earlier period(s) "
                 f"{', '.join(stale[:3])}{' ...' if len(stale) > 3 else ''} are stale and not in this run, so its "
                 f"previous state is not final; materialize {branch}|{stale[0]} through {branch}|{periods[-1]} "
-                f"in one run (or `synthex run --branch {branch}`)")
+                f"in one run (or `synthex run --branch {branch}`)", step=self.step.name)
 
-    def _checks(self, outcomes: list[PartitionOutcome]) -> dict[str, tuple[bool, str]]:
+    def _checks(self, outcomes: list[PartitionOutcome]) -> dict[str, CheckOutcome]:
         new = [r for o in outcomes for r in o.new_records]
         referenced = {s for r in new for s in r.source_ids}
         found = set(self.store.rows_by_id(referenced, ["id"])) if referenced else set()
@@ -224,15 +227,17 @@ class StepExecutor:
             # A source that gained items since this run planned (a stream line, a row, an API page)
             # makes its period dirty again: that is the next sync's work, not a failed run.
             new_data = {p for (s, p), w in plan.work.items()
-                        if isinstance(self.pipeline.steps[s], SourceStep) and w.reason == "new or changed inputs"}
+                        if self.pipeline.steps[s].is_source and w.reason is PlanReason.NEW_INPUTS}
             for (s, p), w in sorted(plan.work.items()):
                 if p in chosen:
                     (arrived if p in new_data else stale).append(f"{s} {branch}|{p} ({w.reason})")
         return {
-            PROVENANCE: (not dangling, f"{len(referenced)} source id(s) referenced by {len(new)} new record(s); "
-                                       f"missing: {', '.join(dangling[:5]) or 'none'}"),
-            UP_TO_DATE: (not stale, f"{len(outcomes)} partition(s) checked against the plan; stale: "
-                                    f"{', '.join(stale[:5]) or 'none'}"
-                                    + (f"; new source data arrived during the run (next sync): "
-                                       f"{', '.join(arrived[:5])}" if arrived else "")),
+            PROVENANCE: CheckOutcome(PROVENANCE, not dangling,
+                                     f"{len(referenced)} source id(s) referenced by {len(new)} new record(s); "
+                                     f"missing: {', '.join(dangling[:5]) or 'none'}"),
+            UP_TO_DATE: CheckOutcome(UP_TO_DATE, not stale,
+                                     f"{len(outcomes)} partition(s) checked against the plan; stale: "
+                                     f"{', '.join(stale[:5]) or 'none'}"
+                                     + (f"; new source data arrived during the run (next sync): "
+                                        f"{', '.join(arrived[:5])}" if arrived else "")),
         }

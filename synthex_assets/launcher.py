@@ -42,6 +42,7 @@ from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
 from synthex.definition import PipelineDefinition
 from synthex.errors import SynthexError
+from synthex.record import CheckOutcome
 from synthex_assets.definitions import build_definitions
 from synthex_assets.naming import CODE_LOCATION_MODULE, asset_name, job_name, location_name
 from synthex_assets.partitions import period_range, register
@@ -65,12 +66,12 @@ def remote_job_origin(pipeline: PipelineDefinition) -> RemoteJobOrigin:
 
 def launch_pipeline_run(defs: Definitions, pipeline: PipelineDefinition, instance: DagsterInstance, *,
                         run_id: str, branch: str, partitions: Mapping[str, list[str]], periods: list[str],
-                        full: bool = False, verbose: bool = False) -> list[str]:
+                        full: bool = False, verbose: bool = False) -> list[CheckOutcome]:
     """Run the steps in ``partitions`` (step -> dirty periods) as one Dagster run with id ``run_id``.
 
     ``periods`` is every period the data has (registered as partitions first). Raises the user's own
-    error (a SynthexError naming the step, record and problem) when a step fails; returns the asset
-    checks that failed (``asset:check: detail``), e.g. an ``on_update`` hook that could not be delivered.
+    error (a SynthexError naming the step, record and problem) when a step fails; returns the outcome of
+    every asset check the run evaluated (a failed one: e.g. an ``on_update`` hook that was not delivered).
     """
     register(instance, branch, periods)
     dirty = sorted({p for ps in partitions.values() for p in ps})
@@ -96,13 +97,15 @@ def launch_pipeline_run(defs: Definitions, pipeline: PipelineDefinition, instanc
         cause = exc.user_exception
         raise (cause if isinstance(cause, SynthexError) else SynthexError(
             f"{type(cause).__name__}: {cause}")) from cause
-    return failed_checks(instance, run_id)
+    return check_outcomes(instance, run_id)
 
 
-def failed_checks(instance: DagsterInstance, run_id: str) -> list[str]:
+def check_outcomes(instance: DagsterInstance, run_id: str) -> list[CheckOutcome]:
+    """The asset checks run ``run_id`` evaluated, as Dagster recorded them."""
     events = instance.all_logs(run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION)
-    return [f"{e.asset_key.to_user_string()}:{e.check_name}: {e.metadata['detail'].value}"
-            for e in (log.dagster_event.event_specific_data for log in events) if not e.passed]
+    return [CheckOutcome(e.check_name, e.passed, e.metadata["detail"].value if "detail" in e.metadata else "",
+                         asset=e.asset_key.to_user_string())
+            for e in (log.dagster_event.event_specific_data for log in events)]
 
 
 def _execute(job: InMemoryJob, location_job: JobDefinition, instance: DagsterInstance, run_id: str,

@@ -92,9 +92,9 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefiniti
                                        partition_key=f"{outcome.branch}|{outcome.period}")
         context.log.info(f"{step.name}: {len(result.outcomes)} partition(s), index {result.index}")
         return MaterializeResult(check_results=[
-            AssetCheckResult(check_name=check, passed=passed, severity=AssetCheckSeverity.ERROR,
-                             metadata={"detail": MetadataValue.text(detail)})
-            for check, (passed, detail) in result.checks.items() if check in CHECKS
+            AssetCheckResult(check_name=str(outcome.check), passed=outcome.passed, severity=AssetCheckSeverity.ERROR,
+                             metadata={"detail": MetadataValue.text(outcome.detail)})
+            for outcome in result.checks.values() if outcome.check in CHECKS
         ])
 
     return _step_asset

@@ -3,23 +3,35 @@
 A partition is dirty when a selected step's expected outputs (materialization keys from the
 current upstream records) are not all stored, when it holds stale rows (an old step version, a
 half-finished write), when an upstream partition of the same period is dirty, or, for a fold,
-when an earlier period is dirty. ``synthex run`` launches Dagster runs only for dirty partitions,
+when an earlier period is dirty. What depends on the step's kind (a model's tokens, the size of outputs
+not computed yet, a source's periods, a fold's chain) the step answers itself (``synthex.steps.base``).
+``synthex run`` launches Dagster runs only for dirty partitions,
 which is what makes a no-change run cheap; ``synthex plan`` shows the same computation.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from synthex.definition import PipelineDefinition, Plan
-from synthex.llm import OUTPUT_CHARS_PER_CALL, OUTPUT_TOKENS_PER_CALL, estimate_unrendered_tokens
+from synthex.llm import OUTPUT_TOKENS_PER_CALL
 from synthex.naming import check_branch_name
 from synthex.purges import PurgeLedger
-from synthex.steps import AggregateStep, FoldStep, MergeStep, SourceStep, Step, TransformStep
+from synthex.steps import Step, Volume
 from synthex.steps.base import visible_work
 from synthex_resources.llm import PRICES, LLMConfig
 from synthex_resources.record_store import RecordStore
 from synthex_resources.step_context import SnapshotContext
+
+
+class PlanReason(StrEnum):
+    """Why a partition has work; the value is how plans and check details say it."""
+
+    FULL = "full"  # a full run recomputes everything
+    NEW_INPUTS = "new or changed inputs"  # expected outputs not stored yet
+    STALE = "stale records"  # stored outputs no longer expected (an old version, a deleted input)
+    UPSTREAM_CHANGED = "upstream changed"  # an input partition (or a fold's earlier period) has work
 
 
 @dataclass
@@ -29,18 +41,13 @@ class PartitionWork:
     records: int  # outputs to (re)compute
     tokens: int
     stale: int = 0
-    reason: str = ""
+    reason: PlanReason = PlanReason.NEW_INPUTS
 
 
 @dataclass
 class PartitionPlan:
     periods: list[str]
     work: dict[tuple[str, str], PartitionWork] = field(default_factory=dict)
-
-
-
-def _uses_llm(step: Step) -> bool:
-    return isinstance(step, AggregateStep | FoldStep) or (isinstance(step, TransformStep) and step.prompt is not None)
 
 
 def compute_partition_plan(pipeline: PipelineDefinition, store: RecordStore, branch: str, selected: list[str],
@@ -58,9 +65,7 @@ def compute_partition_plan(pipeline: PipelineDefinition, store: RecordStore, bra
     snapshot = SnapshotContext.of(store.list(branch=branch, steps=sorted(needed)) if needed else [], branch)
     periods = set(snapshot.periods())
     for name in needed:
-        step = pipeline.steps[name]
-        if isinstance(step, SourceStep):
-            periods.update(step.periods())
+        periods.update(pipeline.steps[name].periods())  # a source's items' periods; other steps have none
     plan = PartitionPlan(periods=sorted(periods))
     purged = PurgeLedger(pipeline.data_dir).load()
     expected: dict[tuple[str, str], int] = {}
@@ -71,63 +76,40 @@ def compute_partition_plan(pipeline: PipelineDefinition, store: RecordStore, bra
             step = pipeline.steps[name]
             existing = snapshot.ids(name, period)
             up_dirty = any((u, period) in plan.work for u in step.from_)
-            prev_dirty = isinstance(step, FoldStep) and any(
+            prev_dirty = step.sequential_periods and any(
                 (name, p) in plan.work for p in plan.periods if p < period)
             if name not in selected:
                 expected[(name, period)] = len(existing)
                 chars[(name, period)] = sum(len(r.content) for r in ctx.upstream(name))
                 continue
             if up_dirty or prev_dirty:
-                count, size = _estimate_outputs(step, period, expected, chars)
-                expected[(name, period)], chars[(name, period)] = count, size
-                tokens = _estimate_tokens(step, period, count, expected, chars) if _uses_llm(step) else 0
-                if count or existing:
-                    plan.work[(name, period)] = PartitionWork(name, period, count, tokens, reason="upstream changed")
+                inputs = _input_volume(step, period, expected, chars)
+                out = step.estimate_outputs(inputs)
+                expected[(name, period)], chars[(name, period)] = out.records, out.chars
+                tokens = step.estimate_unstored_tokens(inputs, out.records)
+                if out.records or existing:
+                    plan.work[(name, period)] = PartitionWork(name, period, out.records, tokens,
+                                                              reason=PlanReason.UPSTREAM_CHANGED)
                 continue
             items = visible_work(step, ctx, purged)
             expected[(name, period)] = len(items)
-            if isinstance(step, SourceStep):
-                chars[(name, period)] = sum(len(i.payload.content) for i in items)
-            else:
-                chars[(name, period)] = sum(len(r.content) for r in ctx.upstream(name)) or _estimate_outputs(
-                    step, period, expected, chars)[1]
+            known = step.output_chars(items)
+            chars[(name, period)] = known if known is not None else (
+                sum(len(r.content) for r in ctx.upstream(name))
+                or step.estimate_outputs(_input_volume(step, period, expected, chars)).chars)
             todo = items if full else [i for i in items if i.id not in existing]
             stale = existing - {i.id for i in items}
             if todo or stale:
-                tokens = step.estimate_tokens(todo) if _uses_llm(step) else 0
-                reason = "full" if full else ("new or changed inputs" if todo else "stale records")
+                tokens = step.estimate_tokens(todo) if step.uses_model() else 0
+                reason = PlanReason.FULL if full else (PlanReason.NEW_INPUTS if todo else PlanReason.STALE)
                 plan.work[(name, period)] = PartitionWork(name, period, len(todo), tokens, len(stale), reason)
     return plan
 
 
-def _estimate_outputs(step: Step, period: str, expected: dict, chars: dict) -> tuple[int, int]:
-    """Outputs and their size for a partition whose inputs do not exist yet (a model call's output is
-    assumed to be ``OUTPUT_CHARS_PER_CALL`` long, from the shared token model in ``synthex.llm``)."""
-    up_count = sum(expected.get((u, period), 0) for u in step.from_)
-    up_chars = sum(chars.get((u, period), 0) for u in step.from_)
-    if isinstance(step, TransformStep):
-        return up_count, (up_chars + 60 * up_count) if step.fn else OUTPUT_CHARS_PER_CALL * up_count
-    if isinstance(step, MergeStep):
-        return up_count, up_chars
-    if isinstance(step, AggregateStep):
-        groups = 0 if up_count == 0 else {"month": 1, "week": min(up_count, 5), "day": min(up_count, 31)}[step.period]
-        return groups, OUTPUT_CHARS_PER_CALL * groups
-    if isinstance(step, FoldStep):
-        return (1 if up_count else 0), OUTPUT_CHARS_PER_CALL
-    return up_count, up_chars
-
-
-def _estimate_tokens(step: Step, period: str, count: int, expected: dict, chars: dict) -> int:
-    """Tokens for a model step whose inputs are not stored yet (the shared token model, unrendered).
-
-    A transform or aggregate makes one call per output; a fold one call per input, each carrying
-    the state, as ``FoldStep.estimate_tokens`` counts once the inputs exist.
-    """
-    up_chars = sum(chars.get((u, period), 0) for u in step.from_)
-    if isinstance(step, FoldStep):
-        calls = sum(expected.get((u, period), 0) for u in step.from_)
-        return estimate_unrendered_tokens(up_chars, calls, carries_state=True)
-    return estimate_unrendered_tokens(up_chars, count)
+def _input_volume(step: Step, period: str, expected: dict, chars: dict) -> Volume:
+    """What a step reads in ``period``: its inputs' expected records and characters (stored or estimated)."""
+    return Volume(sum(expected.get((u, period), 0) for u in step.from_),
+                  sum(chars.get((u, period), 0) for u in step.from_))
 
 
 def plan_pipeline(pipeline: PipelineDefinition, branch: str = "main", step: str | None = None, from_: str | None = None,
@@ -150,13 +132,14 @@ def plan_pipeline(pipeline: PipelineDefinition, branch: str = "main", step: str 
         model = getattr(st, "model", None) or default_model
         records = sum(w.records for w in works)
         tokens = sum(w.tokens for w in works)
-        price_in, price_out = (0.0, 0.0) if offline or not _uses_llm(st) else PRICES.get(model, (0.0, 0.0))
-        out_tokens = records * OUTPUT_TOKENS_PER_CALL if _uses_llm(st) else 0
+        uses_model = st.uses_model()
+        price_in, price_out = (0.0, 0.0) if offline or not uses_model else PRICES.get(model, (0.0, 0.0))
+        out_tokens = records * OUTPUT_TOKENS_PER_CALL if uses_model else 0
         cost = (max(tokens - out_tokens, 0) * price_in + out_tokens * price_out) / 1e6
         per_step[name] = {"kind": st.kind, "periods": [w.period for w in works], "records": records,
                           "stale": sum(w.stale for w in works), "tokens": tokens, "cost": round(cost, 6),
                           "model": (f"offline stand-in (configured: {model})" if offline else model)
-                          if _uses_llm(st) else None}
+                          if uses_model else None}
         total_records += records
         total_tokens += tokens
         total_cost += cost

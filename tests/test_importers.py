@@ -101,13 +101,13 @@ def test_jsonl_missing_content_names_line(tmp_path):
 def test_a_source_is_parsed_once_while_its_file_is_unchanged(tmp_path, monkeypatch):
     import os
 
-    from synthex.importers import ParsedSource, base
+    from synthex.importers import ParsedSource, base, formats
 
     path = tmp_path / "notes.jsonl"
     path.write_text('{"id": "a", "text": "first note", "created_at": "2024-01-02"}\n')
     parses = []
-    real = base.load_source
-    monkeypatch.setattr(base, "load_source", lambda p, fmt="auto": parses.append(p) or real(p, fmt))
+    real = formats.load_source
+    monkeypatch.setattr(formats, "load_source", lambda p, fmt="auto": parses.append(p) or real(p, fmt))
     monkeypatch.setattr(base, "RACY_SECONDS", 0.0)  # the file was written just now; trust its stat here
     parsed = ParsedSource()
     first = parsed.items(path, "jsonl")

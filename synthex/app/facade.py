@@ -19,7 +19,7 @@ from synthex.errors import BadInputError, PipelineDefinitionError, SynthexError
 from synthex.naming import check_branch_name
 from synthex.periods import now_iso
 from synthex.progress import NullProgress, ProgressReporter
-from synthex.record import Record, Run, RunStats
+from synthex.record import CheckName, CheckOutcome, Record, Run, RunStats, RunStatus
 from synthex.redact import redact
 
 if TYPE_CHECKING:
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from synthex_resources.search.engine import SearchHit
 
 
-HOOKS_CHECK = "hooks_delivered"  # the asset check of synthex_assets.checks (not imported: it loads Dagster)
 DELETION_THRESHOLD = 0.2  # share of a source's items an export may lose before a run asks first
 
 
@@ -108,13 +107,11 @@ class ProjectApp:
 
     def source_shrinkage(self, branch: str | None = None) -> list[SourceShrinkage]:
         """Source steps whose export now holds fewer items than the store has records of it."""
-        from synthex.steps import SourceStep
-
         definition = self.use_branch(branch)
         stored = self.store.counts(definition.branch_name)
         out = []
-        for name, step in definition.steps.items():
-            if isinstance(step, SourceStep) and stored.get(name, 0):
+        for name, step in definition.sources().items():
+            if stored.get(name, 0):
                 now = len(step.items())
                 if now < stored[name]:
                     out.append(SourceShrinkage(name, step.describe(), now, stored[name]))
@@ -130,7 +127,7 @@ class ProjectApp:
         from synthex_resources.branch_lock import BranchLock
 
         run = Run(id=str(uuid.uuid4()), pipeline=self.pipeline.name, branch=branch,
-                  steps=self.pipeline.select(step, from_), status="running", started_at=now_iso())
+                  steps=self.pipeline.select(step, from_), status=RunStatus.RUNNING, started_at=now_iso())
         # One writer per branch: planning and writing happen under the branch's lock.
         with BranchLock(self.pipeline.data_dir, branch, run.id).acquire(wait=wait, on_wait=on_wait):
             if not allow_deletions:
@@ -161,7 +158,7 @@ class ProjectApp:
         if not plan.steps:
             # Nothing to do: no Dagster run and nothing written (so no LanceDB or Dagster import either).
             reporter.finish()
-            run.steps, run.status, run.completed_at = [], "completed", now_iso()
+            run.steps, run.status, run.completed_at = [], RunStatus.COMPLETED, now_iso()
             run.wall_s = time.monotonic() - started
             if undelivered:
                 raise SynthexError("; ".join(undelivered))
@@ -171,16 +168,17 @@ class ProjectApp:
         store.save_run(run)
         try:
             run.dagster_run_ids = [run.id]
-            failed = self._launch(run.id, branch, plan, full, reporter, verbose)
-            if undelivered:  # retried at the start; a step op of this run may have delivered it since
-                failed += [f"{s.output}@{s.branch}: on_update hook still undelivered: {s.last_error}"
-                           for s in self.hooks_due(branches=[branch])
-                           if s.last_error and not any(f":{HOOKS_CHECK}:" in f for f in failed)]
-            if failed:  # the records are written; what failed is named (e.g. an undelivered hook)
-                raise SynthexError("run finished with failed checks: " + "; ".join(failed))
-            run.status = "completed"
+            failed = [o for o in self._launch(run.id, branch, plan, full, reporter, verbose) if not o.passed]
+            messages = [str(o) for o in failed]
+            if undelivered and not any(o.check == CheckName.HOOKS for o in failed):
+                # Retried at the start; a step op of this run may have delivered it since.
+                messages += [f"{s.output}@{s.branch}: on_update hook still undelivered: {s.last_error}"
+                             for s in self.hooks_due(branches=[branch]) if s.last_error]
+            if messages:  # the records are written; what failed is named (e.g. an undelivered hook)
+                raise SynthexError("run finished with failed checks: " + "; ".join(messages))
+            run.status = RunStatus.COMPLETED
         except BaseException as exc:
-            run.status, run.error = "failed", redact(str(exc) or type(exc).__name__)
+            run.status, run.error = RunStatus.FAILED, redact(str(exc) or type(exc).__name__)
             raise
         finally:
             reporter.finish()
@@ -278,7 +276,7 @@ class ProjectApp:
 
     def mark_failed(self, run: Run, reason: str) -> None:
         """A run that died without finishing: failed in the runs table and in Dagster."""
-        run.status, run.error = "failed", reason
+        run.status, run.error = RunStatus.FAILED, reason
         self.store.save_run(run)
         if self.pipeline.dagster_home.exists():
             dagster_run = self.instance.get_run_by_id(run.id)
@@ -286,12 +284,13 @@ class ProjectApp:
                 self.instance.report_run_failed(dagster_run, reason)
 
     def _record_failure(self, run: Run, exc: BaseException, started: float) -> None:
-        run.status, run.error = "failed", redact(str(exc) or type(exc).__name__)
+        run.status, run.error = RunStatus.FAILED, redact(str(exc) or type(exc).__name__)
         run.completed_at, run.wall_s = now_iso(), time.monotonic() - started
         self.store.save_run(run)
 
     def _launch(self, run_id: str, branch: str, plan: Plan, full: bool, reporter: ProgressReporter,
-                verbose: bool = False) -> list[str]:
+                verbose: bool = False) -> list[CheckOutcome]:
+        """One Dagster run of the plan's partitions; the outcome of every asset check it evaluated."""
         from synthex_assets.definitions import build_definitions
         from synthex_assets.launcher import launch_pipeline_run
         from synthex_resources.llm import LLMConfig
@@ -304,13 +303,10 @@ class ProjectApp:
     def import_warnings(self, branch: str | None = None) -> list[str]:
         """What the importers left out or repaired in the sources, one line each, naming file and record."""
         from synthex.purges import PurgeLedger
-        from synthex.steps import SourceStep
 
         purged = PurgeLedger(self.pipeline.data_dir).load()
         out = []
-        for step in self.use_branch(branch).steps.values():
-            if not isinstance(step, SourceStep):
-                continue
+        for step in self.use_branch(branch).sources().values():
             out += step.warnings()
             if purged.per_source.get(step.name):
                 held = sum(1 for item in step.items() if purged.hides_item(step.name, item.key))
@@ -393,8 +389,8 @@ class ProjectApp:
                 if dagster_run is None or record is None:
                     continue
                 run.dagster_run_ids = [run.id]
-                run.status = {"SUCCESS": "completed", "FAILURE": "failed", "CANCELED": "failed"}.get(
-                    dagster_run.status.value, "running")
+                run.status = {"SUCCESS": RunStatus.COMPLETED, "FAILURE": RunStatus.FAILED,
+                              "CANCELED": RunStatus.FAILED}.get(dagster_run.status.value, RunStatus.RUNNING)
                 if record.start_time and record.end_time:
                     run.wall_s = record.end_time - record.start_time
         return runs

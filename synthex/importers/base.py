@@ -1,4 +1,5 @@
-"""Format detection, the shared shape every importer returns, and the checks importers share.
+"""The shared shape every importer returns and the checks importers share (which importer reads a file,
+and the parse kept while it is unchanged, are ``synthex.importers.formats``).
 
 Error rule (issue 9): bad input is a ``SourceError`` whose message is one line naming the file, the
 record (``conversation #i (id, 'title')``, ``file:lineno``, ``message #m``), the field and the problem;
@@ -22,7 +23,7 @@ import json
 import re
 import reprlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -30,8 +31,6 @@ from typing import Any
 
 from synthex.errors import SourceError
 from synthex.periods import to_timestamp
-
-FORMATS = ("chatgpt-export", "claude-export", "folder", "jsonl")
 
 
 @dataclass
@@ -222,29 +221,6 @@ def read_json_objects(path: Path, what: str, item: str) -> Iterator[tuple[int, d
         yield index, expect_object(obj, f"{path}: {item} #{index}")
 
 
-def detect_format(path: Path) -> str:
-    """Guess the export format of ``path`` (a file or a folder)."""
-    if path.is_dir():
-        return "folder"
-    if not path.exists():
-        raise SourceError(f"{path}: no such file or folder")
-    if path.suffix.lower() == ".jsonl":
-        return "jsonl"
-    if path.suffix.lower() in (".md", ".txt"):
-        return "folder"
-    data = read_json(path)
-    if isinstance(data, list) and data and isinstance(data[0], dict):
-        first = data[0]
-        if "mapping" in first:
-            return "chatgpt-export"
-        if "chat_messages" in first:
-            return "claude-export"
-    raise SourceError(
-        f"{path}: unknown format: expected a ChatGPT export (conversations with 'mapping'), "
-        f"a Claude export (conversations with 'chat_messages'), a .jsonl file or a folder of .md/.txt"
-    )
-
-
 def file_digest(path: Path) -> str:
     """Content hash of a file or folder: the cache key for parsed sources."""
     digest = hashlib.sha256()
@@ -254,43 +230,6 @@ def file_digest(path: Path) -> str:
         digest.update(str(p.stat().st_size).encode())
         digest.update(hashlib.sha256(p.read_bytes()).digest())
     return digest.hexdigest()
-
-
-# Formats added by other packages (e.g. evals registers the benchmark formats): name -> parser(path).
-EXTRA_FORMATS: dict[str, Callable[[Path], list[SourceItem]]] = {}
-
-
-def register_format(name: str, parser: Callable[[Path], list[SourceItem]]) -> None:
-    """Make ``format=name`` available to ``pipeline.source``."""
-    EXTRA_FORMATS[name] = parser
-
-
-def load_source(path: str | Path, fmt: str = "auto") -> list[SourceItem]:
-    """Parse a source file or folder (every call parses; ``ParsedSource`` keeps one parse)."""
-    from synthex.importers import chatgpt, claude, folder, jsonl
-
-    p = Path(path).expanduser()
-    if not p.exists():
-        raise SourceError(f"{p}: no such file or folder")
-    if fmt == "auto":
-        fmt = detect_format(p)
-    parsers = {
-        "chatgpt-export": chatgpt.parse,
-        "claude-export": claude.parse,
-        "folder": folder.parse,
-        "jsonl": jsonl.parse,
-        **EXTRA_FORMATS,
-    }
-    if fmt not in parsers:
-        known = ", ".join([*FORMATS, *EXTRA_FORMATS])
-        raise SourceError(f"{p}: unknown format {fmt!r}; expected one of {known} or 'auto'")
-    items = parsers[fmt](p)
-    seen: set[str] = set()
-    for item in items:  # a set, not list.count: an export of 100k items stays linear
-        if item.key in seen:
-            raise SourceError(f"{p}: two items share the id {show(item.key)}")
-        seen.add(item.key)
-    return items
 
 
 RACY_SECONDS = 2.0  # a file modified this recently may change again within the same mtime tick
@@ -305,43 +244,6 @@ def stat_signature(path: Path) -> tuple | None:
     if any(time.time() - st.st_mtime < RACY_SECONDS for _, st in stats):
         return None
     return tuple((name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) for name, st in stats)
-
-
-class ParsedSource:
-    """One source's parse, kept while the file is unchanged.
-
-    An unchanged stat (size, mtime, ctime, inode; not for files modified in the last 2 s) reuses the
-    parse without reading the file; otherwise the content is hashed, and only a changed content hash
-    re-parses (a ``touch`` costs a hash, not a parse).
-    """
-
-    def __init__(self) -> None:
-        self._stat: tuple | None = None
-        self._digest: str | None = None
-        self._key: tuple[str, str] | None = None
-        self._items: list[SourceItem] = []
-
-    def items(self, path: str | Path, fmt: str = "auto") -> list[SourceItem]:
-        p = Path(path).expanduser()
-        if not p.exists():
-            raise SourceError(f"{p}: no such file or folder")
-        key = (str(p.resolve()), fmt)
-        try:  # the cache check reads the file too: an unreadable one is the same one-line error
-            stat = stat_signature(p)
-            if stat is not None and key == self._key and stat == self._stat:
-                return self._items
-            digest = file_digest(p)
-        except OSError as exc:
-            raise SourceError(f"{exc.filename or p}: cannot read file: {exc.strerror or exc}") from exc
-        if key != self._key or digest != self._digest:
-            self._items = load_source(p, fmt)
-        self._key, self._stat, self._digest = key, stat, digest
-        return self._items
-
-    @property
-    def warnings(self) -> list[str]:
-        """The one-line warnings of the current items (e.g. turns left out for having no text), in order."""
-        return [w for item in self._items for w in item.warnings]
 
 
 def render_conversation(title: str, turns: list[tuple[str, str, str]]) -> str:

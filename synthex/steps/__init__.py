@@ -7,10 +7,12 @@ from synthex.steps.base import (
     PartitionResult,
     Step,
     StepContext,
+    Volume,
     WorkItem,
     execute_partition,
 )
 from synthex.steps.fold import FoldStep
+from synthex.steps.kinds import get_step_kind, step_kinds
 from synthex.steps.merge import MergeStep
 from synthex.steps.source import SourceStep
 from synthex.steps.transform import TransformStep
@@ -26,6 +28,9 @@ __all__ = [
     "Step",
     "StepContext",
     "TransformStep",
+    "Volume",
     "WorkItem",
     "execute_partition",
+    "get_step_kind",
+    "step_kinds",
 ]

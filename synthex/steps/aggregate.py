@@ -9,10 +9,10 @@ from typing import Any, ClassVar
 
 from synthex.errors import PipelineDefinitionError
 from synthex.hashing import input_print
-from synthex.llm import estimate_call_tokens
+from synthex.llm import OUTPUT_CHARS_PER_CALL, estimate_call_tokens
 from synthex.periods import PERIOD_KINDS, group_label
 from synthex.record import Record
-from synthex.steps.base import Audit, ModelStep, StepContext, WorkItem, call_prompt
+from synthex.steps.base import Audit, ModelStep, StepContext, Volume, WorkItem, call_prompt
 
 
 @dataclass
@@ -62,3 +62,9 @@ class AggregateStep(ModelStep):
         assert self.prompt is not None
         return estimate_call_tokens(
             call_prompt(self, self.prompt, (i.inputs, i.group_key), f"period {i.group_key}") for i in items)
+
+    def estimate_outputs(self, inputs: Volume) -> Volume:
+        # One output per group of a month partition: 1 month, at most 5 weeks, at most 31 days.
+        n = inputs.records
+        groups = 0 if n == 0 else {"month": 1, "week": min(n, 5), "day": min(n, 31)}[self.period]
+        return Volume(groups, OUTPUT_CHARS_PER_CALL * groups)

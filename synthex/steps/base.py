@@ -5,6 +5,13 @@ A step kind answers two questions for one (branch, period) partition:
   from the current upstream records without calling any model. The planner and the executor both
   use it, so ``synthex plan`` is exactly what ``synthex run`` will do.
 - ``produce(items, ctx)``: make the records for the items whose key is not stored yet.
+
+It also answers what the planner and the executor ask of every kind, so neither tests a step's class:
+whether it calls a model (``uses_model``), how many outputs of what size it makes of inputs not stored
+yet (``estimate_outputs``) and at how many tokens (``estimate_unstored_tokens``), whether it reads its
+own previous period (``sequential_periods``) and whether it brings data in (``is_source``). A kind is a
+``Step`` subclass registered by name (``synthex.steps.kinds``); ``build`` makes one from keyword
+arguments (``pipeline.step(kind, name, ...)``, a TOML file).
 """
 
 from __future__ import annotations
@@ -14,11 +21,11 @@ import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, Self
 
 from synthex.errors import PipelineDefinitionError, StepError
 from synthex.hashing import materialization_key, record_id, stable_hash
-from synthex.llm import Completer, Completion
+from synthex.llm import Completer, Completion, estimate_unrendered_tokens
 from synthex.periods import now_iso
 from synthex.purges import PurgedSet
 from synthex.record import Record, RunStats
@@ -122,6 +129,14 @@ class WorkItem:
     payload: Any = None  # kind-specific (source item, previous state, ...)
 
 
+@dataclass(frozen=True)
+class Volume:
+    """How many records, of how many characters in all: what the planner knows or assumes of a partition."""
+
+    records: int
+    chars: int
+
+
 @dataclass
 class Step:
     """Base class of every step kind. Subclasses set ``kind`` and implement work/produce."""
@@ -130,6 +145,28 @@ class Step:
     from_: list[str] = field(default_factory=list)
     pii: str | None = None  # "redact" | "detect" | "flag" (``synthex.steps.privacy``)
     kind: ClassVar[str] = "step"
+    # Brings data in from outside the pipeline (the DAG's leaves): its periods are its items' periods.
+    is_source: ClassVar[bool] = False
+    # Period P reads the step's own output of the period before P (a fold's state): periods run one at a
+    # time in order, none may be skipped, and a dirty period makes every later one dirty.
+    sequential_periods: ClassVar[bool] = False
+
+    # -- construction ---------------------------------------------------------------------------
+    @classmethod
+    def build(cls, name: str, *, base_dir: str = "", from_: str | Sequence[str] = (), pii: str | None = None,
+              **config: Any) -> Self:
+        """A step of this kind from keyword arguments (``pipeline.step(kind, name, ...)``, a TOML entry):
+        ``from_`` (a step name or several), ``pii`` and the kind's own fields. ``base_dir`` is the project
+        folder, for kinds that read files (ignored here)."""
+        from synthex.steps.privacy import check_pii_mode
+
+        check_pii_mode(name, pii)
+        own = [f.name for f in fields(cls) if f.init and f.name not in ("name", "from_", "pii")]
+        unknown = sorted(set(config) - set(own))
+        if unknown:
+            raise PipelineDefinitionError(f"{cls.kind} {name!r}: unknown argument {unknown[0]}=; a {cls.kind} step "
+                                          f"takes from_=, pii={''.join(f', {a}=' for a in own)}")
+        return cls(name=name, from_=[from_] if isinstance(from_, str) else list(from_), pii=pii, **config)
 
     # -- identity -----------------------------------------------------------------------------
     def config(self) -> dict[str, Any]:
@@ -157,7 +194,42 @@ class Step:
         raise NotImplementedError
 
     def estimate_tokens(self, items: list[WorkItem]) -> int:
+        """Tokens the model calls for ``items`` will take (their inputs are stored: prompts are rendered)."""
         return 0
+
+    # -- what the planner and executor ask ----------------------------------------------------------
+    def uses_model(self) -> bool:
+        """Whether producing calls a model (its tokens are estimated and priced)."""
+        return False
+
+    def estimate_outputs(self, inputs: Volume) -> Volume:
+        """The outputs of a partition whose inputs are not stored yet, from its inputs' volume (itself an
+        estimate). By default one output per input, as long as its input."""
+        return inputs
+
+    def estimate_unstored_tokens(self, inputs: Volume, outputs: int) -> int:
+        """Tokens for a partition whose inputs are not stored yet (the shared token model, prompts not
+        rendered): by default one call per output over the inputs' text."""
+        return estimate_unrendered_tokens(inputs.chars, outputs) if self.uses_model() else 0
+
+    def output_chars(self, items: list[WorkItem]) -> int | None:
+        """The size of the outputs ``items`` will make when the items already hold it (a source's items
+        carry their text); None when it is known only from stored records or an estimate."""
+        return None
+
+    def periods(self) -> list[str]:
+        """The periods of the step's own data (a source's items); other steps get theirs from upstream."""
+        return []
+
+    def location(self) -> str:
+        """Where the step's own data is (a source's path, dsn and table...), "" for steps that read steps:
+        not part of the version, but a branch reading other data does not read its parent's records."""
+        return ""
+
+    def toml_config(self) -> dict[str, Any]:
+        """The step's entry in a TOML export besides name, kind and the shared fields (prompt, fn, model,
+        temperature, period, initial_state, pii): what ``build`` takes back."""
+        return {"from": list(self.from_)}
 
     # -- helpers for subclasses ---------------------------------------------------------------
     def item(self, ctx: StepContext, fingerprints: Sequence[str], group_key: str, version: str | None = None,
@@ -206,6 +278,9 @@ class ModelStep(Step):
         return {"from": self.from_, "model": self.model, "temperature": self.temperature,
                 "prompt": callable_ref(self.prompt)}
 
+    def uses_model(self) -> bool:
+        return True
+
     def _code_hashes(self) -> dict[str, str | None]:
         return {"prompt": callable_source_hash(self.prompt)}
 
@@ -226,12 +301,12 @@ def call_prompt(step: Step, fn: Callable[..., str], args: tuple[Any, ...], about
     except Exception as exc:  # noqa: BLE001 - any user error is reported, with context
         raise StepError(
             f"step {step.name!r}: prompt function {callable_ref(fn)} raised "
-            f"{type(exc).__name__}: {exc} on {about}"
+            f"{type(exc).__name__}: {exc} on {about}", step=step.name
         ) from exc
     if not isinstance(rendered, str):
         raise StepError(
             f"step {step.name!r}: prompt function {callable_ref(fn)} returned "
-            f"{type(rendered).__name__}, expected str, on {about}"
+            f"{type(rendered).__name__}, expected str, on {about}", step=step.name
         )
     return rendered
 
@@ -251,9 +326,8 @@ def visible_work(step: Step, ctx: StepContext, purged: PurgedSet | None = None) 
     items = step.work(ctx)
     if not purged:
         return items
-    is_source = step.kind == "source"
     return [i for i in items
-            if i.id not in purged.ids and not (is_source and purged.hides_item(step.name, i.group_key))]
+            if i.id not in purged.ids and not (step.is_source and purged.hides_item(step.name, i.group_key))]
 
 
 def execute_partition(step: Step, ctx: StepContext, existing_ids: set[str], full: bool = False,

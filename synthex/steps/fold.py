@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from synthex.hashing import input_print
-from synthex.llm import estimate_call_tokens
+from synthex.llm import OUTPUT_CHARS_PER_CALL, estimate_call_tokens, estimate_unrendered_tokens
 from synthex.record import Record
-from synthex.steps.base import Audit, ModelStep, StepContext, WorkItem, call_prompt, describe_record
+from synthex.steps.base import Audit, ModelStep, StepContext, Volume, WorkItem, call_prompt, describe_record
 
 
 @dataclass
@@ -25,6 +25,7 @@ class FoldStep(ModelStep):
     prompt: Callable[[Record, str], str] | None = None
     initial_state: str = ""
     kind: ClassVar[str] = "fold"
+    sequential_periods: ClassVar[bool] = True  # each period's state is made from the previous period's
 
     def __post_init__(self) -> None:
         self.require_prompt()
@@ -73,3 +74,11 @@ class FoldStep(ModelStep):
         # counted by the token model as one earlier output.
         prompts = (call_prompt(self, self.prompt, (rec, ""), describe_record(rec)) for item in items for rec in item.inputs)
         return estimate_call_tokens(prompts, carries_state=True)
+
+    def estimate_outputs(self, inputs: Volume) -> Volume:
+        return Volume(1 if inputs.records else 0, OUTPUT_CHARS_PER_CALL)
+
+    def estimate_unstored_tokens(self, inputs: Volume, outputs: int) -> int:
+        # One call per input (not per output), each carrying the state, as ``estimate_tokens`` counts once
+        # the inputs exist.
+        return estimate_unrendered_tokens(inputs.chars, inputs.records, carries_state=True)

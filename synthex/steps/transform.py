@@ -8,12 +8,13 @@ from typing import Any, ClassVar
 
 from synthex.errors import PipelineDefinitionError
 from synthex.hashing import fingerprint
-from synthex.llm import estimate_call_tokens
+from synthex.llm import OUTPUT_CHARS_PER_CALL, estimate_call_tokens
 from synthex.record import Record
 from synthex.steps.base import (
     Audit,
     ModelStep,
     StepContext,
+    Volume,
     WorkItem,
     call_prompt,
     callable_ref,
@@ -68,6 +69,14 @@ class TransformStep(ModelStep):
             tokens += completion.tokens_in + completion.tokens_out
             ctx.progress(1)
         return out, tokens
+
+    def uses_model(self) -> bool:
+        return self.prompt is not None
+
+    def estimate_outputs(self, inputs: Volume) -> Volume:
+        # fn=: about as long as its input plus a header line; prompt=: one model output per input.
+        chars = inputs.chars + 60 * inputs.records if self.fn else OUTPUT_CHARS_PER_CALL * inputs.records
+        return Volume(inputs.records, chars)
 
     def estimate_tokens(self, items: list[WorkItem]) -> int:
         if self.prompt is None:
