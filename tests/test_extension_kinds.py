@@ -189,3 +189,57 @@ def test_a_plugin_whose_hook_raises_is_named_when_its_kind_is_asked_for(tmp_path
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "step 'shiny': unknown step kind 'sparkle'" in proc.stderr
     assert "plugin 'toy_broken' (toy_broken) failed to load: register_step_kinds: RuntimeError: boom" in proc.stderr
+
+
+# -- the registries' built-ins, in this process (no run) ---------------------------------------------------
+
+def test_the_builtin_kinds_are_registry_entries_and_their_argument_errors_read_as_before(tmp_path):
+    import pytest
+
+    from synthex.definition import PipelineDefinition
+    from synthex.errors import PipelineDefinitionError
+    from synthex.sources import source_kinds
+    from synthex.steps import step_kinds
+
+    assert step_kinds().names()[:5] == ["source", "transform", "aggregate", "fold", "merge"]
+    assert source_kinds().names()[:5] == ["file", "folder", "table", "stream", "api"]
+    pipe = PipelineDefinition("kinds", project_dir=tmp_path)
+    cases = [
+        ({}, "source 'x': give exactly one of file=, folder=, table=, stream=, api= (got none)"),
+        ({"file": "a.json", "folder": "notes"}, "(got file, folder)"),
+        ({"folder": "notes", "dsn": "sqlite:///x.sqlite"},
+         "source 'x': dsn=, pk=, updated_at=, created_at= and text= belong to a table= source"),
+        ({"table": "t", "dsn": "sqlite:///x.sqlite"}, "source 'x': a table= source needs dsn= and pk="),
+        ({"api": "not.callable"}, "source 'x': api= must be a callable fetch(cursor) yielding pages"),
+        ({"kind": "nope"}, "source 'x': unknown source kind 'nope'; expected one of file, folder, table, stream, api"),
+        ({"stream": "in.jsonl", "pii": "scramble"}, "step 'x': pii='scramble'; expected one of redact, detect, flag"),
+    ]
+    for args, message in cases:
+        with pytest.raises(PipelineDefinitionError) as raised:
+            pipe.source("x", **args)
+        assert message in str(raised.value), (args, str(raised.value))
+    with pytest.raises(PipelineDefinitionError, match=r"transform 't': unknown argument bogus=; a transform step takes"):
+        pipe.step("transform", "t", from_="x", fn=str, bogus=1)
+    with pytest.raises(PipelineDefinitionError, match=r"step 't': unknown step kind 'nope'; expected one of source, "):
+        pipe.step("nope", "t")
+    assert pipe.steps == {}  # nothing half-added
+
+
+def test_the_generic_builders_make_the_same_steps_as_the_named_ones(tmp_path):
+    from synthex.definition import PipelineDefinition
+    from synthex.prompts import extract_transcript, world_model_prompt
+
+    named, generic = PipelineDefinition("a", project_dir=tmp_path), PipelineDefinition("a", project_dir=tmp_path)
+    named.source("notes", file="notes.jsonl", format="jsonl")
+    named.source("inbox", stream="inbox.jsonl")
+    named.transform("t", from_="notes", fn=extract_transcript)
+    named.fold("w", from_="t", prompt=world_model_prompt)
+    generic.step("source", "notes", file="notes.jsonl", format="jsonl")
+    generic.step("source", "inbox", file="inbox.jsonl", format="stream")  # how a TOML export spells a stream
+    generic.step("transform", "t", from_="notes", fn=extract_transcript)
+    generic.add_step(type(named.steps["w"]).build("w", from_="t", prompt=world_model_prompt))
+    assert named.effective_versions() == generic.effective_versions()
+    assert generic.stream_sources() == ["inbox"] and generic.steps["inbox"].origin_kind == "stream"
+    named.to_toml(tmp_path / "p.toml")
+    again = PipelineDefinition.from_toml(tmp_path / "p.toml", project_dir=tmp_path)
+    assert again.effective_versions() == named.effective_versions() and again.stream_sources() == ["inbox"]
