@@ -213,16 +213,6 @@ READ_CASES = tuple(
        Case("lineage", "inherited-digest-on-same", {"record": "digest", "branch": "same"})]
     + [Case("stats", branch, {"branch": branch}) for branch in BRANCHES])
 
-OFFERS = {"cli": frozenset({"search", "get", "lineage", "stats"}), "python": frozenset({"search", "get", "lineage", "stats"}),
-          "dagster": frozenset({"search"}), "mcp": frozenset({"search", "get", "lineage"})}
-# What a door does not offer today (reported, not tested): cells left out of the matrix.
-NOT_OFFERED = {("dagster", "get"): "SearchResource only searches", ("dagster", "lineage"): "SearchResource only searches",
-               ("dagster", "stats"): "SearchResource only searches", ("mcp", "stats"): "synthex mcp has no stats tool"}
-assert all(op not in OFFERS[door] for door, op in NOT_OFFERED)
-READ_MATRIX = [pytest.param(case, door, id=f"{case.id}-{door}") for case in READ_CASES
-               for door in OFFERS if case.op in OFFERS[door]]
-
-
 class Refused(Exception):
     """A door refused a case (an error line, a tool error, a non-zero exit)."""
 
@@ -249,9 +239,26 @@ def record_key(built: Built, args: dict[str, Any]) -> str:
     return rid[:8] if args.get("prefix") else rid
 
 
-class CliDoor:
-    def __init__(self, built: Built) -> None:
+class Door:
+    """A way into the project's memory. ``offers``: the read operations it has, a method each taking the
+    case's args; ``answer`` gives its normalized answer or raises Refused."""
+
+    offers: frozenset[str] = frozenset()
+
+    def __init__(self, built: Built, workdir: Path) -> None:
         self.built = built
+
+    def answer(self, case: Case) -> Any:
+        return getattr(self, case.op)(**case.args)
+
+    def close(self) -> None:
+        """Release what the door opened (at the end of the module)."""
+
+
+class CliDoor(Door):
+    """`synthex ... --json` through click's CliRunner: every call loads the project anew, as a shell does."""
+
+    offers = frozenset({"search", "get", "lineage", "stats"})
 
     def call(self, *args: str) -> Any:
         out = cli(*args, "--project", str(self.built.root), "--json", check=False)
@@ -274,12 +281,17 @@ class CliDoor:
         return self.call("stats", "--branch", branch)
 
 
-class PythonDoor:
+class PythonDoor(Door):
     """One ``synthex.Pipeline`` for the module, as a script keeps one."""
 
-    def __init__(self, built: Built) -> None:
-        self.built = built
+    offers = frozenset({"search", "get", "lineage", "stats"})
+
+    def __init__(self, built: Built, workdir: Path) -> None:
+        super().__init__(built, workdir)
         self.pipe = load_pipeline(built.root)
+
+    def close(self) -> None:
+        self.pipe.close()
 
     def record(self, record: str, branch: str | None, prefix: bool) -> Any:
         rec = self.pipe.get(record_key(self.built, {"record": record, "prefix": prefix}), branch)
@@ -300,14 +312,17 @@ class PythonDoor:
         return plain(self.pipe.stats(branch))
 
 
-class DagsterDoor:
+class DagsterDoor(Door):
     """``SearchResource`` on the project. Issue 19 gives it ``project_dir`` (the branch scope is resolved
     through ``PipelineDefinition.scope``); until that field exists it is built as the project's code
     location builds it today (synthex_assets/resources.py: the store's uri and the search output's steps)."""
 
-    def __init__(self, built: Built) -> None:
+    offers = frozenset({"search"})
+
+    def __init__(self, built: Built, workdir: Path) -> None:
         from synthex_resources.resources import SearchResource
 
+        super().__init__(built, workdir)
         if "project_dir" in SearchResource.model_fields:
             self.resource = SearchResource(project_dir=str(built.root))
         else:
@@ -318,14 +333,16 @@ class DagsterDoor:
         return hits([h.to_hit_dict() for h in self.resource.search(QUERY, branch=branch, mode=mode, k=K)])
 
 
-class McpDoor:
+class McpDoor(Door):
     """One ``synthex mcp`` server per module, one client session: every MCP cell of the matrix is asked in
     it up front (the answers, or the tool's error line, are then read by the cells)."""
 
-    def __init__(self, built: Built, errlog: Path) -> None:
-        self.built = built
+    offers = frozenset({"search", "get", "lineage"})
+
+    def __init__(self, built: Built, workdir: Path) -> None:
+        super().__init__(built, workdir)
         self.answers: dict[str, Any] = {}
-        self.ask_all(errlog)
+        self.ask_all(workdir / "mcp-server.err")
 
     def request(self, case: Case) -> tuple[str, dict[str, Any]]:
         args = dict(case.args)
@@ -352,7 +369,7 @@ class McpDoor:
         params = StdioServerParameters(command=sys.executable,
                                        args=["-m", "synthex.cli", "mcp", "--project", str(self.built.root)],
                                        env=env_without_openai())
-        cases = [c for c in READ_CASES if c.op in OFFERS["mcp"]]
+        cases = [c for c in READ_CASES if c.op in self.offers]
 
         async def session() -> None:
             with errlog.open("w") as err:
@@ -375,16 +392,28 @@ class McpDoor:
         return found
 
 
+# The doors of the read matrix; "cli" is the reference the others are compared with.
+DOORS: dict[str, type[Door]] = {"cli": CliDoor, "python": PythonDoor, "dagster": DagsterDoor, "mcp": McpDoor}
+# What a door does not offer today (reported, not tested): cells left out of the matrix.
+NOT_OFFERED = {("dagster", "get"): "SearchResource only searches", ("dagster", "lineage"): "SearchResource only searches",
+               ("dagster", "stats"): "SearchResource only searches", ("mcp", "stats"): "synthex mcp has no stats tool"}
+assert all(op not in DOORS[door].offers for door, op in NOT_OFFERED)
+READ_MATRIX = [pytest.param(case, door, id=f"{case.id}-{door}") for case in READ_CASES
+               for door, kind in DOORS.items() if case.op in kind.offers]
+
+
 @dataclass
 class Doors:
+    """The doors of one module, each opened on first use (a -k selection of cells opens only its doors)."""
+
     built: Built
-    make: dict[str, Callable[[], Any]]
-    opened: dict[str, Any] = field(default_factory=dict)
+    workdir: Path
+    opened: dict[str, Door] = field(default_factory=dict)
     cli_answers: dict[str, Any] = field(default_factory=dict)
 
-    def door(self, name: str) -> Any:
-        if name not in self.opened:  # opened on first use: a -k selection of cells opens only its doors
-            self.opened[name] = self.make[name]()
+    def door(self, name: str) -> Door:
+        if name not in self.opened:
+            self.opened[name] = DOORS[name](self.built, self.workdir)
         return self.opened[name]
 
     def answer(self, door: str, case: Case) -> Any:
@@ -401,21 +430,21 @@ class Doors:
         return got
 
     def ask(self, door: str, case: Case) -> Any:
-        opened = self.door(door)
         try:
-            return opened.answer(case) if isinstance(opened, McpDoor) else getattr(opened, case.op)(**case.args)
+            return self.door(door).answer(case)
         except Refused as exc:
             return exc
+
+    def close(self) -> None:
+        for door in self.opened.values():
+            door.close()
 
 
 @pytest.fixture(scope="module")
 def doors(built, tmp_path_factory) -> Iterator[Doors]:
-    errlog = tmp_path_factory.mktemp("mcp") / "server.err"
-    made = Doors(built, {"cli": lambda: CliDoor(built), "python": lambda: PythonDoor(built),
-                         "dagster": lambda: DagsterDoor(built), "mcp": lambda: McpDoor(built, errlog)})
+    made = Doors(built, tmp_path_factory.mktemp("doors"))
     yield made
-    if "python" in made.opened:
-        made.opened["python"].pipe.close()
+    made.close()
 
 
 def check_reference(built: Built, case: Case, answer: Any) -> None:
