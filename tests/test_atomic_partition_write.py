@@ -121,10 +121,11 @@ def test_search_sees_the_rewrite(tmp_path):
                                                              {"A", "B"})})
     engine = SearchEngine(store)
     engine.ensure_index()
-    where = engine.where(["summaries"], BranchScope.own())
+    where = engine.where(["summaries"], MAIN_SCOPE)
+    rows = engine.record_filter(["summaries"], MAIN_SCOPE)
     assert [i for i, _ in engine.lexical("apples", where, 5)] == ["A"]
-    assert {i for i, _ in engine.dense("apples orchard", where, 5, steps=["summaries"])} == {"A", "B"}  # dense matrix now cached
+    assert {i for i, _ in engine.dense("apples orchard", rows, 5, steps=["summaries"])} == {"A", "B"}  # dense matrix now cached
 
     store.records.write_partitions(MAIN_SCOPE, "summaries", {"2024-01": ([rec("C", "apples cider")], {"B", "C"})})
     assert [i for i, _ in engine.lexical("apples", where, 5)] == ["C"]
-    assert {i for i, _ in engine.dense("apples cider", where, 5, steps=["summaries"])} == {"B", "C"}
+    assert {i for i, _ in engine.dense("apples cider", rows, 5, steps=["summaries"])} == {"B", "C"}

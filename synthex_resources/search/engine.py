@@ -207,7 +207,7 @@ class SearchEngine:
 
         return top_with_ties(fetch, n)
 
-    def dense(self, query: str, where: str, n: int, vector: np.ndarray | None = None,
+    def dense(self, query: str, where: RecordFilter, n: int, vector: np.ndarray | None = None,
               steps: list[str] | None = None, scope: BranchScope | None = None, periods: list[str] | None = None,
               in_memory: bool = True) -> list[tuple[str, float]]:
         """Cosine top-n. Step/branch/period filters use the in-memory matrix; other filters use LanceDB."""
@@ -222,7 +222,7 @@ class SearchEngine:
 
         def fetch(limit: int) -> list[tuple[str, float]]:
             rows = (tbl.search(qvec.tolist(), vector_column_name="vector", query_type="vector").metric("cosine")
-                    .where(f"({where}) AND vector IS NOT NULL", prefilter=True).select(["id", "_distance"])
+                    .where(filters.where(replace(where, with_vector=True)), prefilter=True).select(["id", "_distance"])
                     .limit(limit).to_list())
             return [(r["id"], 1.0 - float(r["_distance"])) for r in rows]
 
@@ -257,7 +257,7 @@ class SearchEngine:
         if config.lexical:
             legs["lexical"] = lambda: self.lexical(query, where, max(config.lexical_pool, k))
         if config.dense:
-            legs["dense"] = lambda: self.dense(query, where, max(config.dense_pool, k), query_vector, steps=steps,
+            legs["dense"] = lambda: self.dense(query, rows_filter, max(config.dense_pool, k), query_vector, steps=steps,
                                                scope=scope, periods=periods, in_memory=in_memory)
         if len(legs) > 1:  # the two legs wait on different things (index I/O, the embedder): overlap them
             futures = {name: self.submit(fn) for name, fn in legs.items()}

@@ -60,6 +60,7 @@ class RecordFilter:
     id_prefix: str | None = None
     fingerprints: tuple[str, ...] | None = None
     without_vector: bool = False
+    with_vector: bool = False
     run_id: str | None = None
     run_id_not: str | None = None
     metadata: tuple[tuple[str, Any], ...] = ()
@@ -100,6 +101,8 @@ def where(f: RecordFilter) -> str | None:
         clauses.append(in_list("fingerprint", f.fingerprints) if f.fingerprints else "FALSE")
     if f.without_vector:
         clauses.append("vector IS NULL")
+    if f.with_vector:
+        clauses.append("vector IS NOT NULL")
     if f.run_id is not None:
         clauses.append(f"run_id = {quote(f.run_id)}")
     if f.run_id_not is not None:
@@ -128,3 +131,9 @@ def key_where(column: str, keys: Sequence[str]) -> str:
 def equals(**columns: str) -> str:
     """Rows whose columns equal these values, e.g. ``equals(status="running", branch="main")``."""
     return " AND ".join(f"{c} = {quote(v)}" for c, v in columns.items())
+
+
+def runs_where(status: str, branch: str | None = None, except_id: str | None = None) -> str:
+    """Runs in ``status`` (of ``branch``; other than ``except_id``)."""
+    where = equals(status=status, **({"branch": branch} if branch is not None else {}))
+    return where + (f" AND id != {quote(except_id)}" if except_id is not None else "")

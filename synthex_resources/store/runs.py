@@ -23,9 +23,7 @@ class RunLog:
 
     def running(self, branch: str | None = None, except_id: str | None = None) -> list[Run]:
         """Runs still marked running (of ``branch``, other than ``except_id``)."""
-        where = filters.equals(status="running", **({"branch": branch} if branch is not None else {}))
-        if except_id is not None:
-            where += f" AND id != {filters.quote(except_id)}"
+        where = filters.runs_where("running", branch, except_id)
         return [Run.from_dict(json.loads(row["data"])) for row in self._tables.read(RUNS, where)]
 
     def record_step_stats(self, run_id: str, pipeline: str, step: str, recorded_at: str,
