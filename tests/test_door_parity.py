@@ -313,9 +313,8 @@ class PythonDoor(Door):
 
 
 class DagsterDoor(Door):
-    """``SearchResource`` on the project. Issue 19 gives it ``project_dir`` (the branch scope is resolved
-    through ``PipelineDefinition.scope``); until that field exists it is built as the project's code
-    location builds it today (synthex_assets/resources.py: the store's uri and the search output's steps)."""
+    """``SearchResource`` on the project: built from its ``project_dir``, it resolves each branch's scope
+    through ``PipelineDefinition.scope`` as the other doors do."""
 
     offers = frozenset({"search"})
 
@@ -323,11 +322,7 @@ class DagsterDoor(Door):
         from synthex_resources.resources import SearchResource
 
         super().__init__(built, workdir)
-        if "project_dir" in SearchResource.model_fields:
-            self.resource = SearchResource(project_dir=str(built.root))
-        else:
-            pipe = load_pipeline(built.root)
-            self.resource = SearchResource(uri=pipe.store_uri, default_steps=pipe.search_steps())
+        self.resource = SearchResource(project_dir=str(built.root))
 
     def search(self, mode: str, branch: str) -> Any:
         return hits([h.to_hit_dict() for h in self.resource.search(QUERY, branch=branch, mode=mode, k=K)])
