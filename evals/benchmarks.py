@@ -154,12 +154,24 @@ def benchmark_registry() -> Registry[type[Benchmark]]:
     valid: Registry[type[Benchmark]] = Registry("benchmark")
     valid.failures = list(registry.failures)
     for name, item in registry.items():
-        if isinstance(item, type) and issubclass(item, Benchmark) and not isabstract(item):
+        problem = _not_a_benchmark(name, item)
+        if problem is None:
             valid.register(name, item)
         else:  # reported like a plugin that failed to load; the other benchmarks stay usable
-            valid.failures.append(PluginFailure(name, getattr(item, "__module__", "?"),
-                                                f"{HOOK}: {item!r} is not a concrete evals.benchmarks.Benchmark"))
+            valid.failures.append(PluginFailure(name, getattr(item, "__module__", "?"), f"{HOOK}: {problem}"))
     return valid
+
+
+def _not_a_benchmark(name: str, item: object) -> str | None:
+    """Why ``item`` registered as ``name`` cannot be run (None: it can)."""
+    if not (isinstance(item, type) and issubclass(item, Benchmark)) or isabstract(item):
+        return f"{item!r} is not a concrete subclass of evals.benchmarks.Benchmark"
+    missing = [attr for attr in ("name", "title", "description") if not hasattr(item, attr)]
+    if missing:
+        return f"{item.__name__} does not set {', '.join(missing)}"
+    if item.name != name:
+        return f"{item.__name__} is registered as {name!r} but its name is {item.name!r}"
+    return None
 
 
 def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architecture], work_dir: Path, *,

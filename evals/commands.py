@@ -4,12 +4,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from synthex.cli import emit_json, json_option, project_option
 from synthex.errors import BadInputError, SynthexError
+
+if TYPE_CHECKING:
+    from evals.benchmarks import Benchmark
+    from synthex.plugins import Registry
 
 run_id_option = click.option("--run-id", "run_id", default=None,
                              help="Name of this eval run in the eval_results table (default: <timestamp>-<benchmark>, "
@@ -21,7 +25,7 @@ class BenchmarkGroup(click.Group):
     """``report`` plus one command per registered benchmark. The registry is built once per invocation (kept
     in ``ctx.meta``), and a plugin whose benchmark hook failed is a warning line."""
 
-    def _benchmarks(self, ctx: click.Context) -> Any:
+    def _benchmarks(self, ctx: click.Context) -> Registry[type[Benchmark]]:
         if REGISTRY_KEY not in ctx.meta:
             from evals.benchmarks import benchmark_registry
             from synthex.plugins import discover
@@ -49,7 +53,7 @@ def eval_group() -> None:
     """Score memory architectures on a benchmark's retrieval (one command per registered benchmark)."""
 
 
-def benchmark_command(benchmark_cls: type) -> click.Command:
+def benchmark_command(benchmark_cls: type[Benchmark]) -> click.Command:
     """`synthex eval <name>`: the options every benchmark takes, ``--qa`` where it supports QA, and its own
     ``options`` (passed to its constructor)."""
     from evals.architectures import BUILTIN, PEERS

@@ -63,6 +63,11 @@ def register_benchmarks(registry):
     raise RuntimeError("this plugin's benchmark hook is broken")
 '''
 
+NOT_A_BENCHMARK_PLUGIN = '''
+def register_benchmarks(registry):
+    registry.register("dict", dict)
+'''
+
 
 def write_plugin(site: Path, module: str, source: str) -> None:
     """``module`` importable from ``site`` and declared there as a ``synthex.plugins`` entry point (importlib.metadata
@@ -104,6 +109,7 @@ def test_a_benchmark_plugin_from_outside_runs_through_synthex_eval(tmp_path):
     site = tmp_path / "site"
     write_plugin(site, "toy_benchmark", TOY_PLUGIN)
     write_plugin(site, "broken_benchmarks", BROKEN_PLUGIN)
+    write_plugin(site, "not_a_benchmark", NOT_A_BENCHMARK_PLUGIN)
     data = write_json(tmp_path / "toy.json", TOY_DATA)
     project = tmp_path / "proj"
     project.mkdir()
@@ -115,6 +121,9 @@ def test_a_benchmark_plugin_from_outside_runs_through_synthex_eval(tmp_path):
     # The broken plugin is reported, one line, and does not take the others down.
     assert ("warning: plugin 'broken_benchmarks' (broken_benchmarks) failed to load: register_benchmarks: "
             "RuntimeError: this plugin's benchmark hook is broken") in listing.stderr.splitlines()
+    assert ("warning: plugin 'dict' (builtins) failed to load: register_benchmarks: <class 'dict'> is not a "
+            "concrete subclass of evals.benchmarks.Benchmark") in listing.stderr.splitlines()
+    assert "dict" not in commands and len(listing.stderr.splitlines()) == 2  # each failure said once
 
     proc = synthex("eval", "toy", "--data", str(data), "--compare", "raw-bm25", "--json", "--run-id", "toy-run",
                    "--project", str(project), site=site)
