@@ -13,7 +13,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import env_without_openai, write_json
+from conftest import cli, env_without_openai, write_json
 
 from evals.benchmarks import Benchmark, benchmark_registry
 from evals.longmemeval_eval import LongMemEval
@@ -159,3 +159,10 @@ def test_the_built_in_benchmarks_come_through_the_same_hook():
     assert LongMemEval("any").result_name == "longmemeval-any"
     with pytest.raises(BadInputError, match="longmemeval: unknown protocol 'oracle'; expected one of official, any"):
         LongMemEval("oracle")
+
+
+def test_a_peer_the_benchmark_does_not_have_is_refused_in_one_line(tmp_path):
+    data = write_json(tmp_path / "lme.json", [])  # refused before the data is read
+    out = cli("eval", "longmemeval", "--data", data, "--compare", "raw-bm25,mem0", "--project", tmp_path, check=False)
+    assert out.returncode == 2
+    assert out.stderr.strip() == "error: benchmark 'longmemeval' has no peer 'mem0'; peers: none"
