@@ -10,6 +10,7 @@ from conftest import write_json
 
 from evals.locomo import with_previous_turn  # importing it also registers the locomo-turns format
 from synthex import Pipeline
+from synthex.scope import BranchScope
 from synthex_resources import open_store
 from synthex_resources.search import SearchEngine
 from synthex_resources.search.leaf_fusion import without_names
@@ -115,13 +116,13 @@ def test_neighbouring_turns_share_the_score(pipe):
 def test_stemmed_index_is_a_project_choice_and_is_rebuilt_when_it_changes(tmp_path):
     pipe = build(tmp_path / "p", stem=False)
     engine = SearchEngine(open_store(pipe.store_uri))
-    where = engine.where(["turns"], "main")
+    where = engine.where(["turns"], BranchScope.own())
     assert engine.lexical("cooked", where, 5) == []  # unstemmed: "cooked" is not "cooking"
     engine.ensure_index(stem=True)
     details = {i.name: i.index_details for i in engine.store.records_table().list_indices()}
     assert details["content_idx"]["stem"] is True
     [(rid, _)] = engine.lexical("cooked", where, 5)
-    assert "cooking" in engine.store.get(rid).content
+    assert "cooking" in engine.store.records.get(rid).content
     pipe.lexical_stem = True
     assert 'lexical_stem = true' in pipe.to_toml()
     path = tmp_path / "pipeline.toml"
