@@ -14,8 +14,8 @@ from evals.benchmarks import Benchmark, BenchmarkQuestion, BenchmarkSource, eval
 from evals.locomo import CATEGORIES, Conversation, Question, load_locomo
 from evals.metrics import dedupe
 from evals.scoring import Tally
-from synthex.errors import SynthexError
-from synthex.naming import path_segment
+from synthex.core.errors import SynthexError
+from synthex.core.naming import path_segment
 from synthex_resources.embedder import Embedder
 
 # The 7-conversation dev split beside the repository (the Dagster eval asset's default data).

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from dagster import Definitions
 
-from synthex.definition import PipelineDefinition
-from synthex.plugins import load_plugins
-from synthex.project import PIPELINE_FILE, demo_pipeline, load_pipeline
+from synthex.core.definition import PipelineDefinition
+from synthex.core.plugins import load_plugins
+from synthex.core.project import PIPELINE_FILE, demo_pipeline, load_pipeline
 from synthex_assets.definitions import build_definitions
 
 

@@ -40,8 +40,8 @@ from dagster._core.snap import snapshot_from_execution_plan
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
-from synthex.definition import PipelineDefinition
-from synthex.errors import SynthexError
+from synthex.core.definition import PipelineDefinition
+from synthex.core.errors import SynthexError
 from synthex_assets.definitions import build_definitions
 from synthex_assets.naming import CODE_LOCATION_MODULE, asset_name, job_name, location_name
 from synthex_assets.partitions import period_range, register

@@ -31,7 +31,7 @@ from dagster import (
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from dagster_duckdb import DuckDBResource
 
-from synthex.definition import PipelineDefinition
+from synthex.core.definition import PipelineDefinition
 from synthex_assets.naming import asset_name, job_name
 from synthex_assets.partitions import register
 from synthex_resources.cdc_state import CdcState, SourceChanges

@@ -26,10 +26,10 @@ from dagster import (
     asset,
 )
 
-from synthex.definition import PipelineDefinition
-from synthex.errors import SynthexError
-from synthex.progress import ProgressReporter
-from synthex.steps import Step
+from synthex.core.definition import PipelineDefinition
+from synthex.core.errors import SynthexError
+from synthex.core.progress import ProgressReporter
+from synthex.core.steps import Step
 from synthex_assets.checks import CHECKS, check_descriptions
 from synthex_assets.executor import PartitionOutcome, StepExecutor
 from synthex_assets.naming import asset_name, check_asset_names

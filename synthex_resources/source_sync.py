@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from synthex.definition import PipelineDefinition
-from synthex.project import branch_names
-from synthex.purges import PurgeLedger
+from synthex.core.definition import PipelineDefinition
+from synthex.core.project import branch_names
+from synthex.core.purges import PurgeLedger
 from synthex_resources.cdc_state import CdcState, SourceChanges
 from synthex_resources.planner import plan_pipeline
 from synthex_resources.record_store import RecordStore

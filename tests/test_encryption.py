@@ -16,8 +16,8 @@ import pytest
 from conftest import cli, go_offline, load, write_project
 from fake_openai import FakeOpenAI
 
-from synthex.record import Record
-from synthex.scope import BranchScope
+from synthex.core.record import Record
+from synthex.core.scope import BranchScope
 from synthex_resources.encryption import KEY_ENV, PREFIX, EncryptionError, StoreCipher, generate_key
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search.engine import SearchEngine

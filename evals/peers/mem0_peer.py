@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from synthex.naming import path_segment
+from synthex.core.naming import path_segment
 
 # Mem0 reads this at import time: no telemetry upload (there is no network here).
 os.environ["MEM0_TELEMETRY"] = "False"

@@ -64,7 +64,7 @@ def diagnose(app: ProjectApp) -> DoctorReport:
 
 
 def repair(app: ProjectApp, report: DoctorReport) -> DoctorReport:
-    from synthex.record import Record
+    from synthex.core.record import Record
 
     store = app.store
     if report.duplicate_ids:

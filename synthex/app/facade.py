@@ -13,14 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from synthex.definition import PipelineDefinition, Plan
-from synthex.errors import BadInputError, PipelineDefinitionError, SynthexError
-from synthex.naming import check_branch_name
-from synthex.periods import now_iso
-from synthex.progress import NullProgress, ProgressReporter
-from synthex.record import Record, Run, RunStats
-from synthex.redact import redact
-from synthex.scope import BranchScope
+from synthex.core.definition import PipelineDefinition, Plan
+from synthex.core.errors import BadInputError, PipelineDefinitionError, SynthexError
+from synthex.core.naming import check_branch_name
+from synthex.core.periods import now_iso
+from synthex.core.progress import NullProgress, ProgressReporter
+from synthex.core.record import Record, Run, RunStats
+from synthex.core.redact import redact
+from synthex.core.scope import BranchScope
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance
@@ -108,7 +108,7 @@ class ProjectApp:
 
     def source_shrinkage(self, branch: str | None = None) -> list[SourceShrinkage]:
         """Source steps whose export now holds fewer items than the store has records of it."""
-        from synthex.steps import SourceStep
+        from synthex.core.steps import SourceStep
 
         definition = self.use_branch(branch)
         stored = self.store.records.counts(definition.scope())
@@ -218,10 +218,10 @@ class ProjectApp:
         """Append what an agent says to the project's stream source; the next sync (a sensor tick,
         ``synthex sync``, the MCP server) brings it into memory like any other data. Returns the item's
         key, the id its record will have, the source and the stream file."""
-        from synthex.errors import SourceError
-        from synthex.hashing import fingerprint, materialization_key, record_id
-        from synthex.importers.jsonl import item_from_row
-        from synthex.sources.stream import append_lines, content_key
+        from synthex.core.errors import SourceError
+        from synthex.core.hashing import fingerprint, materialization_key, record_id
+        from synthex.core.importers.jsonl import item_from_row
+        from synthex.core.sources.stream import append_lines, content_key
 
         streams = self.pipeline.stream_sources()
         if source is None and len(streams) != 1:
@@ -299,8 +299,8 @@ class ProjectApp:
 
     def import_warnings(self, branch: str | None = None) -> list[str]:
         """What the importers left out or repaired in the sources, one line each, naming file and record."""
-        from synthex.purges import PurgeLedger
-        from synthex.steps import SourceStep
+        from synthex.core.purges import PurgeLedger
+        from synthex.core.steps import SourceStep
 
         purged = PurgeLedger(self.pipeline.data_dir).load()
         out = []

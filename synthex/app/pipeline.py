@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from synthex.app.facade import ProjectApp
-from synthex.definition import PipelineDefinition, Plan
-from synthex.progress import ProgressReporter
-from synthex.record import Record, Run
+from synthex.core.definition import PipelineDefinition, Plan
+from synthex.core.progress import ProgressReporter
+from synthex.core.record import Record, Run
 
 
 class Pipeline(PipelineDefinition):
