@@ -30,7 +30,7 @@ from synthex.core.project import (
 from synthex.core.record import Record
 
 if TYPE_CHECKING:
-    from synthex.app.facade import ProjectApp
+    from synthex.app.services import AppServices
 
 SAMPLE_CHARS = 160
 
@@ -106,7 +106,7 @@ def _pair(parent: list[Record], branch: list[Record]) -> tuple[list[tuple[Record
 class Branches:
     """The branches of one project, through its app (store, locks, Dagster instance)."""
 
-    def __init__(self, app: ProjectApp) -> None:
+    def __init__(self, app: AppServices) -> None:
         self.app = app
         self.main = app.pipeline.root()
 

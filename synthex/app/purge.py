@@ -29,7 +29,7 @@ from synthex.core.purges import LedgerEntry, PurgeLedger, source_key_hash
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from synthex.app.facade import ProjectApp
+    from synthex.app.services import AppServices
     from synthex_resources.purge import Cascade
 
 
@@ -66,9 +66,9 @@ class PurgeReport:
 
 
 class Purger:
-    """Purges for one ``ProjectApp`` (its store, Dagster instance and definition)."""
+    """Purges for one project (``AppServices``: a ``ProjectApp``) (its store, Dagster instance and definition)."""
 
-    def __init__(self, app: ProjectApp) -> None:
+    def __init__(self, app: AppServices) -> None:
         self.app = app
         self.pipeline = app.pipeline.root()
 

@@ -7,7 +7,6 @@ eval`` comes from the evals plugin) through ``synthex.plugins``.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from synthex.core.errors import BadInputError, PipelineDefinitionError, SourceError, SynthexError
+from synthex.surfaces.output import emit_json
 
 if TYPE_CHECKING:
     from synthex.app.pipeline import Pipeline
@@ -30,10 +30,6 @@ allow_deletions_option = click.option("--allow-deletions", is_flag=True,
                                       help="Proceed when a source lost more than 20 % of its items (or became empty).")
 verbose_option = click.option("--verbose", is_flag=True,
                               help="Also print Dagster's own run log (always kept in the UI).")
-
-
-def emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
 def load_project(project: str) -> Pipeline:

@@ -8,12 +8,10 @@ from typing import Any
 import click
 
 from synthex.core.errors import BadInputError
+from synthex.surfaces.output import emit_json
 
 
 def _emit(data: Any) -> None:
-    # The CLI's one JSON printer, imported late: cli.py imports this module while it loads.
-    from synthex.surfaces.cli import emit_json
-
     emit_json(data)
 
 
