@@ -17,8 +17,9 @@ from pydantic import PrivateAttr
 from synthex_resources.embedder import EmbedderConfig
 from synthex_resources.llm import LLMConfig
 from synthex_resources.record_store import RecordStore, open_store
-from synthex_resources.search.engine import SearchEngine, SearchHit
-from synthex_resources.search.recipes import RECIPES, SearchConfig
+from synthex_resources.search.engine import SearchEngine
+from synthex_resources.search.strategies import SearchStrategy, StrategyRegistry, load_search_strategies
+from synthex_resources.search.types import SearchResults
 
 
 class RecordStoreResource(ConfigurableResource):
@@ -54,7 +55,8 @@ class LLMResource(ConfigurableResource):
 class SearchResource(ConfigurableResource):
     """DAG-aware search for assets and agents: ``search(query, step=, branch=, k=, mode=)``.
 
-    Keeps one store (and so its dense matrix and bookkeeping) for the resource's lifetime.
+    Keeps one store (and so its dense matrix and bookkeeping) and one registry of search strategies
+    (``mode``: one of its names, as ``synthex search --mode``) for the resource's lifetime.
     """
 
     uri: str
@@ -62,6 +64,12 @@ class SearchResource(ConfigurableResource):
     mode: str = "hybrid"
     k: int = 10
     _store: RecordStore | None = PrivateAttr(default=None)
+    _strategies: StrategyRegistry | None = PrivateAttr(default=None)
+
+    def strategies(self) -> StrategyRegistry:
+        if self._strategies is None:
+            self._strategies = load_search_strategies()
+        return self._strategies
 
     def engine(self) -> SearchEngine:
         if self._store is None:
@@ -70,8 +78,8 @@ class SearchResource(ConfigurableResource):
 
     def search(self, query: str, step: str | list[str] | None = None, branch: str = "main", k: int | None = None,
                mode: str | None = None, exact: bool = False, periods: list[str] | None = None,
-               metadata: dict[str, Any] | None = None, config: SearchConfig | None = None) -> list[SearchHit]:
+               metadata: dict[str, Any] | None = None, strategy: SearchStrategy | None = None) -> SearchResults:
         steps = [step] if isinstance(step, str) else (list(step) if step else list(self.default_steps) or None)
-        chosen = config or RECIPES[mode or self.mode]
-        return self.engine().search(query, steps=steps, branch=branch, k=k or self.k, config=chosen,
+        chosen = strategy or self.strategies().get(mode or self.mode)  # an unknown name: one line listing them
+        return self.engine().search(query, steps=steps, branch=branch, k=k or self.k, strategy=chosen,
                                     periods=periods, metadata=metadata, exact=exact)

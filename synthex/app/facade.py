@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from synthex.definition import PipelineDefinition, Plan
@@ -31,7 +32,8 @@ if TYPE_CHECKING:
     from synthex_resources.embedder import Embedder
     from synthex_resources.hook_deliveries import DeliveryReport, HookState
     from synthex_resources.record_store import RecordStore
-    from synthex_resources.search.engine import SearchHit
+    from synthex_resources.search.strategies import StrategyRegistry
+    from synthex_resources.search.types import SearchResults
 
 
 HOOKS_CHECK = "hooks_delivered"  # the asset check of synthex_assets.checks (not imported: it loads Dagster)
@@ -400,17 +402,27 @@ class ProjectApp:
         return runs
 
     # -- search (design doc §6) ---------------------------------------------------------------------
+    @cached_property
+    def search_strategies(self) -> StrategyRegistry:
+        """The search modes: built-in strategies and installed plugins' (``load_search_strategies``),
+        loaded once per app; plugins that failed to load are on its ``failures``."""
+        from synthex_resources.search.strategies import load_search_strategies
+
+        return load_search_strategies()
+
     def search(self, query: str, step: str | list[str] | None = None, exact: bool = False, branch: str | None = None,
                k: int = 10, mode: str = "hybrid", periods: list[str] | None = None,
                metadata: dict[str, Any] | None = None, rerank: str | None = None,
-               rerank_top_n: int = 20, as_of: str | None = None) -> list[SearchHit]:
+               rerank_top_n: int = 20, as_of: str | None = None) -> SearchResults:
         """Surface search at a step (altitude); ``exact=True`` is verbatim search in leaf steps by default.
+        ``mode``: a name of ``search_strategies``. The hits come with the search's warnings
+        (``SearchResults.warnings``: a reranker that could not rank).
 
-        ``as_of``: when the question is asked; the conversational recipe resolves relative dates in the
-        query ("last week") against it. ``rerank="llm"``: the recipe's top ``rerank_top_n`` hits are reordered by one call to the configured
-        model (``synthex_resources.search.rerank.LLMReranker``; cached like a step's calls); real model only."""
+        ``as_of``: when the question is asked; the conversational strategy resolves relative dates in the
+        query ("last week") against it. ``rerank="llm"``: the strategy's top ``rerank_top_n`` hits are
+        reordered by one call to the configured model (``synthex_resources.search.rerank.LLMReranker``;
+        cached like a step's calls); real model only."""
         from synthex_resources.search.engine import SearchEngine
-        from synthex_resources.search.recipes import RECIPES
 
         branch = self.use_branch(branch).branch_name
         if step is None:
@@ -420,11 +432,13 @@ class ProjectApp:
         for s in steps:
             if s not in self.pipeline.steps:
                 raise PipelineDefinitionError(f"unknown step {s!r}; steps: {', '.join(self.pipeline.steps)}")
-        if mode not in RECIPES:
-            raise PipelineDefinitionError(f"unknown search mode {mode!r}; expected one of {', '.join(RECIPES)}")
+        if mode not in self.search_strategies:
+            raise PipelineDefinitionError(f"unknown search mode {mode!r}; "
+                                          f"expected one of {', '.join(self.search_strategies.names())}")
+        strategy = self.search_strategies.get(mode)
         if k < 1:
             raise BadInputError(f"k must be at least 1 (got {k})")
-        if metadata and RECIPES[mode].fusion == "leaf-sum":
+        if metadata and not strategy.takes_metadata_filter:
             raise PipelineDefinitionError(f"search mode {mode!r} ranks turns and takes no metadata filter "
                                           f"(it would silently cut the top k); use step, branch and period filters")
         if rerank not in (None, "llm"):
@@ -432,7 +446,7 @@ class ProjectApp:
         if rerank and exact:
             raise BadInputError("exact (verbatim) search is not reranked; drop --rerank or --exact")
         if rerank is None:
-            return SearchEngine(self.store).search(query, steps=steps, branch=branch, k=k, config=RECIPES[mode],
+            return SearchEngine(self.store).search(query, steps=steps, branch=branch, k=k, strategy=strategy,
                                                    periods=periods, metadata=metadata, exact=exact, as_of=as_of)
         from synthex_resources.llm import LLMConfig
         from synthex_resources.search.rerank import LLMReranker
@@ -442,10 +456,10 @@ class ProjectApp:
             raise BadInputError("--rerank llm needs a real model: set OPENAI_API_KEY and/or OPENAI_BASE_URL "
                                 "(the offline stand-in cannot rank)")
         reranker = LLMReranker(llm.get_completer(cache=self.store), llm.resolved()["model"], top_n=rerank_top_n)
-        # The engine applies the recipe's reranker to its own candidate pool (rrf: every fused candidate;
-        # leaf-sum: the top ``top_n`` turns), so every caller of the engine gets the same ranking.
+        # The strategy applies its reranker to its own candidate pool (record fusions: every fused
+        # candidate; leaf-sum: the top ``top_n`` turns), so every caller of the engine gets the same ranking.
         return SearchEngine(self.store).search(query, steps=steps, branch=branch, k=k,
-                                               config=RECIPES[mode].with_(reranker=reranker), periods=periods,
+                                               strategy=strategy.with_(reranker=reranker), periods=periods,
                                                metadata=metadata, as_of=as_of)
 
     def projection(self, name: str, branch: str | None = None) -> Record | None:

@@ -23,8 +23,9 @@ extended after a write rather than rebuilt).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -32,18 +33,22 @@ from synthex_resources.record_store import LIGHT_COLUMNS
 from synthex_resources.search import multihop
 from synthex_resources.search.dense_index import dense_index
 from synthex_resources.search.leaf_scope import Scope, scope_for
-from synthex_resources.search.recipes import SearchConfig
+from synthex_resources.search.strategies import SearchStrategy, param
 from synthex_resources.search.temporal import time_window
 from synthex_resources.search.tokenize import tokenize
-
-if TYPE_CHECKING:
-    from synthex_resources.search.engine import SearchEngine, SearchHit
+from synthex_resources.search.types import (
+    Decompose,
+    Diversify,
+    Fusion,
+    SearchBackend,
+    SearchRequest,
+    SearchResults,
+)
 
 # Records scored per leg when the scope is past the dense index's ANN threshold (search/dense_index.py):
 # the shortlist plus the lexical leg's hits. A record outside both would add a small dense score (below
 # the 2,000th best of the scope) to a leaf that no other leg found.
 DENSE_SHORTLIST = 2000
-
 
 
 def without_names(query: str, names: set[str]) -> str:
@@ -79,8 +84,8 @@ def _with_candidates(index: Any, qvec: np.ndarray, short: tuple[np.ndarray, np.n
     return ids.tolist() + list(vectors), np.concatenate([sims, extra])
 
 
-def _first_stage(engine: SearchEngine, scope: Scope, text: str, steps: list[str] | None, branch: str,
-                 periods: list[str] | None, config: SearchConfig) -> np.ndarray:
+def _first_stage(engine: SearchBackend, scope: Scope, text: str, steps: list[str] | None, branch: str,
+                 periods: list[str] | None, config: LeafSum) -> np.ndarray:
     """Steps 1-3: the legs' scores per leaf, summed, with neighbour credit."""
     where = engine.where(steps, branch, periods)
     n = len(scope.leaf_ids)
@@ -141,14 +146,14 @@ def _first_stage(engine: SearchEngine, scope: Scope, text: str, steps: list[str]
     return total
 
 
-def leaf_sum_search(engine: SearchEngine, query: str, steps: list[str] | None, branch: str, k: int,
-                    config: SearchConfig, periods: list[str] | None = None,
-                    as_of: datetime | str | None = None) -> list[SearchHit]:
+def leaf_sum_search(engine: SearchBackend, query: str, steps: list[str] | None, branch: str, k: int,
+                    config: LeafSum, periods: list[str] | None = None,
+                    as_of: datetime | str | None = None) -> SearchResults:
     where = engine.where(steps, branch, periods)
     scope = scope_for(engine, where)
     n = len(scope.leaf_ids)
     if not n:
-        return []
+        return SearchResults()
     text = without_names(query, scope.participants) if config.drop_participants else query
     total = _first_stage(engine, scope, text, steps, branch, periods, config)
     total = multihop.rescore(engine, scope, where, text, total, config,  # multi-hop strategies, off by default
@@ -169,8 +174,8 @@ def leaf_sum_search(engine: SearchEngine, query: str, steps: list[str] | None, b
     # An extended scope may still hold leaves deleted since its build (search/leaf_scope.py): a few more
     # candidates are taken, and the deleted ones are skipped when the hits are read back.
     want = k + 10 if scope.extended_from is not None else k
-    if config.reranker is not None:  # the reranker sees its own pool (LLMReranker.top_n), then the top k is cut
-        want = max(want, int(getattr(config.reranker, "top_n", 20)))
+    if config.reranker is not None:  # the reranker sees its own pool (its top_n), then the top k is cut
+        want = max(want, config.reranker.top_n)
     pool = want * config.diversify_pool if config.diversify else want
     if len(candidates) > pool:  # keep the top pool and everything tied with its last, then order exactly
         kth = np.partition(total[candidates], -pool)[-pool]
@@ -179,6 +184,47 @@ def leaf_sum_search(engine: SearchEngine, query: str, steps: list[str] | None, b
     order = multihop.diversify(engine, scope, total, order, want, config)  # the first ones unless diversifying
     rows = engine.store.rows_by_id([scope.leaf_ids[i] for i in order], LIGHT_COLUMNS, branch=branch)
     hits = [engine._hit(rows[scope.leaf_ids[i]], float(total[i]), {}) for i in order if scope.leaf_ids[i] in rows]
-    if config.reranker is not None:
-        hits = list(config.reranker(query, hits))
-    return hits[:k]
+    hits, warnings = config.rerank(query, hits)
+    return SearchResults(hits[:k], warnings)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LeafSum(SearchStrategy):
+    """Ranks leaves (turns) through the records that stand for them (this module's docstring): the
+    ``conversational`` strategy. Takes step, branch and period filters, not metadata filters."""
+
+    fusion: ClassVar[Fusion] = Fusion.LEAF_SUM
+    kind: ClassVar[str] = "leaf-sum"
+    takes_metadata_filter: ClassVar[bool] = False
+
+    lexical: bool = param(True, doc="score the searched records with BM25")
+    dense: bool = param(True, doc="score the searched records by cosine")
+    lexical_pool: int = param(50, low=1, doc="records taken from BM25 (the dense leg scores every record in scope)")
+    lexical_weight: float = param(1.0, low=0.0, doc="weight of the records' normalized BM25 scores")
+    dense_weight: float = param(1.0, low=0.0, doc="weight of the records' normalized cosine")
+    leaf_dense_weight: float = param(0.0, low=0.0, doc="weight of the cosine of the leaves' own text")
+    neighbour_weight: float = param(0.0, low=0.0, doc="share of the better adjacent turn's score a turn receives")
+    date_weight: float = param(0.0, low=0.0, doc="bonus (x the top score) for turns inside a date the query names")
+    drop_participants: bool = param(False, doc="drop the conversation's speakers' names from the query")
+    relative_dates: bool = param(True, doc="resolve relative dates ('last week') against the search's as_of, "
+                                           "and season/span forms ('the summer of 2022') without one")
+    # Multi-hop strategies (search/multihop.py), all off by default; measured in docs/benchmarks.md.
+    decompose: Decompose = param(Decompose.NONE, doc="score the question's parts and combine them")
+    decompose_weight: float = param(0.5, low=0.0, doc="x the top score, for the combined parts' normalized scores")
+    entity_weight: float = param(0.0, low=0.0, doc="credit for turns sharing rare terms/entities with the top hits")
+    ppr_weight: float = param(0.0, low=0.0, doc="personalized PageRank over turns + rare terms, seeded by the top hits")
+    expand_seeds: int = param(5, low=1, doc="how many first-stage hits seed the entity expansion and PageRank")
+    ppr_restart: float = param(0.5, low=0.0, high=1.0, doc="PageRank restart probability (to the seeds)")
+    rare_df: int = param(5, low=1, doc="a term is rare when at most this many turns use it (entities: 4x)")
+    diversify: Diversify = param(Diversify.NONE, doc="re-select the top k for coverage")
+    diversify_pool: int = param(3, low=1, doc="diversify among the top (pool x k) candidates")
+    mmr_lambda: float = param(0.7, low=0.0, high=1.0, doc="MMR: weight of relevance against redundancy")
+    session_penalty: float = param(0.3, low=0.0, high=1.0,
+                                   doc="session: score x (1 - penalty) per turn of its session already taken")
+
+    def search(self, engine: SearchBackend, request: SearchRequest) -> SearchResults:
+        if request.metadata:
+            raise ValueError("leaf-sum search (the conversational recipe) takes step, branch and period "
+                             "filters, not metadata filters")
+        return leaf_sum_search(engine, request.query, request.steps, request.branch, request.k, self,
+                               request.periods, request.as_of)
