@@ -17,8 +17,8 @@ from synthex.record import Record
 from synthex_resources.record_store import open_store
 from synthex_resources.search import SearchEngine
 from synthex_resources.search.builtin_strategies import CONVERSATIONAL
-from synthex_resources.search.leaf_fusion import LeafSum
 from synthex_resources.search.multihop import sub_queries
+from synthex_resources.search.strategies import LeafSum
 from synthex_resources.search.temporal import TimeWindow, time_window
 from synthex_resources.search.tokenize import tokenize
 

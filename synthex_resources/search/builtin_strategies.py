@@ -7,8 +7,7 @@ engine's default, tests, evals' ablations) imports it; every door lists the regi
 
 from __future__ import annotations
 
-from synthex_resources.search.leaf_fusion import LeafSum
-from synthex_resources.search.strategies import DenseOnly, LexicalOnly, RRFHybrid, StrategyRegistry
+from synthex_resources.search.strategies import DenseOnly, LeafSum, LexicalOnly, RRFHybrid, StrategyRegistry
 
 BM25 = LexicalOnly(name="bm25", description="keywords only (BM25)", dedup_cosine=None)
 DENSE = DenseOnly(name="dense", description="meaning only (embeddings)", dedup_cosine=None)

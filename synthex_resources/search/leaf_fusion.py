@@ -23,9 +23,8 @@ extended after a write rather than rebuilt).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -33,22 +32,32 @@ from synthex_resources.record_store import LIGHT_COLUMNS
 from synthex_resources.search import multihop
 from synthex_resources.search.dense_index import dense_index
 from synthex_resources.search.leaf_scope import Scope, scope_for
-from synthex_resources.search.strategies import SearchStrategy, param
 from synthex_resources.search.temporal import time_window
 from synthex_resources.search.tokenize import tokenize
-from synthex_resources.search.types import (
-    Decompose,
-    Diversify,
-    Fusion,
-    SearchBackend,
-    SearchRequest,
-    SearchResults,
-)
+from synthex_resources.search.types import Reranker, SearchBackend, SearchHit, SearchResults, SearchWarning
 
 # Records scored per leg when the scope is past the dense index's ANN threshold (search/dense_index.py):
 # the shortlist plus the lexical leg's hits. A record outside both would add a small dense score (below
 # the 2,000th best of the scope) to a leaf that no other leg found.
 DENSE_SHORTLIST = 2000
+
+
+class LeafSumOptions(multihop.MultiHopOptions, Protocol):
+    """The leaf-sum strategy's parameters this module reads (``strategies.LeafSum``, which calls it)."""
+
+    lexical: bool
+    dense: bool
+    lexical_pool: int
+    lexical_weight: float
+    dense_weight: float
+    leaf_dense_weight: float
+    neighbour_weight: float
+    date_weight: float
+    drop_participants: bool
+    relative_dates: bool
+    reranker: Reranker | None
+
+    def rerank(self, query: str, hits: list[SearchHit]) -> tuple[list[SearchHit], list[SearchWarning]]: ...
 
 
 def without_names(query: str, names: set[str]) -> str:
@@ -85,7 +94,7 @@ def _with_candidates(index: Any, qvec: np.ndarray, short: tuple[np.ndarray, np.n
 
 
 def _first_stage(engine: SearchBackend, scope: Scope, text: str, steps: list[str] | None, branch: str,
-                 periods: list[str] | None, config: LeafSum) -> np.ndarray:
+                 periods: list[str] | None, config: LeafSumOptions) -> np.ndarray:
     """Steps 1-3: the legs' scores per leaf, summed, with neighbour credit."""
     where = engine.where(steps, branch, periods)
     n = len(scope.leaf_ids)
@@ -147,7 +156,7 @@ def _first_stage(engine: SearchBackend, scope: Scope, text: str, steps: list[str
 
 
 def leaf_sum_search(engine: SearchBackend, query: str, steps: list[str] | None, branch: str, k: int,
-                    config: LeafSum, periods: list[str] | None = None,
+                    config: LeafSumOptions, periods: list[str] | None = None,
                     as_of: datetime | str | None = None) -> SearchResults:
     where = engine.where(steps, branch, periods)
     scope = scope_for(engine, where)
@@ -187,44 +196,3 @@ def leaf_sum_search(engine: SearchBackend, query: str, steps: list[str] | None, 
     hits, warnings = config.rerank(query, hits)
     return SearchResults(hits[:k], warnings)
 
-
-@dataclass(frozen=True, kw_only=True)
-class LeafSum(SearchStrategy):
-    """Ranks leaves (turns) through the records that stand for them (this module's docstring): the
-    ``conversational`` strategy. Takes step, branch and period filters, not metadata filters."""
-
-    fusion: ClassVar[Fusion] = Fusion.LEAF_SUM
-    kind: ClassVar[str] = "leaf-sum"
-    takes_metadata_filter: ClassVar[bool] = False
-
-    lexical: bool = param(True, doc="score the searched records with BM25")
-    dense: bool = param(True, doc="score the searched records by cosine")
-    lexical_pool: int = param(50, low=1, doc="records taken from BM25 (the dense leg scores every record in scope)")
-    lexical_weight: float = param(1.0, low=0.0, doc="weight of the records' normalized BM25 scores")
-    dense_weight: float = param(1.0, low=0.0, doc="weight of the records' normalized cosine")
-    leaf_dense_weight: float = param(0.0, low=0.0, doc="weight of the cosine of the leaves' own text")
-    neighbour_weight: float = param(0.0, low=0.0, doc="share of the better adjacent turn's score a turn receives")
-    date_weight: float = param(0.0, low=0.0, doc="bonus (x the top score) for turns inside a date the query names")
-    drop_participants: bool = param(False, doc="drop the conversation's speakers' names from the query")
-    relative_dates: bool = param(True, doc="resolve relative dates ('last week') against the search's as_of, "
-                                           "and season/span forms ('the summer of 2022') without one")
-    # Multi-hop strategies (search/multihop.py), all off by default; measured in docs/benchmarks.md.
-    decompose: Decompose = param(Decompose.NONE, doc="score the question's parts and combine them")
-    decompose_weight: float = param(0.5, low=0.0, doc="x the top score, for the combined parts' normalized scores")
-    entity_weight: float = param(0.0, low=0.0, doc="credit for turns sharing rare terms/entities with the top hits")
-    ppr_weight: float = param(0.0, low=0.0, doc="personalized PageRank over turns + rare terms, seeded by the top hits")
-    expand_seeds: int = param(5, low=1, doc="how many first-stage hits seed the entity expansion and PageRank")
-    ppr_restart: float = param(0.5, low=0.0, high=1.0, doc="PageRank restart probability (to the seeds)")
-    rare_df: int = param(5, low=1, doc="a term is rare when at most this many turns use it (entities: 4x)")
-    diversify: Diversify = param(Diversify.NONE, doc="re-select the top k for coverage")
-    diversify_pool: int = param(3, low=1, doc="diversify among the top (pool x k) candidates")
-    mmr_lambda: float = param(0.7, low=0.0, high=1.0, doc="MMR: weight of relevance against redundancy")
-    session_penalty: float = param(0.3, low=0.0, high=1.0,
-                                   doc="session: score x (1 - penalty) per turn of its session already taken")
-
-    def search(self, engine: SearchBackend, request: SearchRequest) -> SearchResults:
-        if request.metadata:
-            raise ValueError("leaf-sum search (the conversational recipe) takes step, branch and period "
-                             "filters, not metadata filters")
-        return leaf_sum_search(engine, request.query, request.steps, request.branch, request.k, self,
-                               request.periods, request.as_of)
