@@ -51,7 +51,7 @@ class LoCoMoEvalConfig(Config):
     data: str = os.environ.get("SYNTHEX_LOCOMO_DATA", str(DEFAULT_LOCOMO))
     limit: int | None = None
     k: int = 10
-    search_mode: str = "hybrid"  # a recipe name: bm25, dense, hybrid, conversational
+    search_mode: str = "hybrid"  # a search strategy of the registry (`synthex search --help` lists them)
     # metric name ("turn/recall_any@10", "session/ndcg_any@10", ...) -> minimum value
     thresholds: dict[str, float] = {"turn/recall_any@10": 0.5}
 

@@ -220,7 +220,7 @@ class SearchEngine:
 
         return top_with_ties(fetch, n)
 
-    # -- search ---------------------------------------------------------------------------------
+    # -- search -----------------------------------------------------------------------------------
     def search(self, query: str, steps: list[str] | None = None, branch: str = "main", k: int = 10,
                strategy: SearchStrategy = HYBRID, periods: list[str] | None = None,
                metadata: dict[str, Any] | None = None, exact: bool = False,

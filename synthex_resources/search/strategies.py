@@ -126,11 +126,6 @@ class SearchStrategy(ABC):
             self._refuse(f"no parameter {', '.join(map(repr, unknown))}; parameters: {', '.join(sorted(known))}")
         return replace(self, **changes)
 
-    @property
-    def pool_size(self) -> int | None:
-        """How many candidates the reranker reorders (None: no reranker)."""
-        return None if self.reranker is None else self.reranker.top_n
-
     # -- what it does ----------------------------------------------------------------------------
     @abstractmethod
     def search(self, engine: SearchBackend, request: SearchRequest) -> SearchResults:
