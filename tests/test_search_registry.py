@@ -186,7 +186,7 @@ def test_cli_mcp_facade_resource_and_evals_accept_exactly_the_registrys_names(ra
 
     # The facade (the Python API's door).
     pipe = load(raw_project)
-    app, store_uri = pipe.app, pipe.store_uri
+    app = pipe.app
     try:
         assert app.search_strategies.names() == names
         for name in names:
@@ -206,11 +206,11 @@ def test_cli_mcp_facade_resource_and_evals_accept_exactly_the_registrys_names(ra
         pipe.close()
 
     # The Dagster resource.
-    resource = SearchResource(uri=store_uri, default_steps=["transcripts"])
+    resource = SearchResource(project_dir=str(raw_project))
     assert resource.strategies().names() == names
     assert resource.search(QUERY, mode="hybrid-equal") and resource.search(QUERY, mode="toy")
-    with pytest.raises(PipelineDefinitionError, match="unknown search strategy 'nope'"):
-        resource.search(QUERY, mode="nope")
+    with pytest.raises(PipelineDefinitionError, match=f"unknown search mode 'nope'; expected one of {', '.join(names)}$"):
+        resource.search(QUERY, mode="nope")  # the same line as every other door
 
     # Evals: `branch@mode` and `raw-<mode>` name any strategy of the registry.
     assert [a.mode for a in resolve(["main@toy", "main@hybrid-equal", "raw-hybrid-equal"], raw_project)] == [
