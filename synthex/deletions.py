@@ -50,20 +50,31 @@ class DeletionOutcome(Enum):
 class DeletionConsent(Enum):
     """The ``synthex/deletions`` run tag: why a step op need not judge again (absent: it judges)."""
 
-    ALLOWED = "allowed"  # the user allowed deletions (--allow-deletions, allow_deletions=True)
+    ALLOWED = "allowed"  # the user allowed deletions (--allow-deletions, allow_deletions=True, the UI tag)
     GUARDED = "guarded"  # the door that launched the run judged under the branch's lock (a CLI run)
 
 
-def consent_from_tags(tags: Mapping[str, str]) -> DeletionConsent | None:
-    """The consent a run's tags carry (None: no ``synthex/deletions`` tag, the step op judges)."""
+def consent_tag(consent: DeletionConsent, run_id: str) -> str:
+    """The tag value a launching door sets, bound to its run: a re-execution from the UI copies a run's
+    tags, and must be judged again, not inherit the judgement."""
+    return f"{consent.value}:{run_id}"
+
+
+def consent_from_tags(tags: Mapping[str, str], run_id: str) -> DeletionConsent | None:
+    """The consent run ``run_id``'s tags carry; None (the step op judges) when there is none, or it was
+    given to another run (copied by a re-execution). A bare ``allowed`` is a user's tag on this launch."""
     value = tags.get(DELETIONS_TAG)
     if value is None:
         return None
+    name, _, bound_to = value.partition(":")
     try:
-        return DeletionConsent(value)
+        consent = DeletionConsent(name)
     except ValueError:
-        raise BadInputError(f"run tag {DELETIONS_TAG}={value!r}: expected one of "
-                            f"{', '.join(c.value for c in DeletionConsent)}") from None
+        raise BadInputError(f"run tag {DELETIONS_TAG}={value!r}: expected "
+                            f"{DELETIONS_TAG}={DeletionConsent.ALLOWED.value}") from None
+    if bound_to != run_id and not (consent is DeletionConsent.ALLOWED and not bound_to):
+        return None
+    return consent
 
 
 _REASONS = {

@@ -21,7 +21,7 @@ from dagster import (
 )
 
 from synthex.definition import PipelineDefinition
-from synthex.deletions import DELETIONS_TAG, DeletionConsent
+from synthex.deletions import DELETIONS_TAG, DeletionConsent, consent_tag
 from synthex.errors import SynthexError
 from synthex_assets.dagster_internals import (
     RemoteJobOrigin,
@@ -65,7 +65,7 @@ def launch_pipeline_run(defs: Definitions, pipeline: PipelineDefinition, instanc
     selection = frozenset(AssetKey(asset_name(s)) for s in pipeline.order() if partitions.get(s))
     job = defs.resolve_job_def(job_name(pipeline.name))
     run_tags = {**partition_range_tags(start, end), FULL_TAG: "1" if full else "0", LAUNCHED_BY_TAG: "synthex",
-                **({DELETIONS_TAG: deletions.value} if deletions else {})}
+                **({DELETIONS_TAG: consent_tag(deletions, run_id)} if deletions else {})}
     # Recorded against the job as the UI's code location defines it (configured resources), so the UI
     # sees the run as a run of its own job version; executed with the live resources of ``defs``.
     location_job = build_definitions(pipeline).resolve_job_def(job_name(pipeline.name))

@@ -84,7 +84,7 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefiniti
         try:
             # A source step's deletions: judged here unless the launching door did (synthex.deletions).
             enforce_for_step(pipeline, store, step.name, sorted({b for b, _ in partitions}),
-                             consent_from_tags(context.run.tags))
+                             consent_from_tags(context.run.tags, context.run_id))
             result = executor.run(partitions)
         except SynthexError as exc:
             # One line for the user: the step, the partition, the problem (the traceback stays in the log).

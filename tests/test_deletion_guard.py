@@ -14,19 +14,25 @@ from pathlib import Path
 import duckdb
 import pytest
 from conftest import go_offline, load
-from dagster import SensorResult, SkipReason, build_schedule_context
+from dagster import AssetKey, SensorResult, SkipReason, build_schedule_context
 from test_cli import synthex
 from test_runtime import failure_message, launch_like_the_ui
 from test_sensors import Live, dagster_instance
 
 from synthex.deletions import (
+    DELETIONS_TAG,
+    DeletionConsent,
     DeletionGuard,
     DeletionOutcome,
     DeletionReporting,
     DeletionsHeldBack,
+    consent_from_tags,
     refusal_line,
 )
+from synthex.errors import BadInputError
 from synthex.sources.table import TableOrigin
+from synthex_assets.dagster_internals import partition_range_tags
+from synthex_assets.definitions import build_definitions
 from synthex_assets.naming import job_name
 
 PIPELINE = '''
@@ -124,6 +130,21 @@ def test_the_guard_judges_by_how_a_source_reports_deletions():
     assert TableOrigin.deletions is explicit
 
 
+def test_a_run_tag_consents_for_its_own_run_only():
+    def consent(value: str, run_id: str = "r1") -> DeletionConsent | None:
+        return consent_from_tags({DELETIONS_TAG: value}, run_id)
+
+    assert consent("guarded:r1") is DeletionConsent.GUARDED  # a CLI run: judged under its branch lock
+    assert consent("allowed:r1") is DeletionConsent.ALLOWED
+    assert consent("allowed") is DeletionConsent.ALLOWED  # typed in the UI's launchpad for this launch
+    # Copied to another run by a re-execution from the UI: that run is judged again.
+    assert consent("guarded:r1", "r2") is None and consent("allowed:r1", "r2") is None
+    assert consent("guarded") is None  # nobody judged this run
+    assert consent_from_tags({}, "r1") is None
+    with pytest.raises(BadInputError, match=r"^run tag synthex/deletions='allow': expected synthex/deletions=allowed$"):
+        consent("allow")
+
+
 def test_one_deleted_row_of_a_two_row_table_propagates_on_every_door(synced, tmp_path):
     def only_the_first_ticket(root: Path) -> bool:
         left = contents(root, "tickets")
@@ -140,6 +161,8 @@ def test_one_deleted_row_of_a_two_row_table_propagates_on_every_door(synced, tmp
     pipe = load(api)
     report = pipe.sync()
     assert [len(c.deleted) for c in report.changes if c.source == "tickets"] == [1]
+    # The run's ops were told the door judged, for this run only (a re-execution is judged again).
+    assert pipe.app.instance.get_run_by_id(report.run.id).tags[DELETIONS_TAG] == f"guarded:{report.run.id}"
     pipe.close()
     assert only_the_first_ticket(api)
 
@@ -218,6 +241,13 @@ def test_an_emptied_export_is_held_back_on_every_door_with_the_same_line(synced,
     assert not result.success
     step, message = failure_message(result)
     assert step == "notes" and message.strip().splitlines()[-1].endswith(line)
+    # A re-execution of a CLI run copies its tags: the consent was that run's, so the op judges again.
+    job = build_definitions(pipe).resolve_job_def(job_name(pipe.name))
+    copied = job.execute_in_process(
+        instance=pipe.app.instance, raise_on_error=False, asset_selection=[AssetKey("notes")],
+        tags={**partition_range_tags(f"main|{NOTE_PERIODS[0]}", f"main|{NOTE_PERIODS[-1]}"),
+              DELETIONS_TAG: "guarded:an-earlier-run"})
+    assert not copied.success and failure_message(copied)[1].strip().splitlines()[-1].endswith(line)
     assert len(pipe.records("notes")) == 10  # nothing deleted on any door
     pipe.close()
 
