@@ -51,11 +51,11 @@ def write_records(main, branch, n: int) -> None:
     for period in docs.periods():
         ctx = SnapshotContext.of([], "main").at(period)
         sources = execute_partition(docs, ctx, set()).new_records
-        store.upsert(sources, embed=False)
+        store.records.upsert(sources, embed=False)
         for definition in (main, branch):
             ctx = SnapshotContext.of(sources, definition.branch_name).at(period)
             notes = execute_partition(definition.steps["notes"], ctx, set()).new_records
-            store.upsert(notes, embed=False)
+            store.records.upsert(notes, embed=False)
 
 
 def main() -> None:
@@ -89,7 +89,7 @@ def main() -> None:
     copied = branches.promote("short")
     promote_s = time.perf_counter() - t0
     main_notes = main_pipe.records("notes")
-    own = len(main_pipe.app.store.read("records", "branch = 'short'", ["id"]))
+    own = len(main_pipe.app.store.tables.read("records", "branch = 'short'", ["id"]))
     print(f"promote  {promote_s:8.2f} s   copied {copied}; main now holds {len(main_notes)} notes "
           f"({sum(r.content.startswith('short: ') for r in main_notes)} from the branch); branch rows left {own}")
     print(json.dumps({"records": args.records, "diff_s": round(diff_s, 2), "promote_s": round(promote_s, 2),

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from synthex.scope import BranchScope
+from synthex_resources.embedder import EmbedderConfig
 from synthex_resources.encryption import KEY_ENV, generate_key
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search import RECIPES, SearchEngine
@@ -160,17 +162,17 @@ def demo(base: Path, key: str, repeat: int, queries_n: int) -> None:
     from synthex.project import load_pipeline
 
     pipeline = load_pipeline(roots["plain"])
-    stores = {name: RecordStore(load_pipeline(root).store_uri, encryption_key=keys[name]) for name, root in roots.items()}
-    transcripts = [r.content for r in stores["plain"].list(step="transcripts")]
+    embedder = EmbedderConfig().create()  # one embedder for every store: it loads once, outside every timing
+    stores = {name: RecordStore(load_pipeline(root).store_uri, embedder=embedder, encryption_key=keys[name])
+              for name, root in roots.items()}
+    transcripts = [r.content for r in stores["plain"].records.list(BranchScope.own(), step="transcripts")]
     rng = np.random.default_rng(5)
     words = [w for text in transcripts for w in text.split() if w.isalpha() and len(w) > 3]
     queries = [" ".join(rng.choice(words, size=3)) for _ in range(queries_n)]
     steps, leaf = pipeline.search_steps(), pipeline.leaf_steps()
-    stores["plain"].embedder.embed(["warm up"])  # the embedder loads once, outside every timing
-    for store in stores.values():
-        store._embedder = stores["plain"].embedder
+    embedder.embed(["warm up"])
     cold = cold_first_search(stores, queries[0], steps, leaf)
-    counts = stores["encrypted"].counts()
+    counts = stores["encrypted"].records.counts(BranchScope.own())
     lat = latency(stores, queries, steps, leaf)
     print_latency(f"== search on the demo stores ({sum(counts.values())} records; steps {', '.join(steps)}; "
                   f"exact on {', '.join(leaf)}; {queries_n} queries, k=10) ==", lat, cold)
@@ -191,7 +193,7 @@ def synthetic(base: Path, key: str, n: int, queries_n: int) -> None:
     for name, store in stores.items():
         started = time.perf_counter()
         for start in range(0, n, 5000):
-            store.upsert(corpus(min(5000, n - start), seed=start, offset=start))
+            store.records.upsert(corpus(min(5000, n - start), seed=start, offset=start))
         SearchEngine(store).ensure_index()
         writes[name] = time.perf_counter() - started
     stores["encrypted"]._embedder = stores["plain"].embedder

@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 from evals.bench_search import percentiles
+from synthex.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search import SearchEngine
 from synthex_resources.search.memory_lexical import memory_bm25
@@ -31,7 +32,7 @@ def main() -> None:
     args = parser.parse_args()
     store = RecordStore(args.store)
     engine = SearchEngine(store)
-    where = engine.where(["turns"], "main")
+    where = engine.where(["turns"], BranchScope.own())
     rng = np.random.default_rng(99)
     queries = [" ".join(f"w{int(r)}" for r in rng.integers(5, 400, size=3)) for _ in range(args.queries)]
     memory = memory_bm25(store)

@@ -62,7 +62,7 @@ def build_project(root: Path, n: int) -> dict[str, float]:
         records = execute_partition(turns, SnapshotContext.of([], "main").at(period), set()).new_records
         for rec in records:
             rec.embedding = next(vectors)
-        store.upsert(records, embed=False)
+        store.records.upsert(records, embed=False)
     SearchEngine(store).ensure_index()
     written = time.perf_counter() - t0
     pipe.app.close()

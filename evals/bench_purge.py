@@ -58,11 +58,11 @@ def build_store(root: Path, records: int, descendants: int):  # -> (RecordStore,
         batch.append(rec(n, "chatgpt", f"user: conversation {n} about topic {n % 97} and project {n % 13}", []))
         n += 1
         if len(batch) >= 10_000:
-            store.upsert(batch)
+            store.records.upsert(batch)
             batch = []
     if batch:
-        store.upsert(batch)
-    store.upsert_rows(LLM_CACHE, CACHE_SCHEMA, [
+        store.records.upsert(batch)
+    store.tables.upsert_rows(LLM_CACHE, CACHE_SCHEMA, [
         {"key": f"c{i}", "model": "m", "response": f"fact {i} about the locker code {TOKEN}" if 11 <= i < 61 else f"other {i}",
          "raw": "", "tokens_in": 1, "tokens_out": 1} for i in range(2000)], key="key")
     SearchEngine(store).ensure_index()
@@ -97,7 +97,7 @@ def main() -> None:
         before = scan(root, byte_forms([TOKEN]))
         cascade = timed("cascade", lambda: find_cascade(store, [root_id]))
         affected = cascade.affected_records
-        records = store.get_many(affected)
+        records = store.records.get_many(affected)
         texts = {r.content for r in records}
         needles = needles_of([r.content for r in records if r.id == root_id])
         timed("delete", lambda: delete_rows(store, affected))
@@ -105,11 +105,11 @@ def main() -> None:
         compaction = timed("compaction", lambda: compact_physically(store))
         residue = timed("residue_scan", lambda: scan(root, byte_forms([*needles, TOKEN])))
         size_after = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
-        remaining = store.read("records", None, ["id"])
+        remaining = store.tables.read("records", None, ["id"])
         total = sum(timings.values())
         print(f"purged {len(affected)} records ({cascade.steps}) of {args.records}; cache entries {dropped}; "
               f"{compaction.fragments_rewritten} fragments rewritten, {compaction.versions_removed} versions removed")
-        holding = [r for r in store.read("records", None, ["content"]) if TOKEN in r["content"]]
+        holding = [r for r in store.tables.read("records", None, ["content"]) if TOKEN in r["content"]]
         print(f"before: raw scan found the token in {len(before)} file(s), {sum(before.values())} time(s); "
               f"after: {len(holding)} row(s) hold it")
         print(f"total {total:.2f} s; residue {residue or 'none'}; rows left {len(remaining)}; "

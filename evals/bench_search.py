@@ -32,10 +32,13 @@ from pathlib import Path
 import numpy as np
 
 from synthex.record import Record
+from synthex.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search import RECIPES, SearchEngine
 from synthex_resources.search.dense_index import DenseIndex, dense_index
 from synthex_resources.search.leaf_scope import ScopeCache
+
+MAIN_SCOPE = BranchScope.own()
 
 DIM = 384
 VOCAB = 30_000
@@ -93,7 +96,7 @@ def measure(engine: SearchEngine, queries: list[str], mode: str, hits: list | No
     times = []
     for q in queries:
         t0 = time.perf_counter()
-        found = engine.search(q, steps=["turns"], branch="main", k=10, config=RECIPES[mode])
+        found = engine.search(q, steps=["turns"], k=10, config=RECIPES[mode])
         times.append(time.perf_counter() - t0)
         if hits is not None:
             hits.append([h.id for h in found])
@@ -119,12 +122,12 @@ def dense_modes(engine: SearchEngine, queries: list[str], modes: list[str]) -> d
     shared machine's load hits them alike)."""
     index = dense_index(engine.store)
     vectors = engine.store.embedder.embed(queries)
-    exact = [[rid for rid, _, _ in index.search(v, ["turns"], "main", None, 10, exact=True)] for v in vectors]
+    exact = [[rid for rid, _, _ in index.search(v, ["turns"], MAIN_SCOPE, None, 10, exact=True)] for v in vectors]
     setup: dict[str, float] = {}
     for mode in modes:
         index.mode = mode
         t0 = time.perf_counter()
-        index.search(vectors[0], ["turns"], "main", None, 10)  # binary: builds the sign bits; auto: starts the IVF
+        index.search(vectors[0], ["turns"], MAIN_SCOPE, None, 10)  # binary: builds the sign bits; auto: starts the IVF
         index.wait_for_ann()
         setup[mode] = round(time.perf_counter() - t0, 2)
     recipes = ("dense", "hybrid", "conversational")
@@ -134,12 +137,12 @@ def dense_modes(engine: SearchEngine, queries: list[str], modes: list[str]) -> d
         for mode in modes:
             index.mode = mode
             t0 = time.perf_counter()
-            found = [rid for rid, _, _ in index.search(vector, ["turns"], "main", None, 50)]
+            found = [rid for rid, _, _ in index.search(vector, ["turns"], MAIN_SCOPE, None, 50)]
             times[mode]["leg"].append(time.perf_counter() - t0)
             hits[mode]["leg"].append(found[:10])
             for recipe in recipes:
                 t0 = time.perf_counter()
-                result = engine.search(query, steps=["turns"], branch="main", k=10, config=RECIPES[recipe])
+                result = engine.search(query, steps=["turns"], k=10, config=RECIPES[recipe])
                 times[mode][recipe].append(time.perf_counter() - t0)
                 hits[mode][recipe].append([h.id for h in result])
     index.mode = modes[0]
@@ -170,7 +173,7 @@ def build(n: int, root: str, vectors: Vectors) -> tuple[RecordStore, dict]:
     t0 = time.perf_counter()
     batch = 50_000
     for start in range(0, n, batch):
-        store.upsert(corpus(min(batch, n - start), seed=start, offset=start, vectors=vectors))
+        store.records.upsert(corpus(min(batch, n - start), seed=start, offset=start, vectors=vectors))
         print(f"  wrote {min(start + batch, n):,} / {n:,} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     write_s = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -220,7 +223,7 @@ def one_size(n: int, queries_n: int = 100, modes: list[str] | None = None, vecto
     rows_now = store.records_table().count_rows()  # a reused store grew in earlier runs: new ids, new texts
     fresh = corpus(1000, seed=10**6 + rows_now, offset=rows_now, vectors=Vectors(vector_kind, anchors))
     t0 = time.perf_counter()
-    store.upsert(fresh)
+    store.records.upsert(fresh)
     result["add_1000_s"] = round(time.perf_counter() - t0, 2)
     probe = " ".join(fresh[0].content.split()[:3])
     first: dict[str, float] = {}

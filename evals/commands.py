@@ -1,74 +1,102 @@
-"""`synthex eval locomo | longmemeval | report`: the evals plugin's CLI commands."""
+"""`synthex eval <benchmark> | report`: the evals plugin's CLI commands, one per registered benchmark
+(``evals.benchmarks.benchmark_registry``), built from the benchmark class when the command list is read."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from synthex.cli import emit_json, json_option, project_option
 from synthex.errors import BadInputError, SynthexError
 
+if TYPE_CHECKING:
+    from evals.benchmarks import Benchmark
+    from synthex.plugins import Registry
+
 run_id_option = click.option("--run-id", "run_id", default=None,
                              help="Name of this eval run in the eval_results table (default: <timestamp>-<benchmark>, "
                                   "the JSON file's name); re-using a name replaces that run's per-question rows.")
+REGISTRY_KEY = "evals.benchmark_registry"  # the registry one invocation reads, in click's ``ctx.meta``
 
 
-@click.group("eval")
+class BenchmarkGroup(click.Group):
+    """``report`` plus one command per registered benchmark. The registry is built once per invocation (kept
+    in ``ctx.meta``), and a plugin whose benchmark hook failed is a warning line."""
+
+    def _benchmarks(self, ctx: click.Context) -> Registry[type[Benchmark]]:
+        if REGISTRY_KEY not in ctx.meta:
+            from evals.benchmarks import benchmark_registry
+            from synthex.plugins import discover
+
+            registry = benchmark_registry()
+            already_reported = set(discover()[1])  # import failures: the synthex group warned of those
+            for failure in registry.failures:
+                if failure not in already_reported:
+                    click.echo(f"warning: {failure}", err=True)
+            ctx.meta[REGISTRY_KEY] = registry
+        return ctx.meta[REGISTRY_KEY]
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self._benchmarks(ctx).names()})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is None and cmd_name in self._benchmarks(ctx):
+            command = benchmark_command(self._benchmarks(ctx).get(cmd_name))
+        return command
+
+
+@click.group("eval", cls=BenchmarkGroup)
 def eval_group() -> None:
-    """Score memory architectures on LoCoMo / LongMemEval retrieval."""
+    """Score memory architectures on a benchmark's retrieval (one command per registered benchmark)."""
 
 
-@eval_group.command("locomo")
-@click.option("--data", type=click.Path(exists=True, dir_okay=False), required=True,
-              help="The official locomo10.json (or a subset in the same format).")
-@click.option("--limit", type=int, default=None, help="Only the first N conversations.")
-@click.option("--compare", default=None,
-              help="Comma-separated architectures: raw-bm25, raw-dense, raw-hybrid, contextual-hybrid, conversational, "
-                   "or a branch of this project's pipeline (default: main).")
-@click.option("-k", "k", default=10, show_default=True)
-@click.option("--qa", is_flag=True, help="Also answer from the top-5 hits and judge with the configured LLM.")
-@run_id_option
-@project_option
-@json_option
-def eval_locomo(data: str, limit: int | None, compare: str | None, k: int, qa: bool, run_id: str | None, project: str,
-                as_json: bool) -> None:
-    """LoCoMo retrieval: each conversation ingested through the architecture's sources."""
-    from evals.locomo_eval import evaluate_locomo
+def benchmark_command(benchmark_cls: type[Benchmark]) -> click.Command:
+    """`synthex eval <name>`: the options every benchmark takes, ``--qa`` where it supports QA, and its own
+    ``options`` (passed to its constructor)."""
+    from evals.architectures import BUILTIN, PEERS
 
-    run_id = _check_run_id(run_id)
-    archs, eval_dir = _architectures(compare, project)
-    results = evaluate_locomo(Path(data), archs, eval_dir / "work" / "locomo", limit=limit, k=k, log=_log, qa=qa)
-    if "mem0" in (compare or "").split(","):
-        from evals.peers.mem0_peer import evaluate_mem0_locomo
+    def run(data: str, limit: int | None, compare: str | None, k: int, run_id: str | None, project: str,
+            as_json: bool, qa: bool = False, **options: str) -> None:
+        benchmark = benchmark_cls(**options)  # a bad option value is refused here, before any work
+        run_id = _check_run_id(run_id)
+        archs, eval_dir = _architectures(compare, project)
+        peers = [n.strip() for n in (compare or "").split(",") if n.strip() in PEERS]
+        for peer in peers:
+            if peer not in benchmark.peers:
+                raise BadInputError(f"benchmark {benchmark.name!r} has no peer {peer!r}; "
+                                    f"peers: {', '.join(benchmark.peers) or 'none'}")
+        from evals.benchmarks import evaluate
 
-        try:
-            results.append(evaluate_mem0_locomo(Path(data), eval_dir / "work" / "locomo", limit=limit, k=k, log=_log))
-        except RuntimeError as exc:
-            raise SynthexError(str(exc)) from exc
-    _finish(results, eval_dir, compare, as_json, run_id)
+        work_dir = eval_dir / "work" / benchmark.name
+        results = evaluate(benchmark, Path(data), archs, work_dir, limit=limit, k=k, log=_log, qa=qa)
+        for peer in peers:
+            results.append(benchmark.evaluate_peer(peer, Path(data), work_dir, limit=limit, k=k, log=_log))
+        _finish(results, eval_dir, compare, as_json, run_id)
 
-
-@eval_group.command("longmemeval")
-@click.option("--data", type=click.Path(exists=True, dir_okay=False), required=True,
-              help="longmemeval_s_cleaned.json, longmemeval_m*.json or longmemeval_oracle.json.")
-@click.option("--protocol", type=click.Choice(["official", "any"]), default="official", show_default=True)
-@click.option("--limit", type=int, default=None, help="Only the first N questions.")
-@click.option("--compare", default=None, help="Comma-separated architectures (as for `eval locomo`).")
-@click.option("-k", "k", default=10, show_default=True)
-@run_id_option
-@project_option
-@json_option
-def eval_longmemeval(data: str, protocol: str, limit: int | None, compare: str | None, k: int, run_id: str | None,
-                     project: str, as_json: bool) -> None:
-    """LongMemEval retrieval: each question's haystack ingested through the architecture's sources."""
-    from evals.longmemeval_eval import evaluate_longmemeval
-
-    run_id = _check_run_id(run_id)
-    archs, eval_dir = _architectures(compare, project)
-    results = evaluate_longmemeval(Path(data), archs, eval_dir / "work" / "longmemeval", protocol=protocol,
-                                   limit=limit, k=k, log=_log)
-    _finish(results, eval_dir, compare, as_json, run_id)
+    params = [
+        click.option("--data", type=click.Path(exists=True, dir_okay=False), required=True,
+                     help=benchmark_cls.data_help),
+        *(click.option(f"--{option.name.replace('_', '-')}", option.name, default=option.default, show_default=True,
+                       type=click.Choice(option.choices) if option.choices else str, help=option.help)
+          for option in benchmark_cls.options),
+        click.option("--limit", type=int, default=None, help=f"Only the first N {benchmark_cls.unit}."),
+        click.option("--compare", default=None,
+                     help=f"Comma-separated architectures: {', '.join(BUILTIN)}"
+                          + (f", a peer ({', '.join(benchmark_cls.peers)})" if benchmark_cls.peers else "")
+                          + ", or a branch of this project's pipeline (default: main)."),
+        click.option("-k", "k", default=10, show_default=True),
+        *([click.option("--qa", is_flag=True, help="Also answer from the top-5 hits and judge with the configured LLM.")]
+          if benchmark_cls.supports_qa else []),
+        run_id_option,
+        project_option,
+        json_option,
+    ]
+    for param in reversed(params):  # decorators apply bottom-up: reversed keeps the listed order in --help
+        run = param(run)
+    return click.command(benchmark_cls.name, help=benchmark_cls.description)(run)
 
 
 @eval_group.command("report")

@@ -154,7 +154,7 @@ def duplicate_ids(root: Path) -> list[str]:
 
     pipe: Any = load_pipeline(root)
     try:
-        rows = pipe.store().read("records", columns=["id"])
+        rows = pipe.store().tables.read("records", columns=["id"])
     finally:
         pipe.close()
     return sorted(i for i, n in Counter(r["id"] for r in rows).items() if n > 1)
@@ -854,8 +854,8 @@ def case_doctor(wb: Workbench) -> tuple[str, bool]:
         doubled = [r.id for r in pipe.records("summaries") if r.id != monthly.source_ids[0]][:3]
         table = store.records_table()
         table.add(table.search().where("id IN (" + ",".join(f"'{i}'" for i in doubled) + ")").limit(None).to_arrow())
-        store.delete_ids([monthly.source_ids[0]])
-        store.save_run(Run(id="dead-run", pipeline=pipe.name, branch="main", steps=[], status="running",
+        store.records.delete_ids([monthly.source_ids[0]])
+        store.runs.save(Run(id="dead-run", pipeline=pipe.name, branch="main", steps=[], status="running",
                            started_at="2026-01-01T00:00:00.000Z"))
     finally:
         pipe.close()

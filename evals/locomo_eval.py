@@ -1,77 +1,115 @@
-"""`synthex eval locomo`: score architectures on LoCoMo retrieval (turn and session level)."""
+"""`synthex eval locomo`: the LoCoMo benchmark (turn and session level retrieval), on ``evals.benchmarks``."""
 
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evals.architectures import Architecture, ranked_leaf_keys
-from evals.locomo import CATEGORIES, Question, load_locomo
+from evals.architectures import Architecture
+from evals.benchmarks import Benchmark, BenchmarkQuestion, BenchmarkSource, evaluate
+from evals.locomo import CATEGORIES, Conversation, Question, load_locomo
 from evals.metrics import dedupe
 from evals.scoring import Tally
-from evals.shared_embedder import MemoEmbedder
+from synthex.errors import SynthexError
 from synthex.naming import path_segment
 from synthex_resources.embedder import Embedder
+
+# The 7-conversation dev split beside the repository (the Dagster eval asset's default data).
+DEFAULT_LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10_dev7.json"
+
+
+@dataclass(frozen=True)
+class LoCoMoSample:
+    """One parsed conversation, the file's samples as read (its payload is its own sample, verbatim) and the
+    session of each turn (dia_id)."""
+
+    conversation: Conversation
+    samples: list[dict[str, Any]]
+    session_by_turn: dict[str, str]
+
+
+def sample_payload(sample_id: str, raw: list[dict[str, Any]]) -> str:
+    """The file's samples with this ``sample_id``, as the JSON file its workspace ingests."""
+    return json.dumps([s for s in raw if s.get("sample_id") == sample_id])
+
+
+def category_name(question: Question) -> str:
+    return CATEGORIES.get(question.category, str(question.category))
+
+
+class LoCoMo(Benchmark[LoCoMoSample]):
+    """LoCoMo (``locomo10.json``, Maharana et al., ACL 2024): each conversation ingested as one record per
+    turn (``locomo-turns``); the questions with evidence scored against their evidence turns."""
+
+    name = "locomo"
+    title = "LoCoMo"
+    description = "LoCoMo retrieval: each conversation ingested through the architecture's sources."
+    data_help = "The official locomo10.json (or a subset in the same format)."
+    supports_qa = True
+    peers = ("mem0",)
+
+    @classmethod
+    def default_data(cls) -> Path | None:
+        return Path(os.environ.get("SYNTHEX_LOCOMO_DATA", str(DEFAULT_LOCOMO)))
+
+    def load(self, data: Path) -> list[LoCoMoSample]:
+        conversations = load_locomo(data)  # validates; raises a one-line SourceError
+        raw = json.loads(Path(data).read_text(encoding="utf-8"))
+        return [LoCoMoSample(conv, raw, {t.dia_id: t.session_id for t in conv.turns}) for conv in conversations]
+
+    def ingest(self, conversation: LoCoMoSample) -> BenchmarkSource:
+        sample_id = conversation.conversation.sample_id
+        return BenchmarkSource(sample_id, "conversation.json", sample_payload(sample_id, conversation.samples),
+                               "locomo-turns")
+
+    def questions(self, conversation: LoCoMoSample) -> list[BenchmarkQuestion]:
+        """``<sample_id>/q<index in the sample's qa list>``; items without evidence cannot be scored."""
+        conv = conversation.conversation
+        return [BenchmarkQuestion(f"{conv.sample_id}/q{index}", q.question, frozenset(q.evidence),
+                                  frozenset(q.evidence_sessions), category_name(q),
+                                  answer=None if q.adversarial else q.answer)  # adversarial: no answer to grade
+                for index, q in enumerate(conv.questions) if q.evidence]
+
+    def session_of(self, conversation: LoCoMoSample, turn_id: str) -> str:
+        return conversation.session_by_turn.get(turn_id, "?")
+
+    def evaluate_peer(self, peer: str, data: Path, work_dir: Path, *, limit: int | None, k: int,
+                      log: Callable[[str], None]) -> dict[str, Any]:
+        if peer != "mem0":
+            return super().evaluate_peer(peer, data, work_dir, limit=limit, k=k, log=log)
+        from evals.peers.mem0_peer import evaluate_mem0_locomo
+
+        try:
+            return evaluate_mem0_locomo(data, work_dir, limit=limit, k=k, log=log)
+        except RuntimeError as exc:  # mem0ai not installed
+            raise SynthexError(str(exc)) from exc
 
 
 def ingest_conversation(arch: Architecture, sample_id: str, raw: list[dict[str, Any]], work_dir: Path,
                         embedder: Embedder | None = None):
-    """One conversation fed through the architecture's pipeline, in its own workspace."""
-    payload = json.dumps([s for s in raw if s.get("sample_id") == sample_id])
-    return arch.ingest(work_dir / arch.work_key / path_segment(sample_id), "conversation.json", payload, "locomo-turns", embedder)
+    """One conversation fed through the architecture's pipeline, in its own workspace (as ``evaluate`` does;
+    for the scripts that search it themselves)."""
+    return arch.ingest(work_dir / arch.work_key / path_segment(sample_id), "conversation.json",
+                       sample_payload(sample_id, raw), "locomo-turns", embedder)
 
 
 def add_question(tally: Tally, question: Question, turns: list[str], session_of: dict[str, str],
                  question_id: str | None = None) -> None:
-    """Score one LoCoMo question's ranked turns (dia_ids) at turn and session level.
+    """Score one LoCoMo question's ranked turns (dia_ids) at turn and session level, as ``LoCoMo.score`` does
+    (for the scripts and peers that rank turns themselves).
 
     ``question_id``: ``<sample_id>/q<index in the sample's qa list>`` (default: its position in the tally)."""
     tally.add(turns, set(question.evidence), dedupe(session_of.get(t, "?") for t in turns),
-              set(question.evidence_sessions), CATEGORIES.get(question.category, str(question.category)),
+              set(question.evidence_sessions), category_name(question),
               question_id=question_id, question=question.question)
 
 
 def evaluate_locomo(data: Path, architectures: list[Architecture], work_dir: Path, limit: int | None = None,
-                    k: int = 10, log=print, qa: bool = False, qa_context: int = 5) -> list[dict[str, Any]]:
+                    k: int = 10, log: Callable[[str], None] = print, qa: bool = False,
+                    qa_context: int = 5) -> list[dict[str, Any]]:
     """Retrieval metrics per architecture; with ``qa``, also answer + judge accuracy (real LLM only)."""
-    if qa:
-        from synthex_resources.llm import LLMConfig
-
-        if LLMConfig().is_offline():
-            from evals.qa import qa_accuracy
-
-            qa_accuracy([])  # raises the clear "needs a real LLM" error before any work
-    conversations = load_locomo(data)[: limit or None]
-    raw = json.loads(Path(data).read_text(encoding="utf-8"))
-    results = []
-    embedder = MemoEmbedder()  # one model, and one embedding per distinct text, for every workspace
-    for arch in architectures:
-        tally = Tally()
-        qa_items = []
-        pipeline_name = arch.name
-        for conv in conversations:
-            pipe = ingest_conversation(arch, conv.sample_id, raw, work_dir, embedder)
-            pipeline_name = pipe.name
-            session_of = {t.dia_id: t.session_id for t in conv.turns}
-            questions = [(i, q) for i, q in enumerate(conv.questions) if q.evidence]
-            for index, question in questions:
-                hits = pipe.search(question.question, step=arch.steps, k=k, mode=arch.mode, branch=arch.branch)
-                turns = ranked_leaf_keys(hits, question.question, lambda r: r.meta("chat.message_id"), k)
-                add_question(tally, question, turns, session_of, question_id=f"{conv.sample_id}/q{index}")
-                if qa and not question.adversarial:  # adversarial items have no answer to grade
-                    from evals.qa import QAItem
-
-                    qa_items.append(QAItem(question.question, question.answer, [h.content for h in hits[:qa_context]],
-                                           CATEGORIES.get(question.category, str(question.category))))
-            pipe.close()  # its store, caches and Dagster instance: one workspace held at a time
-            log(f"  {arch.name}: {conv.sample_id} done ({len(questions)} questions)")
-        qa_result = None
-        if qa:
-            from evals.qa import qa_accuracy
-
-            qa_result = qa_accuracy(qa_items)
-        results.append(tally.result(
-            qa=qa_result, benchmark="locomo", pipeline=pipeline_name, architecture=arch.name, branch=arch.branch,
-            mode=arch.mode, data=str(data), conversations=len(conversations)))
-    return results
+    return evaluate(LoCoMo(), data, architectures, work_dir, limit=limit, k=k, log=log, qa=qa, qa_context=qa_context)

@@ -1,4 +1,5 @@
-"""`synthex eval longmemeval`: each question's haystack ingested through the architecture, then searched.
+"""`synthex eval longmemeval`: the LongMemEval benchmark, on ``evals.benchmarks``: each question's haystack
+ingested through the architecture, then searched as of the question's date.
 
 Turn records follow the protocol (official: user turns only); session metrics come from the ranked
 turns' sessions. Headline under the official protocol: recall_all@5 (session level).
@@ -7,18 +8,23 @@ turns' sessions. Headline under the official protocol: recall_all@5 (session lev
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from evals.architectures import Architecture, ranked_leaf_keys
-from evals.longmemeval import documents, load_longmemeval, questions_for
-from evals.metrics import dedupe, freshness, mean
-from evals.scoring import Tally
-from evals.shared_embedder import MemoEmbedder
-from synthex.naming import path_segment
+from evals.architectures import Architecture
+from evals.benchmarks import Benchmark, BenchmarkOption, BenchmarkQuestion, BenchmarkSource, evaluate
+from evals.longmemeval import PROTOCOLS, LMEQuestion, documents, load_longmemeval, questions_for
+from evals.metrics import freshness, mean
+from evals.scoring import QuestionScore
+from synthex.errors import BadInputError
+
+HEADLINES = {"official": "session recall_all@5", "any": "session recall_any@5"}
+FRESHNESS_K = 5
 
 
-def evidence_by_time(question, gold_sessions: set[str]) -> list[str]:
+def evidence_by_time(question: LMEQuestion, gold_sessions: set[str] | frozenset[str]) -> list[str]:
     """The question's evidence sessions, oldest first (haystack dates; haystack order breaks ties)."""
     raw = question.raw
     dates = raw.get("haystack_dates") or [""] * len(raw["haystack_session_ids"])
@@ -27,36 +33,65 @@ def evidence_by_time(question, gold_sessions: set[str]) -> list[str]:
     return [sid for _, _, sid in sorted(order)]
 
 
+class LongMemEval(Benchmark[LMEQuestion]):
+    """LongMemEval (Wu et al., ICLR 2025): a "conversation" is one question with its own haystack; the
+    knowledge-update questions also get the freshness figures (design doc §9.2)."""
+
+    name = "longmemeval"
+    title = "LongMemEval"
+    description = "LongMemEval retrieval: each question's haystack ingested through the architecture's sources."
+    data_help = "longmemeval_s_cleaned.json, longmemeval_m*.json or longmemeval_oracle.json."
+    unit = "questions"
+    options = (BenchmarkOption("protocol", "official: user turns, abstention questions left out; any: as given.",
+                               default="official", choices=PROTOCOLS),)
+    category_level = "session"
+    progress_every = 25
+
+    def __init__(self, protocol: str = "official") -> None:
+        if protocol not in PROTOCOLS:
+            raise BadInputError(f"longmemeval: unknown protocol {protocol!r}; expected one of {', '.join(PROTOCOLS)}")
+        self.protocol = protocol
+
+    @property
+    def result_name(self) -> str:
+        return f"longmemeval-{self.protocol}"
+
+    @property
+    def work_subdir(self) -> str:
+        return self.protocol  # the protocol decides which turns are records
+
+    def load(self, data: Path) -> list[LMEQuestion]:
+        return questions_for(self.protocol, load_longmemeval(data))
+
+    def ingest(self, conversation: LMEQuestion) -> BenchmarkSource:
+        return BenchmarkSource(conversation.question_id, "question.json", json.dumps([conversation.raw]),
+                               f"longmemeval-turns-{self.protocol}")
+
+    def questions(self, conversation: LMEQuestion) -> list[BenchmarkQuestion]:
+        _, gold_turns = documents(conversation, "turn", self.protocol)
+        _, gold_sessions = documents(conversation, "session", self.protocol)
+        return [BenchmarkQuestion(conversation.question_id, conversation.question, frozenset(gold_turns),
+                                  frozenset(gold_sessions), conversation.question_type,
+                                  as_of=conversation.question_date or None, answer=conversation.answer)]
+
+    def session_of(self, conversation: LMEQuestion, turn_id: str) -> str:
+        return turn_id.rsplit("_", 1)[0]  # turn documents are "<session id>_<n>"
+
+    def score(self, question: BenchmarkQuestion, ranked_turns: Sequence[str], conversation: LMEQuestion) -> QuestionScore:
+        scored = super().score(question, ranked_turns, conversation)
+        if conversation.question_type != "knowledge-update":
+            return scored
+        evidence = evidence_by_time(conversation, question.gold_sessions)
+        return replace(scored, extra=freshness(scored.sessions, evidence, FRESHNESS_K))
+
+    def result_fields(self, data: Path, conversations: Sequence[LMEQuestion],
+                      scores: Sequence[QuestionScore]) -> dict[str, Any]:
+        fresh_rows = [s.extra for s in scores if s.extra is not None]
+        return {"protocol": self.protocol, "data": str(data), "freshness": mean(fresh_rows) | {"n": len(fresh_rows)},
+                "headline": HEADLINES[self.protocol]}
+
+
 def evaluate_longmemeval(data: Path, architectures: list[Architecture], work_dir: Path, protocol: str = "official",
-                         limit: int | None = None, k: int = 10, log=print) -> list[dict[str, Any]]:
-    questions = questions_for(protocol, load_longmemeval(data))[: limit or None]
-    raw = {item["question_id"]: item for item in json.loads(Path(data).read_text(encoding="utf-8"))}
-    results = []
-    embedder = MemoEmbedder()  # one model, and one embedding per distinct text, for every workspace
-    for arch in architectures:
-        tally = Tally(category_level="session")
-        fresh_rows: list[dict[str, float]] = []
-        pipeline_name = arch.name
-        for index, question in enumerate(questions, start=1):
-            _, gold_turns = documents(question, "turn", protocol)
-            _, gold_sessions = documents(question, "session", protocol)
-            pipe = arch.ingest(work_dir / protocol / arch.work_key / path_segment(question.question_id), "question.json",
-                               json.dumps([raw[question.question_id]]), f"longmemeval-turns-{protocol}", embedder)
-            pipeline_name = pipe.name
-            hits = pipe.search(question.question, step=arch.steps, k=k, mode=arch.mode, branch=arch.branch,
-                               as_of=question.question_date or None)
-            turns = ranked_leaf_keys(hits, question.question, lambda r: r.meta("chat.message_id"), k)
-            pipe.close()
-            sessions = dedupe(t.rsplit("_", 1)[0] for t in turns)
-            tally.add(turns, gold_turns, sessions, gold_sessions, question.question_type,
-                      question_id=question.question_id, question=question.question)
-            if question.question_type == "knowledge-update":
-                fresh_rows.append(freshness(sessions, evidence_by_time(question, gold_sessions), 5))
-            if index % 25 == 0:
-                log(f"  {arch.name}: {index}/{len(questions)} questions")
-        results.append(tally.result(
-            benchmark=f"longmemeval-{protocol}", pipeline=pipeline_name, architecture=arch.name,
-            branch=arch.branch, mode=arch.mode, protocol=protocol, data=str(data),
-            freshness=mean(fresh_rows) | {"n": len(fresh_rows)},
-            headline={"official": "session recall_all@5", "any": "session recall_any@5"}[protocol]))
-    return results
+                         limit: int | None = None, k: int = 10,
+                         log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    return evaluate(LongMemEval(protocol), data, architectures, work_dir, limit=limit, k=k, log=log)

@@ -1,4 +1,5 @@
-"""The evals plugin: adds `synthex eval ...` to the CLI and the eval assets to the code location.
+"""The evals plugin: adds `synthex eval ...` to the CLI, the built-in benchmarks to the benchmark registry
+and the eval assets to the code location.
 
 Registered as an entry point (``[project.entry-points."synthex.plugins"]`` in pyproject.toml); the
 core finds it by name, never imports it. Kept light: heavy modules load inside the hooks.
@@ -12,13 +13,24 @@ if TYPE_CHECKING:
     import click
     from dagster import Definitions
 
+    from evals.benchmarks import Benchmark
     from synthex.definition import PipelineDefinition
+    from synthex.plugins import Registry
 
 
 def register_commands(cli: click.Group) -> None:
     from evals.commands import eval_group
 
     cli.add_command(eval_group)
+
+
+def register_benchmarks(registry: Registry[type[Benchmark]]) -> None:
+    """The built-in benchmarks, registered through the hook every benchmark plugin defines."""
+    from evals.locomo_eval import LoCoMo
+    from evals.longmemeval_eval import LongMemEval
+
+    registry.register(LoCoMo.name, LoCoMo)
+    registry.register(LongMemEval.name, LongMemEval)
 
 
 def definitions(pipeline: PipelineDefinition) -> Definitions | None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from synthex.demo.generate import generate
 from synthex.project import init_project, load_pipeline
+from synthex.scope import BranchScope
 
 PLANTED_TOPICS = ["Zanzibar beekeeping cooperative", "quokka photography permit", "Marrakech tannery audit"]
 
@@ -71,7 +72,7 @@ def run(conversations: int = 200, root: Path | None = None) -> dict[str, Any]:
     source_steps = set(pipe.leaf_steps())
 
     # Provenance completeness
-    derived = [r for s in pipe.order() if s not in source_steps for r in store.list(step=s)]
+    derived = [r for s in pipe.order() if s not in source_steps for r in store.records.list(BranchScope.own(), step=s)]
     complete = 0
     for rec in derived:
         sources = rec.sources()
@@ -85,7 +86,7 @@ def run(conversations: int = 200, root: Path | None = None) -> dict[str, Any]:
     for phrase, conv_id in plan["phrases"].items():
         hits = pipe.search(phrase, exact=True)
         bypass_found += any(h.meta("chat.conversation_id") == conv_id for h in hits)
-        dropped_by_summaries += not any(phrase in r.content for r in store.list(step="summaries"))
+        dropped_by_summaries += not any(phrase in r.content for r in store.records.list(BranchScope.own(), step="summaries"))
 
     # Multi-altitude retrieval with drill-down
     altitude: dict[str, float] = {}

@@ -25,6 +25,13 @@ def load_pipeline(project_dir: str | Path = ".") -> PipelineDefinition:
     return pipeline_from_file(path, root)
 
 
+def project_pipeline(project_dir: str | Path) -> PipelineDefinition:
+    """The pipeline a folder holds: its ``pipeline.py``, else the demo (what the UI shows in a folder with
+    no pipeline.py). Every door that is given a folder (the code location, ``SearchResource``) opens it so."""
+    root = Path(project_dir).resolve()
+    return load_pipeline(root) if (root / PIPELINE_FILE).exists() else demo_pipeline(root)
+
+
 def demo_pipeline(project_dir: str | Path) -> PipelineDefinition:
     """The default template over the bundled demo export (what the UI shows in a folder with no pipeline.py)."""
     root = Path(project_dir).resolve()

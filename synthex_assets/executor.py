@@ -20,6 +20,7 @@ from synthex.periods import now_iso
 from synthex.progress import ProgressReporter
 from synthex.purges import PurgeLedger
 from synthex.record import Record, RunStats
+from synthex.scope import BranchScope
 from synthex.steps import FoldStep, SourceStep, Step, execute_partition
 from synthex_assets.checks import HOOKS, PROVENANCE, UP_TO_DATE
 from synthex_resources.branch_lock import BranchLock, held_by_run
@@ -75,7 +76,7 @@ class PrefetchedContext(StoreStepContext):
     """A step context whose upstream reads come from one query per chunk of periods."""
 
     def __init__(self, base: StoreStepContext, upstream_by_period: dict[tuple[str, str], list[Record]]) -> None:
-        super().__init__(base.store, base.branch, base.period, base.run_id, base.completer, base.step, base.reporter)
+        super().__init__(base.store, base.scope, base.period, base.run_id, base.completer, base.step, base.reporter)
         self._upstream = upstream_by_period
 
     def upstream(self, step: str) -> list[Record]:
@@ -125,55 +126,54 @@ class StepExecutor:
             for branch, periods in by_branch.items():
                 # Each branch runs its own definition; a step it inherits is its parent's (nothing to do).
                 definition = self.pipeline.for_branch(branch)
-                serving = definition.serving_branches()  # hashes every step's source: once per branch
-                self.store.set_view(branch, serving)
-                if serving[self.step.name] != branch:
+                scope = definition.scope()  # hashes every step's source: once per branch
+                if not scope.owns(self.step.name):
                     note = f"branch {branch!r} reads step {self.step.name!r} through its parent (copy-on-write)"
                     results.append(StepResult(checks={c: (True, note) for c in (PROVENANCE, UP_TO_DATE, HOOKS)}))
                     continue
                 executor = StepExecutor(definition, definition.steps[self.step.name], self.store, self.llm,
                                         self.reporter, self.run_id, self.full)
-                results.append(executor._run({branch: periods}))
+                results.append(executor._run(scope, periods))
             return StepResult.combine(results)
 
-    def _run(self, by_branch: dict[str, list[str]]) -> StepResult:
-        completer = self.llm.get_completer(cache=self.store)
+    def _run(self, scope: BranchScope, periods: list[str]) -> StepResult:
+        completer = self.llm.get_completer(cache=self.store.llm_cache)
         result = StepResult()
-        for branch, periods in by_branch.items():
-            if isinstance(self.step, FoldStep):
-                self.require_fold_chain(branch, periods)
-            chunk = 1 if isinstance(self.step, FoldStep) else PERIODS_PER_CHUNK
-            for start in range(0, len(periods), chunk):
-                result.outcomes += self._run_chunk(branch, periods[start:start + chunk], completer)
-        self.store.record_step_stats(self.run_id, self.pipeline.name, self.step.name, now_iso(),
+        branch = scope.branch
+        if isinstance(self.step, FoldStep):
+            self.require_fold_chain(branch, periods)
+        chunk = 1 if isinstance(self.step, FoldStep) else PERIODS_PER_CHUNK
+        for start in range(0, len(periods), chunk):
+            result.outcomes += self._run_chunk(scope, periods[start:start + chunk], completer)
+        self.store.runs.record_step_stats(self.run_id, self.pipeline.name, self.step.name, now_iso(),
                                      [(o.branch, o.period, o.stats) for o in result.outcomes])
         if any(o.new_records or o.removed for o in result.outcomes):
             result.index = SearchEngine(self.store).ensure_index(optimize=True, stem=self.pipeline.lexical_stem)
         # The records are written: an undelivered hook is a failed check and stays pending, not a lost run.
-        delivery = HookDeliveries(self.pipeline, self.store).deliver_due(step=self.step.name,
-                                                                        branches=list(by_branch))
+        delivery = HookDeliveries(self.pipeline, self.store).deliver_due(step=self.step.name, branches=[branch])
         result.hooks_fired, result.hook_error = delivery.delivered, "; ".join(delivery.failed)
         result.checks = self._checks(result.outcomes)
         result.checks[HOOKS] = (not result.hook_error, result.hook_error or
                                 f"delivered: {', '.join(result.hooks_fired) or 'none had to fire'}")
         return result
 
-    def _run_chunk(self, branch: str, periods: list[str], completer: object) -> list[PartitionOutcome]:
+    def _run_chunk(self, scope: BranchScope, periods: list[str], completer: object) -> list[PartitionOutcome]:
+        branch = scope.branch
         upstream: dict[tuple[str, str], list[Record]] = defaultdict(list)
-        for rec in self.store.list_periods(list(self.step.from_), branch, periods):
+        for rec in self.store.records.list_periods(scope, list(self.step.from_), periods):
             upstream[(rec.step, rec.period)].append(rec)
-        existing = self.store.partition_id_sets(self.step.name, branch, periods)
+        existing = self.store.records.partition_id_sets(scope, self.step.name, periods)
         outcomes = []
         for period in periods:
             started = time.monotonic()
-            base = StoreStepContext(self.store, branch, period, self.run_id, completer, step=self.step.name,
+            base = StoreStepContext(self.store, scope, period, self.run_id, completer, step=self.step.name,
                                     reporter=self.reporter)
             try:
                 part = execute_partition(self.step, PrefetchedContext(base, upstream), existing[period],
                                          full=self.full, reuse=self._held_elsewhere, purged=self.purged)
             except Exception as exc:
                 # Counted where `synthex runs` reads it; the partition writes nothing and stays stale.
-                self.store.record_step_stats(self.run_id, self.pipeline.name, self.step.name, now_iso(),
+                self.store.runs.record_step_stats(self.run_id, self.pipeline.name, self.step.name, now_iso(),
                                              [(branch, period, RunStats(errors=1,
                                                                         duration=time.monotonic() - started))])
                 if isinstance(exc, SynthexError) and not str(exc).startswith("step "):  # e.g. the LLM is down
@@ -182,8 +182,8 @@ class StepExecutor:
             part.stats.duration = time.monotonic() - started
             outcomes.append(PartitionOutcome(branch, period, part.stats, part.new_records, part.keep_ids))
         started = time.monotonic()
-        removed = self.store.write_partitions(
-            self.step.name, branch, {o.period: (o.new_records, o.keep_ids) for o in outcomes},
+        removed = self.store.records.write_partitions(
+            scope, self.step.name, {o.period: (o.new_records, o.keep_ids) for o in outcomes},
             embed=self.embed_at_write)
         # The chunk's write (embedding included) is shared among its partitions by records written.
         write_s, written = time.monotonic() - started, sum(len(o.new_records) for o in outcomes)
@@ -194,7 +194,7 @@ class StepExecutor:
 
     def _held_elsewhere(self, ids: list[str]) -> dict[str, Record]:
         """Records another branch already computed (ids are content addresses): copied, not recomputed."""
-        return {r.id: r for r in self.store.get_many(ids)}
+        return {r.id: r for r in self.store.records.get_many(ids)}
 
     def require_fold_chain(self, branch: str, periods: list[str]) -> None:
         """A fold at P reads the state after the latest earlier period: refuse while a stale earlier
@@ -213,7 +213,7 @@ class StepExecutor:
     def _checks(self, outcomes: list[PartitionOutcome]) -> dict[str, tuple[bool, str]]:
         new = [r for o in outcomes for r in o.new_records]
         referenced = {s for r in new for s in r.source_ids}
-        found = set(self.store.rows_by_id(referenced, ["id"])) if referenced else set()
+        found = set(self.store.records.rows_by_id(referenced, ["id"])) if referenced else set()
         dangling = sorted(referenced - found)
         upstream = self.pipeline.upstream(self.step.name)
         stale = []

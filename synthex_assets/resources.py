@@ -19,7 +19,7 @@ def build_resources(pipeline: PipelineDefinition) -> dict[str, Any]:
         "cdc": DuckDBResource(database=str(pipeline.data_dir / CDC_FILE)),
         "store": RecordStoreResource(uri=pipeline.store_uri),
         "llm": LLMResource(),
-        "search": SearchResource(uri=pipeline.store_uri, default_steps=pipeline.search_steps()),
+        "search": SearchResource(project_dir=str(pipeline.project_dir)),
         # Nobody watches a run launched from the UI; the CLI passes its progress bar instead.
         "progress": ResourceDefinition.hardcoded_resource(NullProgress(), "progress reporter (none)"),
     }

@@ -24,18 +24,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
-
 from synthex.definition import Output, PipelineDefinition
 from synthex.periods import now_iso
 from synthex.record import Record
 from synthex.redact import redact
-from synthex_resources.record_store import RECORDS, RecordStore, q
+from synthex_resources.record_store import RecordStore
+from synthex_resources.store.hook_cursors import HOOK_SCHEMA  # noqa: F401 - re-exported
+from synthex_resources.store.schemas import HOOK_DELIVERIES  # noqa: F401 - re-exported
 
-HOOK_DELIVERIES = "hook_deliveries"
-HOOK_SCHEMA = pa.schema([("id", pa.string()), ("output", pa.string()), ("branch", pa.string()),
-                         ("delivered_record", pa.string()), ("pending_record", pa.string()),
-                         ("attempts", pa.int64()), ("last_error", pa.string()), ("updated_at", pa.string())])
 TRIES_PER_DELIVERY = 3  # in one process: first try, then backoff before each retry
 FIRST_BACKOFF_S = 0.5
 TIMEOUT_S = 10
@@ -99,12 +95,10 @@ class HookDeliveries:
         return [o for o in self.outputs if step is None or o.from_[0] == step]
 
     def states(self) -> dict[str, HookState]:
-        rows = self.store.read(HOOK_DELIVERIES)
-        return {r["id"]: HookState(**{k: v for k, v in r.items() if k != "id"}) for r in rows}
+        return {key: HookState(**fields) for key, fields in self.store.hook_cursors.all().items()}
 
     def _branches(self, step: str) -> list[str]:
-        rows = self.store.read(RECORDS, f"step = {q(step)}", ["branch"])
-        return sorted({r["branch"] for r in rows})
+        return sorted(self.store.records.branches(step))
 
     def due(self, step: str | None = None, branches: list[str] | None = None) -> list[HookState]:
         """Hooks whose projection points at a record not delivered yet (oldest state kept for attempts)."""
@@ -112,7 +106,7 @@ class HookDeliveries:
         out = []
         for output in self._outputs(step):
             for branch in branches if branches is not None else self._branches(output.from_[0]):
-                latest = self.store.latest(output.from_[0], branch)
+                latest = self.store.records.latest(self.pipeline.scope(branch), output.from_[0])
                 state = states.get(f"{output.name}@{branch}") or HookState(output.name, branch)
                 if latest is not None and latest.id != state.delivered_record:
                     if state.pending_record != latest.id:
@@ -123,7 +117,7 @@ class HookDeliveries:
     def deliver_due(self, step: str | None = None, branches: list[str] | None = None) -> DeliveryReport:
         report = DeliveryReport()
         for state in self.due(step, branches):
-            record = self.store.get(state.pending_record, branch=state.branch)
+            record = self.store.records.get(state.pending_record, self.pipeline.scope(state.branch))
             if record is None:  # superseded since it was found due: the next check finds the new one
                 continue
             error = self._deliver(state, record)
@@ -138,7 +132,7 @@ class HookDeliveries:
                 state.delivered_record, state.pending_record, state.attempts, state.last_error = (
                     state.pending_record, "", 0, "")
                 report.delivered.append(state.key)
-            self.store.upsert_rows(HOOK_DELIVERIES, HOOK_SCHEMA, [state.row()])
+            self.store.hook_cursors.save(state.row())
         return report
 
     def _deliver(self, state: HookState, record: Record) -> str:

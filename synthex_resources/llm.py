@@ -95,7 +95,7 @@ class OpenAICompleter:
     def complete_many(self, prompts: list[str], model: str | None, temperature: float) -> list[Completion]:
         model = model or self.model
         keys = [cache_key(p, model, temperature) for p in prompts]
-        cached = self.cache.cache_get_many(list(set(keys))) if self.cache is not None else {}
+        cached = self.cache.get_many(list(set(keys))) if self.cache is not None else {}
         results: dict[int, Completion] = {}
         for i, key in enumerate(keys):
             if key in cached:
@@ -108,7 +108,7 @@ class OpenAICompleter:
             for i, completion in zip(missing, fresh, strict=True):
                 results[i] = completion
             if self.cache is not None:
-                self.cache.cache_put_many([
+                self.cache.put_many([
                     {"key": keys[i], "model": c.model, "response": c.text, "raw": c.raw,
                      "tokens_in": c.tokens_in, "tokens_out": c.tokens_out}
                     for i, c in zip(missing, fresh, strict=True)

@@ -48,14 +48,13 @@ def compute_partition_plan(pipeline: PipelineDefinition, store: RecordStore, bra
     """Work on ``branch``, run by its own definition (``pipeline.for_branch``). Steps the branch
     inherits (copy-on-write) are read through its parent and never planned here."""
     pipeline = pipeline.for_branch(branch)
-    serving = pipeline.serving_branches()
-    store.set_view(branch, serving)
-    owned = {s for s, b in serving.items() if b == branch}
+    scope = pipeline.scope()
+    owned = {s for s in pipeline.steps if scope.owns(s)}
     selected = [s for s in selected if s in owned]
     # Only the selected steps and what they read are loaded: a sensor planning one source of a large
     # project does not read the other sources' records or items.
     needed = {u for s in selected for u in pipeline.upstream(s)}
-    snapshot = SnapshotContext.of(store.list(branch=branch, steps=sorted(needed)) if needed else [], branch)
+    snapshot = SnapshotContext.of(store.records.list(scope, steps=sorted(needed)) if needed else [], branch)
     periods = set(snapshot.periods())
     for name in needed:
         step = pipeline.steps[name]

@@ -18,7 +18,7 @@ from datetime import timedelta
 from typing import Any
 
 from synthex_resources.commits import with_commit_retry
-from synthex_resources.record_store import LLM_CACHE, RECORDS, RecordStore, q
+from synthex_resources.record_store import RECORDS, RecordStore
 
 PURGED_TEXT = "[purged]"
 
@@ -92,10 +92,9 @@ def matching_records(store: RecordStore, pattern: str, steps: list[str], regex: 
     if not steps:
         return []
     rx = re.compile(pattern if regex else re.escape(pattern), re.IGNORECASE)
-    where = "step IN (" + ",".join(q(s) for s in steps) + ")"
     found = []
-    for row in store.read(RECORDS, where, ["id", "content", "step", "branch", "sources", "materialization_key",
-                                           "run_id", "created_at", "metadata", "audit", "period"]):
+    for row in store.records.scan(["id", "content", "step", "branch", "sources", "materialization_key",
+                                   "run_id", "created_at", "metadata", "audit", "period"], steps=steps):
         if rx.search(store.to_record(row).content):  # to_record: the readable text, whatever the storage
             found.append(row["id"])
     return sorted(set(found))
@@ -103,13 +102,7 @@ def matching_records(store: RecordStore, pattern: str, steps: list[str], regex: 
 
 def delete_rows(store: RecordStore, ids: list[str]) -> int:
     """Delete every row (all branches) of ``ids``: one commit per 2,000 ids."""
-    tbl = store.records_table()
-    if tbl is None or not ids:
-        return 0
-    for start in range(0, len(ids), 2000):
-        where = "id IN (" + ",".join(q(i) for i in ids[start:start + 2000]) + ")"
-        with_commit_retry(lambda where=where: tbl.delete(where))
-    return len(ids)
+    return store.records.delete_ids(ids, chunk=2000)
 
 
 def drop_cached_responses(store: RecordStore, texts: set[str], raws: set[str],
@@ -117,17 +110,12 @@ def drop_cached_responses(store: RecordStore, texts: set[str], raws: set[str],
     """Delete the LLM cache entries that produced purged records: a cached response equal to a purged
     record's content, or a raw body equal to one's ``audit.raw_response`` (a replay would write the
     purged text again), and any entry quoting a piece of the purged source text (``needles``)."""
-    cipher = getattr(store, "cipher", None)
     doomed = []
-    for row in store.read(LLM_CACHE, columns=["key", "response", "raw"]):
+    for row in store.llm_cache.entries():  # readable text, whatever the storage
         response, raw = row["response"] or "", row["raw"] or ""
-        if cipher is not None:
-            response, raw = cipher.decrypt(response), cipher.decrypt(raw)
         if response in texts or (raw and raw in raws) or any(n in response or n in raw for n in needles):
             doomed.append(row["key"])
-    for start in range(0, len(doomed), 2000):
-        store.delete_rows(LLM_CACHE, "key IN (" + ",".join(q(k) for k in doomed[start:start + 2000]) + ")")
-    return len(doomed)
+    return store.llm_cache.drop(doomed)
 
 
 def scrub_bookkeeping(store: RecordStore, needles: list[str], tables: list[str]) -> int:
@@ -137,18 +125,18 @@ def scrub_bookkeeping(store: RecordStore, needles: list[str], tables: list[str])
         return 0
     rewritten = 0
     for name in tables:
-        tbl = store.table(name)
+        tbl = store.tables.table(name)
         if tbl is None:
             continue
         schema = tbl.schema
         key = "key" if "key" in schema.names else "id"
         changed = []
-        for row in store.read(name):
+        for row in store.tables.read(name):
             new = {k: _scrub_text(v, needles) if isinstance(v, str) else v for k, v in row.items()}
             if new != row:
                 changed.append(new)
         if changed:
-            store.upsert_rows(name, schema, changed, key=key)
+            store.tables.upsert_rows(name, schema, changed, key=key)
             rewritten += len(changed)
     return rewritten
 
@@ -181,8 +169,8 @@ def compact_physically(store: RecordStore, stem: bool = False) -> Compaction:
     from synthex_resources.search.engine import FTS_COLUMN, SearchEngine
 
     report = Compaction()
-    for name in sorted(store.db.table_names()):
-        path = f"{store.uri.rstrip('/')}/{name}.lance"
+    for name in store.tables.table_names():
+        path = store.tables.dataset_path(name)
         ds = lance.dataset(path, storage_options=store.storage_options)
         report.tables.append(name)
         for tag in sorted(ds.tags.list()):

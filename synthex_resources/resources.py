@@ -14,11 +14,14 @@ from typing import Any
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import PrivateAttr
 
+from synthex.definition import PipelineDefinition
+from synthex.naming import MAIN
+from synthex.project import project_pipeline
 from synthex_resources.embedder import EmbedderConfig
 from synthex_resources.llm import LLMConfig
 from synthex_resources.record_store import RecordStore, open_store
-from synthex_resources.search.engine import SearchEngine, SearchHit
-from synthex_resources.search.recipes import RECIPES, SearchConfig
+from synthex_resources.search.engine import SearchHit
+from synthex_resources.search.memory_search import search_memory
 
 
 class RecordStoreResource(ConfigurableResource):
@@ -52,26 +55,36 @@ class LLMResource(ConfigurableResource):
 
 
 class SearchResource(ConfigurableResource):
-    """DAG-aware search for assets and agents: ``search(query, step=, branch=, k=, mode=)``.
+    """DAG-aware search for assets and agents: ``search(query, step=, branch=, k=, mode=)``, the same
+    search as ``synthex search`` and ``Pipeline.search`` (``search_memory``), over the project in
+    ``project_dir``: each call resolves the branch's scope from the project's definitions, so a branch
+    reads the steps it inherits through its parent's records, as every other door does.
 
     Keeps one store (and so its dense matrix and bookkeeping) for the resource's lifetime.
     """
 
-    uri: str
-    default_steps: list[str] = []
+    project_dir: str
     mode: str = "hybrid"
     k: int = 10
     _store: RecordStore | None = PrivateAttr(default=None)
 
-    def engine(self) -> SearchEngine:
-        if self._store is None:
-            self._store = open_store(self.uri)
-        return SearchEngine(self._store)
+    def pipeline(self) -> PipelineDefinition:
+        # Loaded per call (a branch file or pipeline.py may change while a code location runs).
+        return project_pipeline(self.project_dir)
 
-    def search(self, query: str, step: str | list[str] | None = None, branch: str = "main", k: int | None = None,
+    def store(self, pipeline: PipelineDefinition) -> RecordStore:
+        if self._store is None:
+            self._store = open_store(pipeline.store_uri)
+        return self._store
+
+    def search(self, query: str, step: str | list[str] | None = None, branch: str = MAIN, k: int | None = None,
                mode: str | None = None, exact: bool = False, periods: list[str] | None = None,
-               metadata: dict[str, Any] | None = None, config: SearchConfig | None = None) -> list[SearchHit]:
-        steps = [step] if isinstance(step, str) else (list(step) if step else list(self.default_steps) or None)
-        chosen = config or RECIPES[mode or self.mode]
-        return self.engine().search(query, steps=steps, branch=branch, k=k or self.k, config=chosen,
-                                    periods=periods, metadata=metadata, exact=exact)
+               metadata: dict[str, Any] | None = None, as_of: str | None = None) -> list[SearchHit]:
+        pipeline = self.pipeline()
+        return search_memory(pipeline, self.store(pipeline), pipeline.scope(branch), query, step=step,
+                             exact=exact, k=k or self.k, mode=mode or self.mode, periods=periods,
+                             metadata=metadata, as_of=as_of)
+
+    def teardown_after_execution(self, context: InitResourceContext) -> None:
+        if self._store is not None:
+            self._store.close()

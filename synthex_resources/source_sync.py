@@ -40,12 +40,12 @@ def deletion_verdicts(pipeline: PipelineDefinition, store: RecordStore, branch: 
     items now against the branch's records of it. A source the branch inherits is judged on the branch
     that owns it (a run of this branch does not write it)."""
     definition = pipeline.root().for_branch(branch)
-    owned = set(definition.owned_steps())
-    names = [s for s in definition.source_steps() if s in owned and (sources is None or s in sources)]
+    scope = definition.scope()
+    names = [s for s in definition.source_steps() if scope.owns(s) and (sources is None or s in sources)]
     if not names:
         return []
     guard = guard or DeletionGuard()
-    stored = store.counts(branch)
+    stored = store.records.counts(scope)
     out = []
     for name in names:
         origin = definition.steps[name].reader()  # type: ignore[attr-defined]

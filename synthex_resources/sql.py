@@ -39,14 +39,14 @@ from typing import Any
 import pyarrow as pa
 
 from synthex.errors import BadInputError, SynthexError
-from synthex_resources.record_store import (
+from synthex_resources.record_store import RecordStore
+from synthex_resources.store.schemas import (
     LLM_CACHE,
     RECORDS,
     RUN_STEPS,
     RUN_STEPS_SCHEMA,
     RUNS,
     RUNS_SCHEMA,
-    RecordStore,
     records_schema,
 )
 

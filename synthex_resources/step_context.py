@@ -8,24 +8,29 @@ from dataclasses import dataclass, field, replace
 from synthex.llm import Completer
 from synthex.progress import NullProgress, ProgressReporter
 from synthex.record import Record
+from synthex.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 
 
 @dataclass
 class StoreStepContext:
     store: RecordStore
-    branch: str
+    scope: BranchScope  # the branch this step writes, and which branch serves each step it reads
     period: str
     run_id: str
     completer: Completer | None
     step: str = ""
     reporter: ProgressReporter = field(default_factory=NullProgress)
 
+    @property
+    def branch(self) -> str:
+        return self.scope.branch
+
     def upstream(self, step: str) -> list[Record]:
-        return self.store.list(step=step, branch=self.branch, period=self.period)
+        return self.store.records.list(self.scope, step=step, period=self.period)
 
     def previous_state(self, step: str) -> Record | None:
-        return self.store.previous_state(step, self.branch, self.period)
+        return self.store.records.previous_state(self.scope, step, self.period)
 
     def progress(self, n: int) -> None:
         self.reporter.advance(self.step, n)

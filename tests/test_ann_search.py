@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from scipy import sparse
 
 from synthex.record import Record
+from synthex.scope import BranchScope
 from synthex_resources.encryption import generate_key
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search import ann, leaf_fusion, multihop
@@ -26,6 +27,8 @@ from synthex_resources.search.dense_index import ANN_FROM as DEFAULT_ANN_FROM
 from synthex_resources.search.dense_index import DenseIndex, dense_index
 from synthex_resources.search.engine import SearchEngine, top_with_ties
 from synthex_resources.search.recipes import BM25_ONLY, RECIPES
+
+MAIN_SCOPE = BranchScope.own()
 
 DIM = 384  # the offline embedder's: the records table is created with it
 N_ALPHA, N_BETA = 3000, 1000
@@ -59,8 +62,8 @@ class Corpus:
         self.beta = _clustered(rng, N_BETA, self.centers)
         self.root = root
         store = RecordStore(str(root))
-        store.upsert(_records(self.alpha, "a", "alpha"))
-        store.upsert(_records(self.beta, "b", "beta"))
+        store.records.upsert(_records(self.alpha, "a", "alpha"))
+        store.records.upsert(_records(self.beta, "b", "beta"))
         store.close()
 
     def vector(self, rid: str) -> np.ndarray:
@@ -111,7 +114,7 @@ def _registered(store: RecordStore, ann_from: int = ANN_FROM) -> DenseIndex:
 
 def _ready(index: DenseIndex, q: np.ndarray, steps: list[str] | None = None) -> None:
     """Start the IVF build with one search and wait for it."""
-    index.search(q, steps, "main", None, 10)
+    index.search(q, steps, MAIN_SCOPE, None, 10)
     assert index.wait_for_ann(60)
     assert index._ann is not None
 
@@ -166,15 +169,15 @@ def test_ivf_search_agrees_with_the_exact_scan_and_scores_are_exact(store, corpu
     index = _registered(store)
     queries = corpus.queries(seed=2)
     # Before the build: the first search that reaches the threshold starts it and scans exactly.
-    first = index.search(queries[0], ["alpha"], "main", None, 10)
-    assert _pairs(first) == _pairs(index.search(queries[0], ["alpha"], "main", None, 10, exact=True))
+    first = index.search(queries[0], ["alpha"], MAIN_SCOPE, None, 10)
+    assert _pairs(first) == _pairs(index.search(queries[0], ["alpha"], MAIN_SCOPE, None, 10, exact=True))
     assert ivf_calls == []
     assert index.wait_for_ann(60)
     ivf = index._ann[1]
     overlap = []
     for q in queries:
-        got = index.search(q, ["alpha"], "main", None, 10)
-        want = index.search(q, ["alpha"], "main", None, 10, exact=True)
+        got = index.search(q, ["alpha"], MAIN_SCOPE, None, 10)
+        want = index.search(q, ["alpha"], MAIN_SCOPE, None, 10, exact=True)
         assert len(got) == 10
         overlap.append(len(set(_ids(got)) & set(_ids(want))) / 10)
         for rid, sim, vec in got:
@@ -187,7 +190,7 @@ def test_ivf_search_agrees_with_the_exact_scan_and_scores_are_exact(store, corpu
     assert np.mean(overlap) >= 0.95
     assert index._ann[1] is ivf  # no rebuild
 
-    short = index.approximate_scores(queries[0], ["alpha"], "main", None, 300)
+    short = index.approximate_scores(queries[0], ["alpha"], MAIN_SCOPE, None, 300)
     assert short is not None
     ids, sims, median = short
     assert len(ids) == 300 and all(i.startswith("a") for i in ids)
@@ -210,8 +213,8 @@ def test_partial_probing_finds_the_exact_top_10_in_and_out_of_a_scope(store, cor
     for steps, source in ((["alpha"], "alpha"), (["beta"], "beta"), (None, "alpha")):
         overlap = []
         for q in corpus.queries(seed=17, n=20, source=source):
-            got = index.search(q, steps, "main", None, 10)
-            want = index.search(q, steps, "main", None, 10, exact=True)
+            got = index.search(q, steps, MAIN_SCOPE, None, 10)
+            want = index.search(q, steps, MAIN_SCOPE, None, 10, exact=True)
             overlap.append(len(set(_ids(got)) & set(_ids(want))) / 10)
             assert steps is None or all(rid[0] == steps[0][0] for rid in _ids(got))
         assert np.mean(overlap) >= 0.9, (steps, overlap)
@@ -223,18 +226,18 @@ def test_ivf_scope_filter_never_returns_other_steps(store, corpus, ivf_calls):
     _ready(index, corpus.queries(seed=3, n=1)[0], ["alpha"])
     ivf_calls.clear()
     for q in corpus.queries(seed=4, n=15, source="beta"):  # nearest records are of step beta
-        got = index.search(q, ["alpha"], "main", None, 20)
+        got = index.search(q, ["alpha"], MAIN_SCOPE, None, 20)
         assert len(got) == 20 and all(rid.startswith("a") for rid in _ids(got))
-        assert index.search(q, None, "main", None, 1)[0][0].startswith("b")  # control: beta wins unscoped
+        assert index.search(q, None, MAIN_SCOPE, None, 1)[0][0].startswith("b")  # control: beta wins unscoped
     for q in corpus.queries(seed=5, n=15, source="alpha"):
-        got = index.search(q, ["beta"], "main", None, 20)  # 1,000 rows: past ann_from too
+        got = index.search(q, ["beta"], MAIN_SCOPE, None, 20)  # 1,000 rows: past ann_from too
         assert all(rid.startswith("b") for rid in _ids(got))
-        periods = index.search(q, ["alpha"], "main", ["2024-02"], 20)  # a period filter: 1,000 rows
+        periods = index.search(q, ["alpha"], MAIN_SCOPE, ["2024-02"], 20)  # a period filter: 1,000 rows
         assert periods and all(rid.startswith("a") and int(rid[1:]) % 3 == 1 for rid in _ids(periods))
     assert len(ivf_calls) == 15 * 2 + 15 * 2
     # An empty branch and an unknown step: nothing, whichever path.
-    assert index.search(corpus.queries(seed=6, n=1)[0], ["gamma"], "main", None, 5) == []
-    assert index.search(corpus.queries(seed=6, n=1)[0], ["alpha"], "dev", None, 5) == []
+    assert index.search(corpus.queries(seed=6, n=1)[0], ["gamma"], MAIN_SCOPE, None, 5) == []
+    assert index.search(corpus.queries(seed=6, n=1)[0], ["alpha"], BranchScope.own("dev"), None, 5) == []
 
 
 def test_scope_below_the_threshold_is_scanned_exactly(store, corpus, ivf_calls):
@@ -242,22 +245,22 @@ def test_scope_below_the_threshold_is_scanned_exactly(store, corpus, ivf_calls):
     _ready(index, corpus.queries(seed=7, n=1)[0], ["alpha"])
     ivf_calls.clear()
     for q in corpus.queries(seed=8, n=5, source="beta"):
-        assert index.approximate_scores(q, ["beta"], "main", None, 100) is None
-        got = index.search(q, ["beta"], "main", None, 10)
-        assert _pairs(got) == _pairs(index.search(q, ["beta"], "main", None, 10, exact=True))
+        assert index.approximate_scores(q, ["beta"], MAIN_SCOPE, None, 100) is None
+        got = index.search(q, ["beta"], MAIN_SCOPE, None, 10)
+        assert _pairs(got) == _pairs(index.search(q, ["beta"], MAIN_SCOPE, None, 10, exact=True))
     assert ivf_calls == []
-    assert index.approximate_scores(corpus.queries(seed=8, n=1)[0], ["alpha"], "main", None, 100) is not None
+    assert index.approximate_scores(corpus.queries(seed=8, n=1)[0], ["alpha"], MAIN_SCOPE, None, 100) is not None
 
 
 def test_ann_from_above_the_scope_never_builds_an_index(store, corpus, ivf_calls):
     index = _registered(store, ann_from=10_000)
     for q in corpus.queries(seed=9, n=5):
-        got = index.search(q, None, "main", None, 10)
+        got = index.search(q, None, MAIN_SCOPE, None, 10)
         sims = np.vstack([corpus.alpha, corpus.beta]) @ q
         order = np.argsort(-sims, kind="stable")[:10]
         want = [f"a{i:05d}" if i < N_ALPHA else f"b{i - N_ALPHA:05d}" for i in order]
         assert _ids(got) == want
-        assert index.approximate_scores(q, None, "main", None, 100) is None
+        assert index.approximate_scores(q, None, MAIN_SCOPE, None, 100) is None
     assert index._ann is None and index._ann_thread is None and not index.wait_for_ann(0)
     assert ivf_calls == []
 
@@ -270,19 +273,19 @@ def test_records_appended_after_the_build_are_found_without_a_rebuild(store, cor
     assert rows == N_ALPHA + N_BETA
     rng = np.random.default_rng(12)
     fresh = _clustered(rng, 5, corpus.centers)
-    store.upsert(_records(fresh[:4], "a", "alpha", offset=N_ALPHA))
-    store.upsert(_records(fresh[4:], "b", "beta", offset=N_BETA))
+    store.records.upsert(_records(fresh[:4], "a", "alpha", offset=N_ALPHA))
+    store.records.upsert(_records(fresh[4:], "b", "beta", offset=N_BETA))
     ivf_calls.clear()
     for i, q in enumerate(fresh[:4]):
-        got = index.search(q, ["alpha"], "main", None, 10)
+        got = index.search(q, ["alpha"], MAIN_SCOPE, None, 10)
         assert got[0][0] == f"a{N_ALPHA + i:05d}" and got[0][1] == pytest.approx(1.0, abs=1e-5)
     assert index.last_update == "append"
     assert index._ann[1] is ivf and ivf.rows == rows + 5  # extended, not rebuilt
     # The beta record is in the IVF index but outside the alpha scope.
-    assert f"b{N_BETA:05d}" not in _ids(index.search(fresh[4], ["alpha"], "main", None, 50))
-    assert index.search(fresh[4], ["beta"], "main", None, 1)[0][0] == f"b{N_BETA:05d}"
+    assert f"b{N_BETA:05d}" not in _ids(index.search(fresh[4], ["alpha"], MAIN_SCOPE, None, 50))
+    assert index.search(fresh[4], ["beta"], MAIN_SCOPE, None, 1)[0][0] == f"b{N_BETA:05d}"
     assert len(ivf_calls) == 6
-    assert f"a{N_ALPHA + 3:05d}" in set(index.approximate_scores(fresh[3], ["alpha"], "main", None, 10)[0].tolist())
+    assert f"a{N_ALPHA + 3:05d}" in set(index.approximate_scores(fresh[3], ["alpha"], MAIN_SCOPE, None, 10)[0].tolist())
 
 
 def test_deleted_records_are_never_returned(store, corpus, ivf_calls):
@@ -292,21 +295,21 @@ def test_deleted_records_are_never_returned(store, corpus, ivf_calls):
     # Delete each query's exact best matches, including the stored vector it was copied from.
     doomed: set[str] = set()
     for q in queries:
-        doomed |= set(_ids(index.search(q, ["alpha"], "main", None, 5, exact=True)))
+        doomed |= set(_ids(index.search(q, ["alpha"], MAIN_SCOPE, None, 5, exact=True)))
     doomed |= {"a00000", "b00000"}
-    store.delete_ids(sorted(doomed))
+    store.records.delete_ids(sorted(doomed))
     ivf_calls.clear()
     for q in list(queries) + [corpus.alpha[0], corpus.beta[0]]:
         for steps in (["alpha"], None):
-            got = index.search(q, steps, "main", None, 20)
+            got = index.search(q, steps, MAIN_SCOPE, None, 20)
             assert not doomed & set(_ids(got))
-            want = index.search(q, steps, "main", None, 20, exact=True)
+            want = index.search(q, steps, MAIN_SCOPE, None, 20, exact=True)
             assert _ids(got)[:5] == _ids(want)[:5]
-        short = index.approximate_scores(q, None, "main", None, 500)
+        short = index.approximate_scores(q, None, MAIN_SCOPE, None, 500)
         assert short is not None and not doomed & set(short[0].tolist())
     assert index.last_update == "append" and len(ivf_calls) == 12 * 3
     # A query identical to a deleted record: its twin is in the IVF index, excluded by the mask.
-    assert index.search(corpus.alpha[0], ["alpha"], "main", None, 1)[0][1] < 0.999
+    assert index.search(corpus.alpha[0], ["alpha"], MAIN_SCOPE, None, 1)[0][1] < 0.999
 
 
 def test_compaction_reloads_the_matrix_and_rebuilds_the_index(store, corpus, ivf_calls):
@@ -316,26 +319,26 @@ def test_compaction_reloads_the_matrix_and_rebuilds_the_index(store, corpus, ivf
     old = index._ann[1]
     rng = np.random.default_rng(15)
     fresh = _clustered(rng, 3, corpus.centers)
-    store.upsert(_records(fresh, "a", "alpha", offset=N_ALPHA))
-    store.delete_ids(["a00001", "a00002"])
-    index.search(queries[0], ["alpha"], "main", None, 10)
+    store.records.upsert(_records(fresh, "a", "alpha", offset=N_ALPHA))
+    store.records.delete_ids(["a00001", "a00002"])
+    index.search(queries[0], ["alpha"], MAIN_SCOPE, None, 10)
     assert index.last_update == "append" and index._ann[1] is old
     store.records_table().optimize()  # compaction: fragments rewritten, row numbers change
     ivf_calls.clear()
-    got = index.search(queries[1], ["alpha"], "main", None, 10)  # reload; the rebuild starts, this scans
+    got = index.search(queries[1], ["alpha"], MAIN_SCOPE, None, 10)  # reload; the rebuild starts, this scans
     assert index.last_update == "load" and ivf_calls == []
-    assert _ids(got) == _ids(index.search(queries[1], ["alpha"], "main", None, 10, exact=True))
+    assert _ids(got) == _ids(index.search(queries[1], ["alpha"], MAIN_SCOPE, None, 10, exact=True))
     assert index.wait_for_ann(60)
     new = index._ann[1]
     assert new is not old and new.rows == N_ALPHA + N_BETA + 3 - 2
     for q in list(queries) + list(fresh):
-        got = index.search(q, ["alpha"], "main", None, 10)
+        got = index.search(q, ["alpha"], MAIN_SCOPE, None, 10)
         for rid, sim, _ in got:  # a stale index would pair ids with other rows' vectors
             vec = fresh[int(rid[1:]) - N_ALPHA] if int(rid[1:]) >= N_ALPHA else corpus.vector(rid)
             assert sim == pytest.approx(float(vec @ q), abs=1e-5)
         assert not {"a00001", "a00002"} & set(_ids(got))
     assert len(ivf_calls) == len(queries) + len(fresh)
-    assert index.search(fresh[2], ["alpha"], "main", None, 1)[0][0] == f"a{N_ALPHA + 2:05d}"
+    assert index.search(fresh[2], ["alpha"], MAIN_SCOPE, None, 1)[0][0] == f"a{N_ALPHA + 2:05d}"
 
 
 # -- engine: Bitmap scope indexes, top_with_ties ----------------------------------------------------
@@ -356,7 +359,7 @@ def _text_records(rng: np.random.Generator) -> list[Record]:
 def test_bitmap_scope_indexes_exist_and_do_not_change_lexical_results(tmp_path):
     with_bitmaps, without = RecordStore(str(tmp_path / "a")), RecordStore(str(tmp_path / "b"))
     for s in (with_bitmaps, without):
-        s.upsert(_text_records(np.random.default_rng(21)))
+        s.records.upsert(_text_records(np.random.default_rng(21)))
     SearchEngine(with_bitmaps).ensure_index()
     SearchEngine(without).ensure_index()
     names = {i.name for i in with_bitmaps.records_table().list_indices()}
@@ -373,12 +376,12 @@ def test_bitmap_scope_indexes_exist_and_do_not_change_lexical_results(tmp_path):
         for steps in (None, ["notes"], ["chats", "mails"]):
             for branch in ("main", "dev"):
                 for periods in (None, ["2024-01"]):
-                    where = a.where(steps, branch, periods)
+                    where = a.where(steps, BranchScope.own(branch), periods)
                     got = a.lexical(query, where, 15)
                     assert got == b.lexical(query, where, 15)
                     compared += bool(got)
-        hits_a = a.search(query, ["notes", "mails"], "dev", 10, config=BM25_ONLY)
-        hits_b = b.search(query, ["notes", "mails"], "dev", 10, config=BM25_ONLY)
+        hits_a = a.search(query, ["notes", "mails"], BranchScope.own("dev"), 10, config=BM25_ONLY)
+        hits_b = b.search(query, ["notes", "mails"], BranchScope.own("dev"), 10, config=BM25_ONLY)
         assert hits_a and [(h.id, h.score) for h in hits_a] == [(h.id, h.score) for h in hits_b]
         assert all(h.branch == "dev" and h.step in ("notes", "mails") for h in hits_a)
     assert compared >= 30  # most combinations found something
@@ -391,12 +394,12 @@ def test_bitmap_scope_indexes_exist_and_do_not_change_lexical_results(tmp_path):
 def test_bitmap_scope_indexes_on_an_encrypted_store(tmp_path):
     key = generate_key()
     store = RecordStore(str(tmp_path / "enc"), encryption_key=key)
-    store.upsert(_text_records(np.random.default_rng(22)))
+    store.records.upsert(_text_records(np.random.default_rng(22)))
     stats = SearchEngine(store).ensure_index()
     assert stats["lexical"] == "in-memory (encrypted)"
     names = {i.name for i in store.records_table().list_indices()}
     assert {"step_idx", "branch_idx", "id_idx"} <= names and "content_idx" not in names
-    hits = SearchEngine(store).search("falcon", ["notes"], "main", 5, config=BM25_ONLY)
+    hits = SearchEngine(store).search("falcon", ["notes"], MAIN_SCOPE, 5, config=BM25_ONLY)
     assert hits and all("falcon" in h.content and h.step == "notes" for h in hits)
 
 
@@ -427,34 +430,34 @@ def test_top_with_ties_fetches_twice_the_wanted_number_first():
 def test_pinned_version_hides_other_writers_until_the_block_ends(tmp_path):
     rng = np.random.default_rng(31)
     mine, other = RecordStore(str(tmp_path / "s")), RecordStore(str(tmp_path / "s"))
-    mine.upsert(_records(_unit(rng.standard_normal((5, DIM))), "p", "alpha"))
+    mine.records.upsert(_records(_unit(rng.standard_normal((5, DIM))), "p", "alpha"))
     tbl = mine.records_table()
     v0 = tbl.version
     assert mine.records_version(tbl) == v0  # unpinned: asked afresh
     with mine.pinned_version():
         assert mine.records_version(tbl) == v0
-        other.upsert(_records(_unit(rng.standard_normal((2, DIM))), "p", "alpha", offset=5))
+        other.records.upsert(_records(_unit(rng.standard_normal((2, DIM))), "p", "alpha", offset=5))
         assert tbl.version > v0  # the write is visible to a fresh ask...
         assert mine.records_version(tbl) == v0  # ...but not inside the block
         with mine.pinned_version():  # nested: still the same pin
             assert mine.records_version(tbl) == v0
         assert mine.records_version(tbl) == v0  # the inner block's end does not unpin
-        mine.upsert(_records(_unit(rng.standard_normal((1, DIM))), "p", "alpha", offset=7))  # own write: unpins
+        mine.records.upsert(_records(_unit(rng.standard_normal((1, DIM))), "p", "alpha", offset=7))  # own write: unpins
         v1 = mine.records_version(tbl)
         assert v1 == tbl.version and v1 > v0 + 1
-        other.delete_ids(["p00000"])
+        other.records.delete_ids(["p00000"])
         assert mine.records_version(tbl) == v1  # pinned again at the version after the own write
-        mine.delete_ids(["p00001"])
+        mine.records.delete_ids(["p00001"])
         v2 = mine.records_version(tbl)
         assert v2 == tbl.version > v1
-    other.upsert(_records(_unit(rng.standard_normal((1, DIM))), "p", "alpha", offset=8))
+    other.records.upsert(_records(_unit(rng.standard_normal((1, DIM))), "p", "alpha", offset=8))
     assert mine.records_version(tbl) == tbl.version > v2  # after the block: fresh again
     assert mine.current_pin() is None
 
 
 def test_pin_is_released_when_the_block_raises(tmp_path):
     store = RecordStore(str(tmp_path / "s"))
-    store.upsert(_records(_unit(np.random.default_rng(32).standard_normal((2, DIM))), "p", "alpha"))
+    store.records.upsert(_records(_unit(np.random.default_rng(32).standard_normal((2, DIM))), "p", "alpha"))
     with pytest.raises(RuntimeError), store.pinned_version():
         store.records_version(store.records_table())
         raise RuntimeError("boom")
@@ -467,7 +470,7 @@ def test_a_new_search_sees_a_commit_while_another_threads_search_is_pinned(tmp_p
     run writes)."""
     rng = np.random.default_rng(34)
     server, cli = RecordStore(str(tmp_path / "s")), RecordStore(str(tmp_path / "s"))
-    server.upsert(_records(_unit(rng.standard_normal((20, DIM))), "p", "alpha"))
+    server.records.upsert(_records(_unit(rng.standard_normal((20, DIM))), "p", "alpha"))
     engine = SearchEngine(server)
     q = _unit(rng.standard_normal(DIM))
     config = RECIPES["dense"]
@@ -484,7 +487,7 @@ def test_a_new_search_sees_a_commit_while_another_threads_search_is_pinned(tmp_p
     thread.start()
     assert inside.wait(30)
     try:
-        cli.upsert(_records(q[None, :], "p", "alpha", offset=20))
+        cli.records.upsert(_records(q[None, :], "p", "alpha", offset=20))
         assert engine.search("", ["alpha"], k=1, config=config, query_vector=q)[0].id == "p00020"
     finally:
         done.set()
@@ -496,19 +499,19 @@ def test_an_older_matrix_never_gets_rows_of_an_index_a_newer_search_extended(tmp
     works on the matrix it started with. The older one must get only rows its matrix has."""
     rng = np.random.default_rng(35)
     store = RecordStore(str(tmp_path / "s"))
-    store.upsert(_records(_unit(rng.standard_normal((2000, DIM))), "p", "alpha"))
+    store.records.upsert(_records(_unit(rng.standard_normal((2000, DIM))), "p", "alpha"))
     index = DenseIndex(store, ann_from=100)
     q = _unit(rng.standard_normal(DIM))
-    index.search(q, ["alpha"], "main", None, 10)
+    index.search(q, ["alpha"], MAIN_SCOPE, None, 10)
     assert index.wait_for_ann(60)
     old = index._current()
     fresh = _unit(rng.standard_normal((50, DIM)))
     fresh[0] = q
-    store.upsert(_records(fresh, "p", "alpha", offset=2000))
-    assert index.search(q, ["alpha"], "main", None, 1)[0][0] == "p02000"  # extends the shared index
+    store.records.upsert(_records(fresh, "p", "alpha", offset=2000))
+    assert index.search(q, ["alpha"], MAIN_SCOPE, None, 1)[0][0] == "p02000"  # extends the shared index
     assert index._ann[1].rows == 2050
     for everything in (True, False):
-        rows, _, whole = index._scope(old, ["alpha"], "main", None)
+        rows, _, whole = index._scope(old, ["alpha"], MAIN_SCOPE, None)
         found = index._approximate_rows(old, rows, whole and everything, q, 200)
         assert found is not None and len(found) and found.max() < len(old.ids) == 2000
 
@@ -517,12 +520,12 @@ def test_a_search_after_another_writers_commit_sees_it(tmp_path):
     rng = np.random.default_rng(33)
     base = _unit(rng.standard_normal((50, DIM)))
     mine, other = RecordStore(str(tmp_path / "s")), RecordStore(str(tmp_path / "s"))
-    mine.upsert(_records(base, "p", "alpha"))
+    mine.records.upsert(_records(base, "p", "alpha"))
     engine = SearchEngine(mine)
     q = _unit(rng.standard_normal(DIM))
     config = RECIPES["dense"]
     assert engine.search("", ["alpha"], k=1, config=config, query_vector=q)[0].id != "p00050"
-    other.upsert(_records(q[None, :], "p", "alpha", offset=50))
+    other.records.upsert(_records(q[None, :], "p", "alpha", offset=50))
     assert engine.search("", ["alpha"], k=1, config=config, query_vector=q)[0].id == "p00050"
 
 
@@ -581,8 +584,8 @@ def _chat_store(root: Path, embedder) -> None:
                                        source_ids=[rid], metadata=meta, created_at=meta["time"]["created_at"],
                                        materialization_key=f"ctx-{rid}", embedding=np.asarray(ctx_vec).tolist()))
                 previous = (text, vec)
-    store.upsert(turns)
-    store.upsert(contexts)
+    store.records.upsert(turns)
+    store.records.upsert(contexts)
     SearchEngine(store).ensure_index()
     store.close()
 
@@ -607,23 +610,23 @@ def test_leaf_sum_search_over_the_ivf_shortlist_matches_the_exact_path(chat_root
     steps = ["turns-in-context"]
     exact_store, ann_store = (RecordStore(str(chat_root), embedder=embedder) for _ in range(2))
     index = _registered(ann_store, ann_from=300)  # scopes: 800 context records, 800 turns
-    want = SearchEngine(exact_store).search(query, steps, "main", 10, config=config)
+    want = SearchEngine(exact_store).search(query, steps, MAIN_SCOPE, 10, config=config)
     assert want[0].id == "turn-3-4-5" and want[0].step == "turns"
-    assert SearchEngine(ann_store).search(query, steps, "main", 10, config=config)[0].id == "turn-3-4-5"
+    assert SearchEngine(ann_store).search(query, steps, MAIN_SCOPE, 10, config=config)[0].id == "turn-3-4-5"
     assert index.wait_for_ann(60)
     ivf_calls.clear()
-    got = SearchEngine(ann_store).search(query, steps, "main", 10, config=config)
+    got = SearchEngine(ann_store).search(query, steps, MAIN_SCOPE, 10, config=config)
     assert len(ivf_calls) == 2  # both dense legs (searched records, the leaves' own text) took the shortlist
     assert dense_index(exact_store).ann_from == DEFAULT_ANN_FROM and dense_index(exact_store)._ann is None
     assert [h.id for h in got] == [h.id for h in want]
     assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-6)
     qvec = ann_store.embedder.embed([query])[0]
-    assert index.approximate_scores(qvec, steps, "main", None, leaf_fusion.DENSE_SHORTLIST) is not None
+    assert index.approximate_scores(qvec, steps, MAIN_SCOPE, None, leaf_fusion.DENSE_SHORTLIST) is not None
 
     # A shortlist much smaller than the scope: only its records (and the lexical hits) get a dense score.
     monkeypatch.setattr(leaf_fusion, "DENSE_SHORTLIST", 20)
     ivf_calls.clear()
-    small = SearchEngine(ann_store).search(query, steps, "main", 10, config=config)
+    small = SearchEngine(ann_store).search(query, steps, MAIN_SCOPE, 10, config=config)
     assert ivf_calls and max(ivf_calls) <= 20
     assert small[0].id == "turn-3-4-5"
     assert small[0].score == pytest.approx(want[0].score, rel=0.05)

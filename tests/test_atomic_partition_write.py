@@ -10,8 +10,11 @@ import lance
 import numpy as np
 
 from synthex.record import Record
+from synthex.scope import BranchScope
 from synthex_resources.record_store import RECORDS, open_store
 from synthex_resources.search.engine import SearchEngine
+
+MAIN_SCOPE = BranchScope.own()
 
 
 class HashEmbedder:
@@ -48,15 +51,15 @@ def partition_states(uri: str, since: int, step: str = "summaries", branch: str 
 
 
 def branch_rows(store, branch: str) -> dict[str, str]:
-    return {r["id"]: r["content"] for r in store.read(RECORDS, f"branch = '{branch}'", ["id", "content"])}
+    return {r["id"]: r["content"] for r in store.tables.read(RECORDS, f"branch = '{branch}'", ["id", "content"])}
 
 
 def test_every_committed_version_shows_a_partition_chunk_old_or_new(tmp_path):
     uri = str(tmp_path / "store")
     store = open_store(uri, HashEmbedder())
     # Another step's row in the same period and another branch's copy of A: never touched.
-    store.upsert([rec("N", "other step", step="notes"), rec("A", "exp copy of A", branch="exp")])
-    store.write_partitions("summaries", "main", {
+    store.records.upsert([rec("N", "other step", step="notes"), rec("A", "exp copy of A", branch="exp")])
+    store.records.write_partitions(MAIN_SCOPE, "summaries", {
         "2024-01": ([rec("A", "old summary a"), rec("B", "old summary b")], {"A", "B"}),
         "2024-02": ([rec("E", "summary e", "2024-02")], {"E"}),
     })
@@ -65,7 +68,7 @@ def test_every_committed_version_shows_a_partition_chunk_old_or_new(tmp_path):
     before = store.records_table().version
 
     # A prompt change: 2024-01's summaries are replaced; 2024-02 keeps E (re-sent unchanged) and gains F.
-    removed = store.write_partitions("summaries", "main", {
+    removed = store.records.write_partitions(MAIN_SCOPE, "summaries", {
         "2024-01": ([rec("C", "new summary c", run_id="run-2"), rec("D", "new summary d", run_id="run-2")],
                     {"C", "D"}),
         "2024-02": ([rec("E", "summary e", "2024-02", run_id="run-2"), rec("F", "summary f", "2024-02", run_id="run-2")],
@@ -82,46 +85,47 @@ def test_every_committed_version_shows_a_partition_chunk_old_or_new(tmp_path):
     assert len(states) == 1  # one commit for the chunk
     # Rows outside the partitions are untouched; an unchanged row is not rewritten.
     assert branch_rows(store, "exp") == {"A": "exp copy of A"}
-    assert [r.content for r in store.list(step="notes")] == ["other step"]
-    assert store.get("E").run_id == "run-1"
-    assert store.get("C", with_embedding=True).embedding is not None  # embedded at write time (embed=True)
+    assert [r.content for r in store.records.list(MAIN_SCOPE, step="notes")] == ["other step"]
+    assert store.records.get("E").run_id == "run-1"
+    assert store.records.get("C", with_embedding=True).embedding is not None  # embedded at write time (embed=True)
 
 
 def test_stale_rows_only_and_serving_branch(tmp_path):
     uri = str(tmp_path / "store")
     store = open_store(uri, HashEmbedder())
-    store.write_partitions("summaries", "main", {"2024-01": ([rec("A", "a"), rec("B", "b")], {"A", "B"})})
-    store.upsert([rec("B", "b on exp", branch="exp")])
+    store.records.write_partitions(MAIN_SCOPE, "summaries", {"2024-01": ([rec("A", "a"), rec("B", "b")], {"A", "B"})})
+    store.records.upsert([rec("B", "b on exp", branch="exp")])
     before = store.records_table().version
     # Nothing new, one row no longer expected: one commit, and only main's row of B goes.
-    assert store.write_partitions("summaries", "main", {"2024-01": ([], {"A"})}) == {"2024-01": 1}
+    assert store.records.write_partitions(MAIN_SCOPE, "summaries", {"2024-01": ([], {"A"})}) == {"2024-01": 1}
     assert partition_states(uri, since=before) == [{"2024-01": {"A": "a"}}]
     assert branch_rows(store, "exp") == {"B": "b on exp"}
 
     # A branch whose step is served by main (copy-on-write view): stale rows are found and removed on
     # the serving branch, as before; new rows land on the records' own branch, in the same commit.
-    store.set_view("exp", {"summaries": "main"})
+    exp = BranchScope.of("exp", {"summaries": "main"})
     before = store.records_table().version
-    removed = store.write_partitions("summaries", "exp", {"2024-01": ([rec("G", "g", branch="exp")], {"G"})},
+    removed = store.records.write_partitions(exp, "summaries", {"2024-01": ([rec("G", "g", branch="exp")], {"G"})},
                                      embed=False)
     assert removed == {"2024-01": 1}
     assert store.records_table().version == before + 1
     assert branch_rows(store, "main") == {}
     assert branch_rows(store, "exp") == {"B": "b on exp", "G": "g"}
-    assert store.rows_by_id(["G"], ["id", "vector"])["G"]["vector"] is None  # embed=False leaves it empty
+    assert store.records.rows_by_id(["G"], ["id", "vector"])["G"]["vector"] is None  # embed=False leaves it empty
 
 
 def test_search_sees_the_rewrite(tmp_path):
     uri = str(tmp_path / "store")
     store = open_store(uri, HashEmbedder())
-    store.write_partitions("summaries", "main", {"2024-01": ([rec("A", "apples orchard"), rec("B", "bananas")],
+    store.records.write_partitions(MAIN_SCOPE, "summaries", {"2024-01": ([rec("A", "apples orchard"), rec("B", "bananas")],
                                                              {"A", "B"})})
     engine = SearchEngine(store)
     engine.ensure_index()
-    where = engine.where(["summaries"], "main")
+    where = engine.where(["summaries"], MAIN_SCOPE)
+    rows = engine.record_filter(["summaries"], MAIN_SCOPE)
     assert [i for i, _ in engine.lexical("apples", where, 5)] == ["A"]
-    assert {i for i, _ in engine.dense("apples orchard", where, 5, steps=["summaries"])} == {"A", "B"}  # dense matrix now cached
+    assert {i for i, _ in engine.dense("apples orchard", rows, 5, steps=["summaries"])} == {"A", "B"}  # dense matrix now cached
 
-    store.write_partitions("summaries", "main", {"2024-01": ([rec("C", "apples cider")], {"B", "C"})})
+    store.records.write_partitions(MAIN_SCOPE, "summaries", {"2024-01": ([rec("C", "apples cider")], {"B", "C"})})
     assert [i for i, _ in engine.lexical("apples", where, 5)] == ["C"]
-    assert {i for i, _ in engine.dense("apples cider", where, 5, steps=["summaries"])} == {"B", "C"}
+    assert {i for i, _ in engine.dense("apples cider", rows, 5, steps=["summaries"])} == {"B", "C"}

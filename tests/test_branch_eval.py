@@ -25,6 +25,6 @@ def test_eval_compares_main_and_a_branch_in_one_table(tmp_path, small_export):
     workspaces = sorted((project / ".synthex" / "evals" / "work" / "locomo" / "project").glob("conv-*"))
     assert len(workspaces) == 2
     store = open_store(str(workspaces[0] / ".synthex" / "lancedb"))
-    own = {r["step"] for r in store.read(RECORDS, "branch = 'better-summaries'", ["step"])}
+    own = {r["step"] for r in store.tables.read(RECORDS, "branch = 'better-summaries'", ["step"])}
     assert own == {"summaries", "monthly", "world-model"}
-    assert {r["step"] for r in store.read(RECORDS, "branch = 'main'", ["step"])} >= {"chatgpt", "transcripts"}
+    assert {r["step"] for r in store.tables.read(RECORDS, "branch = 'main'", ["step"])} >= {"chatgpt", "transcripts"}

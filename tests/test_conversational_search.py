@@ -121,7 +121,7 @@ def test_stemmed_index_is_a_project_choice_and_is_rebuilt_when_it_changes(tmp_pa
     details = {i.name: i.index_details for i in engine.store.records_table().list_indices()}
     assert details["content_idx"]["stem"] is True
     [(rid, _)] = engine.lexical("cooked", where, 5)
-    assert "cooking" in engine.store.get(rid).content
+    assert "cooking" in engine.store.records.get(rid).content
     pipe.lexical_stem = True
     assert 'lexical_stem = true' in pipe.to_toml()
     path = tmp_path / "pipeline.toml"

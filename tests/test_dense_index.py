@@ -7,8 +7,11 @@ import numpy as np
 import pytest
 
 from synthex.record import Record
+from synthex.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search.dense_index import DenseIndex
+
+MAIN_SCOPE = BranchScope.own()
 
 DIM = 384
 
@@ -41,11 +44,11 @@ def test_binary_shortlist_finds_the_exact_top_k(store: RecordStore) -> None:
             r = rng.standard_normal(DIM)
             noise = _unit(r - q * (q @ r))  # orthogonal to the query
             vectors[row] = _unit(cos * q + np.sqrt(1 - cos**2) * noise)
-    store.upsert(_records(vectors))
+    store.records.upsert(_records(vectors))
     binary = DenseIndex(store, mode="binary", shortlist=400)
     for q, rows in zip(queries, planted, strict=True):
-        got = binary.search(q, ["turns"], "main", None, k)
-        want = binary.search(q, ["turns"], "main", None, k, exact=True)
+        got = binary.search(q, ["turns"], MAIN_SCOPE, None, k)
+        want = binary.search(q, ["turns"], MAIN_SCOPE, None, k, exact=True)
         assert [rid for rid, _, _ in got] == [rid for rid, _, _ in want]
         assert [rid for rid, _, _ in want] == [f"r{r:06d}" for r in rows]
         assert [s for _, s, _ in got] == [s for _, s, _ in want]  # re-scored exactly
@@ -54,42 +57,42 @@ def test_binary_shortlist_finds_the_exact_top_k(store: RecordStore) -> None:
 def test_exact_search_and_scores_match_brute_force(store: RecordStore) -> None:
     rng = np.random.default_rng(3)
     vectors = _unit(rng.standard_normal((1500, DIM)))
-    store.upsert(_records(vectors[:1000]) + _records(vectors[1000:], offset=1000, step="notes"))
+    store.records.upsert(_records(vectors[:1000]) + _records(vectors[1000:], offset=1000, step="notes"))
     index = DenseIndex(store)
     q = _unit(rng.standard_normal(DIM))
     sims = vectors[:1000] @ q
-    got = index.search(q, ["turns"], "main", None, 20)
+    got = index.search(q, ["turns"], MAIN_SCOPE, None, 20)
     assert [rid for rid, _, _ in got] == [f"r{i:06d}" for i in np.argsort(-sims)[:20]]
-    ids, scores, _ = index.scores(q, ["turns"], "main", ["2024-01"])
+    ids, scores, _ = index.scores(q, ["turns"], MAIN_SCOPE, ["2024-01"])
     expect = {f"r{i:06d}": sims[i] for i in range(0, 1000, 3)}
     assert dict(zip(ids.tolist(), scores.tolist(), strict=True)) == pytest.approx(expect, abs=1e-5)
-    assert index.scores(q, ["turns"], "main", ["2024-01"])[0] is ids  # the scope's ids are cached
+    assert index.scores(q, ["turns"], MAIN_SCOPE, ["2024-01"])[0] is ids  # the scope's ids are cached
 
 
 def test_write_updates_the_matrix_like_a_reload(store: RecordStore) -> None:
     rng = np.random.default_rng(5)
     vectors = _unit(rng.standard_normal((2000, DIM)))
-    store.upsert(_records(vectors))
+    store.records.upsert(_records(vectors))
     index = DenseIndex(store, mode="binary", shortlist=300)
     q = _unit(rng.standard_normal(DIM))
-    index.search(q, ["turns"], "main", None, 10)
+    index.search(q, ["turns"], MAIN_SCOPE, None, 10)
     assert index.last_update == "load"
     # New records, and rewritten ones (new content and vector: the old rows are deleted by the upsert).
     fresh = _unit(rng.standard_normal((300, DIM)))
     fresh[0] = q  # the new best match
-    store.upsert(_records(fresh, offset=2000))
-    store.upsert(_records(_unit(rng.standard_normal((100, DIM))), offset=500, tag="v2"))
-    store.delete_ids([f"r{i:06d}" for i in range(10)])
+    store.records.upsert(_records(fresh, offset=2000))
+    store.records.upsert(_records(_unit(rng.standard_normal((100, DIM))), offset=500, tag="v2"))
+    store.records.delete_ids([f"r{i:06d}" for i in range(10)])
     for exact in (True, False):
-        got = index.search(q, ["turns"], "main", None, 30, exact=exact)
+        got = index.search(q, ["turns"], MAIN_SCOPE, None, 30, exact=exact)
         assert index.last_update == "append"
-        want = DenseIndex(store, mode="binary", shortlist=300).search(q, ["turns"], "main", None, 30, exact=exact)
+        want = DenseIndex(store, mode="binary", shortlist=300).search(q, ["turns"], MAIN_SCOPE, None, 30, exact=exact)
         assert [(rid, s) for rid, s, _ in got] == [(rid, s) for rid, s, _ in want]
         assert got[0][0] == "r002000"
-    store.delete_ids(["r002000"])  # deletions only: no new fragment
-    got = index.search(q, ["turns"], "main", None, 30)
+    store.records.delete_ids(["r002000"])  # deletions only: no new fragment
+    got = index.search(q, ["turns"], MAIN_SCOPE, None, 30)
     assert index.last_update == "append" and got[0][0] != "r002000"
-    ids, _, _ = index.scores(q, ["turns"], "main", None)
+    ids, _, _ = index.scores(q, ["turns"], MAIN_SCOPE, None)
     assert len(ids) == len(set(ids.tolist())) == 2289
     assert "r000003" not in set(ids.tolist())
     vec = index.vectors_of(["r000500"])["r000500"]

@@ -23,9 +23,9 @@ def test_doctor_finds_and_repairs_duplicates_dangling_sources_and_stuck_runs(tmp
     doubled = [r.id for r in pipe.records("summaries") if r.id != monthly.source_ids[0]][:3]
     table.add(table.search().where("id IN (" + ",".join(f"'{i}'" for i in doubled) + ")").limit(None).to_arrow())
     # ... a monthly record whose summary is gone ...
-    store.delete_ids([monthly.source_ids[0]])
+    store.records.delete_ids([monthly.source_ids[0]])
     # ... and a run killed long ago, still "running".
-    store.save_run(Run(id="dead-run", pipeline=pipe.name, branch="main", steps=[], status="running",
+    store.runs.save(Run(id="dead-run", pipeline=pipe.name, branch="main", steps=[], status="running",
                        started_at="2026-01-01T00:00:00.000Z"))
 
     found = json.loads(cli("doctor", "--json", "--project", str(project)).stdout)
@@ -42,4 +42,4 @@ def test_doctor_finds_and_repairs_duplicates_dangling_sources_and_stuck_runs(tmp
     pipe.run()  # recomputes what the repair removed
     after = {s: sorted((r.id, r.content) for r in pipe.records(s)) for s in pipe.steps}
     assert after == clean
-    assert max(Counter(r["id"] for r in store.read("records", columns=["id"])).values()) == 1
+    assert max(Counter(r["id"] for r in store.tables.read("records", columns=["id"])).values()) == 1

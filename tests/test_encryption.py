@@ -214,7 +214,7 @@ def test_memory_bm25_scores_like_lancedb_fts(tmp_path):
     plain = RecordStore(str(tmp_path / "plain"), embedder=HashEmbedder())
     enc = RecordStore(str(tmp_path / "enc"), embedder=HashEmbedder(), encryption_key=KEY)
     for store in (plain, enc):
-        store.upsert(corpus())
+        store.records.upsert(corpus())
         SearchEngine(store).ensure_index()  # the plaintext store's FTS index holds every row
     assert enc.read("records", columns=["content"], limit=1)[0]["content"].startswith(PREFIX)
     assert plain.read("records", columns=["content"], limit=1)[0]["content"] == records[0].content
@@ -236,18 +236,18 @@ def test_memory_bm25_scores_like_lancedb_fts(tmp_path):
 
 def test_memory_bm25_follows_writes_and_deletes(tmp_path):
     store = RecordStore(str(tmp_path / "enc"), embedder=HashEmbedder(), encryption_key=KEY)
-    store.upsert(corpus(30))
+    store.records.upsert(corpus(30))
     engine = SearchEngine(store)
     assert engine.lexical("apple", engine.where(None, "main"), 50)
     index = memory_bm25(store)
     first = index.decrypted
     assert first > 0 and engine.lexical(TOKEN, engine.where(None, "main"), 5) == []
-    store.upsert([Record(id="new", step="a", period="2024-02", content=f"{TOKEN} arrives late")])
+    store.records.upsert([Record(id="new", step="a", period="2024-02", content=f"{TOKEN} arrives late")])
     assert [rid for rid, _ in engine.lexical(TOKEN, engine.where(None, "main"), 5)] == ["new"]
     assert index.decrypted == first + 1  # only the new text was decrypted
     assert [h.id for h in engine.search(TOKEN, exact=True)] == ["new"]
     assert engine.lexical(TOKEN, engine.where(["b"], "main"), 5) == []  # filters still apply
-    store.delete_ids(["new"])
+    store.records.delete_ids(["new"])
     assert engine.lexical(TOKEN, engine.where(None, "main"), 5) == []
     store.close()
 
@@ -256,26 +256,26 @@ def test_vectors_written_back_to_encrypted_rows(tmp_path):
     """Records written without a vector get one at the first dense search: the write-back matches rows by
     stored content, which holds because the cipher is deterministic (a random-nonce cipher never lands it)."""
     store = RecordStore(str(tmp_path / "enc"), embedder=HashEmbedder(), encryption_key=KEY)
-    store.upsert(corpus(20), embed=False)
-    assert len(store.read("records", "vector IS NULL", ["id"])) == 20
+    store.records.upsert(corpus(20), embed=False)
+    assert len(store.tables.read("records", "vector IS NULL", ["id"])) == 20
     assert SearchEngine(store).search("apple", steps=["a"], config=RECIPES["dense"], k=3)
-    assert store.read("records", "step = 'a' AND vector IS NULL", ["id"]) == []  # the searched step: filled
-    assert len(store.read("records", "step = 'b' AND vector IS NULL", ["id"])) == 7  # the other is not
+    assert store.tables.read("records", "step = 'a' AND vector IS NULL", ["id"]) == []  # the searched step: filled
+    assert len(store.tables.read("records", "step = 'b' AND vector IS NULL", ["id"])) == 7  # the other is not
 
     def row_ids():
         return sorted(store.dataset("records").to_table(columns=["id"], with_row_id=True).column("_rowid").to_pylist())
 
     before = row_ids()
-    store.upsert(corpus(20))  # the same texts again: no row is rewritten (equal ciphertext, equal content)
+    store.records.upsert(corpus(20))  # the same texts again: no row is rewritten (equal ciphertext, equal content)
     assert row_ids() == before
 
 
 def test_llm_cache_round_trip_is_encrypted(tmp_path):
     store = RecordStore(str(tmp_path / "enc"), embedder=HashEmbedder(), encryption_key=KEY)
-    store.cache_put_many([{"key": "k", "model": "m", "response": f"answer {TOKEN}", "raw": f'{{"x": "{TOKEN}"}}',
+    store.llm_cache.put_many([{"key": "k", "model": "m", "response": f"answer {TOKEN}", "raw": f'{{"x": "{TOKEN}"}}',
                            "tokens_in": 1, "tokens_out": 2}])
-    assert store.cache_get_many(["k"])["k"]["response"] == f"answer {TOKEN}"
-    raw = store.read("llm_cache")[0]
+    assert store.llm_cache.get_many(["k"])["k"]["response"] == f"answer {TOKEN}"
+    raw = store.tables.read("llm_cache")[0]
     assert raw["response"].startswith(PREFIX) and raw["raw"].startswith(PREFIX)
     assert files_holding(tmp_path / "enc", TOKEN.encode()) == []
 
@@ -284,12 +284,12 @@ def test_plaintext_row_in_an_encrypted_store_is_refused(tmp_path):
     """A row written without the key (another process, another config) is never returned as text."""
     uri = str(tmp_path / "enc")
     store = RecordStore(uri, embedder=HashEmbedder(), encryption_key=KEY)
-    store.upsert(corpus(3))
-    row = store.read("records", "id = 'r000'")[0]
+    store.records.upsert(corpus(3))
+    row = store.tables.read("records", "id = 'r000'")[0]
     store.records_table().add([{**row, "id": "sneaky", "content": "plain text", "audit": "{}"}])
-    assert store.get("r000").content == corpus(3)[0].content
+    assert store.records.get("r000").content == corpus(3)[0].content
     with pytest.raises(EncryptionError, match="plaintext value"):
-        store.get("sneaky")
+        store.records.get("sneaky")
 
 
 def test_previews_hide_text_when_encrypted(monkeypatch):

@@ -9,6 +9,7 @@ from dagster import AssetKey
 from synthex import Pipeline
 from synthex.errors import PipelineDefinitionError, StepError
 from synthex.naming import check_branch_name
+from synthex.scope import BranchScope
 
 
 def counts(pipe):
@@ -61,7 +62,7 @@ def test_prompt_change_recomputes_only_downstream(project, small_export):
 def test_provenance_get_sources_leaves_lineage(project):
     pipe = load(project)
     pipe.run()
-    world = pipe.store().latest("world-model")
+    world = pipe.store().records.latest(BranchScope.own(), "world-model")
     monthly = world.sources()
     assert {r.step for r in monthly} <= {"monthly", "world-model"}
     leaves = world.leaves()

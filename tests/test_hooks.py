@@ -123,7 +123,7 @@ def test_a_delivery_never_confirmed_is_sent_again(hooked, receiver):
     pipe = load(hooked)
     pipe.run()
     assert len(receiver.accepted) == 1
-    pipe.store().delete_rows(HOOK_DELIVERIES, "id = 'context@main'")  # as if killed before recording it
+    pipe.store().tables.delete(HOOK_DELIVERIES, "id = 'context@main'")  # as if killed before recording it
     load(hooked).run()
     assert len(receiver.accepted) == 2
     assert receiver.accepted[0]["delivery"]["id"] == receiver.accepted[1]["delivery"]["id"]

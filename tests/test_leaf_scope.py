@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from synthex.record import Record
+from synthex.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search import SearchEngine
 from synthex_resources.search.leaf_scope import ScopeCache, build_scope, scope_for
@@ -36,8 +37,8 @@ def context(leaves: list[Record]) -> list[Record]:
 
 
 def write(store: RecordStore, leaves: list[Record]) -> None:
-    store.upsert(leaves)
-    store.upsert(context(leaves))
+    store.records.upsert(leaves)
+    store.records.upsert(context(leaves))
 
 
 def by_ids(scope) -> dict:
@@ -65,7 +66,7 @@ def store(tmp_path):
 
 def test_an_extension_after_appends_equals_a_full_build(store):
     engine = SearchEngine(store)
-    where = engine.where(["ctx"], "main")
+    where = engine.where(["ctx"], BranchScope.own())
     first = scope_for(engine, where)
     cache = store.derived("leaf_sum_scopes", ScopeCache)
     assert cache.last == "build" and len(first.leaf_ids) == 17
@@ -98,7 +99,7 @@ def test_deleted_turns_are_never_returned_and_k_hits_still_come_back(store):
     before = engine.search(query, steps=["ctx"], k=5, config=CONVERSATIONAL)
     assert len(before) == 5
     gone = before[0].id
-    store.delete_ids([gone, f"ctx-{gone}"])
+    store.records.delete_ids([gone, f"ctx-{gone}"])
     after = engine.search(query, steps=["ctx"], k=5, config=CONVERSATIONAL)
     assert store.derived("leaf_sum_scopes", ScopeCache).last == "extend"
     assert gone not in [h.id for h in after] and len(after) == 5
@@ -106,7 +107,7 @@ def test_deleted_turns_are_never_returned_and_k_hits_still_come_back(store):
 
 def test_a_compaction_brings_a_full_build(store):
     engine = SearchEngine(store)
-    where = engine.where(["ctx"], "main")
+    where = engine.where(["ctx"], BranchScope.own())
     scope_for(engine, where)
     write(store, turns("c1", 3, 2, 9))
     store.records_table().optimize()  # rewrites the fragments
@@ -119,7 +120,7 @@ def test_small_scopes_are_rebuilt_not_extended(tmp_path):
     store = RecordStore(str(tmp_path / "small"))  # default threshold: thousands of leaves
     write(store, turns("c1", 1, 4, 1))
     engine = SearchEngine(store)
-    where = engine.where(["ctx"], "main")
+    where = engine.where(["ctx"], BranchScope.own())
     scope_for(engine, where)
     write(store, turns("c1", 1, 2, 1, first=4))
     scope = scope_for(engine, where)

@@ -55,7 +55,7 @@ def test_pipeline_uses_real_model_audit_and_cache(project, monkeypatch):
         assert len(summary.audit["rendered_prompt_hash"]) == 64
         # A rebuild from scratch with unchanged prompts is answered from the response cache.
         store = pipe.store()
-        store.delete_ids([r.id for s in ("summaries", "monthly", "world-model") for r in pipe.records(s)])
+        store.records.delete_ids([r.id for s in ("summaries", "monthly", "world-model") for r in pipe.records(s)])
         pipe.run()
         assert server.calls == first_calls
         assert pipe.records("summaries")[0].audit["cached"] is True

@@ -12,6 +12,8 @@ import urllib.request
 import pytest
 from conftest import load, write_project
 
+from synthex.scope import BranchScope
+
 BUCKET = "synthex-records"
 PREFIX = "synthex"
 
@@ -56,8 +58,8 @@ def test_a_pipeline_runs_searches_and_stays_incremental_on_s3(tmp_path, ran_proj
     try:
         run = remote.run()
         assert run.status == local_run.status == "completed" and run.dagster_run_ids
-        counts = remote.app.store.counts()
-        assert counts == local.app.store.counts() and counts["chatgpt"] == 12
+        counts = remote.app.store.records.counts(BranchScope.own())
+        assert counts == local.app.store.records.counts(BranchScope.own()) and counts["chatgpt"] == 12
         assert {s: st.output for s, st in run.step_stats.items()} == {
             s: st.output for s, st in local_run.step_stats.items()}
 

@@ -92,7 +92,7 @@ def test_pii_scan_counts_per_step_and_names_the_records(tmp_path):
     root = write_project(tmp_path / "proj", write_small_export(tmp_path / "conversations.json"))
     pipe = load_pipeline(root)
     store = pipe.store()
-    store.upsert([replace(record(), id="a" * 8 + "-0000-0000-0000-000000000001"),
+    store.records.upsert([replace(record(), id="a" * 8 + "-0000-0000-0000-000000000001"),
                   replace(record("card 4111 1111 1111 1111 and key sk-proj-Ab3dEfGh1jKlMn0pQrStUvWxYz12"),
                           id="b" * 8 + "-0000-0000-0000-000000000002"),
                   replace(record("release 1.2.3.4 on 2024-01-02, order 123-456-7890"), id="c" * 8 + "-0000-0000-0000-000000000003")],

@@ -87,7 +87,7 @@ def world(tmp_path_factory):
         assert pipe.run(branch=BRANCH).status == "completed"
         data_dir = pipe.data_dir
         before = scan_bytes(data_dir, TOKEN)
-        all_rows = pipe.store().read("records", None, ["id", "content", "branch", "step"])
+        all_rows = pipe.store().tables.read("records", None, ["id", "content", "branch", "step"])
         holding = {r["id"] for r in all_rows if TOKEN in r["content"]}
         planted_id = next(r["id"] for r in all_rows if r["step"] == "chatgpt" and TOKEN in r["content"])
         dry = json.loads(cli("purge", "--match", TOKEN.lower(), "--dry-run", "--json", "--project", str(root)).stdout)

@@ -102,7 +102,7 @@ def test_the_engine_applies_the_recipes_reranker_in_every_fusion(tmp_path, recip
     from synthex_resources.search import RECIPES, SearchEngine
 
     store = RecordStore(str(tmp_path / "store"))
-    store.upsert(_chat_records())
+    store.records.upsert(_chat_records())
     engine = SearchEngine(store)
     plain = engine.search("lake", steps=["turns"], k=3, config=RECIPES[recipe])
     assert len(plain) == 3

@@ -182,7 +182,7 @@ pipeline.output("latest", from_="monthly", surface="projection", on_update="http
         monkeypatch.setenv("OPENAI_API_KEY", "k")
         pipe = load(write_project(tmp_path / "emb", small_export, body))
         pipe.run()
-        record = pipe.store().get(pipe.records("chatgpt")[0].id, with_embedding=True)
+        record = pipe.store().records.get(pipe.records("chatgpt")[0].id, with_embedding=True)
         assert record.embedding == [1.0, 0.0, 0.0, 0.0]
         assert pipe.search("conversation", step="chatgpt", mode="dense", k=2)
     hook.shutdown()

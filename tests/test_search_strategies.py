@@ -65,7 +65,7 @@ def engine(tmp_path_factory) -> SearchEngine:
             chat = {"conversation_id": "c1", "session_id": f"S{s}", "author": who, "message_id": f"D{s}:{t}"}
             records.append(Record(id=f"turn-{s}-{t}", content=f"{who}: {text}", step="turns", created_at=when,
                                   metadata={"chat": chat, "time": {"created_at": when}}))
-    store.upsert(records)
+    store.records.upsert(records)
     engine = SearchEngine(store)
     engine.ensure_index(stem=True)
     return engine

@@ -35,9 +35,9 @@ def write_rounds(uri: str, branch: str, errors) -> None:
     store = open_store(uri, TinyEmbedder())
     try:
         for n in range(ROUNDS):
-            store.upsert([record(branch, n, f"note {n}"), record(branch, n + 1000, "to delete")])
-            store.upsert([record(branch, n, f"note {n} revised")])
-            store.delete_ids([f"{branch}-{n + 1000}"])
+            store.records.upsert([record(branch, n, f"note {n}"), record(branch, n + 1000, "to delete")])
+            store.records.upsert([record(branch, n, f"note {n} revised")])
+            store.records.delete_ids([f"{branch}-{n + 1000}"])
             SearchEngine(store).ensure_index(optimize=True)
     except Exception as error:  # reported to the parent: a raw conflict here is the failure under test
         errors.put(f"{branch}: {type(error).__name__}: {error}")
@@ -48,7 +48,7 @@ def write_rounds(uri: str, branch: str, errors) -> None:
 def test_concurrent_writers_on_other_branches_all_commit(tmp_path):
     uri = str(tmp_path / "store")
     store = open_store(uri, TinyEmbedder())
-    store.upsert([record("seed", 0, "seed row")])
+    store.records.upsert([record("seed", 0, "seed row")])
     SearchEngine(store).ensure_index()
     ctx = multiprocessing.get_context("spawn")  # Lance is not fork-safe
     errors = ctx.Queue()
@@ -62,7 +62,7 @@ def test_concurrent_writers_on_other_branches_all_commit(tmp_path):
     while not errors.empty():
         reported.append(errors.get())
     assert reported == [] and all(w.exitcode == 0 for w in workers), reported
-    rows = store.read("records", columns=["id", "content"])
+    rows = store.tables.read("records", columns=["id", "content"])
     ids = Counter(r["id"] for r in rows)
     assert max(ids.values()) == 1
     expected = {f"{b}-{n}" for b in branches for n in range(ROUNDS)} | {"seed-0"}

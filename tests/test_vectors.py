@@ -34,26 +34,26 @@ def test_identical_text_is_embedded_once(tmp_path):
     embedder = CountingEmbedder()
     store = RecordStore(str(tmp_path / "db"), embedder=embedder)
     same = "We moved the billing service to Rust in March."
-    store.upsert([record("a", "chatgpt", same), record("b", "transcripts", same), record("c", "summaries", "other")])
+    store.records.upsert([record("a", "chatgpt", same), record("b", "transcripts", same), record("c", "summaries", "other")])
     assert sorted(embedder.texts) == sorted([same, "other"])
-    store.upsert([record("d", "summaries-v2", same)])  # a later write of a known text reuses its stored vector
+    store.records.upsert([record("d", "summaries-v2", same)])  # a later write of a known text reuses its stored vector
     assert len(embedder.texts) == 2
-    rows = store.rows_by_id(["a", "d"], ["id", "vector"])
+    rows = store.records.rows_by_id(["a", "d"], ["id", "vector"])
     assert np.allclose(rows["a"]["vector"], rows["d"]["vector"])
 
 
 def test_unsearched_steps_get_vectors_on_first_dense_search(tmp_path):
     embedder = CountingEmbedder()
     store = RecordStore(str(tmp_path / "db"), embedder=embedder)
-    store.upsert([record("t1", "transcripts", "the sourdough starter needs feeding twice a day"),
+    store.records.upsert([record("t1", "transcripts", "the sourdough starter needs feeding twice a day"),
                   record("t2", "transcripts", "kubernetes pods restart after the config change")], embed=False)
-    store.upsert([record("s1", "summaries", "a note about bread")])
+    store.records.upsert([record("s1", "summaries", "a note about bread")])
     assert embedder.texts == ["a note about bread"]
-    assert store.rows_by_id(["t1"], ["id", "vector"])["t1"]["vector"] is None
+    assert store.records.rows_by_id(["t1"], ["id", "vector"])["t1"]["vector"] is None
     engine = SearchEngine(store)
     hits = engine.search("feeding a sourdough starter", steps=["transcripts"], config=DENSE_ONLY, k=1)
     assert [h.id for h in hits] == ["t1"]
-    assert store.rows_by_id(["t1"], ["id", "vector"])["t1"]["vector"] is not None  # written back
+    assert store.records.rows_by_id(["t1"], ["id", "vector"])["t1"]["vector"] is not None  # written back
     embedded = len(embedder.texts)
     engine.search("kubernetes restarts", steps=["transcripts"], config=DENSE_ONLY, k=1)
     assert len(embedder.texts) == embedded + 1  # only the query: the records are not embedded again

@@ -111,10 +111,8 @@ class Branches:
         self.main = app.pipeline.root()
 
     def _own_counts(self) -> dict[str, int]:
-        from synthex_resources.record_store import RECORDS
-
         counts: dict[str, int] = defaultdict(int)
-        for row in self.app.store.read(RECORDS, columns=["branch"]):
+        for row in self.app.store.records.scan(["branch"]):
             counts[row["branch"]] += 1
         return counts
 
@@ -196,7 +194,7 @@ class Branches:
             # 2. per step: main's rows become the branch's (same ids: same definition over the same
             #    inputs; copied with their vectors), then the branch's own copies go.
             for step in owned:
-                copied[step] = self.app.store.move_step_rows(step, name, MAIN, marker)
+                copied[step] = self.app.store.records.move_step_rows(step, name, MAIN, marker)
             journal.unlink()
         return copied
 
@@ -225,7 +223,6 @@ class Branches:
         """Remove the branch's own rows and its partition key; main cannot be deleted. The file goes
         too, unless main applies it (a promoted branch)."""
         from synthex_resources.branch_lock import BranchLock
-        from synthex_resources.record_store import RECORDS, q
 
         check_branch_name(name)
         if name == MAIN:
@@ -238,8 +235,8 @@ class Branches:
             raise SynthexError(f"branch {name!r} is the parent of {', '.join(children)}; delete those first")
         store = self.app.store
         with BranchLock(self.main.data_dir, name, f"delete-{name}").acquire():
-            rows = store.read(RECORDS, f"branch = {q(name)}", ["id"])
-            store.delete_ids([r["id"] for r in rows], branch=name)
+            own = store.records.ids_on_branch(name)
+            store.records.delete_ids(own, branch=name)
             path = branch_path(self.main.project_dir, name)
             promoted = name in self.main.applied_branches
             if path.exists() and not promoted:
@@ -247,7 +244,7 @@ class Branches:
         if current_branch(self.main) == name:
             set_current_branch(self.main, MAIN)
         self._unregister_partition(name)
-        return {"records_deleted": len(rows), "file_kept": promoted}
+        return {"records_deleted": len(own), "file_kept": promoted}
 
     # -- helpers ------------------------------------------------------------------------------------
     def _branch(self, name: str) -> PipelineDefinition:

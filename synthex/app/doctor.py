@@ -46,41 +46,38 @@ def dangling_sources(rows: list[dict[str, Any]]) -> dict[str, list[str]]:
 
 def diagnose(app: ProjectApp) -> DoctorReport:
     from synthex_resources.branch_lock import BranchBusyError, BranchLock
-    from synthex_resources.record_store import RUNS
 
     store = app.store
-    rows = store.read("records", columns=["id", "branch", "sources"])
+    rows = store.records.scan(["id", "branch", "sources"])
     counts = Counter((r["id"], r["branch"]) for r in rows)  # one row per (id, branch) is the rule
     report = DoctorReport(duplicate_ids=sorted({i for (i, _), n in counts.items() if n > 1}),
                           dangling=dangling_sources(rows))
-    for row in store.read(RUNS, "status = 'running'", ["id", "branch"]):
-        lock = BranchLock(app.pipeline.data_dir, row["branch"], row["id"])
+    for run in store.runs.running():
+        lock = BranchLock(app.pipeline.data_dir, run.branch, run.id)
         try:
             lock.acquire()  # free: nobody is running on that branch, so the run is dead
         except BranchBusyError:  # a live run holds the branch: leave it alone
             continue
         lock.release()
-        report.stuck_runs.append(row["id"])
+        report.stuck_runs.append(run.id)
     return report
 
 
 def repair(app: ProjectApp, report: DoctorReport) -> DoctorReport:
     from synthex.record import Record
-    from synthex_resources.record_store import RECORDS, q
 
     store = app.store
     if report.duplicate_ids:
-        where = "id IN (" + ",".join(q(i) for i in report.duplicate_ids) + ")"
         kept: dict[tuple[str, str], Record] = {}
-        for row in store.read(RECORDS, where):  # one copy per (id, branch), with its vector
+        for row in store.records.all_rows_of(report.duplicate_ids):  # one copy per (id, branch), with its vector
             kept.setdefault((row["id"], row["branch"]), store.to_record(row))
         for branch in {b for _, b in kept}:
-            store.delete_ids([i for i, b in kept if b == branch], branch=branch)  # every copy
-        store.upsert(list(kept.values()), embed=False)
+            store.records.delete_ids([i for i, b in kept if b == branch], branch=branch)  # every copy
+        store.records.upsert(list(kept.values()), embed=False)
     dangling = dict(report.dangling)
     while dangling:  # deleting a record can leave its own descendants dangling: cascade
-        store.delete_ids(list(dangling))
-        dangling = dangling_sources(store.read("records", columns=["id", "sources"]))
+        store.records.delete_ids(list(dangling))
+        dangling = dangling_sources(store.records.scan(["id", "sources"]))
     for run in app.runs(limit=100_000):
         if run.id in report.stuck_runs:
             app.mark_failed(run, "killed: found stuck in 'running' by synthex doctor")

@@ -7,7 +7,6 @@ store is first touched, so commands that need neither start fast.
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from synthex.periods import now_iso
 from synthex.progress import NullProgress, ProgressReporter
 from synthex.record import Record, Run, RunStats
 from synthex.redact import redact
+from synthex.scope import BranchScope
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance
@@ -151,7 +151,7 @@ class ProjectApp:
             return run
         store = self.store
         run.steps = plan.steps
-        store.save_run(run)
+        store.runs.save(run)
         try:
             run.dagster_run_ids = [run.id]
             failed = self._launch(run.id, branch, plan, full, reporter, verbose, deletions)
@@ -167,13 +167,13 @@ class ProjectApp:
             raise
         finally:
             reporter.finish()
-            run.step_stats = store.step_stats(run.id)
+            run.step_stats = store.runs.step_stats(run.id)
             run.stats = RunStats()
             for stats in run.step_stats.values():
                 run.stats.add(stats)
             run.completed_at = now_iso()
             run.wall_s = time.monotonic() - started
-            store.save_run(run)
+            store.runs.save(run)
         return run
 
     # -- live memory: sync and remember (docs/architecture.md, "Live memory") ------------------------
@@ -252,17 +252,13 @@ class ProjectApp:
     def _fail_abandoned_runs(self, branch: str, current: str) -> None:
         """Runs of this branch still marked running died without finishing (a run holds the branch lock
         until it ends, and we hold it now): mark them failed, here and in Dagster."""
-        from synthex_resources.record_store import RUNS, q
-
-        rows = self.store.read(RUNS, f"status = 'running' AND branch = {q(branch)} AND id != {q(current)}")
-        for row in rows:
-            self.mark_failed(Run.from_dict(json.loads(row["data"])),
-                             f"killed: the run ended without finishing (found by run {current} at {now_iso()})")
+        for run in self.store.runs.running(branch, except_id=current):
+            self.mark_failed(run, f"killed: the run ended without finishing (found by run {current} at {now_iso()})")
 
     def mark_failed(self, run: Run, reason: str) -> None:
         """A run that died without finishing: failed in the runs table and in Dagster."""
         run.status, run.error = "failed", reason
-        self.store.save_run(run)
+        self.store.runs.save(run)
         if self.pipeline.dagster_home.exists():
             dagster_run = self.instance.get_run_by_id(run.id)
             if dagster_run is not None and not dagster_run.is_finished:
@@ -271,7 +267,7 @@ class ProjectApp:
     def _record_failure(self, run: Run, exc: BaseException, started: float) -> None:
         run.status, run.error = "failed", redact(str(exc) or type(exc).__name__)
         run.completed_at, run.wall_s = now_iso(), time.monotonic() - started
-        self.store.save_run(run)
+        self.store.runs.save(run)
 
     def _launch(self, run_id: str, branch: str, plan: Plan, full: bool, reporter: ProgressReporter,
                 verbose: bool = False, deletions: DeletionConsent = DeletionConsent.GUARDED) -> list[str]:
@@ -328,12 +324,15 @@ class ProjectApp:
 
     # -- branches ---------------------------------------------------------------------------------
     def use_branch(self, branch: str | None) -> PipelineDefinition:
-        """The definition of ``branch`` (this app's own branch when None), its copy-on-write view set on
-        the store. A branch whose file is gone is one line (PipelineDefinitionError)."""
+        """The definition of ``branch`` (this app's own branch when None). A branch whose file is gone is
+        one line (PipelineDefinitionError)."""
         name = check_branch_name(branch or self.pipeline.branch_name)
-        definition = self.pipeline.for_branch(name)
-        self.store.set_view(name, definition.serving_branches())
-        return definition
+        return self.pipeline.for_branch(name)
+
+    def scope(self, branch: str | None) -> BranchScope:
+        """The scope a command on ``branch`` reads and writes (resolved once per command; every door
+        resolves it the same way: ``PipelineDefinition.scope``)."""
+        return self.use_branch(branch).scope()
 
     @property
     def branches(self) -> Branches:
@@ -345,30 +344,30 @@ class ProjectApp:
     def get(self, record_id: str, branch: str | None = None) -> Record | None:
         """A record by id, or by a unique prefix of it (the 8 characters search and lineage print); with
         ``branch``, only a record that branch reads (through its view)."""
-        on = self.use_branch(branch).branch_name if branch else None
-        found = self.store.get(record_id, branch=on)
+        on = self.scope(branch) if branch else None
+        found = self.store.records.get(record_id, on)
         if found is not None or len(record_id) >= 36:
             return found
-        matches = self.store.ids_with_prefix(record_id)
+        matches = self.store.records.ids_with_prefix(record_id)
         if len(matches) > 1:
             raise BadInputError(f"record id prefix {record_id!r} matches several records; give more characters")
-        return self.store.get(matches[0], branch=on) if matches else None
+        return self.store.records.get(matches[0], on) if matches else None
 
     def records(self, step: str, branch: str | None = None) -> list[Record]:
-        return self.store.list(step=step, branch=self.use_branch(branch).branch_name)
+        return self.store.records.list(self.scope(branch), step=step)
 
     def stats(self, branch: str | None = None) -> dict[str, Any]:
         definition = self.use_branch(branch)
-        counts = self.store.counts(definition.branch_name)
-        serving = definition.serving_branches()
+        scope = definition.scope()
+        counts = self.store.records.counts(scope)
         return {"branch": definition.branch_name,
                 "steps": {s: {"records": counts.get(s, 0), "kind": definition.steps[s].kind,
-                              "served_by": serving[s]} for s in definition.order()}}
+                              "served_by": scope.serves(s)} for s in definition.order()}}
 
     def runs(self, limit: int = 20) -> list[Run]:
         """Runs, newest first. Runs launched from the UI have no row of their own (only per-step stats):
         their status, start, end and wall time come from the Dagster instance."""
-        runs = self.store.runs(limit=limit)
+        runs = self.store.runs.recent(limit=limit)
         unrecorded = [r for r in runs if not r.dagster_run_ids]
         if unrecorded and self.pipeline.dagster_home.exists():
             for run in unrecorded:
@@ -393,46 +392,12 @@ class ProjectApp:
         ``as_of``: when the question is asked; the conversational recipe resolves relative dates in the
         query ("last week") against it. ``rerank="llm"``: the recipe's top ``rerank_top_n`` hits are reordered by one call to the configured
         model (``synthex_resources.search.rerank.LLMReranker``; cached like a step's calls); real model only."""
-        from synthex_resources.search.engine import SearchEngine
-        from synthex_resources.search.recipes import RECIPES
+        from synthex_resources.search.memory_search import search_memory
 
-        branch = self.use_branch(branch).branch_name
-        if step is None:
-            steps = self.pipeline.leaf_steps() if exact else self.pipeline.search_steps()
-        else:
-            steps = [step] if isinstance(step, str) else list(step)
-        for s in steps:
-            if s not in self.pipeline.steps:
-                raise PipelineDefinitionError(f"unknown step {s!r}; steps: {', '.join(self.pipeline.steps)}")
-        if mode not in RECIPES:
-            raise PipelineDefinitionError(f"unknown search mode {mode!r}; expected one of {', '.join(RECIPES)}")
-        if k < 1:
-            raise BadInputError(f"k must be at least 1 (got {k})")
-        if metadata and RECIPES[mode].fusion == "leaf-sum":
-            raise PipelineDefinitionError(f"search mode {mode!r} ranks turns and takes no metadata filter "
-                                          f"(it would silently cut the top k); use step, branch and period filters")
-        if rerank not in (None, "llm"):
-            raise BadInputError(f"unknown reranker {rerank!r}; expected 'llm'")
-        if rerank and exact:
-            raise BadInputError("exact (verbatim) search is not reranked; drop --rerank or --exact")
-        if rerank is None:
-            return SearchEngine(self.store).search(query, steps=steps, branch=branch, k=k, config=RECIPES[mode],
-                                                   periods=periods, metadata=metadata, exact=exact, as_of=as_of)
-        from synthex_resources.llm import LLMConfig
-        from synthex_resources.search.rerank import LLMReranker
-
-        llm = LLMConfig()
-        if llm.is_offline():
-            raise BadInputError("--rerank llm needs a real model: set OPENAI_API_KEY and/or OPENAI_BASE_URL "
-                                "(the offline stand-in cannot rank)")
-        reranker = LLMReranker(llm.get_completer(cache=self.store), llm.resolved()["model"], top_n=rerank_top_n)
-        # The engine applies the recipe's reranker to its own candidate pool (rrf: every fused candidate;
-        # leaf-sum: the top ``top_n`` turns), so every caller of the engine gets the same ranking.
-        return SearchEngine(self.store).search(query, steps=steps, branch=branch, k=k,
-                                               config=RECIPES[mode].with_(reranker=reranker), periods=periods,
-                                               metadata=metadata, as_of=as_of)
+        return search_memory(self.pipeline, self.store, self.scope(branch), query, step=step, exact=exact, k=k,
+                             mode=mode, periods=periods, metadata=metadata, rerank=rerank,
+                             rerank_top_n=rerank_top_n, as_of=as_of)
 
     def projection(self, name: str, branch: str | None = None) -> Record | None:
         """The latest record of a ``surface="projection"`` output's step (e.g. the world model)."""
-        branch = self.use_branch(branch).branch_name
-        return self.store.latest(self.pipeline.projection_step(name), branch)
+        return self.store.records.latest(self.scope(branch), self.pipeline.projection_step(name))

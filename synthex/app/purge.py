@@ -107,7 +107,7 @@ class Purger:
             return report
         store = self.app.store
         affected = cascade.affected_records
-        records = store.get_many(affected)
+        records = store.records.get_many(affected)
         texts = {r.content for r in records}
         raws = {str(r.audit.get("raw_response") or "") for r in records} - {""}
         root_texts = [r.content for r in records if r.id in set(roots) or not r.source_ids]

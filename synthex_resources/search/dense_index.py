@@ -37,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from synthex.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 
 MODES = ("auto", "float32", "binary")
@@ -234,20 +235,20 @@ class DenseIndex:
                 m.bits = _sign_bits(m.vectors)
             return m
 
-    def _ready(self, steps: list[str] | None, branch: str) -> _Matrix | None:
+    def _ready(self, steps: list[str] | None, scope: BranchScope) -> _Matrix | None:
         """The matrix, after embedding any record in scope that was written without a vector."""
         m = self._current()
-        groups = self.store.scope_groups(branch, steps)
+        groups = scope.groups(steps)
         if m is not None and any(b in groups and (not groups[b] or s in groups[b]) for s, b in m.unembedded):
-            self.store.ensure_vectors(steps, branch)
+            self.store.vectors.ensure(scope, steps)
             m = self._current()
         return m
 
     # -- scopes -------------------------------------------------------------------------------------
-    def _scope(self, m: _Matrix, steps: list[str] | None, branch: str,
+    def _scope(self, m: _Matrix, steps: list[str] | None, scope: BranchScope,
                periods: list[str] | None) -> tuple[np.ndarray, np.ndarray, bool]:
         """(rows in scope, their ids, whether that is every row), cached per matrix and scope."""
-        groups = self.store.scope_groups(branch, steps)  # copy-on-write view
+        groups = scope.groups(steps)  # copy-on-write: inherited steps read the serving branch's rows
         key = (tuple(sorted((b, tuple(n) if n else None) for b, n in groups.items())),
                tuple(periods) if periods else None)
         hit = m._scopes.get(key)
@@ -321,15 +322,15 @@ class DenseIndex:
         # The index is shared: another search may have extended it past this (older) matrix's rows.
         return found[found < len(m.ids)]
 
-    def approximate_scores(self, query_vector: np.ndarray, steps: list[str] | None, branch: str,
+    def approximate_scores(self, query_vector: np.ndarray, steps: list[str] | None, scope: BranchScope,
                   periods: list[str] | None, n: int) -> tuple[np.ndarray, np.ndarray, float] | None:
         """For a scope large enough for the IVF index: (ids, exact similarities) of about the ``n``
         nearest records, and the scope's median similarity estimated from a fixed sample of its rows.
         None when the scope is scanned exactly (``scores`` then gives every similarity)."""
-        m = self._ready(steps, branch)
+        m = self._ready(steps, scope)
         if m is None or not len(m.ids):
             return None
-        rows, _, everything = self._scope(m, steps, branch, periods)
+        rows, _, everything = self._scope(m, steps, scope, periods)
         q = np.asarray(query_vector, dtype=np.float32)
         found = self._approximate_rows(m, rows, everything, q, n)
         if found is None:
@@ -349,14 +350,14 @@ class DenseIndex:
         row_of = m.row_of()
         return {rid: m.vectors[row_of[rid]] for rid in ids if rid in row_of}
 
-    def scores(self, query_vector: np.ndarray, steps: list[str] | None, branch: str,
+    def scores(self, query_vector: np.ndarray, steps: list[str] | None, scope: BranchScope,
                periods: list[str] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Exact cosine similarity of every record in scope: (ids, similarities, matrix rows). For one
         table version and scope, ``ids`` is the same array object every call."""
-        m = self._ready(steps, branch)
+        m = self._ready(steps, scope)
         if m is None or not len(m.ids):
             return np.zeros(0, object), np.zeros(0, np.float32), np.zeros(0, np.int64)
-        rows, ids, everything = self._scope(m, steps, branch, periods)
+        rows, ids, everything = self._scope(m, steps, scope, periods)
         return ids, self._exact(m, rows, everything, query_vector), rows
 
     @staticmethod
@@ -370,16 +371,16 @@ class DenseIndex:
             return m.vectors[rows] @ q
         return (m.vectors @ q)[rows]  # multiply all rows, then select: cheaper than copying most of them
 
-    def search(self, query_vector: np.ndarray, steps: list[str] | None, branch: str,
+    def search(self, query_vector: np.ndarray, steps: list[str] | None, scope: BranchScope,
                periods: list[str] | None, n: int, exact: bool | None = None) -> list[tuple[str, float, np.ndarray]]:
         """Top ``n`` (id, cosine similarity, vector), ties broken by id. Every row tied with the n-th
         similarity is a candidate before the cut, so which of a tie group makes it does not depend on
         the matrix's row order (the order records were written in). ``exact`` overrides the mode
         (True: the float32 scan, False: the binary shortlist)."""
-        m = self._ready(steps, branch)
+        m = self._ready(steps, scope)
         if m is None or not len(m.ids) or n <= 0:
             return []
-        rows, _, everything = self._scope(m, steps, branch, periods)
+        rows, _, everything = self._scope(m, steps, scope, periods)
         if not len(rows):
             return []
         q = np.asarray(query_vector, dtype=np.float32)

@@ -21,20 +21,23 @@ import json
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 
 from synthex.record import Record
+from synthex.scope import BranchScope
 from synthex_resources.commits import with_commit_retry
-from synthex_resources.record_store import LIGHT_COLUMNS, RECORDS, RecordStore, q
+from synthex_resources.record_store import LIGHT_COLUMNS, RECORDS, RecordStore
 from synthex_resources.search.dense_index import dense_index
 from synthex_resources.search.leaf_fusion import leaf_sum_search
 from synthex_resources.search.memory_lexical import memory_bm25
 from synthex_resources.search.recipes import HYBRID_RRF, SearchConfig
 from synthex_resources.search.tokenize import tokenize
+from synthex_resources.store import filters
+from synthex_resources.store.filters import RecordFilter
 
 FTS_COLUMN = "content"
 COMPACT_FROM_FRAGMENTS = 64  # ensure_index compacts the records table from this many fragments
@@ -50,10 +53,6 @@ class SearchHit(Record):
         return {"id": self.id, "step": self.step, "branch": self.branch, "score": round(self.score, 6),
                 "content": self.content, "sources": list(self.source_ids), "metadata": self.metadata,
                 "period": self.period, "ranks": self.ranks, "collapsed": self.collapsed}
-
-
-def _like_escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def top_with_ties(fetch: Callable[[int], list[tuple[str, float]]], n: int) -> list[tuple[str, float]]:
@@ -173,16 +172,17 @@ class SearchEngine:
                 with_commit_retry(lambda column=column: tbl.create_index(column, config=Bitmap(), replace=True))
 
     # -- filters ----------------------------------------------------------------------------------
-    def where(self, steps: list[str] | None, branch: str, periods: list[str] | None = None,
+    @staticmethod
+    def record_filter(steps: list[str] | None, scope: BranchScope, periods: list[str] | None = None,
+                      metadata: dict[str, Any] | None = None) -> RecordFilter:
+        """What a search reads: the scope's rows (inherited steps through the branch serving them) of
+        ``steps`` in ``periods``; metadata is a prefilter on the stored JSON, verified exactly later."""
+        return RecordFilter.of(scope, steps=steps or None, periods=periods or None, metadata=metadata)
+
+    def where(self, steps: list[str] | None, scope: BranchScope, periods: list[str] | None = None,
               metadata: dict[str, Any] | None = None) -> str:
-        clauses = [self.store.scope(branch, steps)]  # a branch's view: inherited steps read its parent's rows
-        if periods:
-            clauses.append("period IN (" + ",".join(q(p) for p in periods) + ")")
-        for dotted, value in (metadata or {}).items():
-            # Prefilter on the stored JSON text (keys sorted, ", "/": " separators); verified exactly later.
-            fragment = f"{json.dumps(dotted.split('.')[-1])}: {json.dumps(value, ensure_ascii=False)}"
-            clauses.append(f"metadata LIKE {q('%' + _like_escape(fragment) + '%')}")
-        return " AND ".join(clauses)
+        """The search's filter as the index queries take it (``store.filters`` writes it)."""
+        return filters.where(self.record_filter(steps, scope, periods, metadata)) or "TRUE"
 
     @staticmethod
     def _meta_ok(rec: Record, metadata: dict[str, Any] | None) -> bool:
@@ -207,54 +207,58 @@ class SearchEngine:
 
         return top_with_ties(fetch, n)
 
-    def dense(self, query: str, where: str, n: int, vector: np.ndarray | None = None,
-              steps: list[str] | None = None, branch: str = "main", periods: list[str] | None = None,
+    def dense(self, query: str, where: RecordFilter, n: int, vector: np.ndarray | None = None,
+              steps: list[str] | None = None, scope: BranchScope | None = None, periods: list[str] | None = None,
               in_memory: bool = True) -> list[tuple[str, float]]:
         """Cosine top-n. Step/branch/period filters use the in-memory matrix; other filters use LanceDB."""
         tbl = self.store.records_table()
         if tbl is None:
             return []
+        scope = scope or BranchScope.own()
         qvec = vector if vector is not None else self.store.embedder.embed([query])[0]
         if in_memory:
-            return [(rid, sim) for rid, sim, _ in dense_index(self.store).search(qvec, steps, branch, periods, n)]
-        self.store.ensure_vectors(steps, branch)
+            return [(rid, sim) for rid, sim, _ in dense_index(self.store).search(qvec, steps, scope, periods, n)]
+        self.store.vectors.ensure(scope, steps)
 
         def fetch(limit: int) -> list[tuple[str, float]]:
             rows = (tbl.search(qvec.tolist(), vector_column_name="vector", query_type="vector").metric("cosine")
-                    .where(f"({where}) AND vector IS NOT NULL", prefilter=True).select(["id", "_distance"])
+                    .where(filters.where(replace(where, with_vector=True)), prefilter=True).select(["id", "_distance"])
                     .limit(limit).to_list())
             return [(r["id"], 1.0 - float(r["_distance"])) for r in rows]
 
         return top_with_ties(fetch, n)
 
     # -- search -----------------------------------------------------------------------------------
-    def search(self, query: str, steps: list[str] | None = None, branch: str = "main", k: int = 10,
+    def search(self, query: str, steps: list[str] | None = None, scope: BranchScope | None = None, k: int = 10,
                config: SearchConfig = HYBRID_RRF, periods: list[str] | None = None,
                metadata: dict[str, Any] | None = None, exact: bool = False,
                query_vector: np.ndarray | None = None, as_of: datetime | str | None = None) -> list[SearchHit]:
         """``as_of``: when the question is asked; leaf-sum search (the conversational recipe) resolves
-        relative dates in the query against it ("last week", search/temporal.py). Others ignore it."""
+        relative dates in the query against it ("last week", search/temporal.py). Others ignore it.
+        ``scope``: the branch read, with the branches serving its inherited steps (default: main's rows)."""
         with self.store.pinned_version():
-            return self._search(query, steps, branch, k, config, periods, metadata, exact, query_vector, as_of)
+            return self._search(query, steps, scope or BranchScope.own(), k, config, periods, metadata, exact,
+                                query_vector, as_of)
 
-    def _search(self, query: str, steps: list[str] | None, branch: str, k: int, config: SearchConfig,
+    def _search(self, query: str, steps: list[str] | None, scope: BranchScope, k: int, config: SearchConfig,
                 periods: list[str] | None, metadata: dict[str, Any] | None, exact: bool,
                 query_vector: np.ndarray | None, as_of: datetime | str | None) -> list[SearchHit]:
-        where = self.where(steps, branch, periods, metadata)
+        rows_filter = self.record_filter(steps, scope, periods, metadata)
+        where = filters.where(rows_filter) or "TRUE"
         if exact:
-            return self.exact(query, where, k, metadata)
+            return self.exact(query, rows_filter, k, metadata)
         if config.fusion == "leaf-sum":
             if metadata:
                 raise ValueError("leaf-sum search (the conversational recipe) takes step, branch and period "
                                  "filters, not metadata filters")
-            return leaf_sum_search(self, query, steps, branch, k, config, periods, as_of)
+            return leaf_sum_search(self, query, steps, scope, k, config, periods, as_of)
         in_memory = not metadata
         legs: dict[str, Any] = {}
         if config.lexical:
             legs["lexical"] = lambda: self.lexical(query, where, max(config.lexical_pool, k))
         if config.dense:
-            legs["dense"] = lambda: self.dense(query, where, max(config.dense_pool, k), query_vector, steps=steps,
-                                               branch=branch, periods=periods, in_memory=in_memory)
+            legs["dense"] = lambda: self.dense(query, rows_filter, max(config.dense_pool, k), query_vector, steps=steps,
+                                               scope=scope, periods=periods, in_memory=in_memory)
         if len(legs) > 1:  # the two legs wait on different things (index I/O, the embedder): overlap them
             futures = {name: self.submit(fn) for name, fn in legs.items()}
             lists = {name: f.result() for name, f in futures.items()}
@@ -273,7 +277,7 @@ class SearchEngine:
         order = sorted(fused, key=lambda i: (-fused[i], i))
         want = len(order) if config.reranker is not None else k
         kept, collapsed = self._collapse(order, config.dedup_cosine, want, in_memory)
-        rows = self.store.rows_by_id(kept, branch=branch)  # the rows this branch reads
+        rows = self.store.records.rows_by_id(kept, scope=scope)  # the rows this branch reads
         hits = []
         for rid in kept:
             if rid not in rows:
@@ -294,7 +298,7 @@ class SearchEngine:
         if in_memory:
             vectors = dense_index(self.store).vectors_of(order)
         else:
-            rows = self.store.rows_by_id(order, ["id", "vector"])
+            rows = self.store.records.rows_by_id(order, ["id", "vector"])
             vectors = {i: np.asarray(r["vector"], dtype=np.float32) for i, r in rows.items() if r.get("vector") is not None}
         kept: list[str] = []
         kept_vectors: list[np.ndarray] = []
@@ -316,25 +320,28 @@ class SearchEngine:
                 break
         return kept, collapsed
 
-    def exact(self, phrase: str, where: str, k: int, metadata: dict[str, Any] | None = None) -> list[SearchHit]:
+    def exact(self, phrase: str, rows_filter: RecordFilter, k: int,
+              metadata: dict[str, Any] | None = None) -> list[SearchHit]:
         """Verbatim (case-insensitive) substring search; score = occurrences; order by score, time, id."""
         tbl = self.store.records_table()
         needle = phrase.lower().strip()
         if tbl is None or not needle:
             return []
         if self.store.cipher is not None:  # ciphertext on disk: match the decrypted text kept in memory
-            return self._exact_encrypted(needle, where, k, metadata)
-        rows = tbl.search().where(f"{where} AND strpos(lower(content), {q(needle)}) > 0").select(
+            return self._exact_encrypted(needle, rows_filter, k, metadata)
+        matching = filters.where(replace(rows_filter, content_contains=needle))
+        rows = tbl.search().where(matching).select(
             LIGHT_COLUMNS).limit(None).to_arrow().to_pylist()
         hits = [self._hit(r, float(r["content"].lower().count(needle)), {}) for r in rows]
         hits = [h for h in hits if self._meta_ok(h, metadata)]
         hits.sort(key=lambda h: (-h.score, h.meta("time.created_at") or "", h.id))
         return hits[:k]
 
-    def _exact_encrypted(self, needle: str, where: str, k: int, metadata: dict[str, Any] | None) -> list[SearchHit]:
+    def _exact_encrypted(self, needle: str, rows_filter: RecordFilter, k: int,
+                         metadata: dict[str, Any] | None) -> list[SearchHit]:
         """``exact`` on an encrypted store: occurrences counted in memory, then only the top ``k`` rows (and
         every row tied with the k-th) are read and decrypted, in the same order as the plaintext path."""
-        counts = memory_bm25(self.store).exact(needle, where)
+        counts = memory_bm25(self.store).exact(needle, filters.where(rows_filter) or "TRUE")
         if not counts:
             return []
         kth = 0 if metadata else sorted(counts.values(), reverse=True)[min(k, len(counts)) - 1]
@@ -342,11 +349,7 @@ class SearchEngine:
         columns = LIGHT_COLUMNS if metadata else ["id", "metadata"]
 
         def rows_of(wanted: list[str], cols: list[str]) -> list[dict[str, Any]]:
-            out = []
-            for start in range(0, len(wanted), 500):
-                chunk = ",".join(q(i) for i in wanted[start:start + 500])
-                out += self.store._rows(f"({where}) AND id IN ({chunk})", cols)
-            return out
+            return list(self.store.records.rows_by_id(wanted, cols, within=rows_filter).values())
 
         if metadata:
             hits = [h for h in (self._hit(r, float(counts[r["id"]]), {}) for r in rows_of(ids, columns))

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from synthex.scope import BranchScope
 from synthex_resources.record_store import LIGHT_COLUMNS
 from synthex_resources.search import multihop
 from synthex_resources.search.dense_index import dense_index
@@ -79,10 +80,10 @@ def _with_candidates(index: Any, qvec: np.ndarray, short: tuple[np.ndarray, np.n
     return ids.tolist() + list(vectors), np.concatenate([sims, extra])
 
 
-def _first_stage(engine: SearchEngine, scope: Scope, text: str, steps: list[str] | None, branch: str,
+def _first_stage(engine: SearchEngine, scope: Scope, text: str, steps: list[str] | None, reads: BranchScope,
                  periods: list[str] | None, config: SearchConfig) -> np.ndarray:
     """Steps 1-3: the legs' scores per leaf, summed, with neighbour credit."""
-    where = engine.where(steps, branch, periods)
+    where = engine.where(steps, reads, periods)
     n = len(scope.leaf_ids)
     total = np.zeros(n)
 
@@ -108,12 +109,12 @@ def _first_stage(engine: SearchEngine, scope: Scope, text: str, steps: list[str]
         index = dense_index(engine.store)
         if config.dense:
             dense = np.zeros(n)
-            short = index.approximate_scores(qvec, steps, branch, periods, DENSE_SHORTLIST)
+            short = index.approximate_scores(qvec, steps, reads, periods, DENSE_SHORTLIST)
             if short is not None:  # a scope too large to score every record (search/ann.py)
                 ids, sims = _with_candidates(index, qvec, short, lexical_ids)
                 lend(dense, ids, _normalized_dense(sims, short[2]))
             else:
-                ids, sims, _ = index.scores(qvec, steps, branch, periods)
+                ids, sims, _ = index.scores(qvec, steps, reads, periods)
                 rows, leaves, one_to_one = scope.leaf_pairs("searched", ids)
                 if one_to_one:
                     dense[leaves] = _normalized_dense(sims)[rows]
@@ -122,7 +123,7 @@ def _first_stage(engine: SearchEngine, scope: Scope, text: str, steps: list[str]
             total += config.dense_weight * dense
         if config.leaf_dense_weight and set(scope.leaf_steps) != set(steps or []):
             own = np.zeros(n)
-            short = index.approximate_scores(qvec, scope.leaf_steps, branch, None, DENSE_SHORTLIST)
+            short = index.approximate_scores(qvec, scope.leaf_steps, reads, None, DENSE_SHORTLIST)
             if short is not None:
                 ids, sims = _with_candidates(index, qvec, short, [scope.leaf_ids[i] for i in np.flatnonzero(total)])
                 normalized = _normalized_dense(sims, short[2])
@@ -131,7 +132,7 @@ def _first_stage(engine: SearchEngine, scope: Scope, text: str, steps: list[str]
                     if pos is not None:
                         own[pos] = value
             else:
-                ids, sims, _ = index.scores(qvec, scope.leaf_steps, branch, None)
+                ids, sims, _ = index.scores(qvec, scope.leaf_steps, reads, None)
                 rows, leaves, _ = scope.leaf_pairs("own", ids, own=True)
                 own[leaves] = _normalized_dense(sims)[rows]
             total += config.leaf_dense_weight * own
@@ -141,18 +142,18 @@ def _first_stage(engine: SearchEngine, scope: Scope, text: str, steps: list[str]
     return total
 
 
-def leaf_sum_search(engine: SearchEngine, query: str, steps: list[str] | None, branch: str, k: int,
+def leaf_sum_search(engine: SearchEngine, query: str, steps: list[str] | None, reads: BranchScope, k: int,
                     config: SearchConfig, periods: list[str] | None = None,
                     as_of: datetime | str | None = None) -> list[SearchHit]:
-    where = engine.where(steps, branch, periods)
+    where = engine.where(steps, reads, periods)
     scope = scope_for(engine, where)
     n = len(scope.leaf_ids)
     if not n:
         return []
     text = without_names(query, scope.participants) if config.drop_participants else query
-    total = _first_stage(engine, scope, text, steps, branch, periods, config)
+    total = _first_stage(engine, scope, text, steps, reads, periods, config)
     total = multihop.rescore(engine, scope, where, text, total, config,  # multi-hop strategies, off by default
-                             lambda part: _first_stage(engine, scope, part, steps, branch, periods, config))
+                             lambda part: _first_stage(engine, scope, part, steps, reads, periods, config))
     window = time_window(query, as_of, config.relative_dates) if config.date_weight else None
     if window is not None and total.max() > 0:
         known = ~np.isnan(scope.times)
@@ -177,7 +178,7 @@ def leaf_sum_search(engine: SearchEngine, query: str, steps: list[str] | None, b
         candidates = candidates[total[candidates] >= kth]
     order = candidates[np.lexsort((scope.tiebreak[candidates], -total[candidates]))]
     order = multihop.diversify(engine, scope, total, order, want, config)  # the first ones unless diversifying
-    rows = engine.store.rows_by_id([scope.leaf_ids[i] for i in order], LIGHT_COLUMNS, branch=branch)
+    rows = engine.store.records.rows_by_id([scope.leaf_ids[i] for i in order], LIGHT_COLUMNS, scope=reads)
     hits = [engine._hit(rows[scope.leaf_ids[i]], float(total[i]), {}) for i in order if scope.leaf_ids[i] in rows]
     if config.reranker is not None:
         hits = list(config.reranker(query, hits))

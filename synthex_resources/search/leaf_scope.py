@@ -121,7 +121,7 @@ def _walk(engine: SearchEngine, rows: dict[str, dict[str, Any]], searched: list[
     known = known or {}
     frontier = {s for r in rows.values() for s in r.get("sources") or [] if s not in rows and s not in known}
     while frontier:
-        fetched = engine.store.rows_by_id(sorted(frontier), _COLUMNS)  # any row of an id: same content
+        fetched = engine.store.records.rows_by_id(sorted(frontier), _COLUMNS)  # any row of an id: same content
         rows |= fetched
         frontier = {s for r in fetched.values() for s in r.get("sources") or [] if s not in rows and s not in known}
 

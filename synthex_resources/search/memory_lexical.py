@@ -34,8 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from synthex_resources.record_store import RECORDS, RecordStore, q
+from synthex_resources.record_store import RECORDS, RecordStore
 from synthex_resources.search.tokenize import tokenize
+from synthex_resources.store import filters
+from synthex_resources.store.filters import RecordFilter
 
 K1, B = 1.2, 0.75
 MASKS_KEPT = 32  # row masks cached per table version (one per distinct filter)
@@ -101,11 +103,9 @@ class MemoryBM25:
         if len(prints) >= FETCH_ALL_SHARE * total:
             take(ds.to_table(columns=["fingerprint", "content"]))
             return
-        wanted = sorted(prints)
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start:start + 500]
+        for chunk in filters.chunks(sorted(prints)):
             take(ds.to_table(columns=["fingerprint", "content"],
-                             filter="fingerprint IN (" + ",".join(q(p) for p in chunk) + ")"))
+                             filter=filters.where(RecordFilter(fingerprints=tuple(chunk)))))
 
     def _build(self, ds: Any) -> _Corpus:
         table = ds.to_table(columns=["id", "fingerprint"], with_row_id=True)

@@ -91,7 +91,7 @@ def _sessions(prev: np.ndarray) -> np.ndarray:
 
 def _build(engine: SearchEngine, leaf_ids: list[str], prev: np.ndarray, nxt: np.ndarray,
            participants: set[str], rare_df: int) -> Lexicon:
-    rows = engine.store.rows_by_id(leaf_ids, ["id", "content", "metadata"])
+    rows = engine.store.records.rows_by_id(leaf_ids, ["id", "content", "metadata"])
     n = len(leaf_ids)
     per_leaf: list[set[str]] = []
     entities: list[set[str]] = []

@@ -1,0 +1,233 @@
+"""Benchmarks: one interface, one registry, one runner.
+
+A benchmark is a class on ``Benchmark`` with four parts:
+
+- ``load(data)``: parse the data file into conversations (the benchmark's own type: a LoCoMo sample, a
+  LongMemEval question with its haystack...); bad data is a ``SourceError`` of one line naming the file;
+- ``ingest(conversation)``: the conversation as a source file (``BenchmarkSource``: payload and source
+  format) that an architecture's pipeline reads; the records must carry the turn id at ``turn_id_field``;
+- ``questions(conversation)``: ``BenchmarkQuestion``\\ s, each with its gold turn and session ids, its
+  category and, when the benchmark has one, the date it is asked;
+- ``score(question, ranked_turns, conversation)``: per-question metrics at turn and session level
+  (recall_any/all@k, nDCG, MRR: ``evals.metrics``); ``session_of`` says which session a turn is in.
+
+Benchmarks are registered through the ``register_benchmarks(registry)`` hook of a plugin module
+(``synthex.plugins``): the evals plugin registers LoCoMo and LongMemEval that way, and any installed
+plugin adds its own. ``synthex eval <name>`` and the Dagster eval assets are built from the registry
+(``evals.commands``, ``evals.dagster_evals``). ``evaluate`` runs one benchmark over architectures.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from inspect import isabstract
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
+
+from evals import metrics
+from evals.scoring import QuestionScore, Tally
+from synthex.errors import BadInputError
+from synthex.naming import path_segment
+from synthex.plugins import GROUP, PluginFailure, Registry, populate
+
+if TYPE_CHECKING:
+    from evals.architectures import Architecture
+
+C = TypeVar("C")  # a benchmark's conversation: what one workspace ingests and its questions are asked of
+HOOK = "register_benchmarks"
+PLUGIN_MODULE = "evals.plugin"
+
+
+@dataclass(frozen=True)
+class BenchmarkQuestion:
+    """One question as every benchmark gives it to the runner."""
+
+    question_id: str  # stable across runs and architectures: the key of its eval_results row
+    text: str
+    gold_turns: frozenset[str]  # turn ids (``turn_id_field`` of the records); empty: scored at session level only
+    gold_sessions: frozenset[str]
+    category: str
+    as_of: str | None = None  # ISO date the question is asked ("last week" is resolved against it)
+    answer: str | None = None  # the gold answer for ``--qa``; None: nothing to grade (LoCoMo's adversarial items)
+
+
+@dataclass(frozen=True)
+class BenchmarkSource:
+    """A conversation as a file an architecture's pipeline reads (``Architecture.ingest``)."""
+
+    key: str  # names the conversation's workspace (one per conversation and architecture)
+    filename: str
+    payload: str
+    source_format: str  # a format ``pipeline.source(format=...)`` knows: built-in ("jsonl") or registered
+
+
+@dataclass(frozen=True)
+class BenchmarkOption:
+    """A benchmark's own command-line option (``--<name>``), passed to its constructor by keyword."""
+
+    name: str
+    help: str
+    default: str
+    choices: tuple[str, ...] = ()  # empty: any string
+
+
+class Benchmark(ABC, Generic[C]):
+    """Subclass, set the class attributes, implement ``load``, ``ingest``, ``questions`` and ``session_of``;
+    register the class under ``name`` in a ``register_benchmarks(registry)`` hook. The constructor takes
+    the ``options`` by keyword, each with its default, and rejects a bad value (``BadInputError``) before
+    any work."""
+
+    name: ClassVar[str]  # `synthex eval <name>`; the eval work folder
+    title: ClassVar[str]  # in charts and asset descriptions ("LoCoMo")
+    description: ClassVar[str]  # the command's help
+    data_help: ClassVar[str] = "The benchmark's data file."
+    unit: ClassVar[str] = "conversations"  # what --limit counts: the items ``load`` returns
+    options: ClassVar[tuple[BenchmarkOption, ...]] = ()
+    supports_qa: ClassVar[bool] = False  # offers --qa: answer from the top hits, judged by the configured LLM
+    peers: ClassVar[tuple[str, ...]] = ()  # other systems ``evaluate_peer`` runs on the same data
+    category_level: ClassVar[Literal["turn", "session"]] = "turn"  # the level ``by_category`` averages
+    turn_id_field: ClassVar[str] = "chat.message_id"  # the record metadata holding a turn's id
+    progress_every: ClassVar[int] = 1  # log after every N conversations
+
+    @property
+    def result_name(self) -> str:
+        """The ``benchmark`` field of its results (and of their eval_results rows)."""
+        return self.name
+
+    @property
+    def work_subdir(self) -> str:
+        """A folder under the work dir that keeps apart workspaces the options make different."""
+        return ""
+
+    @classmethod
+    def default_data(cls) -> Path | None:
+        """The data file the Dagster eval asset scores by default; None: no asset (nothing to score nightly)."""
+        return None
+
+    @abstractmethod
+    def load(self, data: Path) -> Sequence[C]:
+        """The conversations in ``data``; bad data: one-line ``SourceError`` naming the file and the item."""
+
+    @abstractmethod
+    def ingest(self, conversation: C) -> BenchmarkSource:
+        """The conversation as a source file for an architecture's pipeline."""
+
+    @abstractmethod
+    def questions(self, conversation: C) -> list[BenchmarkQuestion]:
+        """The questions asked of this conversation (only those that can be scored)."""
+
+    @abstractmethod
+    def session_of(self, conversation: C, turn_id: str) -> str:
+        """The session a turn belongs to (a benchmark without sessions: the conversation's id)."""
+
+    def score(self, question: BenchmarkQuestion, ranked_turns: Sequence[str], conversation: C) -> QuestionScore:
+        """Turn-level metrics against the gold turns (none when there are none), session-level metrics of the
+        turns' sessions in rank order against the gold sessions."""
+        sessions = metrics.dedupe(self.session_of(conversation, t) for t in ranked_turns)
+        return QuestionScore(
+            turns=list(ranked_turns), sessions=sessions,
+            turn=metrics.score(ranked_turns, question.gold_turns) if question.gold_turns else None,
+            session=metrics.score(sessions, question.gold_sessions))
+
+    def result_fields(self, data: Path, conversations: Sequence[C], scores: Sequence[QuestionScore]) -> dict[str, Any]:
+        """Fields of one architecture's result after its identity (benchmark, pipeline, ..., mode)."""
+        return {"data": str(data), "conversations": len(conversations)}
+
+    def evaluate_peer(self, peer: str, data: Path, work_dir: Path, *, limit: int | None, k: int,
+                      log: Callable[[str], None]) -> dict[str, Any]:
+        """One of ``peers`` fed the same data and scored the same way: a result like ``evaluate``'s."""
+        raise BadInputError(f"benchmark {self.name!r} has no peer {peer!r}; peers: {', '.join(self.peers) or 'none'}")
+
+
+def benchmark_registry() -> Registry[type[Benchmark]]:
+    """Every registered benchmark class by name: the evals plugin's built-ins, then installed plugins'
+    (a plugin whose hook fails is on ``.failures``). Built fresh per call: callers hold it for a command."""
+    registry: Registry[type[Benchmark]] = Registry("benchmark")
+    # The evals plugin is itself an installed plugin (pyproject's entry point), so populate reaches its hook
+    # through the entry point; it is named as a built-in only where that entry point is not installed (a
+    # source tree on PYTHONPATH), since a module loaded twice would register every benchmark twice.
+    installed = {entry.value.split(":")[0] for entry in entry_points(group=GROUP)}
+    populate(registry, HOOK, builtins=() if PLUGIN_MODULE in installed else (PLUGIN_MODULE,))
+    valid: Registry[type[Benchmark]] = Registry("benchmark")
+    valid.failures = list(registry.failures)
+    for name, item in registry.items():
+        problem = _not_a_benchmark(name, item)
+        if problem is None:
+            valid.register(name, item)
+        else:  # reported like a plugin that failed to load; the other benchmarks stay usable
+            valid.failures.append(PluginFailure(name, getattr(item, "__module__", "?"), f"{HOOK}: {problem}"))
+    return valid
+
+
+def _not_a_benchmark(name: str, item: object) -> str | None:
+    """Why ``item`` registered as ``name`` cannot be run (None: it can)."""
+    if not (isinstance(item, type) and issubclass(item, Benchmark)) or isabstract(item):
+        return f"{item!r} is not a concrete subclass of evals.benchmarks.Benchmark"
+    missing = [attr for attr in ("name", "title", "description") if not hasattr(item, attr)]
+    if missing:
+        return f"{item.__name__} does not set {', '.join(missing)}"
+    if item.name != name:
+        return f"{item.__name__} is registered as {name!r} but its name is {item.name!r}"
+    return None
+
+
+def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architecture], work_dir: Path, *,
+             limit: int | None = None, k: int = 10, log: Callable[[str], None] = print, qa: bool = False,
+             qa_context: int = 5) -> list[dict[str, Any]]:
+    """One result per architecture: each conversation ingested through the architecture's pipeline in its own
+    workspace, each question searched there, its ranked turns scored. ``qa``: also answer from the top
+    ``qa_context`` hits and judge (a real LLM only; refused before any work)."""
+    from evals.architectures import ranked_leaf_keys
+    from evals.shared_embedder import MemoEmbedder
+
+    if qa:
+        if not benchmark.supports_qa:
+            raise BadInputError(f"benchmark {benchmark.name!r} has no QA scoring (--qa)")
+        from synthex_resources.llm import LLMConfig
+
+        if LLMConfig().is_offline():
+            from evals.qa import qa_accuracy
+
+            qa_accuracy([])  # raises the clear "needs a real LLM" error before any work
+    conversations = list(benchmark.load(data))[: limit or None]
+    results = []
+    embedder = MemoEmbedder()  # one model, and one embedding per distinct text, for every workspace
+    for arch in architectures:
+        tally = Tally(category_level=benchmark.category_level)
+        scores: list[QuestionScore] = []
+        qa_items = []
+        pipeline_name = arch.name
+        for index, conversation in enumerate(conversations, start=1):
+            source = benchmark.ingest(conversation)
+            root = work_dir / benchmark.work_subdir / arch.work_key / path_segment(source.key)
+            pipe = arch.ingest(root, source.filename, source.payload, source.source_format, embedder)
+            pipeline_name = pipe.name
+            questions = benchmark.questions(conversation)
+            for question in questions:
+                hits = pipe.search(question.text, step=arch.steps, k=k, mode=arch.mode, branch=arch.branch,
+                                   as_of=question.as_of)
+                turns = ranked_leaf_keys(hits, question.text, lambda r: r.meta(benchmark.turn_id_field), k)
+                scored = benchmark.score(question, turns, conversation)
+                scores.append(scored)
+                tally.record(scored, question.gold_turns, question.gold_sessions, question.category,
+                             question_id=question.question_id, question=question.text)
+                if qa and question.answer is not None:
+                    from evals.qa import QAItem
+
+                    qa_items.append(QAItem(question.text, question.answer, [h.content for h in hits[:qa_context]],
+                                           question.category))
+            pipe.close()  # its store, caches and Dagster instance: one workspace held at a time
+            if index % benchmark.progress_every == 0:
+                log(f"  {arch.name}: {source.key} done ({len(questions)} questions, {index}/{len(conversations)})")
+        head: dict[str, Any] = {}
+        if benchmark.supports_qa:
+            from evals.qa import qa_accuracy
+
+            head["qa"] = qa_accuracy(qa_items) if qa else None
+        head |= {"benchmark": benchmark.result_name, "pipeline": pipeline_name, "architecture": arch.name,
+                 "branch": arch.branch, "mode": arch.mode}
+        results.append(tally.result(**head, **benchmark.result_fields(data, conversations, scores)))
+    return results

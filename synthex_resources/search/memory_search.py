@@ -1,0 +1,61 @@
+"""One search, as every door asks it: the CLI, ``Pipeline.search``, the MCP server and the Dagster
+``SearchResource`` all call ``search_memory`` with the scope they resolved (``PipelineDefinition.scope``),
+so the same request gets the same answer whichever door it came through.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from synthex.definition import PipelineDefinition
+from synthex.errors import BadInputError, PipelineDefinitionError
+from synthex.scope import BranchScope
+from synthex_resources.record_store import RecordStore
+from synthex_resources.search.engine import SearchEngine, SearchHit
+from synthex_resources.search.recipes import RECIPES
+
+
+def search_memory(pipeline: PipelineDefinition, store: RecordStore, scope: BranchScope, query: str, *,
+                  step: str | list[str] | None = None, exact: bool = False, k: int = 10, mode: str = "hybrid",
+                  periods: list[str] | None = None, metadata: dict[str, Any] | None = None,
+                  rerank: str | None = None, rerank_top_n: int = 20, as_of: str | None = None) -> list[SearchHit]:
+    """Surface search at a step (altitude); ``exact=True`` is verbatim search in leaf steps by default.
+
+    ``as_of``: when the question is asked; the conversational recipe resolves relative dates in the
+    query ("last week") against it. ``rerank="llm"``: the recipe's top ``rerank_top_n`` hits are reordered
+    by one call to the configured model (``synthex_resources.search.rerank.LLMReranker``; cached like a
+    step's calls); real model only."""
+    if step is None:
+        steps = pipeline.leaf_steps() if exact else pipeline.search_steps()
+    else:
+        steps = [step] if isinstance(step, str) else list(step)
+    for s in steps:
+        if s not in pipeline.steps:
+            raise PipelineDefinitionError(f"unknown step {s!r}; steps: {', '.join(pipeline.steps)}")
+    if mode not in RECIPES:
+        raise PipelineDefinitionError(f"unknown search mode {mode!r}; expected one of {', '.join(RECIPES)}")
+    if k < 1:
+        raise BadInputError(f"k must be at least 1 (got {k})")
+    if metadata and RECIPES[mode].fusion == "leaf-sum":
+        raise PipelineDefinitionError(f"search mode {mode!r} ranks turns and takes no metadata filter "
+                                      f"(it would silently cut the top k); use step, branch and period filters")
+    if rerank not in (None, "llm"):
+        raise BadInputError(f"unknown reranker {rerank!r}; expected 'llm'")
+    if rerank and exact:
+        raise BadInputError("exact (verbatim) search is not reranked; drop --rerank or --exact")
+    if rerank is None:
+        return SearchEngine(store).search(query, steps=steps, scope=scope, k=k, config=RECIPES[mode],
+                                          periods=periods, metadata=metadata, exact=exact, as_of=as_of)
+    from synthex_resources.llm import LLMConfig
+    from synthex_resources.search.rerank import LLMReranker
+
+    llm = LLMConfig()
+    if llm.is_offline():
+        raise BadInputError("--rerank llm needs a real model: set OPENAI_API_KEY and/or OPENAI_BASE_URL "
+                            "(the offline stand-in cannot rank)")
+    reranker = LLMReranker(llm.get_completer(cache=store.llm_cache), llm.resolved()["model"], top_n=rerank_top_n)
+    # The engine applies the recipe's reranker to its own candidate pool (rrf: every fused candidate;
+    # leaf-sum: the top ``top_n`` turns), so every caller of the engine gets the same ranking.
+    return SearchEngine(store).search(query, steps=steps, scope=scope, k=k,
+                                      config=RECIPES[mode].with_(reranker=reranker), periods=periods,
+                                      metadata=metadata, as_of=as_of)

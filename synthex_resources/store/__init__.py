@@ -1,0 +1,1 @@
+"""The record store's typed parts (see synthex_resources.record_store)."""
