@@ -7,7 +7,7 @@ through its sources and queried through its search.
   ``conversational`` recipe (turns scored through their context records and their own text, smoothed
   over adjacent turns, date prior, speakers' names dropped from the query). No model anywhere.
 - ``conversational-enriched``: ``conversational`` with each context record also indexed with the turn's
-  entities, resolved dates and topics (``synthex.enrich``, no model).
+  entities, resolved dates and topics (``synthex.core.enrich``, no model).
 - any other name: the project's own pipeline (``pipeline.py``) on that branch, its sources pointed at
   the benchmark data; hits are drilled down to their leaves to score turns. ``branch@recipe``
   searches that branch with another recipe (e.g. ``main@conversational``).
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from synthex import Pipeline
-from synthex.naming import MAIN
-from synthex.steps import SourceStep
+from synthex.core.naming import MAIN
+from synthex.core.steps import SourceStep
 from synthex_resources.embedder import Embedder
 from synthex_resources.search.tokenize import tokenize
 
@@ -82,7 +82,7 @@ def project_architecture(project: Path, branch: str) -> Architecture:
     """The user's pipeline with every source reading the benchmark file instead of their exports."""
 
     def build(data: Path, root: Path, fmt: str) -> Pipeline:
-        from synthex.project import load_pipeline
+        from synthex.core.project import load_pipeline
 
         pipe = load_pipeline(project).for_branch(branch)  # branches/<branch>.py over pipeline.py
         node = pipe

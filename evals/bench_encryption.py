@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from synthex.scope import BranchScope
+from synthex.core.scope import BranchScope
 from synthex_resources.embedder import EmbedderConfig
 from synthex_resources.encryption import KEY_ENV, generate_key
 from synthex_resources.record_store import RecordStore
@@ -51,7 +51,7 @@ def synthex(*args: str, cwd: Path, key: str | None) -> tuple[float, float]:
     figure on a shared machine: wall time also counts waiting for the cores."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "synthex.cli", *args], cwd=cwd, env=env(key),
+    proc = subprocess.run([sys.executable, "-m", "synthex.surfaces.cli", *args], cwd=cwd, env=env(key),
                           capture_output=True, text=True)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -159,7 +159,7 @@ def demo(base: Path, key: str, repeat: int, queries_n: int) -> None:
         print(f"  {label} plain {plain:5.1f} s   encrypted {enc:5.1f} s   ratio {enc / plain:.2f}   (each: plain "
               f"{[round(w, 1) for w in figures['plain']]}, encrypted {[round(w, 1) for w in figures['encrypted']]})")
 
-    from synthex.project import load_pipeline
+    from synthex.core.project import load_pipeline
 
     pipeline = load_pipeline(roots["plain"])
     embedder = EmbedderConfig().create()  # one embedder for every store: it loads once, outside every timing

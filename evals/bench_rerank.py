@@ -22,7 +22,7 @@ from evals.architectures import ranked_leaf_keys, resolve
 from evals.locomo import CATEGORIES, load_locomo
 from evals.locomo_eval import add_question, ingest_conversation
 from evals.scoring import Tally
-from synthex.prompts import anticipate_questions
+from synthex.core.prompts import anticipate_questions
 from synthex_resources.embedder import EmbedderConfig
 from synthex_resources.llm import LLMConfig
 from synthex_resources.search import SearchEngine

@@ -31,8 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-from synthex.record import Record
-from synthex.scope import BranchScope
+from synthex.core.record import Record
+from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search import RECIPES, SearchEngine
 from synthex_resources.search.dense_index import DenseIndex, dense_index

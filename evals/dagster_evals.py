@@ -38,7 +38,7 @@ from dagster_duckdb import DuckDBResource
 from evals.architectures import project_architecture
 from evals.benchmarks import Benchmark, benchmark_registry, evaluate
 from evals.report import chart, strip_questions, table, write_eval_results
-from synthex.definition import PipelineDefinition
+from synthex.core.definition import PipelineDefinition
 from synthex_assets.naming import asset_name
 from synthex_assets.partitions import BRANCHES
 from synthex_resources.sql import eval_results_path

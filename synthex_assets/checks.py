@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from synthex.steps import Step
+from synthex.core.steps import Step
 
 PROVENANCE = "provenance_complete"
 UP_TO_DATE = "up_to_date"

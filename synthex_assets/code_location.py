@@ -14,9 +14,9 @@ from pathlib import Path
 
 from dagster import Definitions, MetadataValue, get_dagster_logger
 
-from synthex.definition import PipelineDefinition
-from synthex.plugins import PluginFailure, discover
-from synthex.project import PIPELINE_FILE, demo_pipeline, load_pipeline
+from synthex.core.definition import PipelineDefinition
+from synthex.core.plugins import PluginFailure, discover
+from synthex.core.project import PIPELINE_FILE, demo_pipeline, load_pipeline
 from synthex_assets.definitions import build_definitions
 
 PLUGIN_FAILURES_KEY = "synthex/plugin_failures"

@@ -20,9 +20,9 @@ from dagster import (
     Failure,
 )
 
-from synthex.definition import PipelineDefinition
-from synthex.deletions import DELETIONS_TAG, DeletionConsent, consent_tag
-from synthex.errors import SynthexError
+from synthex.core.definition import PipelineDefinition
+from synthex.core.deletions import DELETIONS_TAG, DeletionConsent, consent_tag
+from synthex.core.errors import SynthexError
 from synthex_assets.dagster_internals import (
     RemoteJobOrigin,
     code_location_job_origin,
@@ -57,7 +57,7 @@ def launch_pipeline_run(defs: Definitions, pipeline: PipelineDefinition, instanc
     error (a SynthexError naming the step, record and problem) when a step fails; returns the asset
     checks that failed (``asset:check: detail``), e.g. an ``on_update`` hook that could not be delivered.
     ``deletions``: the caller judged the sources' deletions (or the user allowed them); None: each
-    source step's op judges (synthex.deletions).
+    source step's op judges (synthex.core.deletions).
     """
     register(instance, branch, periods)
     dirty = sorted({p for ps in partitions.values() for p in ps})

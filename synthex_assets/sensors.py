@@ -8,7 +8,7 @@ dagster-duckdb's ``DuckDBResource``) says what is new, changed or deleted, the p
 sensor registers new period partitions and requests one run per branch over only those partitions.
 The nightly reconcile schedule does the same for every source without the token shortcut.
 
-Both apply the deletion guard (``synthex.deletions``) before requesting anything: a source whose
+Both apply the deletion guard (``synthex.core.deletions``) before requesting anything: a source whose
 deletions are held back (an export emptied, a snapshot shrunk by more than 20 %) gets no run and its
 change is not committed, so every tick says the guard's line again (the tick log, the SkipReason) until
 the source is restored or a run with ``--allow-deletions`` applies it; ``synthex status`` lists it.
@@ -36,8 +36,8 @@ from dagster import (
 )
 from dagster_duckdb import DuckDBResource
 
-from synthex.definition import PipelineDefinition
-from synthex.deletions import DeletionVerdict, refusal_line
+from synthex.core.definition import PipelineDefinition
+from synthex.core.deletions import DeletionVerdict, refusal_line
 from synthex_assets.dagster_internals import partition_range_tags
 from synthex_assets.naming import asset_name, job_name
 from synthex_assets.partitions import register

@@ -26,11 +26,11 @@ from dagster import (
     asset,
 )
 
-from synthex.definition import PipelineDefinition
-from synthex.deletions import consent_from_tags
-from synthex.errors import SynthexError
-from synthex.progress import ProgressReporter
-from synthex.steps import Step
+from synthex.core.definition import PipelineDefinition
+from synthex.core.deletions import consent_from_tags
+from synthex.core.errors import SynthexError
+from synthex.core.progress import ProgressReporter
+from synthex.core.steps import Step
 from synthex_assets.checks import CHECKS, check_descriptions
 from synthex_assets.executor import PartitionOutcome, StepExecutor
 from synthex_assets.naming import asset_name, check_asset_names
@@ -82,7 +82,7 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefiniti
         executor = StepExecutor(pipeline, step, store, llm, progress, run_id=context.run_id,
                                 full=context.run.tags.get(FULL_TAG) == "1")
         try:
-            # A source step's deletions: judged here unless the launching door did (synthex.deletions).
+            # A source step's deletions: judged here unless the launching door did (synthex.core.deletions).
             enforce_for_step(pipeline, store, step.name, sorted({b for b, _ in partitions}),
                              consent_from_tags(context.run.tags, context.run_id))
             result = executor.run(partitions)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from synthex.definition import PipelineDefinition, Plan
-from synthex.llm import OUTPUT_CHARS_PER_CALL, OUTPUT_TOKENS_PER_CALL, estimate_unrendered_tokens
-from synthex.naming import check_branch_name
-from synthex.purges import PurgeLedger
-from synthex.steps import AggregateStep, FoldStep, MergeStep, SourceStep, Step, TransformStep
-from synthex.steps.base import visible_work
+from synthex.core.definition import PipelineDefinition, Plan
+from synthex.core.llm import OUTPUT_CHARS_PER_CALL, OUTPUT_TOKENS_PER_CALL, estimate_unrendered_tokens
+from synthex.core.naming import check_branch_name
+from synthex.core.purges import PurgeLedger
+from synthex.core.steps import AggregateStep, FoldStep, MergeStep, SourceStep, Step, TransformStep
+from synthex.core.steps.base import visible_work
 from synthex_resources.llm import PRICES, LLMConfig
 from synthex_resources.record_store import RecordStore
 from synthex_resources.step_context import SnapshotContext
@@ -101,7 +101,7 @@ def compute_partition_plan(pipeline: PipelineDefinition, store: RecordStore, bra
 
 def _estimate_outputs(step: Step, period: str, expected: dict, chars: dict) -> tuple[int, int]:
     """Outputs and their size for a partition whose inputs do not exist yet (a model call's output is
-    assumed to be ``OUTPUT_CHARS_PER_CALL`` long, from the shared token model in ``synthex.llm``)."""
+    assumed to be ``OUTPUT_CHARS_PER_CALL`` long, from the shared token model in ``synthex.core.llm``)."""
     up_count = sum(expected.get((u, period), 0) for u in step.from_)
     up_chars = sum(chars.get((u, period), 0) for u in step.from_)
     if isinstance(step, TransformStep):

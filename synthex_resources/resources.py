@@ -14,9 +14,9 @@ from typing import Any
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import PrivateAttr
 
-from synthex.definition import PipelineDefinition
-from synthex.naming import MAIN
-from synthex.project import project_pipeline
+from synthex.core.definition import PipelineDefinition
+from synthex.core.naming import MAIN
+from synthex.core.project import project_pipeline
 from synthex_resources.embedder import EmbedderConfig
 from synthex_resources.llm import LLMConfig
 from synthex_resources.record_store import RecordStore, open_store

@@ -1,5 +1,5 @@
 """One sync pass over a pipeline's sources: pull what must be fetched, detect what changed (CDC state),
-judge what each source would delete (``synthex.deletions``), and plan which (branch, period) partitions
+judge what each source would delete (``synthex.core.deletions``), and plan which (branch, period) partitions
 that makes dirty. The CLI (``synthex run`` / ``synthex sync``), the sensors, the reconcile schedule and
 the step op of a UI-launched run share it; they differ only in how they run the work.
 """
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from synthex.definition import PipelineDefinition
-from synthex.deletions import DeletionConsent, DeletionGuard, DeletionVerdict, enforce
-from synthex.project import branch_names
-from synthex.purges import PurgeLedger
+from synthex.core.definition import PipelineDefinition
+from synthex.core.deletions import DeletionConsent, DeletionGuard, DeletionVerdict, enforce
+from synthex.core.project import branch_names
+from synthex.core.purges import PurgeLedger
 from synthex_resources.cdc_state import CdcState, SourceChanges
 from synthex_resources.planner import plan_pipeline
 from synthex_resources.record_store import RecordStore

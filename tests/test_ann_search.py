@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import sparse
 
-from synthex.record import Record
-from synthex.scope import BranchScope
+from synthex.core.record import Record
+from synthex.core.scope import BranchScope
 from synthex_resources.encryption import generate_key
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search import ann, leaf_fusion, multihop

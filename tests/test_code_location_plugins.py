@@ -13,7 +13,7 @@ from pathlib import Path
 
 from conftest import env_without_openai
 
-from synthex.project import load_pipeline
+from synthex.core.project import load_pipeline
 
 TOY_PLUGIN = '''
 from dagster import Definitions, asset

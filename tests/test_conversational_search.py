@@ -10,6 +10,7 @@ from conftest import write_json
 
 from evals.locomo import with_previous_turn  # importing it also registers the locomo-turns format
 from synthex import Pipeline
+from synthex.core.scope import BranchScope
 from synthex_resources import open_store
 from synthex_resources.search import SearchEngine
 from synthex_resources.search.leaf_fusion import without_names
@@ -115,7 +116,7 @@ def test_neighbouring_turns_share_the_score(pipe):
 def test_stemmed_index_is_a_project_choice_and_is_rebuilt_when_it_changes(tmp_path):
     pipe = build(tmp_path / "p", stem=False)
     engine = SearchEngine(open_store(pipe.store_uri))
-    where = engine.where(["turns"], "main")
+    where = engine.where(["turns"], BranchScope.own())
     assert engine.lexical("cooked", where, 5) == []  # unstemmed: "cooked" is not "cooking"
     engine.ensure_index(stem=True)
     details = {i.name: i.index_details for i in engine.store.records_table().list_indices()}
@@ -130,7 +131,7 @@ def test_stemmed_index_is_a_project_choice_and_is_rebuilt_when_it_changes(tmp_pa
 
 
 def test_metadata_filters_are_refused_by_leaf_sum(pipe):
-    from synthex.errors import PipelineDefinitionError
+    from synthex.core.errors import PipelineDefinitionError
 
     with pytest.raises(PipelineDefinitionError, match="metadata"):  # a user error: one line, not a traceback
         pipe.search("finch", mode="conversational", metadata={"chat.author": "Bob"})

@@ -1,4 +1,4 @@
-"""One deletion policy on every door (synthex.deletions): a deletion a source reports itself (a row gone
+"""One deletion policy on every door (synthex.core.deletions): a deletion a source reports itself (a row gone
 from a table) propagates; a suspicious shrink (an export emptied, a snapshot losing more than 20 % of at
 least 10 items, a table returning no rows) is held back with the same line on the CLI (`synthex sync`,
 `synthex status`), the Python API, a sensor tick, the reconcile schedule and a run launched like the UI
@@ -19,7 +19,7 @@ from test_cli import synthex
 from test_runtime import failure_message, launch_like_the_ui
 from test_sensors import Live, dagster_instance
 
-from synthex.deletions import (
+from synthex.core.deletions import (
     DELETIONS_TAG,
     DeletionConsent,
     DeletionGuard,
@@ -29,8 +29,8 @@ from synthex.deletions import (
     consent_from_tags,
     refusal_line,
 )
-from synthex.errors import BadInputError
-from synthex.sources.table import TableOrigin
+from synthex.core.errors import BadInputError
+from synthex.core.sources.table import TableOrigin
 from synthex_assets.dagster_internals import partition_range_tags
 from synthex_assets.definitions import build_definitions
 from synthex_assets.naming import job_name

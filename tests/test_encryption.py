@@ -16,7 +16,8 @@ import pytest
 from conftest import cli, go_offline, load, write_project
 from fake_openai import FakeOpenAI
 
-from synthex.record import Record
+from synthex.core.record import Record
+from synthex.core.scope import BranchScope
 from synthex_resources.encryption import KEY_ENV, PREFIX, EncryptionError, StoreCipher, generate_key
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search.engine import SearchEngine
@@ -216,8 +217,8 @@ def test_memory_bm25_scores_like_lancedb_fts(tmp_path):
     for store in (plain, enc):
         store.records.upsert(corpus())
         SearchEngine(store).ensure_index()  # the plaintext store's FTS index holds every row
-    assert enc.read("records", columns=["content"], limit=1)[0]["content"].startswith(PREFIX)
-    assert plain.read("records", columns=["content"], limit=1)[0]["content"] == records[0].content
+    assert enc.tables.read("records", columns=["content"], limit=1)[0]["content"].startswith(PREFIX)
+    assert plain.tables.read("records", columns=["content"], limit=1)[0]["content"] == records[0].content
     for query in ("apple", "apple banana w3", "cherry cherry w1", "w7 nothinglikethis"):
         for steps in (None, ["a"]):
             a = SearchEngine(plain).search(query, steps=steps, config=BM25_ONLY, k=10)
@@ -238,17 +239,17 @@ def test_memory_bm25_follows_writes_and_deletes(tmp_path):
     store = RecordStore(str(tmp_path / "enc"), embedder=HashEmbedder(), encryption_key=KEY)
     store.records.upsert(corpus(30))
     engine = SearchEngine(store)
-    assert engine.lexical("apple", engine.where(None, "main"), 50)
+    assert engine.lexical("apple", engine.where(None, BranchScope.own()), 50)
     index = memory_bm25(store)
     first = index.decrypted
-    assert first > 0 and engine.lexical(TOKEN, engine.where(None, "main"), 5) == []
+    assert first > 0 and engine.lexical(TOKEN, engine.where(None, BranchScope.own()), 5) == []
     store.records.upsert([Record(id="new", step="a", period="2024-02", content=f"{TOKEN} arrives late")])
-    assert [rid for rid, _ in engine.lexical(TOKEN, engine.where(None, "main"), 5)] == ["new"]
+    assert [rid for rid, _ in engine.lexical(TOKEN, engine.where(None, BranchScope.own()), 5)] == ["new"]
     assert index.decrypted == first + 1  # only the new text was decrypted
     assert [h.id for h in engine.search(TOKEN, exact=True)] == ["new"]
-    assert engine.lexical(TOKEN, engine.where(["b"], "main"), 5) == []  # filters still apply
+    assert engine.lexical(TOKEN, engine.where(["b"], BranchScope.own()), 5) == []  # filters still apply
     store.records.delete_ids(["new"])
-    assert engine.lexical(TOKEN, engine.where(None, "main"), 5) == []
+    assert engine.lexical(TOKEN, engine.where(None, BranchScope.own()), 5) == []
     store.close()
 
 

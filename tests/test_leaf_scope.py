@@ -7,8 +7,8 @@ Real LanceDB store in a temp dir, real offline embedder. Turns are leaves with c
 import numpy as np
 import pytest
 
-from synthex.record import Record
-from synthex.scope import BranchScope
+from synthex.core.record import Record
+from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search import SearchEngine
 from synthex_resources.search.leaf_scope import ScopeCache, build_scope, scope_for

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import pytest
 from fake_openai import FakeOpenAI
 
-from synthex.llm import OfflineExtractiveCompleter
-from synthex.prompts import anticipate_questions
-from synthex.record import Record
+from synthex.core.llm import OfflineExtractiveCompleter
+from synthex.core.prompts import anticipate_questions
+from synthex.core.record import Record
 from synthex_resources.llm import OpenAICompleter
 from synthex_resources.search.rerank import LLMReranker, parse_order
 

@@ -81,7 +81,7 @@ def test_near_duplicates_collapse(built):
 def test_projection_and_on_update_hook(tmp_path, small_export):
     body = '''
 from synthex import Pipeline
-from synthex.prompts import monthly_reflection, world_model_prompt
+from synthex.core.prompts import monthly_reflection, world_model_prompt
 import json, pathlib
 
 LOG = pathlib.Path(__file__).parent / "hook.jsonl"
@@ -137,7 +137,7 @@ def test_bm25_matches_the_reference_implementation_order(built):
 
 
 def test_cli_search_json(built):
-    proc = subprocess.run([sys.executable, "-m", "synthex.cli", "search", "kyoto", "--step", "transcripts",
+    proc = subprocess.run([sys.executable, "-m", "synthex.surfaces.cli", "search", "kyoto", "--step", "transcripts",
                            "-k", "2", "--json", "--project", str(built.project_dir)],
                           capture_output=True, text=True, env=env_without_openai(), timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -168,7 +168,7 @@ def test_openai_compatible_embedder_and_webhook(tmp_path, monkeypatch, small_exp
     threading.Thread(target=hook.serve_forever, daemon=True).start()
     body = f'''
 from synthex import Pipeline
-from synthex.prompts import monthly_reflection
+from synthex.core.prompts import monthly_reflection
 pipeline = Pipeline("emb")
 pipeline.source("chatgpt", file={{export!r}})
 pipeline.aggregate("monthly", from_="chatgpt", prompt=monthly_reflection)

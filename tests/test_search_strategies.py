@@ -13,7 +13,7 @@ from datetime import date, datetime
 import numpy as np
 import pytest
 
-from synthex.record import Record
+from synthex.core.record import Record
 from synthex_resources.record_store import open_store
 from synthex_resources.search import SearchEngine
 from synthex_resources.search.multihop import sub_queries

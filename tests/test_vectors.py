@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from synthex.record import Record
+from synthex.core.record import Record
 from synthex_resources.embedder import MiniLMOnnxEmbedder
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search.dense_index import dense_index

@@ -13,15 +13,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from synthex.definition import PipelineDefinition, Plan
-from synthex.deletions import DeletionConsent, DeletionVerdict, enforce
-from synthex.errors import BadInputError, PipelineDefinitionError, SynthexError
-from synthex.naming import check_branch_name
-from synthex.periods import now_iso
-from synthex.progress import NullProgress, ProgressReporter
-from synthex.record import Record, Run, RunStats
-from synthex.redact import redact
-from synthex.scope import BranchScope
+from synthex.core.definition import PipelineDefinition, Plan
+from synthex.core.deletions import DeletionConsent, DeletionVerdict, enforce
+from synthex.core.errors import BadInputError, PipelineDefinitionError, SynthexError
+from synthex.core.naming import check_branch_name
+from synthex.core.periods import now_iso
+from synthex.core.progress import NullProgress, ProgressReporter
+from synthex.core.record import Record, Run, RunStats
+from synthex.core.redact import redact
+from synthex.core.scope import BranchScope
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance
@@ -94,7 +94,7 @@ class ProjectApp:
         return plan_pipeline(self.pipeline, branch=branch, step=step, from_=from_, full=full, store=self.store)
 
     def deletion_verdicts(self, branch: str | None = None) -> list[DeletionVerdict]:
-        """The deletion guard's verdict on each source step the branch owns (``synthex.deletions``)."""
+        """The deletion guard's verdict on each source step the branch owns (``synthex.core.deletions``)."""
         from synthex_resources.source_sync import deletion_verdicts
 
         branch = self.use_branch(branch).branch_name
@@ -122,7 +122,7 @@ class ProjectApp:
                   steps=self.pipeline.select(step, from_), status="running", started_at=now_iso())
         # One writer per branch: planning and writing happen under the branch's lock.
         with BranchLock(self.pipeline.data_dir, branch, run.id).acquire(wait=wait, on_wait=on_wait):
-            # A suspicious shrink stops the run here, records untouched (synthex.deletions); the step ops
+            # A suspicious shrink stops the run here, records untouched (synthex.core.deletions); the step ops
             # of the run launched below are told it was judged (or allowed) under this lock.
             enforce(self.deletion_verdicts(branch), allow_deletions)
             consent = DeletionConsent.ALLOWED if allow_deletions else DeletionConsent.GUARDED
@@ -201,10 +201,10 @@ class ProjectApp:
         """Append what an agent says to the project's stream source; the next sync (a sensor tick,
         ``synthex sync``, the MCP server) brings it into memory like any other data. Returns the item's
         key, the id its record will have, the source and the stream file."""
-        from synthex.errors import SourceError
-        from synthex.hashing import fingerprint, materialization_key, record_id
-        from synthex.importers.jsonl import item_from_row
-        from synthex.sources.stream import append_lines, content_key
+        from synthex.core.errors import SourceError
+        from synthex.core.hashing import fingerprint, materialization_key, record_id
+        from synthex.core.importers.jsonl import item_from_row
+        from synthex.core.sources.stream import append_lines, content_key
 
         streams = self.pipeline.stream_sources()
         if source is None and len(streams) != 1:
@@ -283,8 +283,8 @@ class ProjectApp:
 
     def import_warnings(self, branch: str | None = None) -> list[str]:
         """What the importers left out or repaired in the sources, one line each, naming file and record."""
-        from synthex.purges import PurgeLedger
-        from synthex.steps import SourceStep
+        from synthex.core.purges import PurgeLedger
+        from synthex.core.steps import SourceStep
 
         purged = PurgeLedger(self.pipeline.data_dir).load()
         out = []

@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from synthex.record import Record
-from synthex.scope import BranchScope
+from synthex.core.record import Record
+from synthex.core.scope import BranchScope
 from synthex_resources.commits import with_commit_retry
 from synthex_resources.record_store import LIGHT_COLUMNS, RECORDS, RecordStore
 from synthex_resources.search.dense_index import dense_index

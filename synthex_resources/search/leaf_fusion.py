@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from synthex.scope import BranchScope
+from synthex.core.scope import BranchScope
 from synthex_resources.record_store import LIGHT_COLUMNS
 from synthex_resources.search import multihop
 from synthex_resources.search.dense_index import dense_index

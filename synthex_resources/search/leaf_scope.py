@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from synthex.periods import parse_timestamp
+from synthex.core.periods import parse_timestamp
 from synthex_resources.record_store import RECORDS
 from synthex_resources.search.tokenize import tokenize
 

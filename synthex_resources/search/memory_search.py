@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from synthex.definition import PipelineDefinition
-from synthex.errors import BadInputError, PipelineDefinitionError
-from synthex.scope import BranchScope
+from synthex.core.definition import PipelineDefinition
+from synthex.core.errors import BadInputError, PipelineDefinitionError
+from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search.engine import SearchEngine, SearchHit
 from synthex_resources.search.recipes import RECIPES

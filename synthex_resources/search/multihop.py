@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from scipy import sparse
 
-from synthex.enrich.words import STOPWORDS
+from synthex.core.enrich.words import STOPWORDS
 from synthex_resources.search.dense_index import dense_index
 from synthex_resources.search.tokenize import tokenize
 

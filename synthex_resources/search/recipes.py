@@ -29,7 +29,7 @@ class SearchConfig:
     date_weight: float = 0.0  # leaf-sum: bonus (x the top score) for turns inside a date the query names
     drop_participants: bool = False  # leaf-sum: drop the conversation's speakers' names from the query
     # leaf-sum: resolve relative dates in the query ("last week") against the search's ``as_of`` date,
-    # and season/span forms ("the summer of 2022") without one (synthex/enrich/dates.py)
+    # and season/span forms ("the summer of 2022") without one (synthex/core/enrich/dates.py)
     relative_dates: bool = True
     # Multi-hop strategies (search/multihop.py), all off by default; measured in docs/benchmarks.md.
     decompose: str = ""  # "sum" | "max": score the question's parts (conjunctions, entities) and combine

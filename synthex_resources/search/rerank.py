@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from synthex.llm import Completer
+from synthex.core.llm import Completer
 
 RERANK_PROMPT = """Rank the excerpts by how well they answer the question.
 

@@ -1,5 +1,0 @@
-"""Importers: turn an export file (or folder) into source items, one per conversation/document."""
-
-from synthex.importers.base import ParsedSource, SourceItem, detect_format, load_source, register_format
-
-__all__ = ["ParsedSource", "SourceItem", "detect_format", "load_source", "register_format"]
