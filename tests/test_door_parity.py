@@ -96,12 +96,10 @@ K = 5
 
 
 def search_modes() -> tuple[str, ...]:
-    """The search modes the project defines. Today they are the recipes (the CLI's --mode choice and the
-    MCP tool's enum are copies that drifted: neither offers hybrid-equal); issue 19 makes one registry
-    the place every door lists them from."""
-    from synthex_resources.search.recipes import RECIPES
+    """The search modes: the names of the strategies' registry, which every door lists its modes from."""
+    from synthex_resources.search.strategies import load_search_strategies
 
-    return tuple(RECIPES)
+    return tuple(load_search_strategies().names())
 
 
 def write_project(root: Path, tickets: list[tuple[int, str, str]] = TICKETS) -> Path:

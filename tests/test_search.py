@@ -9,7 +9,7 @@ import pytest
 from conftest import env_without_openai, load, write_project
 
 from synthex_resources import open_store
-from synthex_resources.search import BM25_ONLY, HYBRID_RRF, SearchEngine
+from synthex_resources.search import BM25, HYBRID, SearchEngine
 from synthex_resources.search.tokenize import tokenize
 
 
@@ -69,9 +69,9 @@ def test_filters_by_period_and_metadata(built):
 def test_near_duplicates_collapse(built):
     engine = SearchEngine(open_store(built.store_uri))
     plain = engine.search("FastAPI Depends session", steps=["transcripts"], k=10,
-                          config=HYBRID_RRF.with_(dedup_cosine=None))
+                          strategy=HYBRID.with_(dedup_cosine=None))
     collapsed = engine.search("FastAPI Depends session", steps=["transcripts"], k=10,
-                              config=HYBRID_RRF.with_(dedup_cosine=0.8))
+                              strategy=HYBRID.with_(dedup_cosine=0.8))
     assert sum(len(h.collapsed) for h in collapsed) > 0
     kept = {h.id for h in collapsed}
     assert not kept & {c for h in collapsed for c in h.collapsed}
@@ -132,7 +132,7 @@ def test_bm25_matches_the_reference_implementation_order(built):
     for record in records[:6]:
         query = record.meta("chat.title")
         scores = bm25.get_scores(tokenize(query))
-        ours = engine.search(query, steps=["transcripts"], k=1, config=BM25_ONLY)
+        ours = engine.search(query, steps=["transcripts"], k=1, strategy=BM25)
         assert scores[by_id[ours[0].id]] == pytest.approx(max(scores))  # our top hit is a reference top hit
 
 

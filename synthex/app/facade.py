@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from synthex.core.definition import PipelineDefinition, Plan
@@ -32,7 +33,8 @@ if TYPE_CHECKING:
     from synthex_resources.embedder import Embedder
     from synthex_resources.hook_deliveries import DeliveryReport, HookState
     from synthex_resources.record_store import RecordStore
-    from synthex_resources.search.engine import SearchHit
+    from synthex_resources.search.strategies import StrategyRegistry
+    from synthex_resources.search.types import SearchResults
 
 
 HOOKS_CHECK = "hooks_delivered"  # the asset check of synthex_assets.checks (not imported: it loads Dagster)
@@ -383,10 +385,18 @@ class ProjectApp:
         return runs
 
     # -- search (design doc §6) ---------------------------------------------------------------------
+    @cached_property
+    def search_strategies(self) -> StrategyRegistry:
+        """The search modes: built-in strategies and installed plugins' (``load_search_strategies``),
+        loaded once per app; plugins that failed to load are on its ``failures``."""
+        from synthex_resources.search.strategies import load_search_strategies
+
+        return load_search_strategies()
+
     def search(self, query: str, step: str | list[str] | None = None, exact: bool = False, branch: str | None = None,
                k: int = 10, mode: str = "hybrid", periods: list[str] | None = None,
                metadata: dict[str, Any] | None = None, rerank: str | None = None,
-               rerank_top_n: int = 20, as_of: str | None = None) -> list[SearchHit]:
+               rerank_top_n: int = 20, as_of: str | None = None) -> SearchResults:
         """Surface search at a step (altitude); ``exact=True`` is verbatim search in leaf steps by default.
 
         ``as_of``: when the question is asked; the conversational recipe resolves relative dates in the
@@ -394,7 +404,8 @@ class ProjectApp:
         model (``synthex_resources.search.rerank.LLMReranker``; cached like a step's calls); real model only."""
         from synthex_resources.search.memory_search import search_memory
 
-        return search_memory(self.pipeline, self.store, self.scope(branch), query, step=step, exact=exact, k=k,
+        return search_memory(self.pipeline, self.store, self.scope(branch), self.search_strategies, query,
+                             step=step, exact=exact, k=k,
                              mode=mode, periods=periods, metadata=metadata, rerank=rerank,
                              rerank_top_n=rerank_top_n, as_of=as_of)
 

@@ -508,13 +508,47 @@ def parse_metadata_filters(pairs: tuple[str, ...]) -> dict[str, Any] | None:
     return out or None
 
 
+class SearchMode(click.ParamType):
+    """A name in the search strategy registry (built-ins and installed plugins). The registry is loaded
+    when a value is checked or help is shown, not at import: loading it imports the plugins."""
+
+    name = "mode"
+
+    @staticmethod
+    def registry() -> Any:
+        from synthex_resources.search.strategies import load_search_strategies
+
+        return load_search_strategies()
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context) -> str:
+        return "[" + "|".join(self.registry().names()) + "]"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        names = self.registry().names()
+        if value not in names:
+            self.fail(f"{value!r} is not one of {', '.join(map(repr, names))}", param, ctx)
+        return value
+
+    def shell_complete(self, ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+        from click.shell_completion import CompletionItem
+
+        return [CompletionItem(n) for n in self.registry().names() if n.startswith(incomplete)]
+
+
+class SearchModeOption(click.Option):
+    """``--mode``: its help lists each registered strategy with its description."""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        self.help = "Search strategy. " + SearchMode.registry().describe()
+        return super().get_help_record(ctx)
+
+
 @main.command()
 @click.argument("query")
 @click.option("--step", "steps", multiple=True, help="Step(s) to search (default: the search output's steps).")
 @click.option("--exact", is_flag=True, help="Verbatim substring search (default steps: the leaf/source steps).")
 @click.option("-k", "k", default=10, show_default=True, type=click.IntRange(min=1), help="Number of hits.")
-@click.option("--mode", type=click.Choice(["bm25", "dense", "hybrid", "conversational"]), default="hybrid",
-              show_default=True, help="conversational: rank turns (leaves) through their context records")
+@click.option("--mode", cls=SearchModeOption, type=SearchMode(), default="hybrid", show_default=True)
 @click.option("--period", "periods", multiple=True, help="Only records of this period, e.g. 2024-03 (repeatable).")
 @click.option("--metadata", "metadata", multiple=True, help="KEY=VALUE metadata filter (repeatable).")
 @click.option("--rerank", type=click.Choice(["llm"]), default=None,
@@ -528,11 +562,16 @@ def search(query: str, steps: tuple[str, ...], exact: bool, k: int, mode: str, p
     if not query.strip():
         raise click.BadParameter("the query is empty", param_hint="QUERY")
     pipe = load_project(project)
+    for failure in pipe.app.search_strategies.failures:  # a plugin that did not load: said, not skipped
+        click.echo(f"warning: {failure}", err=True)
     hits = pipe.app.search(query, step=list(steps) or None, exact=exact, branch=pick_branch(pipe, branch), k=k,
                            mode=mode, periods=list(periods) or None, metadata=parse_metadata_filters(metadata),
                            rerank=rerank)
+    for warning in hits.warnings:  # e.g. a reranker that could not rank: the hits are in first-stage order
+        click.echo(f"warning: {warning}", err=True)
     if as_json:
-        emit_json({"hits": [h.to_hit_dict() for h in hits]})
+        emit_json({"hits": [h.to_hit_dict() for h in hits]} | ({"warnings": [str(w) for w in hits.warnings]}
+                                                                if hits.warnings else {}))
         return
     if not hits:
         click.echo("no hits")

@@ -32,7 +32,6 @@ EXCERPT_CHARS = 400  # content shown per search hit (get returns it whole)
 LINEAGE_EXCERPT_CHARS = 200  # content shown per lineage node
 LINEAGE_MAX_NODES = 500  # a world model's tree can reach every record; the rest is cut and said so
 SOURCES_SHOWN = 10  # source ids listed per search hit
-SEARCH_MODES = ("hybrid", "bm25", "dense", "conversational")
 
 
 def one_line(text: object) -> str:
@@ -226,6 +225,11 @@ def build_server(app: "ProjectApp", branch: str, sync: SyncWorker) -> Any:
     def on(branch_arg: str | None) -> str:
         return branch_arg or branch
 
+    # The search modes are the app's strategy registry (built-ins and installed plugins), as for the CLI.
+    strategies = app.search_strategies
+    for failure in strategies.failures:  # a plugin that did not load: said on stderr (stdout is the protocol)
+        click.echo(f"warning: {failure}", err=True)
+    SearchModes = Literal[tuple(strategies.names())]  # type: ignore[valid-type]
     Branch = Annotated[str | None, Field(description=f"Branch to read (default: {branch!r}, the server's branch).")]
     RecordId = Annotated[str, Field(description="A record id, or a unique prefix of it (the 8 characters search "
                                                 "hits and lineage nodes start with).", min_length=1)]
@@ -243,9 +247,8 @@ def build_server(app: "ProjectApp", branch: str, sync: SyncWorker) -> Any:
             f"Step(s) to search; one or a list of: {step_names}. Default: the pipeline's search output steps "
             "(with exact=True: the source steps)."))] = None,
         branch: Branch = None,
-        mode: Annotated[Literal[SEARCH_MODES], Field(description=(  # type: ignore[valid-type]
-            "hybrid: BM25 + embeddings fused (default); bm25: keywords only; dense: meaning only; "
-            "conversational: ranks conversation turns (source records) through their context."))] = "hybrid",
+        mode: Annotated[SearchModes, Field(description=(  # type: ignore[valid-type]
+            f"Search strategy. {strategies.describe()}."))] = "hybrid",
         k: Annotated[int, Field(description="How many hits to return (at least 1).",
                                 json_schema_extra={"minimum": 1})] = 10,
         exact: Annotated[bool, Field(description="Case-insensitive verbatim substring match instead of ranking.")]
@@ -254,7 +257,8 @@ def build_server(app: "ProjectApp", branch: str, sync: SyncWorker) -> Any:
         if not query.strip():
             raise SynthexError("the query is empty")
         hits = app.search(query, step=step, exact=exact, branch=on(branch), k=k, mode=mode)
-        return {"branch": on(branch), "mode": "exact" if exact else mode, "hits": [hit_dict(h) for h in hits]}
+        return {"branch": on(branch), "mode": "exact" if exact else mode, "hits": [hit_dict(h) for h in hits]} | (
+            {"warnings": [str(w) for w in hits.warnings]} if hits.warnings else {})
 
     @server.tool(annotations=read_only, description=(
         "Get one whole record by id (or unique id prefix): content, step, branch, period, source ids, "
