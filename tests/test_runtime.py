@@ -10,10 +10,10 @@ import sys
 import pytest
 from conftest import PIPELINE_PY, env_without_openai, load, write_project
 from dagster import AssetKey, DagsterEventType
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 from synthex.core.errors import SynthexError
 from synthex_assets.checks import CHECKS
+from synthex_assets.dagster_internals import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from synthex_assets.definitions import build_definitions
 from synthex_assets.naming import job_name, location_name
 from synthex_assets.partitions import register

@@ -46,7 +46,8 @@ def test_location_is_named_after_the_pipeline(project):
 def test_location_matches_the_origin_of_cli_runs(project):
     """Runs `synthex run` makes carry this origin; the UI files them under the job only if the names agree."""
     from synthex.core.project import load_pipeline
-    from synthex_assets.launcher import REPOSITORY, remote_job_origin
+    from synthex_assets.dagster_internals import SINGLETON_REPOSITORY_NAME as REPOSITORY
+    from synthex_assets.launcher import remote_job_origin
 
     launch = prepare_ui(project, 3999)
     origin = remote_job_origin(load_pipeline(project))

@@ -15,6 +15,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from synthex.core.definition import PipelineDefinition, Plan
+from synthex.core.deletions import DeletionConsent, DeletionVerdict, enforce
 from synthex.core.errors import BadInputError, PipelineDefinitionError, SynthexError
 from synthex.core.naming import check_branch_name
 from synthex.core.periods import now_iso
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
 
 
 HOOKS_CHECK = "hooks_delivered"  # the asset check of synthex_assets.checks (not imported: it loads Dagster)
-DELETION_THRESHOLD = 0.2  # share of a source's items an export may lose before a run asks first
 
 
 @dataclass
@@ -47,19 +47,6 @@ class SyncReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"sources": [c.to_dict() for c in self.changes], "run": self.run.to_dict()}
-
-
-@dataclass
-class SourceShrinkage:
-    step: str
-    path: str
-    now: int  # items in the export
-    before: int  # records of the source in the store
-
-    def __str__(self) -> str:
-        lost = self.before - self.now
-        return (f"{self.step}: {self.path} holds {self.now} item(s), the store {self.before} "
-                f"({lost} would be deleted, {100 * lost / self.before:.0f} %)")
 
 
 class ProjectApp:
@@ -108,19 +95,21 @@ class ProjectApp:
         branch = self.use_branch(branch).branch_name
         return plan_pipeline(self.pipeline, branch=branch, step=step, from_=from_, full=full, store=self.store)
 
-    def source_shrinkage(self, branch: str | None = None) -> list[SourceShrinkage]:
-        """Source steps whose export now holds fewer items than the store has records of it."""
-        from synthex.core.steps import SourceStep
+    def deletion_verdicts(self, branch: str | None = None) -> list[DeletionVerdict]:
+        """The deletion guard's verdict on each source step the branch owns (``synthex.core.deletions``)."""
+        from synthex_resources.source_sync import deletion_verdicts
 
-        definition = self.use_branch(branch)
-        stored = self.store.records.counts(definition.scope())
-        out = []
-        for name, step in definition.steps.items():
-            if isinstance(step, SourceStep) and stored.get(name, 0):
-                now = len(step.items())
-                if now < stored[name]:
-                    out.append(SourceShrinkage(name, step.describe(), now, stored[name]))
-        return out
+        branch = self.use_branch(branch).branch_name
+        return deletion_verdicts(self.pipeline, self.store, branch)
+
+    def source_shrinkage(self, branch: str | None = None) -> list[DeletionVerdict]:
+        """Source steps whose source now holds fewer items than the store has records of it, whether a
+        run applies that (an explicit or small deletion) or holds it back (``held_back``)."""
+        return [v for v in self.deletion_verdicts(branch) if v.lost]
+
+    def held_back(self, branch: str | None = None) -> list[DeletionVerdict]:
+        """Sources whose deletions a run (a sync, a sensor) holds back until they are allowed."""
+        return [v for v in self.deletion_verdicts(branch) if v.held_back]
 
     def run(self, step: str | None = None, from_: str | None = None, full: bool = False, branch: str | None = None,
             progress: ProgressReporter | None = None, wait: bool = False,
@@ -135,21 +124,15 @@ class ProjectApp:
                   steps=self.pipeline.select(step, from_), status="running", started_at=now_iso())
         # One writer per branch: planning and writing happen under the branch's lock.
         with BranchLock(self.pipeline.data_dir, branch, run.id).acquire(wait=wait, on_wait=on_wait):
-            if not allow_deletions:
-                self._refuse_large_deletions(branch)
-            return self._run_locked(run, step, from_, full, branch, progress, verbose)
-
-    def _refuse_large_deletions(self, branch: str) -> None:
-        """Deletions are explicit: a source that became empty, or lost more than DELETION_THRESHOLD of its
-        items, stops the run (records untouched) until the user says ``allow_deletions``."""
-        risky = [str(s) for s in self.source_shrinkage(branch)
-                 if s.now == 0 or (s.before - s.now) / s.before > DELETION_THRESHOLD]
-        if risky:
-            raise SynthexError("refusing to delete memory: " + "; ".join(risky)
-                               + "; re-run with --allow-deletions (Python: allow_deletions=True) if that is intended")
+            # A suspicious shrink stops the run here, records untouched (synthex.core.deletions); the step ops
+            # of the run launched below are told it was judged (or allowed) under this lock.
+            enforce(self.deletion_verdicts(branch), allow_deletions)
+            consent = DeletionConsent.ALLOWED if allow_deletions else DeletionConsent.GUARDED
+            return self._run_locked(run, step, from_, full, branch, progress, verbose, consent)
 
     def _run_locked(self, run: Run, step: str | None, from_: str | None, full: bool, branch: str,
-                    progress: ProgressReporter | None, verbose: bool = False) -> Run:
+                    progress: ProgressReporter | None, verbose: bool = False,
+                    deletions: DeletionConsent = DeletionConsent.GUARDED) -> Run:
         reporter = progress or NullProgress()
         started = time.monotonic()
         self._fail_abandoned_runs(branch, run.id)
@@ -173,7 +156,7 @@ class ProjectApp:
         store.runs.save(run)
         try:
             run.dagster_run_ids = [run.id]
-            failed = self._launch(run.id, branch, plan, full, reporter, verbose)
+            failed = self._launch(run.id, branch, plan, full, reporter, verbose, deletions)
             if undelivered:  # retried at the start; a step op of this run may have delivered it since
                 failed += [f"{s.output}@{s.branch}: on_update hook still undelivered: {s.last_error}"
                            for s in self.hooks_due(branches=[branch])
@@ -289,7 +272,7 @@ class ProjectApp:
         self.store.runs.save(run)
 
     def _launch(self, run_id: str, branch: str, plan: Plan, full: bool, reporter: ProgressReporter,
-                verbose: bool = False) -> list[str]:
+                verbose: bool = False, deletions: DeletionConsent = DeletionConsent.GUARDED) -> list[str]:
         from synthex_assets.definitions import build_definitions
         from synthex_assets.launcher import launch_pipeline_run
         from synthex_resources.llm import LLMConfig
@@ -297,7 +280,8 @@ class ProjectApp:
         defs = build_definitions(self.pipeline, resources={"store": self.store, "llm": LLMConfig(),
                                                            "progress": reporter})
         return launch_pipeline_run(defs, self.pipeline, self.instance, run_id=run_id, branch=branch,
-                                   partitions=plan.partitions, periods=plan.periods, full=full, verbose=verbose)
+                                   partitions=plan.partitions, periods=plan.periods, full=full, verbose=verbose,
+                                   deletions=deletions)
 
     def import_warnings(self, branch: str | None = None) -> list[str]:
         """What the importers left out or repaired in the sources, one line each, naming file and record."""

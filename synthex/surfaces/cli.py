@@ -26,8 +26,10 @@ project_option = click.option("--project", "project", default=".", show_default=
 branch_option = click.option("--branch", default=None,
                              help="Branch to act on (default: the current one, `synthex branch switch`; else main).")
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-allow_deletions_option = click.option("--allow-deletions", is_flag=True,
-                                      help="Proceed when a source lost more than 20 % of its items (or became empty).")
+allow_deletions_option = click.option(
+    "--allow-deletions", is_flag=True,
+    help="Apply deletions the guard holds back: an export or folder emptied or losing more than 20 % of at "
+         "least 10 items, a table returning no rows (a source's own deletions always apply).")
 verbose_option = click.option("--verbose", is_flag=True,
                               help="Also print Dagster's own run log (always kept in the UI).")
 
@@ -418,7 +420,9 @@ def branch_delete(name: str, project: str) -> None:
 @project_option
 @json_option
 def status(project: str, as_json: bool) -> None:
-    """The current branch, stale steps per branch, the last run, and what a run would do."""
+    """The current branch, stale steps per branch, sources whose deletions are held back, the last run,
+    and what a run would do."""
+    from synthex.core.deletions import refusal_line
     from synthex.core.project import current_branch
 
     pipe = load_project(project)
@@ -429,8 +433,10 @@ def status(project: str, as_json: bool) -> None:
             rows.append({"branch": info.name, "stale": None, "error": "definition gone"})
             continue
         plan = pipe.plan(branch=info.name)
+        held = pipe.app.held_back(info.name)
         rows.append({"branch": info.name, "stale": {s: len(v) for s, v in plan.partitions.items()},
-                     "records_to_compute": plan.estimates["records"]})
+                     "records_to_compute": plan.estimates["records"],
+                     "held_back": [v.to_dict() | {"message": refusal_line([v])} for v in held]})
     last = next(iter(pipe.runs(limit=1)), None)
     if as_json:
         emit_json({"current": here, "branches": rows, "last_run": last.to_dict() if last else None})
@@ -441,6 +447,8 @@ def status(project: str, as_json: bool) -> None:
         what = row.get("error") or (", ".join(f"{s} ({n} period(s))" for s, n in stale.items()) or "up to date")
         click.echo(f"  {row['branch']:<20} {what}"
                    + (f"; a run computes ~{row['records_to_compute']} records" if stale else ""))
+        for held in row.get("held_back", []):
+            click.echo(f"  {'':<20} held back: {held['message']}")
     if last:
         click.echo(f"last run {last.id[:8]} {last.status} on {last.branch} at {last.started_at}")
 

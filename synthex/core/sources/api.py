@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from synthex.core.deletions import DeletionReporting
 from synthex.core.errors import SourceError
 from synthex.core.importers import SourceItem
 from synthex.core.importers.jsonl import item_from_row
@@ -30,6 +31,7 @@ def callable_name(fn: Callable[..., Any]) -> str:
 
 class ApiOrigin(SourceOrigin):
     kind = "api"
+    deletions = DeletionReporting.EXPLICIT  # a page row {"id": ..., "deleted": true}, kept in the landing stream
 
     def __init__(self, fetch: Fetch, landing: Path) -> None:
         if not callable(fetch):
@@ -91,6 +93,9 @@ class ApiOrigin(SourceOrigin):
 
     def items(self) -> list[SourceItem]:
         return self.stream.items()
+
+    def is_empty(self) -> bool:
+        return self.stream.is_empty()
 
     def token(self) -> str:
         return self.stream.token()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
+from synthex.core.deletions import DeletionReporting
 from synthex.core.importers import SourceItem
 
 
@@ -17,6 +18,9 @@ class SourceOrigin(ABC):
     """
 
     kind: str = ""
+    # How this kind says an item is gone (synthex.core.deletions): a snapshot (an export) only by leaving it
+    # out, so the deletion guard judges how much went; a kind that names each deletion says EXPLICIT.
+    deletions: DeletionReporting = DeletionReporting.SNAPSHOT
 
     @abstractmethod
     def items(self) -> list[SourceItem]: ...
@@ -27,6 +31,10 @@ class SourceOrigin(ABC):
     @abstractmethod
     def describe(self) -> str:
         """Where the data is, for messages and for the source's identity (a path, a dsn and table...)."""
+
+    def is_empty(self) -> bool:
+        """The source holds nothing at all (the deletion guard's "suddenly empty")."""
+        return not self.items()
 
     def warnings(self) -> list[str]:
         return [w for item in self.items() for w in item.warnings]

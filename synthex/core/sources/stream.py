@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from synthex.core.deletions import DeletionReporting
 from synthex.core.errors import SourceError
 from synthex.core.importers import SourceItem
 from synthex.core.importers.jsonl import item_from_row, row_of
@@ -32,6 +33,7 @@ def content_key(item: SourceItem) -> str:
 
 class StreamOrigin(SourceOrigin):
     kind = "stream"
+    deletions = DeletionReporting.EXPLICIT  # a `{"id": ..., "deleted": true}` line
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -51,6 +53,12 @@ class StreamOrigin(SourceOrigin):
         if self._items is None:
             self._items = list(self._by_key.values())
         return self._items
+
+    def is_empty(self) -> bool:
+        """No line at all (the file is gone or was truncated): a stream whose lines were all deleted by
+        ``deleted`` lines still holds those lines, so it is not empty."""
+        self._read_new()
+        return self._lineno == 0
 
     def token(self) -> str:
         try:

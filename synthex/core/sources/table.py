@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from synthex.core.deletions import DeletionReporting
 from synthex.core.importers import SourceItem
 from synthex.core.importers.tables import TableSpec, read_changed, read_items, read_token
 from synthex.core.sources.base import SourceOrigin
@@ -15,6 +16,7 @@ TOKEN_TTL_S = 5.0
 
 class TableOrigin(SourceOrigin):
     kind = "table"
+    deletions = DeletionReporting.EXPLICIT  # a row deleted is its primary key gone
 
     def __init__(self, spec: TableSpec, base_dir: Path) -> None:
         self.spec, self.base_dir = spec, base_dir
