@@ -39,8 +39,9 @@ from evals.scoring import Tally
 from synthex_resources.commits import with_commit_retry
 from synthex_resources.embedder import EmbedderConfig
 from synthex_resources.search import SearchEngine
+from synthex_resources.search.builtin_strategies import CONVERSATIONAL, HYBRID
 from synthex_resources.search.engine import FTS_COLUMN
-from synthex_resources.search.recipes import CONVERSATIONAL, HYBRID_RRF, SearchConfig
+from synthex_resources.search.strategies import SearchStrategy
 
 STEPS = ["turns-in-context"]  # the context-window records both architectures search
 METRICS = ("recall_any@5", "recall_any@10", "recall_all@10", "ndcg_any@10")
@@ -48,7 +49,7 @@ _NOT_STRUCTURES = (Executor, type(threading.Lock()), type(threading.RLock()))  #
 
 
 class Variant(NamedTuple):
-    config: SearchConfig
+    config: SearchStrategy  # the search strategy (a variant: ``CONVERSATIONAL.with_(...)``)
     stem: bool = True  # the BM25 index stemmed (both architectures' own choice) or not
     architecture: str = "conversational"  # whose ingested workspace is searched (evals/architectures.py)
 
@@ -63,7 +64,7 @@ VARIANTS: dict[str, Variant] = {
     "speakers' names kept in the query": Variant(CONVERSATIONAL.with_(drop_participants=False)),
     "without the turns' own dense score": Variant(CONVERSATIONAL.with_(leaf_dense_weight=0.0)),
     "without stemming": Variant(CONVERSATIONAL, stem=False),
-    "RRF hybrid (k=10) instead of leaf-sum": Variant(HYBRID_RRF),
+    "RRF hybrid (k=10) instead of leaf-sum": Variant(HYBRID),
     # Issue 13: the multi-hop strategies (search/multihop.py) and the temporal change, each on top of the
     # recipe as it was before issue 13 (BEFORE_13: so each row says what that strategy alone adds).
     "before issue 13 (no entity expansion)": Variant(BEFORE_13),
@@ -203,11 +204,11 @@ def _run_variant(name: str, variant: Variant, conversations: list, pipes: dict[s
         questions = [(i, q) for i, q in enumerate(conv.questions) if q.evidence]
         if questions:  # first search on a cold store: loads the matrix, builds the per-scope bookkeeping
             started = time.perf_counter()
-            engine.search(questions[0][1].question, steps=STEPS, k=k, config=variant.config)
+            engine.search(questions[0][1].question, steps=STEPS, k=k, strategy=variant.config)
             cold_s += time.perf_counter() - started
         for index, question in questions:
             started = time.perf_counter()
-            hits = engine.search(question.question, steps=STEPS, k=k, config=variant.config)
+            hits = engine.search(question.question, steps=STEPS, k=k, strategy=variant.config)
             searching += time.perf_counter() - started
             turns = ranked_leaf_keys(hits, question.question, lambda r: r.meta("chat.message_id"), k)
             add_question(tally, question, turns, session_of, question_id=f"{conv.sample_id}/q{index}")

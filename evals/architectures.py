@@ -1,16 +1,17 @@
 """What an eval scores: a memory architecture (a pipeline on a branch), fed the benchmark's data
 through its sources and queried through its search.
 
-- ``raw-bm25`` / ``raw-dense`` / ``raw-hybrid``: the leaf records searched directly, no processing.
+- ``raw-bm25`` / ``raw-dense`` / ``raw-hybrid``: the leaf records searched directly, no processing
+  (``raw-<mode>`` takes any search strategy of the registry, e.g. ``raw-hybrid-equal``).
 - ``contextual-hybrid``: each turn indexed with the turn before it (a plain-Python transform).
 - ``conversational``: the same pipeline with a stemmed BM25 index, searched with the
   ``conversational`` recipe (turns scored through their context records and their own text, smoothed
   over adjacent turns, date prior, speakers' names dropped from the query). No model anywhere.
 - ``conversational-enriched``: ``conversational`` with each context record also indexed with the turn's
-  entities, resolved dates and topics (``synthex.enrich``, no model).
+  entities, resolved dates and topics (``synthex.core.enrich``, no model).
 - any other name: the project's own pipeline (``pipeline.py``) on that branch, its sources pointed at
   the benchmark data; hits are drilled down to their leaves to score turns. ``branch@recipe``
-  searches that branch with another recipe (e.g. ``main@conversational``).
+  searches that branch with another search strategy of the registry (e.g. ``main@conversational``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from synthex import Pipeline
-from synthex.naming import MAIN
+from synthex.core.naming import MAIN
 from synthex_resources.embedder import Embedder
 from synthex_resources.search.tokenize import tokenize
 
@@ -81,7 +82,7 @@ def project_architecture(project: Path, branch: str) -> Architecture:
     """The user's pipeline with every source reading the benchmark file instead of their exports."""
 
     def build(data: Path, root: Path, fmt: str) -> Pipeline:
-        from synthex.project import load_pipeline
+        from synthex.core.project import load_pipeline
 
         pipe = load_pipeline(project).for_branch(branch)  # branches/<branch>.py over pipeline.py
         node = pipe
@@ -97,13 +98,24 @@ def project_architecture(project: Path, branch: str) -> Architecture:
     return Architecture(name=branch, build=build, mode="hybrid", branch=branch, workspace="project")
 
 
+def check_mode(name: str, mode: str) -> None:
+    """``mode`` is a search strategy of the registry (built-ins and installed plugins), as every door's."""
+    from synthex_resources.search.strategies import load_search_strategies
+
+    names = load_search_strategies().names()
+    if mode not in names:
+        raise ValueError(f"architecture {name!r}: unknown search recipe {mode!r}; recipes: {', '.join(names)}")
+
+
 def resolve(names: list[str], project: Path | None) -> list[Architecture]:
     out = []
     for name in names:
         if name in PEERS:
             continue  # peers are not pipelines; the eval runs them separately
         if name.startswith("raw-"):
-            out.append(Architecture(name, _raw, mode=name.split("-", 1)[1], workspace="raw"))
+            mode = name.split("-", 1)[1]
+            check_mode(name, mode)
+            out.append(Architecture(name, _raw, mode=mode, workspace="raw"))
         elif name == "contextual-hybrid":
             out.append(Architecture(name, _contextual, workspace="contextual"))
         elif name == "conversational":
@@ -119,11 +131,7 @@ def resolve(names: list[str], project: Path | None) -> list[Architecture]:
                                  f"no pipeline.py in {project}; built-ins: {', '.join(BUILTIN)}")
             arch = project_architecture(project, branch)
             if mode:
-                from synthex_resources.search.recipes import RECIPES
-
-                if mode not in RECIPES:
-                    raise ValueError(f"architecture {name!r}: unknown search recipe {mode!r}; "
-                                     f"recipes: {', '.join(RECIPES)}")
+                check_mode(name, mode)
                 arch.name, arch.mode = name, mode  # same workspace and ingested data as the branch
             out.append(arch)
     return out

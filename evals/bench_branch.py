@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from synthex.project import branch_path
+from synthex.core.project import branch_path
 
 SUMMARIZE = '''
 def summarize(record):
@@ -42,8 +42,8 @@ def folder_bytes(path: Path) -> int:
 
 
 def one_scale(scale: int) -> dict:
-    from synthex.demo.generate import generate
-    from synthex.project import load_pipeline, render_template
+    from synthex.core.demo.generate import generate
+    from synthex.core.project import load_pipeline, render_template
 
     root = Path(tempfile.mkdtemp(prefix=f"synthex-branch-{scale}x-"))
     export = root / "conversations.json"

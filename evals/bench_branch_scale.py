@@ -43,7 +43,7 @@ def overrides(pipeline):
 def write_records(main, branch, n: int) -> None:
     """What runs of main and of the branch would store, computed by the steps' own code (exact ids,
     so the plan agrees), written without Dagster and without vectors."""
-    from synthex.steps import execute_partition
+    from synthex.core.steps import execute_partition
     from synthex_resources.step_context import SnapshotContext
 
     store = main.app.store
@@ -62,7 +62,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=100_000)
     args = parser.parse_args()
-    from synthex.project import load_pipeline
+    from synthex.core.project import load_pipeline
 
     root = Path(tempfile.mkdtemp(prefix="synthex-branch-scale-"))
     (root / "pipeline.py").write_text(PIPELINE)

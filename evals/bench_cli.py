@@ -22,7 +22,7 @@ from pathlib import Path
 
 def synthex(args: list[str], cwd: Path) -> tuple[float, str]:
     exe = shutil.which("synthex") or sys.executable
-    cmd = [exe, *args] if exe != sys.executable else [exe, "-m", "synthex.cli", *args]
+    cmd = [exe, *args] if exe != sys.executable else [exe, "-m", "synthex.surfaces.cli", *args]
     started = time.perf_counter()
     out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=True)
     return time.perf_counter() - started, out.stdout
@@ -41,7 +41,7 @@ def main() -> None:
     project = args.project
     if project is None:
         project = Path(tempfile.mkdtemp(prefix="synthex-bench-cli-")) / "demo"
-        subprocess.run([sys.executable, "-m", "synthex.cli", "init", str(project), "--demo"], check=True,
+        subprocess.run([sys.executable, "-m", "synthex.surfaces.cli", "init", str(project), "--demo"], check=True,
                        capture_output=True)
         full_s, _ = synthex(["run"], project)
         print(f"full run (first, includes model load): {full_s:.2f} s", flush=True)

@@ -29,14 +29,14 @@ from pathlib import Path
 
 import numpy as np
 
-from synthex.scope import BranchScope
+from synthex.core.scope import BranchScope
 from synthex_resources.embedder import EmbedderConfig
 from synthex_resources.encryption import KEY_ENV, generate_key
 from synthex_resources.record_store import RecordStore
-from synthex_resources.search import RECIPES, SearchEngine
+from synthex_resources.search import BM25, SearchEngine, SearchStrategy, load_search_strategies
 from synthex_resources.search.memory_lexical import memory_bm25
 
-MODES = ("bm25", "dense", "hybrid", "exact")
+MODES = ("bm25", "dense", "hybrid", "exact")  # strategy names (the registry's), and exact search
 
 
 def env(key: str | None) -> dict[str, str]:
@@ -51,7 +51,7 @@ def synthex(*args: str, cwd: Path, key: str | None) -> tuple[float, float]:
     figure on a shared machine: wall time also counts waiting for the cores."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "synthex.cli", *args], cwd=cwd, env=env(key),
+    proc = subprocess.run([sys.executable, "-m", "synthex.surfaces.cli", *args], cwd=cwd, env=env(key),
                           capture_output=True, text=True)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -69,11 +69,12 @@ def percentiles(samples: list[float]) -> tuple[float, float]:
     return 1000 * s[len(s) // 2], 1000 * s[min(len(s) - 1, int(len(s) * 0.95))]
 
 
-def search_once(engine: SearchEngine, query: str, mode: str, steps: list[str], exact_steps: list[str]) -> None:
-    if mode == "exact":
+def search_once(engine: SearchEngine, query: str, strategy: SearchStrategy | None, steps: list[str],
+                exact_steps: list[str]) -> None:
+    if strategy is None:  # exact search
         engine.search(query.split()[0], steps=exact_steps, k=10, exact=True)
     else:
-        engine.search(query, steps=steps, k=10, config=RECIPES[mode])
+        engine.search(query, steps=steps, k=10, strategy=strategy)
 
 
 def latency(stores: dict[str, RecordStore], queries: list[str], steps: list[str],
@@ -81,12 +82,14 @@ def latency(stores: dict[str, RecordStore], queries: list[str], steps: list[str]
     """p50/p95 ms per store and mode; stores are interleaved query by query (same load for both)."""
     engines = {name: SearchEngine(store) for name, store in stores.items()}
     out: dict[str, dict[str, tuple[float, float]]] = {name: {} for name in stores}
+    registry = load_search_strategies()
     for mode in MODES:
+        strategy = None if mode == "exact" else registry.get(mode)
         times: dict[str, list[float]] = {name: [] for name in stores}
         for query in queries:
             for name, engine in engines.items():
                 started = time.perf_counter()
-                search_once(engine, query, mode, steps, exact_steps)
+                search_once(engine, query, strategy, steps, exact_steps)
                 times[name].append(time.perf_counter() - started)
         for name in stores:
             out[name][mode] = percentiles(times[name])
@@ -102,7 +105,7 @@ def cold_first_search(stores: dict[str, RecordStore], query: str, steps: list[st
     out = {}
     for name, store in stores.items():
         started = time.perf_counter()
-        SearchEngine(store).search(query, steps=steps, k=10, config=RECIPES["bm25"])
+        SearchEngine(store).search(query, steps=steps, k=10, strategy=BM25)
         lexical = time.perf_counter() - started
         started = time.perf_counter()
         SearchEngine(store).search(query.split()[0], steps=exact_steps, k=10, exact=True)
@@ -159,7 +162,7 @@ def demo(base: Path, key: str, repeat: int, queries_n: int) -> None:
         print(f"  {label} plain {plain:5.1f} s   encrypted {enc:5.1f} s   ratio {enc / plain:.2f}   (each: plain "
               f"{[round(w, 1) for w in figures['plain']]}, encrypted {[round(w, 1) for w in figures['encrypted']]})")
 
-    from synthex.project import load_pipeline
+    from synthex.core.project import load_pipeline
 
     pipeline = load_pipeline(roots["plain"])
     embedder = EmbedderConfig().create()  # one embedder for every store: it loads once, outside every timing
@@ -212,7 +215,7 @@ def synthetic(base: Path, key: str, n: int, queries_n: int) -> None:
     print(f"  in-memory BM25 index of the encrypted store: ~{index_bytes(stores['encrypted']) / 1e6:.2f} MB RAM")
     started = time.perf_counter()
     stores["encrypted"].upsert(corpus(100, seed=10**6, offset=n))
-    SearchEngine(stores["encrypted"]).search(queries[1], steps=["turns"], k=10, config=RECIPES["bm25"])
+    SearchEngine(stores["encrypted"]).search(queries[1], steps=["turns"], k=10, strategy=BM25)
     print(f"  100 new records then a lexical search (incremental upkeep: 100 texts decrypted, postings rebuilt): "
           f"{(time.perf_counter() - started) * 1000:.0f} ms")
     for store in stores.values():

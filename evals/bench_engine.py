@@ -24,8 +24,8 @@ def summarize(record):
 
 
 def one_scale(scale: int) -> dict:
-    from synthex.demo.generate import generate
-    from synthex.project import load_pipeline, render_template
+    from synthex.core.demo.generate import generate
+    from synthex.core.project import load_pipeline, render_template
 
     root = Path(tempfile.mkdtemp(prefix=f"synthex-bench-{scale}x-"))
     export = root / "conversations.json"

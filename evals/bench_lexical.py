@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from evals.bench_search import percentiles
-from synthex.scope import BranchScope
+from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search import SearchEngine
 from synthex_resources.search.memory_lexical import memory_bm25

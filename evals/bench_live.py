@@ -64,7 +64,7 @@ def pct(values: list[float], q: float) -> float:
 
 class Bench:
     def __init__(self, root: Path, instance) -> None:
-        from synthex.project import load_pipeline
+        from synthex.core.project import load_pipeline
         from synthex_assets.definitions import build_definitions
 
         self.root, self.instance = root, instance
@@ -111,7 +111,7 @@ def main() -> None:
 
     from dagster import instance_for_test
 
-    from synthex.importers.tables import read_items
+    from synthex.core.importers.tables import read_items
     from synthex_assets.sensors import SENSOR_INTERVAL_S
 
     logging.getLogger("dagster").setLevel(logging.WARNING)
@@ -161,7 +161,7 @@ def main() -> None:
         hashed = bench.until_searchable("contacts", "Zanzibar", "Zanzibar", "contacts")
         (root / "notes" / "2024-03-04-retro.md").write_text("Retro: the espresso machine needs descaling")
         note = bench.until_searchable("notes", "espresso descaling", "espresso", "notes")
-        from synthex.sources.stream import append_lines
+        from synthex.core.sources.stream import append_lines
 
         append_lines(root / "inbox.jsonl", [{"id": "m1", "text": "the harbour ferry leaves at nine",
                                              "created_at": "2024-03-05T08:00:00Z"}])

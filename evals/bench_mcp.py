@@ -42,8 +42,8 @@ pipeline.output("search", from_=["turns", "agent"], surface="search")
 
 def build_project(root: Path, n: int) -> dict[str, float]:
     """A project whose store holds what a run of it would: N turns with vectors, an FTS index."""
-    from synthex.project import load_pipeline
-    from synthex.steps import execute_partition
+    from synthex.core.project import load_pipeline
+    from synthex.core.steps import execute_partition
     from synthex_resources.search import SearchEngine
     from synthex_resources.step_context import SnapshotContext
 
@@ -76,7 +76,7 @@ def queries(count: int, seed: int = 99) -> list[str]:
 
 def synthex_exe() -> list[str]:
     exe = shutil.which("synthex")
-    return [exe] if exe else [sys.executable, "-m", "synthex.cli"]
+    return [exe] if exe else [sys.executable, "-m", "synthex.surfaces.cli"]
 
 
 def cli(root: Path, qs: list[str]) -> dict[str, float]:
@@ -119,7 +119,7 @@ async def measure(root: Path, qs: list[str], remembers: int) -> dict:
     import anyio
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
-    from synthex.project import load_pipeline
+    from synthex.core.project import load_pipeline
 
     pipe = load_pipeline(root)
     app = pipe.app

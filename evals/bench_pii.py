@@ -1,6 +1,6 @@
 """PII detection: precision / recall per type on the labelled set, false positives on hard negatives, speed.
 
-    python -m evals.bench_pii                    # synthex.pii, with and without libphonenumber
+    python -m evals.bench_pii                    # synthex.core.pii, with and without libphonenumber
 
 Microsoft Presidio (and spaCy's NER alone) on the same set, in a separate venv so the project's
 environment is not changed; the spaCy model comes from a PyPI package, not a download at run time:
@@ -139,7 +139,7 @@ def print_report(name: str, result: dict, types: tuple[str, ...]) -> None:
 
 
 def synthex_detector(use_libphonenumber: bool | None) -> Detect:
-    from synthex.pii.scanner import Scanner
+    from synthex.core.pii.scanner import Scanner
 
     scanner = Scanner(use_libphonenumber)
     return lambda text: [(f.type, f.start, f.end) for f in scanner.scan(text)]
@@ -213,14 +213,14 @@ def main(argv: list[str] | None = None) -> None:
     print(f"set: {args.set.name}: {len(records)} texts, {sum(len(r['spans']) for r in records)} PII spans, "
           f"{sum(len(r['negatives']) for r in records)} hard negatives")
 
-    from synthex.pii import PII_TYPES, redact
-    from synthex.pii.phones import phonenumbers
+    from synthex.core.pii import PII_TYPES, redact
+    from synthex.core.pii.phones import phonenumbers
 
     speeds = []
     if not args.presidio_only:
-        variants = [("synthex.pii, default (libphonenumber checks phones)", None)]
+        variants = [("synthex.core.pii, default (libphonenumber checks phones)", None)]
         if phonenumbers is not None:
-            variants.append(("synthex.pii, phones by shape only (no libphonenumber)", False))
+            variants.append(("synthex.core.pii, phones by shape only (no libphonenumber)", False))
         for name, use_lib in variants:
             detect = synthex_detector(use_lib)
             print_report(name, evaluate(records, detect, PII_TYPES), PII_TYPES)

@@ -26,7 +26,7 @@ TOKEN = "QPLANTED9041"
 def build_store(root: Path, records: int, descendants: int):  # -> (RecordStore, root id)
     import numpy as np
 
-    from synthex.record import Record
+    from synthex.core.record import Record
     from synthex_resources.record_store import CACHE_SCHEMA, LLM_CACHE, open_store
     from synthex_resources.search.engine import SearchEngine
 

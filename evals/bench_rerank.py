@@ -22,12 +22,12 @@ from evals.architectures import ranked_leaf_keys, resolve
 from evals.locomo import CATEGORIES, load_locomo
 from evals.locomo_eval import add_question, ingest_conversation
 from evals.scoring import Tally
-from synthex.prompts import anticipate_questions
+from synthex.core.prompts import anticipate_questions
 from synthex_resources.embedder import EmbedderConfig
 from synthex_resources.llm import LLMConfig
 from synthex_resources.search import SearchEngine
-from synthex_resources.search.recipes import RECIPES
 from synthex_resources.search.rerank import LLMReranker
+from synthex_resources.search.strategies import load_search_strategies
 
 STEP = "turns-in-context"  # the conversational architecture's search step
 
@@ -44,7 +44,8 @@ def main() -> None:
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--work-dir", type=Path, required=True)
     parser.add_argument("--sample", default=None, help="LoCoMo sample id (default: the first conversation)")
-    parser.add_argument("--recipe", default="conversational", choices=sorted(RECIPES))
+    parser.add_argument("--recipe", default="conversational", choices=load_search_strategies().names(),
+                        help="a search strategy (the registry's names)")
     parser.add_argument("--questions", type=int, default=30, help="first N questions with evidence")
     parser.add_argument("--top-n", type=int, default=20)
     parser.add_argument("--excerpt-chars", type=int, default=160)
@@ -66,6 +67,7 @@ def main() -> None:
     session_of = {t.dia_id: t.session_id for t in conv.turns}
     questions = [(i, q) for i, q in enumerate(conv.questions) if q.evidence][: args.questions]
     reranker = LLMReranker(completer, model, top_n=args.top_n, excerpt_chars=args.excerpt_chars)
+    strategy = load_search_strategies().get(args.recipe)
     before, after = Tally(), Tally()
     first_stage: dict[int, list] = {}
     moved = 0  # queries whose top_n order the model changed
@@ -74,7 +76,7 @@ def main() -> None:
     out: dict = {"model": model, "sample": conv.sample_id, "recipe": args.recipe, "top_n": args.top_n}
     for n, (index, question) in enumerate(questions, 1):
         t0 = time.perf_counter()
-        hits = engine.search(question.question, steps=[STEP], k=args.top_n, config=RECIPES[args.recipe])
+        hits = engine.search(question.question, steps=[STEP], k=args.top_n, strategy=strategy)
         search_s.append(time.perf_counter() - t0)
         first_stage[index] = hits
         qid = f"{conv.sample_id}/q{index}"

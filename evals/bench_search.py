@@ -31,10 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
-from synthex.record import Record
-from synthex.scope import BranchScope
+from synthex.core.record import Record
+from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
-from synthex_resources.search import RECIPES, SearchEngine
+from synthex_resources.search import SearchEngine, load_search_strategies
 from synthex_resources.search.dense_index import DenseIndex, dense_index
 from synthex_resources.search.leaf_scope import ScopeCache
 
@@ -94,9 +94,10 @@ def percentiles(samples: list[float]) -> dict[str, float]:
 
 def measure(engine: SearchEngine, queries: list[str], mode: str, hits: list | None = None) -> dict[str, float]:
     times = []
+    strategy = load_search_strategies().get(mode)
     for q in queries:
         t0 = time.perf_counter()
-        found = engine.search(q, steps=["turns"], k=10, config=RECIPES[mode])
+        found = engine.search(q, steps=["turns"], k=10, strategy=strategy)
         times.append(time.perf_counter() - t0)
         if hits is not None:
             hits.append([h.id for h in found])
@@ -131,6 +132,8 @@ def dense_modes(engine: SearchEngine, queries: list[str], modes: list[str]) -> d
         index.wait_for_ann()
         setup[mode] = round(time.perf_counter() - t0, 2)
     recipes = ("dense", "hybrid", "conversational")
+    registry = load_search_strategies()
+    strategies = {recipe: registry.get(recipe) for recipe in recipes}
     times: dict[str, dict[str, list[float]]] = {m: {r: [] for r in ("leg", *recipes)} for m in modes}
     hits: dict[str, dict[str, list[list[str]]]] = {m: {r: [] for r in ("leg", *recipes)} for m in modes}
     for query, vector in zip(queries, vectors, strict=True):
@@ -142,7 +145,7 @@ def dense_modes(engine: SearchEngine, queries: list[str], modes: list[str]) -> d
             hits[mode]["leg"].append(found[:10])
             for recipe in recipes:
                 t0 = time.perf_counter()
-                result = engine.search(query, steps=["turns"], k=10, config=RECIPES[recipe])
+                result = engine.search(query, steps=["turns"], k=10, strategy=strategies[recipe])
                 times[mode][recipe].append(time.perf_counter() - t0)
                 hits[mode][recipe].append([h.id for h in result])
     index.mode = modes[0]
@@ -197,7 +200,8 @@ def one_size(n: int, queries_n: int = 100, modes: list[str] | None = None, vecto
     engine.ensure_index()  # a reused store gets the indexes this tree adds (bitmaps on step and branch)
     result["ensure_index_s"] = round(time.perf_counter() - t0, 2)
     t0 = time.perf_counter()
-    engine.search("warm", steps=["turns"], config=RECIPES["dense"])  # loads the in-memory vector matrix
+    strategies = load_search_strategies()  # loaded once, outside the timed searches
+    engine.search("warm", steps=["turns"], strategy=strategies.get("dense"))  # loads the in-memory vector matrix
     matrix_load_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     ann_ready = dense_index(store).wait_for_ann()  # auto mode: the IVF index, built in the background
@@ -214,7 +218,7 @@ def one_size(n: int, queries_n: int = 100, modes: list[str] | None = None, vecto
     # synthetic records are their own leaves with no turn order or speakers, so this measures the
     # fusion's cost, not its quality.
     t0 = time.perf_counter()
-    engine.search(queries[0], steps=["turns"], config=RECIPES["conversational"])
+    engine.search(queries[0], steps=["turns"], strategy=strategies.get("conversational"))
     result["conversational_scope_build_s"] = round(time.perf_counter() - t0, 2)
     for mode in ("bm25", "dense", "hybrid", "conversational"):
         result["latency"][mode] = measure(engine, queries, mode)
@@ -229,7 +233,7 @@ def one_size(n: int, queries_n: int = 100, modes: list[str] | None = None, vecto
     first: dict[str, float] = {}
     for mode in ("bm25", "dense", "hybrid", "conversational"):
         t0 = time.perf_counter()
-        engine.search(probe, steps=["turns"], config=RECIPES[mode])
+        engine.search(probe, steps=["turns"], strategy=strategies.get(mode))
         first[mode] = round(time.perf_counter() - t0, 3)
     result["first_query_after_write_s"] = first
     result["dense_update_kind"] = dense_index(store).last_update
@@ -239,7 +243,7 @@ def one_size(n: int, queries_n: int = 100, modes: list[str] | None = None, vecto
     engine.ensure_index()
     result["fts_incremental_update_s"] = round(time.perf_counter() - t0, 2)
     t0 = time.perf_counter()
-    engine.search(probe, steps=["turns"], config=RECIPES["conversational"])
+    engine.search(probe, steps=["turns"], strategy=strategies.get("conversational"))
     result["conversational_first_query_after_index_update_s"] = round(time.perf_counter() - t0, 3)
     result["dense_reload_kind"] = dense_index(store).last_update
     result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)

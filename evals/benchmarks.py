@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 
 from evals import metrics
 from evals.scoring import QuestionScore, Tally
-from synthex.errors import BadInputError
-from synthex.naming import path_segment
-from synthex.plugins import GROUP, PluginFailure, Registry, populate
+from synthex.core.errors import BadInputError
+from synthex.core.naming import path_segment
+from synthex.core.plugins import GROUP, PluginFailure, Registry, populate
 
 if TYPE_CHECKING:
     from evals.architectures import Architecture

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING
 
 import click
 
-from synthex.cli import emit_json, json_option, project_option
-from synthex.errors import BadInputError, SynthexError
+from synthex.core.errors import BadInputError, SynthexError
+from synthex.surfaces.cli import emit_json, json_option, project_option
 
 if TYPE_CHECKING:
     from evals.benchmarks import Benchmark
-    from synthex.plugins import Registry
+    from synthex.core.plugins import Registry
 
 run_id_option = click.option("--run-id", "run_id", default=None,
                              help="Name of this eval run in the eval_results table (default: <timestamp>-<benchmark>, "
@@ -28,7 +28,7 @@ class BenchmarkGroup(click.Group):
     def _benchmarks(self, ctx: click.Context) -> Registry[type[Benchmark]]:
         if REGISTRY_KEY not in ctx.meta:
             from evals.benchmarks import benchmark_registry
-            from synthex.plugins import discover
+            from synthex.core.plugins import discover
 
             registry = benchmark_registry()
             already_reported = set(discover()[1])  # import failures: the synthex group warned of those

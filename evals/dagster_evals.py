@@ -38,7 +38,7 @@ from dagster_duckdb import DuckDBResource
 from evals.architectures import project_architecture
 from evals.benchmarks import Benchmark, benchmark_registry, evaluate
 from evals.report import chart, strip_questions, table, write_eval_results
-from synthex.definition import PipelineDefinition
+from synthex.core.definition import PipelineDefinition
 from synthex_assets.naming import asset_name
 from synthex_assets.partitions import BRANCHES
 from synthex_resources.sql import eval_results_path
@@ -52,7 +52,7 @@ class EvalConfig(Config):
     data: str | None = None  # None: the benchmark's default data file
     limit: int | None = None
     k: int = 10
-    search_mode: str = "hybrid"  # a recipe name: bm25, dense, hybrid, conversational
+    search_mode: str = "hybrid"  # a search strategy of the registry (`synthex search --help` lists them)
     options: dict[str, str] = {}  # the benchmark's own options (LongMemEval: {"protocol": "any"})
     # metric name ("turn/recall_any@10", "session/ndcg_any@10", ...) -> minimum value
     thresholds: dict[str, float] = {"turn/recall_any@10": 0.5}

@@ -1,6 +1,6 @@
 """Fault-injection matrix (issue 9: safe under concurrency, faults and bad input).
 
-Runs every case the way a new user meets it: `python -m synthex.cli ...` subprocesses in a fresh temp
+Runs every case the way a new user meets it: `python -m synthex.surfaces.cli ...` subprocesses in a fresh temp
 dir, offline (no OPENAI_* in the environment, so the offline embedder and LLM stand-in are used), then
 checks exit code, message text and what the store holds. Prints one markdown table (case, expected,
 observed, held) and exits 1 if any case did not hold.
@@ -28,8 +28,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from synthex.demo.generate import generate
-from synthex.project import render_template
+from synthex.core.demo.generate import generate
+from synthex.core.project import render_template
 
 PIPELINE_NAME = "fault-matrix"
 SUBPROCESS_TIMEOUT = 300.0
@@ -97,7 +97,7 @@ class Result:
 
 
 def cli_args(*args: str) -> list[str]:
-    return [sys.executable, "-m", "synthex.cli", *args]
+    return [sys.executable, "-m", "synthex.surfaces.cli", *args]
 
 
 def synthex(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Result:
@@ -139,7 +139,7 @@ Snapshot = dict[str, list[tuple[str, str]]]
 
 def snapshot(root: Path, branch: str = "main") -> Snapshot:
     """step -> sorted (id, content) of the branch's records."""
-    from synthex.project import load_pipeline
+    from synthex.core.project import load_pipeline
 
     pipe: Any = load_pipeline(root)
     try:
@@ -150,7 +150,7 @@ def snapshot(root: Path, branch: str = "main") -> Snapshot:
 
 def duplicate_ids(root: Path) -> list[str]:
     """Ids stored in more than one row (any branch): what two writers of one branch could leave."""
-    from synthex.project import load_pipeline
+    from synthex.core.project import load_pipeline
 
     pipe: Any = load_pipeline(root)
     try:
@@ -733,8 +733,8 @@ def case_preview_escaping(wb: Workbench) -> tuple[str, bool]:
     """End to end: a run writes the materialization metadata the UI renders; read it from Dagster."""
     from dagster import AssetKey
 
-    from synthex.project import load_pipeline
-    from synthex.record import Record
+    from synthex.core.project import load_pipeline
+    from synthex.core.record import Record
     from synthex_assets.preview import preview_markdown
 
     obs = Observed()
@@ -837,8 +837,8 @@ def case_failed_init(wb: Workbench) -> tuple[str, bool]:
 # -- 15: doctor ----------------------------------------------------------------------------------
 
 def case_doctor(wb: Workbench) -> tuple[str, bool]:
-    from synthex.project import load_pipeline
-    from synthex.record import Run
+    from synthex.core.project import load_pipeline
+    from synthex.core.record import Run
 
     obs = Observed()
     root = wb.project("doctor")

@@ -38,7 +38,7 @@ from typing import Any
 
 from evals.architectures import Architecture, resolve
 from evals.locomo import load_locomo, parse_turns
-from synthex.sources import append_lines
+from synthex.core.sources import append_lines
 from synthex_resources.embedder import EmbedderConfig
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10_dev7.json"

@@ -14,11 +14,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from synthex.errors import SourceError
-from synthex.importers import SourceItem, register_format
-from synthex.importers.base import read_json_objects
-from synthex.periods import iso
-from synthex.record import Record
+from synthex.core.errors import SourceError
+from synthex.core.importers import SourceItem, register_format
+from synthex.core.importers.base import read_json_objects
+from synthex.core.periods import iso
+from synthex.core.record import Record
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 _DIA = re.compile(r"D(\d+):(\d+)")
@@ -149,10 +149,10 @@ def with_previous_turn(record: Record) -> str:
 
 
 def with_previous_turn_enriched(record: Record) -> str:
-    """``with_previous_turn`` plus the turn's entities, resolved dates and topics (``synthex.enrich``):
+    """``with_previous_turn`` plus the turn's entities, resolved dates and topics (``synthex.core.enrich``):
     "last Tuesday" said on 8 May 2023 is indexed as 2 May 2023 too."""
-    from synthex.enrich import enrichment_text
-    from synthex.enrich.steps import record_time
+    from synthex.core.enrich import enrichment_text
+    from synthex.core.enrich.steps import record_time
 
     line = enrichment_text(record.content, record_time(record))
     text = with_previous_turn(record)

@@ -11,11 +11,10 @@ from typing import Any
 
 from evals.architectures import Architecture
 from evals.benchmarks import Benchmark, BenchmarkQuestion, BenchmarkSource, evaluate
-from evals.locomo import CATEGORIES, Conversation, Question, load_locomo
-from evals.metrics import dedupe
-from evals.scoring import Tally
-from synthex.errors import SynthexError
-from synthex.naming import path_segment
+from evals.locomo import Conversation, load_locomo
+from evals.locomo_scoring import add_question, category_name  # noqa: F401 - add_question: for the scripts
+from synthex.core.errors import SynthexError
+from synthex.core.naming import path_segment
 from synthex_resources.embedder import Embedder
 
 # The 7-conversation dev split beside the repository (the Dagster eval asset's default data).
@@ -35,10 +34,6 @@ class LoCoMoSample:
 def sample_payload(sample_id: str, raw: list[dict[str, Any]]) -> str:
     """The file's samples with this ``sample_id``, as the JSON file its workspace ingests."""
     return json.dumps([s for s in raw if s.get("sample_id") == sample_id])
-
-
-def category_name(question: Question) -> str:
-    return CATEGORIES.get(question.category, str(question.category))
 
 
 class LoCoMo(Benchmark[LoCoMoSample]):
@@ -95,17 +90,6 @@ def ingest_conversation(arch: Architecture, sample_id: str, raw: list[dict[str, 
     for the scripts that search it themselves)."""
     return arch.ingest(work_dir / arch.work_key / path_segment(sample_id), "conversation.json",
                        sample_payload(sample_id, raw), "locomo-turns", embedder)
-
-
-def add_question(tally: Tally, question: Question, turns: list[str], session_of: dict[str, str],
-                 question_id: str | None = None) -> None:
-    """Score one LoCoMo question's ranked turns (dia_ids) at turn and session level, as ``LoCoMo.score`` does
-    (for the scripts and peers that rank turns themselves).
-
-    ``question_id``: ``<sample_id>/q<index in the sample's qa list>`` (default: its position in the tally)."""
-    tally.add(turns, set(question.evidence), dedupe(session_of.get(t, "?") for t in turns),
-              set(question.evidence_sessions), category_name(question),
-              question_id=question_id, question=question.question)
 
 
 def evaluate_locomo(data: Path, architectures: list[Architecture], work_dir: Path, limit: int | None = None,

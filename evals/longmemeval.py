@@ -19,10 +19,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from synthex.errors import SourceError
-from synthex.importers import SourceItem, register_format
-from synthex.importers.base import read_json_objects
-from synthex.periods import iso
+from synthex.core.errors import SourceError
+from synthex.core.importers import SourceItem, register_format
+from synthex.core.importers.base import read_json_objects
+from synthex.core.periods import iso
 
 REQUIRED = ("question_id", "question_type", "question", "answer", "haystack_session_ids", "haystack_sessions",
             "answer_session_ids")

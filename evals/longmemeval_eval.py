@@ -18,7 +18,7 @@ from evals.benchmarks import Benchmark, BenchmarkOption, BenchmarkQuestion, Benc
 from evals.longmemeval import PROTOCOLS, LMEQuestion, documents, load_longmemeval, questions_for
 from evals.metrics import freshness, mean
 from evals.scoring import QuestionScore
-from synthex.errors import BadInputError
+from synthex.core.errors import BadInputError
 
 HEADLINES = {"official": "session recall_all@5", "any": "session recall_any@5"}
 FRESHNESS_K = 5

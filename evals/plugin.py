@@ -14,8 +14,8 @@ if TYPE_CHECKING:
     from dagster import Definitions
 
     from evals.benchmarks import Benchmark
-    from synthex.definition import PipelineDefinition
-    from synthex.plugins import Registry
+    from synthex.core.definition import PipelineDefinition
+    from synthex.core.plugins import Registry
 
 
 def register_commands(cli: click.Group) -> None:

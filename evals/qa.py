@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from synthex.errors import SynthexError
+from synthex.core.errors import SynthexError
 from synthex_resources.llm import LLMConfig
 
 ANSWER_PROMPT = """You answer questions about a long-running conversation between two people, using only the

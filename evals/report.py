@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from evals.scoring import RECALL_KS
-from synthex.errors import SynthexError
+from synthex.core.errors import SynthexError
 
 HEADLINE = ("recall_any@1", "recall_any@5", "recall_any@10", "recall_all@5", "recall_all@10", "ndcg_any@10", "mrr")
 EVAL_RESULTS_TABLE = "eval_results"

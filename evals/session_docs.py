@@ -26,7 +26,7 @@ Rankers, per question, over the conversation's session documents:
 - ``dense-mean``: the mean of the session's turn vectors (each turn embedded alone, as the turn eval
   embeds it), re-normalized: covers the whole session, at the price of blurring it.
 - ``hybrid`` / ``hybrid-mean``: reciprocal rank fusion of ``bm25`` with ``dense`` / ``dense-mean``,
-  textbook constants (k = 60, equal weights: ``HYBRID_RRF_EQUAL``), not tuned on this data.
+  textbook constants (k = 60, equal weights: ``HYBRID_EQUAL``), not tuned on this data.
 - ``chance``: the expected figures of a random ranking (computed, not sampled): k = 10 sessions out of
   19-32 is a third to a half of a conversation.
 
@@ -62,7 +62,7 @@ from evals.locomo import CATEGORIES, Conversation, Turn, load_locomo, turn_text
 from evals.metrics import mean, score
 from evals.scoring import RECALL_KS, with_recall
 from synthex_resources.embedder import Embedder
-from synthex_resources.search.recipes import HYBRID_RRF_EQUAL
+from synthex_resources.search.builtin_strategies import HYBRID_EQUAL
 from synthex_resources.search.tokenize import tokenize
 
 TEXTS = ("project", "mempalace")
@@ -112,7 +112,7 @@ def _order(scores: Sequence[float]) -> list[int]:
     return sorted(range(len(scores)), key=lambda i: (-float(scores[i]), i))
 
 
-def _rrf(*orders: list[int], k: int = HYBRID_RRF_EQUAL.rrf_k) -> list[int]:
+def _rrf(*orders: list[int], k: int = HYBRID_EQUAL.rrf_k) -> list[int]:
     fused = [0.0] * len(orders[0])
     for order in orders:
         for rank, i in enumerate(order, start=1):
@@ -245,7 +245,7 @@ def run(data: Path, eval_dir: Path, limit: int | None = None, texts: Sequence[st
     wall = round(time.perf_counter() - started, 1)
     report = {"benchmark": "locomo", "protocol": "session-documents", "data": str(data),
               "conversations": len(conversations), "command": command, "embedder": embedder.name,
-              "headline": HEADLINE, "k_unit": "sessions", "rrf_k": HYBRID_RRF_EQUAL.rrf_k, "wall_s": wall,
+              "headline": HEADLINE, "k_unit": "sessions", "rrf_k": HYBRID_EQUAL.rrf_k, "wall_s": wall,
               "evaluated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **out}
     stamp = time.strftime("%Y%m%d-%H%M%S")
     path = eval_dir / "session_docs" / f"{stamp}-locomo.json"

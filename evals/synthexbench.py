@@ -21,9 +21,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from synthex.demo.generate import generate
-from synthex.project import init_project, load_pipeline
-from synthex.scope import BranchScope
+from synthex.core.demo.generate import generate
+from synthex.core.project import init_project, load_pipeline
+from synthex.core.scope import BranchScope
 
 PLANTED_TOPICS = ["Zanzibar beekeeping cooperative", "quokka photography permit", "Marrakech tannery audit"]
 

@@ -1,8 +1,8 @@
 """Synthex: memory architectures that evolve with your agent.
 
 ``from synthex import Pipeline`` is the user API (the application layer's pipeline, with run /
-search attached). Names load on first use, so importing one core module (``synthex.record``,
-``synthex.steps``) never drags the application layer, LanceDB or Dagster in.
+search attached). Names load on first use, so importing one core module (``synthex.core.record``,
+``synthex.core.steps``) never drags the application layer, LanceDB or Dagster in.
 """
 
 from __future__ import annotations
@@ -13,17 +13,17 @@ from typing import Any
 _EXPORTS = {
     "Pipeline": "synthex.app.pipeline",
     "ProjectApp": "synthex.app.facade",
-    "PipelineDefinition": "synthex.definition",
-    "Output": "synthex.definition",
-    "Plan": "synthex.definition",
-    "Record": "synthex.record",
-    "Run": "synthex.record",
-    "RunStats": "synthex.record",
-    "PipelineDefinitionError": "synthex.errors",
-    "SourceError": "synthex.errors",
-    "StepError": "synthex.errors",
-    "BadInputError": "synthex.errors",
-    "SynthexError": "synthex.errors",
+    "PipelineDefinition": "synthex.core.definition",
+    "Output": "synthex.core.definition",
+    "Plan": "synthex.core.definition",
+    "Record": "synthex.core.record",
+    "Run": "synthex.core.record",
+    "RunStats": "synthex.core.record",
+    "PipelineDefinitionError": "synthex.core.errors",
+    "SourceError": "synthex.core.errors",
+    "StepError": "synthex.core.errors",
+    "BadInputError": "synthex.core.errors",
+    "SynthexError": "synthex.core.errors",
 }
 
 __all__ = sorted(_EXPORTS)

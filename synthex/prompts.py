@@ -1,78 +1,12 @@
-"""The default prompt functions of the §8.2 template (plain Python functions, design doc §4.3)."""
+"""Public alias of ``synthex.core.prompts``: the path a project's pipeline.py imports prompt functions from."""
 
-from __future__ import annotations
+from synthex.core.prompts import (
+    anticipate_questions,
+    extract_transcript,
+    monthly_reflection,
+    summarize_conversation,
+    world_model_prompt,
+)
 
-from synthex.record import Record
-
-
-def extract_transcript(record: Record) -> str:
-    """Deterministic (no model): a dated, titled transcript. Leaf search needs the verbatim text."""
-    title = record.meta("chat.title") or "Untitled"
-    when = record.meta("time.created_at") or ""
-    body = record.content
-    if body.startswith("# "):
-        body = body.split("\n", 1)[1].lstrip() if "\n" in body else ""
-    return f"Conversation: {title}\nDate: {when}\n\n{body}"
-
-
-def summarize_conversation(record: Record) -> str:
-    return f"""Summarize this conversation in 2-3 sentences.
-
-Include:
-- Main topic or question
-- Key conclusions or decisions
-- Any action items mentioned
-
-## Conversation
-{record.content}
-
-## Summary
-"""
-
-
-def monthly_reflection(records: list[Record], period: str) -> str:
-    summaries = "\n".join(f"- {r.content}" for r in records)
-    return f"""Reflect on this month's conversations.
-
-Month: {period}
-Conversations: {len(records)}
-
-## Summaries
-{summaries}
-
-## Reflection
-"""
-
-
-def world_model_prompt(record: Record, state: str) -> str:
-    return f"""Update your understanding based on new information.
-
-Current understanding:
-{state or '(nothing yet)'}
-
-New reflection ({record.meta('time.period', 'unknown')}):
-{record.content}
-
-## Updated Understanding
-"""
-
-
-def anticipate_questions(record: Record) -> str:
-    """Write-time enrichment with a model: a one-line gist of the record and three questions a user
-    might later ask that it answers, in the user's words. Use it as ``transform(prompt=...)`` over the
-    turns and name that step beside the turns' own index step in the search output: each anticipated
-    record's leaf is its turn, so leaf-sum search credits the turn with both texts' scores. The
-    offline stand-in returns whole sentences of the record, never these instructions."""
-    when = record.meta("time.created_at") or ""
-    return f"""Read this message from a conversation.
-Write one sentence that says what it is about, then three short questions that someone could ask later
-whose answer is in this message. Use plain everyday words.
-
-Date: {when}
-
-## Message
-{record.content}
-
-## Gist and questions
-"""
-
+__all__ = ["anticipate_questions", "extract_transcript", "monthly_reflection", "summarize_conversation",
+           "world_model_prompt"]

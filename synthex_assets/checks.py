@@ -1,10 +1,10 @@
 """The asset checks every step asset carries (computed by the step's own op, after it writes). Their names
-are ``synthex.record.CheckName`` (below Dagster, so the application decides on outcomes without it)."""
+are ``synthex.core.record.CheckName`` (below Dagster, so the application decides on outcomes without it)."""
 
 from __future__ import annotations
 
-from synthex.record import CheckName
-from synthex.steps import Step
+from synthex.core.record import CheckName
+from synthex.core.steps import Step
 
 PROVENANCE = CheckName.PROVENANCE
 UP_TO_DATE = CheckName.UP_TO_DATE

@@ -2,7 +2,9 @@
 
 SYNTHEX_PROJECT names the project folder (default: the current directory). Installed plugins (the
 evals plugin) add their definitions; the location is named after the pipeline in the workspace file
-``synthex ui`` writes.
+``synthex ui`` writes. A plugin that fails to import, or whose ``definitions`` hook raises, is left out
+and reported: one warning line each in the code server's log, and listed in the location's
+``Definitions.metadata`` under ``PLUGIN_FAILURES_KEY``; the other plugins still load.
 """
 
 from __future__ import annotations
@@ -10,12 +12,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from dagster import Definitions
+from dagster import Definitions, MetadataValue, get_dagster_logger
 
-from synthex.definition import PipelineDefinition
-from synthex.plugins import load_plugins
-from synthex.project import PIPELINE_FILE, demo_pipeline, load_pipeline
+from synthex.core.definition import PipelineDefinition
+from synthex.core.plugins import PluginFailure, discover
+from synthex.core.project import PIPELINE_FILE, demo_pipeline, load_pipeline
 from synthex_assets.definitions import build_definitions
+
+PLUGIN_FAILURES_KEY = "synthex/plugin_failures"
 
 
 def project_pipeline() -> PipelineDefinition:
@@ -26,13 +30,27 @@ def project_pipeline() -> PipelineDefinition:
 
 
 def location_definitions(pipeline: PipelineDefinition) -> Definitions:
-    """The pipeline's definitions plus every plugin's."""
+    """The pipeline's definitions plus every plugin's (failures reported, see the module docstring)."""
     parts = [build_definitions(pipeline)]
-    for plugin in load_plugins():
-        hook = getattr(plugin, "definitions", None)
-        extra = hook(pipeline) if callable(hook) else None
+    plugins, failures = discover()
+    for plugin in plugins:
+        hook = getattr(plugin.module, "definitions", None)
+        if not callable(hook):
+            continue
+        try:
+            extra = hook(pipeline)
+        except Exception as exc:  # the plugin's own bug: its definitions are left out, the location loads
+            failures.append(PluginFailure(plugin.name, plugin.module.__name__,
+                                          f"definitions: {type(exc).__name__}: {exc}".splitlines()[0][:300]))
+            continue
         if extra is not None:
             parts.append(extra)
+    if failures:
+        log = get_dagster_logger()
+        for failure in failures:
+            log.warning(f"synthex: {failure}")
+        parts.append(Definitions(metadata={PLUGIN_FAILURES_KEY: MetadataValue.text(
+            "\n".join(str(f) for f in failures))}))
     return Definitions.merge(*parts)
 
 

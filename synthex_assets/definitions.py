@@ -7,7 +7,7 @@ from typing import Any
 
 from dagster import AssetSelection, Definitions, define_asset_job, in_process_executor
 
-from synthex.definition import PipelineDefinition
+from synthex.core.definition import PipelineDefinition
 from synthex_assets.naming import job_name
 from synthex_assets.partitions import STEP_PARTITIONS
 from synthex_assets.resources import build_resources

@@ -15,14 +15,14 @@ from collections import defaultdict
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
-from synthex.definition import PipelineDefinition
-from synthex.errors import StepError, SynthexError
-from synthex.periods import now_iso
-from synthex.progress import ProgressReporter
-from synthex.purges import PurgeLedger
-from synthex.record import CheckOutcome, Record, RunStats
-from synthex.scope import BranchScope
-from synthex.steps import Step, execute_partition
+from synthex.core.definition import PipelineDefinition
+from synthex.core.errors import StepError, SynthexError
+from synthex.core.periods import now_iso
+from synthex.core.progress import ProgressReporter
+from synthex.core.purges import PurgeLedger
+from synthex.core.record import CheckOutcome, Record, RunStats
+from synthex.core.scope import BranchScope
+from synthex.core.steps import Step, execute_partition
 from synthex_assets.checks import CHECKS, HOOKS, PROVENANCE, UP_TO_DATE
 from synthex_resources.branch_lock import BranchLock, held_by_run
 from synthex_resources.hook_deliveries import HookDeliveries

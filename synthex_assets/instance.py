@@ -8,7 +8,7 @@ from pathlib import Path
 
 from dagster import DagsterInstance
 
-from synthex.definition import PipelineDefinition
+from synthex.core.definition import PipelineDefinition
 
 INSTANCE_YAML = """\
 # Written by synthex: a project-local Dagster instance.

@@ -1,14 +1,14 @@
 """Stable mappings from Synthex names to what Dagster accepts.
 
 Asset keys allow ``[A-Za-z0-9_]``: ``world-model`` becomes ``world_model`` (the step name stays in
-asset metadata and the description). Branch names are checked in ``synthex.naming``.
+asset metadata and the description). Branch names are checked in ``synthex.core.naming``.
 """
 
 from __future__ import annotations
 
 import re
 
-from synthex.errors import PipelineDefinitionError
+from synthex.core.errors import PipelineDefinitionError
 
 _ASSET_BAD = re.compile(r"[^A-Za-z0-9_]")
 

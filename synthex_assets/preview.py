@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 
-from synthex.record import Record
+from synthex.core.record import Record
 from synthex_resources.encryption import encryption_configured
 
 PREVIEW_RECORDS = 3

@@ -7,8 +7,8 @@ from typing import Any
 from dagster import ResourceDefinition
 from dagster_duckdb import DuckDBResource
 
-from synthex.definition import PipelineDefinition
-from synthex.progress import NullProgress
+from synthex.core.definition import PipelineDefinition
+from synthex.core.progress import NullProgress
 from synthex_resources.cdc_state import CDC_FILE
 from synthex_resources.resources import LLMResource, RecordStoreResource, SearchResource
 

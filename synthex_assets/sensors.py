@@ -7,10 +7,16 @@ dagster-duckdb's ``DuckDBResource``) says what is new, changed or deleted, the p
 (branch, period) partitions of which steps that makes dirty (downstream steps included), and the
 sensor registers new period partitions and requests one run per branch over only those partitions.
 The nightly reconcile schedule does the same for every source without the token shortcut.
+
+Both apply the deletion guard (``synthex.core.deletions``) before requesting anything: a source whose
+deletions are held back (an export emptied, a snapshot shrunk by more than 20 %) gets no run and its
+change is not committed, so every tick says the guard's line again (the tick log, the SkipReason) until
+the source is restored or a run with ``--allow-deletions`` applies it; ``synthex status`` lists it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from dagster import (
@@ -28,15 +34,16 @@ from dagster import (
     schedule,
     sensor,
 )
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from dagster_duckdb import DuckDBResource
 
-from synthex.definition import PipelineDefinition
+from synthex.core.definition import PipelineDefinition
+from synthex.core.deletions import DeletionVerdict, refusal_line
+from synthex_assets.dagster_internals import partition_range_tags
 from synthex_assets.naming import asset_name, job_name
 from synthex_assets.partitions import register
 from synthex_resources.cdc_state import CdcState, SourceChanges
 from synthex_resources.record_store import open_store
-from synthex_resources.source_sync import BranchWork, detect_changes, pending_work
+from synthex_resources.source_sync import BranchWork, all_branches, detect_changes, held_back, pending_work
 
 SENSOR_INTERVAL_S = 30  # how often Dagster's daemon ticks each source sensor
 RECONCILE_CRON = "0 3 * * *"  # nightly
@@ -59,19 +66,35 @@ def run_requests(pipeline: PipelineDefinition, work: list[BranchWork], known_per
         ranked = sorted(w.periods, key=lambda p: order[p])
         requests.append(RunRequest(
             asset_selection=[AssetKey(asset_name(s)) for s in w.steps],
-            tags={ASSET_PARTITION_RANGE_START_TAG: f"{w.branch}|{ranked[0]}",
-                  ASSET_PARTITION_RANGE_END_TAG: f"{w.branch}|{ranked[-1]}", TRIGGER_TAG: trigger}))
+            tags={**partition_range_tags(f"{w.branch}|{ranked[0]}", f"{w.branch}|{ranked[-1]}"),
+                  TRIGGER_TAG: trigger}))
     return requests, new_periods, sorted({w.branch for w in work} | {"main"})
 
 
+@dataclass
+class TickPlan:
+    requests: list[RunRequest]
+    new_periods: list[str]  # to register before the runs name them
+    branches: list[str]
+    held_back: list[DeletionVerdict]  # sources whose deletions the guard holds back (their branch gets no run)
+
+    @property
+    def held_sources(self) -> set[str]:
+        return {v.source for v in self.held_back}
+
+
 def plan_requests(pipeline: PipelineDefinition, instance: DagsterInstance, trigger: str,
-                  from_: str | None) -> tuple[list[RunRequest], list[str], list[str]]:
+                  from_: str | None) -> TickPlan:
+    """The runs that bring every branch up to date (``from_``: this source and what is downstream),
+    except on a branch where a source's deletions are held back."""
     store = open_store(pipeline.store_uri)
     try:
-        work = pending_work(pipeline, store, from_=from_)
+        held = held_back(pipeline, store, [from_] if from_ else None)
+        blocked = {v.branch for v in held}
+        work = pending_work(pipeline, store, [b for b in all_branches(pipeline) if b not in blocked], from_=from_)
     finally:
         store.close()
-    return run_requests(pipeline, work, instance.get_dynamic_partitions("period"), trigger)
+    return TickPlan(*run_requests(pipeline, work, instance.get_dynamic_partitions("period"), trigger), held)
 
 
 def _detect(cdc: DuckDBResource, pipeline: PipelineDefinition, sources: list[str] | None) -> list[SourceChanges]:
@@ -98,13 +121,17 @@ def build_source_sensor(pipeline: PipelineDefinition, source: str) -> SensorDefi
             if not change.token_unchanged:
                 _commit(cdc, [change])  # a new token for the same items (a touch): remember it
             return SkipReason(change.summary())
-        requests, new_periods, branches = plan_requests(pipeline, context.instance, f"sensor:{source}", source)
+        plan = plan_requests(pipeline, context.instance, f"sensor:{source}", source)
+        if plan.held_back:  # not committed: the next tick judges again (and says so again)
+            line = refusal_line(plan.held_back)
+            context.log.warning(line)
+            return SkipReason(line)
         _commit(cdc, [change])  # the runs are requested; a failed run is repaired by the next reconcile
         context.log.info(change.summary())
         return SensorResult(
-            run_requests=requests, cursor=change.token,
-            dynamic_partitions_requests=[AddDynamicPartitionsRequest("period", new_periods),
-                                         AddDynamicPartitionsRequest("branch", branches)])
+            run_requests=plan.requests, cursor=change.token,
+            dynamic_partitions_requests=[AddDynamicPartitionsRequest("period", plan.new_periods),
+                                         AddDynamicPartitionsRequest("branch", plan.branches)])
 
     return _source_sensor
 
@@ -116,11 +143,14 @@ def build_reconcile_schedule(pipeline: PipelineDefinition) -> ScheduleDefinition
                           "dirty (repairs a run that failed after its sensor tick).")
     def _reconcile(context, cdc: DuckDBResource) -> list[RunRequest] | SkipReason:
         changes = _detect(cdc, pipeline, None)
-        requests, new_periods, branches = plan_requests(pipeline, context.instance, "reconcile", None)
-        for branch in branches:  # the runs below name these partitions: they must exist first
-            register(context.instance, branch, new_periods)
-        _commit(cdc, changes)
-        return requests or SkipReason("every branch is up to date")
+        plan = plan_requests(pipeline, context.instance, "reconcile", None)
+        for branch in plan.branches:  # the runs below name these partitions: they must exist first
+            register(context.instance, branch, plan.new_periods)
+        _commit(cdc, [c for c in changes if c.source not in plan.held_sources])
+        if plan.held_back:
+            context.log.warning(refusal_line(plan.held_back))
+        return plan.requests or SkipReason(refusal_line(plan.held_back) if plan.held_back
+                                           else "every branch is up to date")
 
     return _reconcile
 

@@ -26,10 +26,11 @@ from dagster import (
     asset,
 )
 
-from synthex.definition import PipelineDefinition
-from synthex.errors import SynthexError
-from synthex.progress import ProgressReporter
-from synthex.steps import Step
+from synthex.core.definition import PipelineDefinition
+from synthex.core.deletions import consent_from_tags
+from synthex.core.errors import SynthexError
+from synthex.core.progress import ProgressReporter
+from synthex.core.steps import Step
 from synthex_assets.checks import CHECKS, check_descriptions
 from synthex_assets.executor import PartitionOutcome, StepExecutor
 from synthex_assets.naming import asset_name, check_asset_names
@@ -37,6 +38,7 @@ from synthex_assets.partitions import STEP_PARTITIONS, split_partition_key
 from synthex_assets.preview import preview_markdown
 from synthex_resources.llm import LLMConfig
 from synthex_resources.record_store import RecordStore
+from synthex_resources.source_sync import enforce_for_step
 
 FULL_TAG = "synthex/full"
 
@@ -80,6 +82,9 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefiniti
         executor = StepExecutor(pipeline, step, store, llm, progress, run_id=context.run_id,
                                 full=context.run.tags.get(FULL_TAG) == "1")
         try:
+            # A source step's deletions: judged here unless the launching door did (synthex.core.deletions).
+            enforce_for_step(pipeline, store, step.name, sorted({b for b, _ in partitions}),
+                             consent_from_tags(context.run.tags, context.run_id))
             result = executor.run(partitions)
         except SynthexError as exc:
             # One line for the user: the step, the partition, the problem (the traceback stays in the log).

@@ -16,8 +16,8 @@ import re
 import time
 from pathlib import Path
 
-from synthex.errors import SynthexError
-from synthex.periods import now_iso
+from synthex.core.errors import SynthexError
+from synthex.core.periods import now_iso
 
 
 class BranchBusyError(SynthexError):

@@ -25,10 +25,10 @@ from typing import Any
 
 import duckdb
 
-from synthex.errors import SynthexError
-from synthex.importers import SourceItem
-from synthex.periods import month_of, now_iso
-from synthex.sources import SourceOrigin
+from synthex.core.errors import SynthexError
+from synthex.core.importers import SourceItem
+from synthex.core.periods import month_of, now_iso
+from synthex.core.sources import SourceOrigin
 
 CDC_FILE = "cdc.duckdb"
 LOCK_WAIT_S = 10.0  # another process (a sensor tick, a sync) holds the DuckDB file: wait this long

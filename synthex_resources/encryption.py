@@ -7,7 +7,7 @@ leaf-sum bookkeeping read it), the dense ``vector`` (embeddings can be inverted 
 and the row lengths (a ciphertext is as long as its text plus 16 bytes, base64). The ``fingerprint``
 column becomes a keyed hash (HMAC-SHA256 with a key derived from the store key): equal texts still show
 as equal, but a guessed text can no longer be confirmed by hashing it. Record ids and materialization
-keys are hashes of the pipeline definition and of unkeyed content hashes (``synthex.hashing``): whoever
+keys are hashes of the pipeline definition and of unkeyed content hashes (``synthex.core.hashing``): whoever
 knows the definition can confirm a guessed *source* text from its record id.
 
 **Cipher: AES-256-SIV** (RFC 5297, ``cryptography``'s ``AESSIV``), deterministic authenticated
@@ -47,9 +47,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from synthex.errors import BadInputError
+from synthex.core.errors import BadInputError
 
-KEY_ENV = "SYNTHEX_ENCRYPTION_KEY"  # listed in synthex.redact.SECRET_ENV: never in error text
+KEY_ENV = "SYNTHEX_ENCRYPTION_KEY"  # listed in synthex.core.redact.SECRET_ENV: never in error text
 PREFIX = "sxe1:"
 CIPHER_NAME = "AES-256-SIV"
 FORMAT = "synthex-encryption/1"
@@ -129,7 +129,7 @@ class StoreCipher:
         return None if value is None else self.decrypt(value)
 
     def fingerprint(self, text: str) -> str:
-        """Keyed content fingerprint (HMAC-SHA256, 32 hex characters like ``synthex.hashing.fingerprint``)."""
+        """Keyed content fingerprint (HMAC-SHA256, 32 hex characters like ``synthex.core.hashing.fingerprint``)."""
         return hmac.new(self._mac_key, text.encode("utf-8"), hashlib.sha256).hexdigest()[:32]
 
 

@@ -24,10 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from synthex.definition import Output, PipelineDefinition
-from synthex.periods import now_iso
-from synthex.record import Record
-from synthex.redact import redact
+from synthex.core.definition import Output, PipelineDefinition
+from synthex.core.periods import now_iso
+from synthex.core.record import Record
+from synthex.core.redact import redact
 from synthex_resources.record_store import RecordStore
 from synthex_resources.store.hook_cursors import HOOK_SCHEMA  # noqa: F401 - re-exported
 from synthex_resources.store.schemas import HOOK_DELIVERIES  # noqa: F401 - re-exported

@@ -15,9 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from synthex.errors import StepError
-from synthex.llm import Completer, Completion, OfflineExtractiveCompleter
-from synthex.redact import redact
+from synthex.core.errors import StepError
+from synthex.core.llm import Completer, Completion, OfflineExtractiveCompleter
+from synthex.core.redact import redact
 
 DEFAULT_MODEL = "gpt-4o-mini"
 # USD per 1M tokens (input, output), for `synthex plan` estimates only.

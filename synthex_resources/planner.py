@@ -4,7 +4,7 @@ A partition is dirty when a selected step's expected outputs (materialization ke
 current upstream records) are not all stored, when it holds stale rows (an old step version, a
 half-finished write), when an upstream partition of the same period is dirty, or, for a fold,
 when an earlier period is dirty. What depends on the step's kind (a model's tokens, the size of outputs
-not computed yet, a source's periods, a fold's chain) the step answers itself (``synthex.steps.base``).
+not computed yet, a source's periods, a fold's chain) the step answers itself (``synthex.core.steps.base``).
 ``synthex run`` launches Dagster runs only for dirty partitions,
 which is what makes a no-change run cheap; ``synthex plan`` shows the same computation.
 """
@@ -14,12 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from synthex.definition import PipelineDefinition, Plan
-from synthex.llm import OUTPUT_TOKENS_PER_CALL
-from synthex.naming import check_branch_name
-from synthex.purges import PurgeLedger
-from synthex.steps import Step, Volume
-from synthex.steps.base import visible_work
+from synthex.core.definition import PipelineDefinition, Plan
+from synthex.core.llm import OUTPUT_TOKENS_PER_CALL
+from synthex.core.naming import check_branch_name
+from synthex.core.purges import PurgeLedger
+from synthex.core.steps import Step, Volume
+from synthex.core.steps.base import visible_work
 from synthex_resources.llm import PRICES, LLMConfig
 from synthex_resources.record_store import RecordStore
 from synthex_resources.step_context import SnapshotContext

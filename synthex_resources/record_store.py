@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from synthex.record import Record
+from synthex.core.record import Record
 from synthex_resources.embedder import Embedder, EmbedderConfig
 from synthex_resources.encryption import StoreCipher
 from synthex_resources.store.hook_cursors import HookCursors

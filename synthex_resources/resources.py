@@ -14,14 +14,15 @@ from typing import Any
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import PrivateAttr
 
-from synthex.definition import PipelineDefinition
-from synthex.naming import MAIN
-from synthex.project import project_pipeline
+from synthex.core.definition import PipelineDefinition
+from synthex.core.naming import MAIN
+from synthex.core.project import project_pipeline
 from synthex_resources.embedder import EmbedderConfig
 from synthex_resources.llm import LLMConfig
 from synthex_resources.record_store import RecordStore, open_store
-from synthex_resources.search.engine import SearchHit
 from synthex_resources.search.memory_search import search_memory
+from synthex_resources.search.strategies import StrategyRegistry, load_search_strategies
+from synthex_resources.search.types import SearchResults
 
 
 class RecordStoreResource(ConfigurableResource):
@@ -64,9 +65,15 @@ class SearchResource(ConfigurableResource):
     """
 
     project_dir: str
-    mode: str = "hybrid"
+    mode: str = "hybrid"  # a name of the search strategies' registry, as ``synthex search --mode``
     k: int = 10
     _store: RecordStore | None = PrivateAttr(default=None)
+    _strategies: StrategyRegistry | None = PrivateAttr(default=None)
+
+    def strategies(self) -> StrategyRegistry:
+        if self._strategies is None:
+            self._strategies = load_search_strategies()
+        return self._strategies
 
     def pipeline(self) -> PipelineDefinition:
         # Loaded per call (a branch file or pipeline.py may change while a code location runs).
@@ -79,9 +86,10 @@ class SearchResource(ConfigurableResource):
 
     def search(self, query: str, step: str | list[str] | None = None, branch: str = MAIN, k: int | None = None,
                mode: str | None = None, exact: bool = False, periods: list[str] | None = None,
-               metadata: dict[str, Any] | None = None, as_of: str | None = None) -> list[SearchHit]:
+               metadata: dict[str, Any] | None = None, as_of: str | None = None) -> SearchResults:
         pipeline = self.pipeline()
-        return search_memory(pipeline, self.store(pipeline), pipeline.scope(branch), query, step=step,
+        return search_memory(pipeline, self.store(pipeline), pipeline.scope(branch), self.strategies(), query,
+                             step=step,
                              exact=exact, k=k or self.k, mode=mode or self.mode, periods=periods,
                              metadata=metadata, as_of=as_of)
 

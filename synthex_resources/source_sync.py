@@ -1,15 +1,17 @@
 """One sync pass over a pipeline's sources: pull what must be fetched, detect what changed (CDC state),
-and plan which (branch, period) partitions that makes dirty. The CLI (``synthex sync``), the sensors
-and the reconcile schedule share it; they differ only in how they run the work.
+judge what each source would delete (``synthex.core.deletions``), and plan which (branch, period) partitions
+that makes dirty. The CLI (``synthex run`` / ``synthex sync``), the sensors, the reconcile schedule and
+the step op of a UI-launched run share it; they differ only in how they run the work.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from synthex.definition import PipelineDefinition
-from synthex.project import branch_names
-from synthex.purges import PurgeLedger
+from synthex.core.definition import PipelineDefinition
+from synthex.core.deletions import DeletionConsent, DeletionGuard, DeletionVerdict, enforce
+from synthex.core.project import branch_names
+from synthex.core.purges import PurgeLedger
 from synthex_resources.cdc_state import CdcState, SourceChanges
 from synthex_resources.planner import plan_pipeline
 from synthex_resources.record_store import RecordStore
@@ -32,6 +34,46 @@ def detect_changes(pipeline: PipelineDefinition, cdc: CdcState, sources: list[st
     return out
 
 
+def deletion_verdicts(pipeline: PipelineDefinition, store: RecordStore, branch: str,
+                      sources: list[str] | None = None, guard: DeletionGuard | None = None) -> list[DeletionVerdict]:
+    """The deletion guard's verdict on every source step (``sources``: these) that ``branch`` owns: its
+    items now against the branch's records of it. A source the branch inherits is judged on the branch
+    that owns it (a run of this branch does not write it)."""
+    definition = pipeline.root().for_branch(branch)
+    scope = definition.scope()
+    names = [s for s in definition.source_steps() if scope.owns(s) and (sources is None or s in sources)]
+    if not names:
+        return []
+    guard = guard or DeletionGuard()
+    stored = store.records.counts(scope)
+    out = []
+    for name in names:
+        origin = definition.steps[name].reader()  # type: ignore[attr-defined]
+        out.append(guard.judge(name, origin.describe(), branch, now=len(origin.items()),
+                               before=stored.get(name, 0), empty=origin.is_empty(), reporting=origin.deletions))
+    return out
+
+
+def enforce_for_step(pipeline: PipelineDefinition, store: RecordStore, step: str, branches: list[str],
+                     consent: DeletionConsent | None) -> None:
+    """The guard in a step's op (a run launched from the UI, a sensor or the schedule): when ``step`` is
+    a source step the branches own and no door judged already (``consent``), a held-back verdict raises
+    ``DeletionsHeldBack``, the same line the CLI says."""
+    if consent is None:
+        enforce([v for branch in branches for v in deletion_verdicts(pipeline, store, branch, [step])])
+
+
+def held_back(pipeline: PipelineDefinition, store: RecordStore, sources: list[str] | None = None,
+              branches: list[str] | None = None) -> list[DeletionVerdict]:
+    """Sources whose deletions the guard holds back, on every branch (main and the branch files)."""
+    names = branches if branches is not None else all_branches(pipeline)
+    return [v for branch in names for v in deletion_verdicts(pipeline, store, branch, sources) if v.held_back]
+
+
+def all_branches(pipeline: PipelineDefinition) -> list[str]:
+    return ["main", *branch_names(pipeline.root().project_dir)]
+
+
 @dataclass
 class BranchWork:
     """Dirty partitions of one branch: the steps to run and the periods (``branch|period`` keys)."""
@@ -46,7 +88,7 @@ def pending_work(pipeline: PipelineDefinition, store: RecordStore, branches: lis
                  from_: str | None = None) -> list[BranchWork]:
     """What runs would bring every branch (main and the project's branch files) up to date."""
     root = pipeline.root()
-    names = branches if branches is not None else ["main", *branch_names(root.project_dir)]
+    names = branches if branches is not None else all_branches(root)
     out = []
     for branch in names:
         plan = plan_pipeline(root, branch=branch, from_=from_, store=store)

@@ -38,7 +38,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from synthex.errors import BadInputError, SynthexError
+from synthex.core.errors import BadInputError, SynthexError
 from synthex_resources.record_store import RecordStore
 from synthex_resources.store.schemas import (
     LLM_CACHE,

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
-from synthex.llm import Completer
-from synthex.progress import NullProgress, ProgressReporter
-from synthex.record import Record
-from synthex.scope import BranchScope
+from synthex.core.llm import Completer
+from synthex.core.progress import NullProgress, ProgressReporter
+from synthex.core.record import Record
+from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from synthex.demo.generate import generate
-from synthex.project import render_template
+from synthex.core.demo.generate import generate
+from synthex.core.project import render_template
 
 OFFLINE_UNSET = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "SYNTHEX_MODEL", "SYNTHEX_DAGSTER_HOME", "SYNTHEX_EMBEDDER",
                  "SYNTHEX_EMBEDDING_MODEL", "SYNTHEX_EMBEDDING_DIM", "SYNTHEX_ENCRYPTION_KEY")
@@ -82,7 +82,7 @@ def project(tmp_path, small_export) -> Path:
 
 
 def load(root: Path):
-    from synthex.project import load_pipeline
+    from synthex.core.project import load_pipeline
 
     return load_pipeline(root)
 
@@ -136,7 +136,7 @@ def cli(*args: str, cwd: Path | None = None, check: bool = True) -> CliResult:
     not turn into an exit code propagates (a traceback the user would see fails the test)."""
     from click.testing import CliRunner
 
-    from synthex.cli import main
+    from synthex.surfaces.cli import main
 
     with contextlib.chdir(cwd) if cwd is not None else contextlib.nullcontext():
         result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False, prog_name="synthex")

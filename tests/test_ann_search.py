@@ -18,15 +18,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import sparse
 
-from synthex.record import Record
-from synthex.scope import BranchScope
+from synthex.core.record import Record
+from synthex.core.scope import BranchScope
 from synthex_resources.encryption import generate_key
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search import ann, leaf_fusion, multihop
+from synthex_resources.search.builtin_strategies import BM25, CONVERSATIONAL, DENSE
 from synthex_resources.search.dense_index import ANN_FROM as DEFAULT_ANN_FROM
 from synthex_resources.search.dense_index import DenseIndex, dense_index
 from synthex_resources.search.engine import SearchEngine, top_with_ties
-from synthex_resources.search.recipes import BM25_ONLY, RECIPES
 
 MAIN_SCOPE = BranchScope.own()
 
@@ -380,8 +380,8 @@ def test_bitmap_scope_indexes_exist_and_do_not_change_lexical_results(tmp_path):
                     got = a.lexical(query, where, 15)
                     assert got == b.lexical(query, where, 15)
                     compared += bool(got)
-        hits_a = a.search(query, ["notes", "mails"], BranchScope.own("dev"), 10, config=BM25_ONLY)
-        hits_b = b.search(query, ["notes", "mails"], BranchScope.own("dev"), 10, config=BM25_ONLY)
+        hits_a = a.search(query, ["notes", "mails"], BranchScope.own("dev"), 10, strategy=BM25)
+        hits_b = b.search(query, ["notes", "mails"], BranchScope.own("dev"), 10, strategy=BM25)
         assert hits_a and [(h.id, h.score) for h in hits_a] == [(h.id, h.score) for h in hits_b]
         assert all(h.branch == "dev" and h.step in ("notes", "mails") for h in hits_a)
     assert compared >= 30  # most combinations found something
@@ -399,7 +399,7 @@ def test_bitmap_scope_indexes_on_an_encrypted_store(tmp_path):
     assert stats["lexical"] == "in-memory (encrypted)"
     names = {i.name for i in store.records_table().list_indices()}
     assert {"step_idx", "branch_idx", "id_idx"} <= names and "content_idx" not in names
-    hits = SearchEngine(store).search("falcon", ["notes"], MAIN_SCOPE, 5, config=BM25_ONLY)
+    hits = SearchEngine(store).search("falcon", ["notes"], MAIN_SCOPE, 5, strategy=BM25)
     assert hits and all("falcon" in h.content and h.step == "notes" for h in hits)
 
 
@@ -473,8 +473,8 @@ def test_a_new_search_sees_a_commit_while_another_threads_search_is_pinned(tmp_p
     server.records.upsert(_records(_unit(rng.standard_normal((20, DIM))), "p", "alpha"))
     engine = SearchEngine(server)
     q = _unit(rng.standard_normal(DIM))
-    config = RECIPES["dense"]
-    assert engine.search("", ["alpha"], k=1, config=config, query_vector=q)[0].id != "p00020"
+    config = DENSE
+    assert engine.search("", ["alpha"], k=1, strategy=config, query_vector=q)[0].id != "p00020"
     inside, done = threading.Event(), threading.Event()
 
     def slow_search() -> None:
@@ -488,7 +488,7 @@ def test_a_new_search_sees_a_commit_while_another_threads_search_is_pinned(tmp_p
     assert inside.wait(30)
     try:
         cli.records.upsert(_records(q[None, :], "p", "alpha", offset=20))
-        assert engine.search("", ["alpha"], k=1, config=config, query_vector=q)[0].id == "p00020"
+        assert engine.search("", ["alpha"], k=1, strategy=config, query_vector=q)[0].id == "p00020"
     finally:
         done.set()
         thread.join()
@@ -523,10 +523,10 @@ def test_a_search_after_another_writers_commit_sees_it(tmp_path):
     mine.records.upsert(_records(base, "p", "alpha"))
     engine = SearchEngine(mine)
     q = _unit(rng.standard_normal(DIM))
-    config = RECIPES["dense"]
-    assert engine.search("", ["alpha"], k=1, config=config, query_vector=q)[0].id != "p00050"
+    config = DENSE
+    assert engine.search("", ["alpha"], k=1, strategy=config, query_vector=q)[0].id != "p00050"
     other.records.upsert(_records(q[None, :], "p", "alpha", offset=50))
-    assert engine.search("", ["alpha"], k=1, config=config, query_vector=q)[0].id == "p00050"
+    assert engine.search("", ["alpha"], k=1, strategy=config, query_vector=q)[0].id == "p00050"
 
 
 # -- leaf-sum search over the IVF shortlist ---------------------------------------------------------
@@ -605,17 +605,17 @@ def chat_root(tmp_path_factory, embedder) -> Path:
 
 
 def test_leaf_sum_search_over_the_ivf_shortlist_matches_the_exact_path(chat_root, embedder, ivf_calls, monkeypatch):
-    config = RECIPES["conversational"]
+    config = CONVERSATIONAL
     query = "What song did the zebra finch learn?"
     steps = ["turns-in-context"]
     exact_store, ann_store = (RecordStore(str(chat_root), embedder=embedder) for _ in range(2))
     index = _registered(ann_store, ann_from=300)  # scopes: 800 context records, 800 turns
-    want = SearchEngine(exact_store).search(query, steps, MAIN_SCOPE, 10, config=config)
+    want = SearchEngine(exact_store).search(query, steps, MAIN_SCOPE, 10, strategy=config)
     assert want[0].id == "turn-3-4-5" and want[0].step == "turns"
-    assert SearchEngine(ann_store).search(query, steps, MAIN_SCOPE, 10, config=config)[0].id == "turn-3-4-5"
+    assert SearchEngine(ann_store).search(query, steps, MAIN_SCOPE, 10, strategy=config)[0].id == "turn-3-4-5"
     assert index.wait_for_ann(60)
     ivf_calls.clear()
-    got = SearchEngine(ann_store).search(query, steps, MAIN_SCOPE, 10, config=config)
+    got = SearchEngine(ann_store).search(query, steps, MAIN_SCOPE, 10, strategy=config)
     assert len(ivf_calls) == 2  # both dense legs (searched records, the leaves' own text) took the shortlist
     assert dense_index(exact_store).ann_from == DEFAULT_ANN_FROM and dense_index(exact_store)._ann is None
     assert [h.id for h in got] == [h.id for h in want]
@@ -626,7 +626,7 @@ def test_leaf_sum_search_over_the_ivf_shortlist_matches_the_exact_path(chat_root
     # A shortlist much smaller than the scope: only its records (and the lexical hits) get a dense score.
     monkeypatch.setattr(leaf_fusion, "DENSE_SHORTLIST", 20)
     ivf_calls.clear()
-    small = SearchEngine(ann_store).search(query, steps, MAIN_SCOPE, 10, config=config)
+    small = SearchEngine(ann_store).search(query, steps, MAIN_SCOPE, 10, strategy=config)
     assert ivf_calls and max(ivf_calls) <= 20
     assert small[0].id == "turn-3-4-5"
     assert small[0].score == pytest.approx(want[0].score, rel=0.05)

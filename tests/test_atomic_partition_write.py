@@ -9,8 +9,8 @@ import hashlib
 import lance
 import numpy as np
 
-from synthex.record import Record
-from synthex.scope import BranchScope
+from synthex.core.record import Record
+from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RECORDS, open_store
 from synthex_resources.search.engine import SearchEngine
 

@@ -17,7 +17,7 @@ from conftest import cli, env_without_openai, write_json
 
 from evals.benchmarks import Benchmark, benchmark_registry
 from evals.longmemeval_eval import LongMemEval
-from synthex.errors import BadInputError
+from synthex.core.errors import BadInputError
 from synthex_resources.sql import eval_results_path
 
 # The module a newcomer writes (docs/extending.md, "How to add a benchmark"): everything a benchmark needs.
@@ -28,7 +28,7 @@ import json
 from pathlib import Path
 
 from evals.benchmarks import Benchmark, BenchmarkQuestion, BenchmarkSource
-from synthex.importers.base import read_json_objects
+from synthex.core.importers.base import read_json_objects
 
 
 class Toy(Benchmark[dict]):
@@ -101,7 +101,7 @@ TOY_DATA = [
 def synthex(*args: str, site: Path) -> subprocess.CompletedProcess:
     env = env_without_openai()
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), env.get("PYTHONPATH", "")) if p)
-    return subprocess.run([sys.executable, "-m", "synthex.cli", *args], capture_output=True, text=True, env=env,
+    return subprocess.run([sys.executable, "-m", "synthex.surfaces.cli", *args], capture_output=True, text=True, env=env,
                           timeout=300)
 
 

@@ -9,8 +9,8 @@ import pytest
 from conftest import cli, go_offline, load
 from test_cli import synthex
 
-from synthex.errors import PipelineDefinitionError, SynthexError
-from synthex.project import create_branch_file
+from synthex.core.errors import PipelineDefinitionError, SynthexError
+from synthex.core.project import create_branch_file
 
 OVERRIDE = '''
 

@@ -9,7 +9,7 @@ from conftest import cli, env_without_openai
 
 
 def synthex(*args, cwd=None, check=True):
-    proc = subprocess.run([sys.executable, "-m", "synthex.cli", *args], cwd=cwd, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "synthex.surfaces.cli", *args], cwd=cwd, capture_output=True, text=True,
                           env=env_without_openai(), timeout=300)
     if check and proc.returncode != 0:
         raise AssertionError(f"synthex {args} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
@@ -29,7 +29,7 @@ def test_init_run_stats_get_lineage_plan_runs(tmp_path, small_export):
     assert stats["branch"] == "main" and stats["steps"]["summaries"]["records"] == 12
     runs = json.loads(cli("runs", "--json", "--project", str(proj)).stdout)
     assert runs[0]["status"] == "completed" and runs[0]["stats"]["output"] > 0
-    from synthex.project import load_pipeline
+    from synthex.core.project import load_pipeline
 
     monthly_id = load_pipeline(proj).records("monthly")[0].id
     record = json.loads(cli("get", monthly_id, "--json", "--project", str(proj)).stdout)

@@ -17,7 +17,7 @@ STEPS = ["chatgpt", "transcripts", "summaries", "monthly", "world-model"]
 
 
 def start(root, *extra):
-    return subprocess.Popen([sys.executable, "-m", "synthex.cli", "run", "--project", str(root), *extra],
+    return subprocess.Popen([sys.executable, "-m", "synthex.surfaces.cli", "run", "--project", str(root), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_without_openai())
 
 
@@ -87,7 +87,7 @@ def test_with_wait_the_second_run_waits_then_finds_nothing_to_do(tmp_path, unint
 def test_runs_on_other_branches_are_not_blocked(tmp_path, uninterrupted):
     export, _ = uninterrupted
     root = write_project(tmp_path / "proj", export, SLOW)
-    from synthex.project import create_branch_file
+    from synthex.core.project import create_branch_file
 
     branch_file = create_branch_file(root, "experiment")  # overrides the summaries: it writes them too
     branch_file.write_text(branch_file.read_text() + (

@@ -10,11 +10,11 @@ from conftest import write_json
 
 from evals.locomo import with_previous_turn  # importing it also registers the locomo-turns format
 from synthex import Pipeline
-from synthex.scope import BranchScope
+from synthex.core.scope import BranchScope
 from synthex_resources import open_store
 from synthex_resources.search import SearchEngine
+from synthex_resources.search.builtin_strategies import CONVERSATIONAL
 from synthex_resources.search.leaf_fusion import without_names
-from synthex_resources.search.recipes import CONVERSATIONAL
 from synthex_resources.search.temporal import TimeWindow, time_window
 
 SESSIONS = {
@@ -105,11 +105,11 @@ def test_date_named_in_the_query_prefers_turns_written_then(pipe):
 def test_neighbouring_turns_share_the_score(pipe):
     engine = SearchEngine(open_store(pipe.store_uri))
     lexical_only = CONVERSATIONAL.with_(dense=False, leaf_dense_weight=0.0, date_weight=0.0)
-    hits = engine.search("zebra", steps=["turns"], k=10, config=lexical_only)
+    hits = engine.search("zebra", steps=["turns"], k=10, strategy=lexical_only)
     by_dia = {dia(h): h.score for h in hits}
     assert set(by_dia) == {"D2:1", "D2:2"}  # the match and the turn after it, nothing from other sessions
     assert by_dia["D2:1"] == pytest.approx(1.0) and by_dia["D2:2"] == pytest.approx(0.4)
-    plain = engine.search("zebra", steps=["turns"], k=10, config=lexical_only.with_(neighbour_weight=0.0))
+    plain = engine.search("zebra", steps=["turns"], k=10, strategy=lexical_only.with_(neighbour_weight=0.0))
     assert [dia(h) for h in plain] == ["D2:1"]
 
 
@@ -131,7 +131,7 @@ def test_stemmed_index_is_a_project_choice_and_is_rebuilt_when_it_changes(tmp_pa
 
 
 def test_metadata_filters_are_refused_by_leaf_sum(pipe):
-    from synthex.errors import PipelineDefinitionError
+    from synthex.core.errors import PipelineDefinitionError
 
     with pytest.raises(PipelineDefinitionError, match="metadata"):  # a user error: one line, not a traceback
         pipe.search("finch", mode="conversational", metadata={"chat.author": "Bob"})

@@ -17,7 +17,7 @@ from conftest import PIPELINE_PY, env_without_openai, load, write_project
 SLOW = PIPELINE_PY.replace(
     'return "Summarize this conversation.',
     'import time; time.sleep(0.25)\n    return "Summarize this conversation.')
-RUN = "from synthex.project import load_pipeline; load_pipeline({root!r}).run()"
+RUN = "from synthex.core.project import load_pipeline; load_pipeline({root!r}).run()"
 
 
 def test_sigkill_mid_step_then_rerun_converges(tmp_path, ran_project):

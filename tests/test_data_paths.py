@@ -8,7 +8,7 @@ import pytest
 from conftest import write_json
 from test_eval_cli import fixture
 
-from synthex.naming import path_segment
+from synthex.core.naming import path_segment
 
 
 @pytest.mark.parametrize("hostile", ["../../../../../x", "/etc/passwd", "..", ".", "a/../../b", "", "x" * 300,

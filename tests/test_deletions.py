@@ -8,7 +8,7 @@ import pytest
 from conftest import PIPELINE_PY, load, write_project
 from test_cli import synthex
 
-from synthex.errors import SynthexError
+from synthex.core.errors import SynthexError
 
 
 @pytest.fixture

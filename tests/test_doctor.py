@@ -8,7 +8,7 @@ from collections import Counter
 
 from conftest import cli, load
 
-from synthex.record import Run
+from synthex.core.record import Run
 
 
 def test_doctor_finds_and_repairs_duplicates_dangling_sources_and_stuck_runs(tmp_path, ran_project):

@@ -1,6 +1,6 @@
 """Door parity (issue 19): the same operation through every door into one project gives the same answer.
 
-Doors: ``cli`` (click's CliRunner on ``synthex.cli.main``, ``--json``), ``python`` (the ``synthex.Pipeline``
+Doors: ``cli`` (click's CliRunner on ``synthex.surfaces.cli.main``, ``--json``), ``python`` (the ``synthex.Pipeline``
 that ``load_pipeline`` returns), ``dagster`` (``SearchResource``), ``mcp`` (one session of the official
 SDK's stdio client against a ``synthex mcp`` subprocess) and ``sensor`` (a source sensor evaluated on the
 project's Dagster instance, then the runs it requests, executed).
@@ -36,10 +36,10 @@ import duckdb
 import pytest
 from conftest import cli, env_without_openai, go_offline
 
-from synthex.demo.generate import generate
-from synthex.errors import SynthexError
-from synthex.mcp_server import LINEAGE_EXCERPT_CHARS, excerpt
-from synthex.project import load_pipeline
+from synthex.core.demo.generate import generate
+from synthex.core.errors import SynthexError
+from synthex.core.project import load_pipeline
+from synthex.surfaces.mcp_server import LINEAGE_EXCERPT_CHARS, excerpt
 
 # One build per module: under `--dist loadgroup` its cells stay on one worker (under the default `load`,
 # each worker that gets some builds its own).
@@ -47,7 +47,7 @@ pytestmark = pytest.mark.xdist_group("door-parity")
 
 PIPELINE = '''
 from synthex import Pipeline
-from synthex.prompts import extract_transcript
+from synthex.core.prompts import extract_transcript
 
 pipeline = Pipeline("parity", agent="tester")
 pipeline.source("chats", file="exports/conversations.json", format="chatgpt-export")
@@ -96,12 +96,10 @@ K = 5
 
 
 def search_modes() -> tuple[str, ...]:
-    """The search modes the project defines. Today they are the recipes (the CLI's --mode choice and the
-    MCP tool's enum are copies that drifted: neither offers hybrid-equal); issue 19 makes one registry
-    the place every door lists them from."""
-    from synthex_resources.search.recipes import RECIPES
+    """The search modes: the names of the strategies' registry, which every door lists its modes from."""
+    from synthex_resources.search.strategies import load_search_strategies
 
-    return tuple(RECIPES)
+    return tuple(load_search_strategies().names())
 
 
 def write_project(root: Path, tickets: list[tuple[int, str, str]] = TICKETS) -> Path:
@@ -362,7 +360,7 @@ class McpDoor(Door):
         from mcp import ClientSession, StdioServerParameters, stdio_client
 
         params = StdioServerParameters(command=sys.executable,
-                                       args=["-m", "synthex.cli", "mcp", "--project", str(self.built.root)],
+                                       args=["-m", "synthex.surfaces.cli", "mcp", "--project", str(self.built.root)],
                                        env=env_without_openai())
         cases = [c for c in READ_CASES if c.op in self.offers]
 

@@ -16,13 +16,13 @@ import pytest
 from conftest import cli, go_offline, load, write_project
 from fake_openai import FakeOpenAI
 
-from synthex.record import Record
-from synthex.scope import BranchScope
+from synthex.core.record import Record
+from synthex.core.scope import BranchScope
 from synthex_resources.encryption import KEY_ENV, PREFIX, EncryptionError, StoreCipher, generate_key
 from synthex_resources.record_store import RecordStore
+from synthex_resources.search.builtin_strategies import BM25, DENSE
 from synthex_resources.search.engine import SearchEngine
 from synthex_resources.search.memory_lexical import memory_bm25
-from synthex_resources.search.recipes import BM25_ONLY, RECIPES
 
 TOKEN = "quixotrelwyn"  # planted in one source note; in no other text
 SUMMARY_MARK = b"FAKE SUMMARY"  # every fake LLM response (summaries, their audit, the LLM cache) holds it
@@ -221,8 +221,8 @@ def test_memory_bm25_scores_like_lancedb_fts(tmp_path):
     assert plain.tables.read("records", columns=["content"], limit=1)[0]["content"] == records[0].content
     for query in ("apple", "apple banana w3", "cherry cherry w1", "w7 nothinglikethis"):
         for steps in (None, ["a"]):
-            a = SearchEngine(plain).search(query, steps=steps, config=BM25_ONLY, k=10)
-            b = SearchEngine(enc).search(query, steps=steps, config=BM25_ONLY, k=10)
+            a = SearchEngine(plain).search(query, steps=steps, strategy=BM25, k=10)
+            b = SearchEngine(enc).search(query, steps=steps, strategy=BM25, k=10)
             assert [h.id for h in a] == [h.id for h in b], (query, steps)
             assert np.allclose([h.score for h in a], [h.score for h in b], rtol=1e-4), (query, steps)
             assert a  # the comparison is not vacuous
@@ -259,7 +259,7 @@ def test_vectors_written_back_to_encrypted_rows(tmp_path):
     store = RecordStore(str(tmp_path / "enc"), embedder=HashEmbedder(), encryption_key=KEY)
     store.records.upsert(corpus(20), embed=False)
     assert len(store.tables.read("records", "vector IS NULL", ["id"])) == 20
-    assert SearchEngine(store).search("apple", steps=["a"], config=RECIPES["dense"], k=3)
+    assert SearchEngine(store).search("apple", steps=["a"], strategy=DENSE, k=3)
     assert store.tables.read("records", "step = 'a' AND vector IS NULL", ["id"]) == []  # the searched step: filled
     assert len(store.tables.read("records", "step = 'b' AND vector IS NULL", ["id"])) == 7  # the other is not
 

@@ -7,9 +7,9 @@ from conftest import PIPELINE_PY, load, write_project
 from dagster import AssetKey
 
 from synthex import Pipeline
-from synthex.errors import PipelineDefinitionError, StepError
-from synthex.naming import check_branch_name
-from synthex.scope import BranchScope
+from synthex.core.errors import PipelineDefinitionError, StepError
+from synthex.core.naming import check_branch_name
+from synthex.core.scope import BranchScope
 
 
 def counts(pipe):

@@ -1,4 +1,4 @@
-"""The LLM-free enrichment library (synthex.enrich): labelled date expressions resolved against an
+"""The LLM-free enrichment library (synthex.core.enrich): labelled date expressions resolved against an
 anchor, labelled entities in chat-like turns, noun phrases, the enrichment line, and properties
 (offsets are exact, nothing raises on arbitrary text)."""
 
@@ -10,7 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from synthex.enrich import ResolvedDate, enrichment_text, entities, noun_phrases, parse_anchor, resolve_dates
+from synthex.core.enrich import (
+    ResolvedDate,
+    enrichment_text,
+    entities,
+    noun_phrases,
+    parse_anchor,
+    resolve_dates,
+)
 
 D = date
 MON = datetime(2023, 5, 8, 13, 56)  # Monday, LoCoMo's first session ("1:56 pm on 8 May, 2023")
@@ -418,8 +425,8 @@ def test_resolution_never_raises_and_offsets_are_exact(words, noise, anchor):
 
 
 def test_with_enrichment_keeps_the_text_and_adds_the_line_where_the_embedder_reads_it():
-    from synthex.enrich.steps import LONG_RECORD_CHARS, with_enrichment
-    from synthex.record import Record
+    from synthex.core.enrich.steps import LONG_RECORD_CHARS, with_enrichment
+    from synthex.core.record import Record
 
     def rec(text: str) -> Record:
         return Record(id="r", content=text, step="turns", branch="main", source_ids=[],

@@ -8,7 +8,7 @@ from test_eval_cli import fixture
 
 from evals.architectures import resolve
 from evals.locomo_eval import evaluate_locomo
-from synthex.errors import SynthexError
+from synthex.core.errors import SynthexError
 
 
 def test_qa_accuracy_with_a_model_and_refused_offline(tmp_path, monkeypatch):

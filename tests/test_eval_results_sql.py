@@ -18,8 +18,8 @@ from evals.architectures import resolve
 from evals.dagster_evals import eval_definitions
 from evals.locomo_eval import evaluate_locomo
 from evals.report import save_eval_results, write_eval_results
-from synthex.cli import main
-from synthex.errors import BadInputError
+from synthex.core.errors import BadInputError
+from synthex.surfaces.cli import main
 from synthex_resources.sql import SqlConsole, eval_results_path
 
 # The fixture: 2 conversations x 3 answerable single-hop questions (qa[0..2]) + 1 adversarial without evidence.
@@ -40,7 +40,7 @@ def sql(project, query: str, *extra: str) -> list[dict]:
 @pytest.fixture(scope="module")
 def evaluated(tmp_path_factory):
     """`synthex eval locomo` (two built-in architectures) on a small LoCoMo file, eval run id ``first``."""
-    from synthex.demo.generate import generate
+    from synthex.core.demo.generate import generate
 
     root = tmp_path_factory.mktemp("evalsql")
     export = write_json(root / "exports" / "conversations.json", generate(conversations=12, months=3, seed=3))

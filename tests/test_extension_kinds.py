@@ -15,8 +15,8 @@ UPPERCASE_PLUGIN = '''
 from dataclasses import dataclass
 from typing import ClassVar
 
-from synthex.hashing import fingerprint
-from synthex.steps import Audit, Step
+from synthex.core.hashing import fingerprint
+from synthex.core.steps import Audit, Step
 
 
 @dataclass
@@ -47,9 +47,9 @@ LINES_PLUGIN = '''
 
 from pathlib import Path
 
-from synthex.errors import PipelineDefinitionError, SourceError
-from synthex.importers import SourceItem
-from synthex.sources import SourceKind, SourceOrigin
+from synthex.core.errors import PipelineDefinitionError, SourceError
+from synthex.core.importers import SourceItem
+from synthex.core.sources import SourceKind, SourceOrigin
 
 
 class LinesOrigin(SourceOrigin):
@@ -196,10 +196,10 @@ def test_a_plugin_whose_hook_raises_is_named_when_its_kind_is_asked_for(tmp_path
 def test_the_builtin_kinds_are_registry_entries_and_their_argument_errors_read_as_before(tmp_path):
     import pytest
 
-    from synthex.definition import PipelineDefinition
-    from synthex.errors import PipelineDefinitionError
-    from synthex.sources import source_kinds
-    from synthex.steps import step_kinds
+    from synthex.core.definition import PipelineDefinition
+    from synthex.core.errors import PipelineDefinitionError
+    from synthex.core.sources import source_kinds
+    from synthex.core.steps import step_kinds
 
     assert step_kinds().names()[:5] == ["source", "transform", "aggregate", "fold", "merge"]
     assert source_kinds().names()[:5] == ["file", "folder", "table", "stream", "api"]
@@ -226,7 +226,7 @@ def test_the_builtin_kinds_are_registry_entries_and_their_argument_errors_read_a
 
 
 def test_the_generic_builders_make_the_same_steps_as_the_named_ones(tmp_path):
-    from synthex.definition import PipelineDefinition
+    from synthex.core.definition import PipelineDefinition
     from synthex.prompts import extract_transcript, world_model_prompt
 
     named, generic = PipelineDefinition("a", project_dir=tmp_path), PipelineDefinition("a", project_dir=tmp_path)

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from synthex.errors import SourceError
-from synthex.importers import load_source
-from synthex.importers.folder import parse, split_front_matter
+from synthex.core.errors import SourceError
+from synthex.core.importers import load_source
+from synthex.core.importers.folder import parse, split_front_matter
 
 MTIME = datetime(2021, 6, 15, 12, 0, tzinfo=UTC).timestamp()
 

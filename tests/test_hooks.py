@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from conftest import PIPELINE_PY, cli, load, write_project
 
-from synthex.errors import SynthexError
+from synthex.core.errors import SynthexError
 from synthex_resources.hook_deliveries import FIRST_BACKOFF_S, HOOK_DELIVERIES, HookDeliveries
 
 

@@ -5,7 +5,7 @@ import json
 from conftest import write_project
 from test_cli import synthex
 
-from synthex.project import render_template
+from synthex.core.project import render_template
 
 
 def test_a_claude_turn_without_text_is_a_warning_on_plan(tmp_path):

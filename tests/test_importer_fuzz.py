@@ -16,10 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from synthex.errors import SourceError
-from synthex.hashing import fingerprint
-from synthex.importers import ParsedSource, load_source
-from synthex.periods import month_of
+from synthex.core.errors import SourceError
+from synthex.core.hashing import fingerprint
+from synthex.core.importers import ParsedSource, load_source
+from synthex.core.periods import month_of
 
 # -- valid exports, the base every case mutates ------------------------------------------------------
 

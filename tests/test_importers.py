@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from synthex.errors import SourceError
-from synthex.importers import detect_format, load_source
+from synthex.core.errors import SourceError
+from synthex.core.importers import detect_format, load_source
 
 
 def _chatgpt_conv():
@@ -101,7 +101,7 @@ def test_jsonl_missing_content_names_line(tmp_path):
 def test_a_source_is_parsed_once_while_its_file_is_unchanged(tmp_path, monkeypatch):
     import os
 
-    from synthex.importers import ParsedSource, base, formats
+    from synthex.core.importers import ParsedSource, base, formats
 
     path = tmp_path / "notes.jsonl"
     path.write_text('{"id": "a", "text": "first note", "created_at": "2024-01-02"}\n')

@@ -7,12 +7,12 @@ Real LanceDB store in a temp dir, real offline embedder. Turns are leaves with c
 import numpy as np
 import pytest
 
-from synthex.record import Record
-from synthex.scope import BranchScope
+from synthex.core.record import Record
+from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search import SearchEngine
+from synthex_resources.search.builtin_strategies import CONVERSATIONAL
 from synthex_resources.search.leaf_scope import ScopeCache, build_scope, scope_for
-from synthex_resources.search.recipes import CONVERSATIONAL
 
 TOPICS = ["hiking at the lake", "a zebra finch that sings", "sourdough bread baking", "a broken bicycle chain",
           "the chess tournament", "painting the kitchen", "a trip to Lisbon", "the new puppy"]
@@ -83,24 +83,24 @@ def test_an_extension_after_appends_equals_a_full_build(store):
 def test_search_over_an_extended_scope_finds_the_new_turns_as_a_fresh_build_does(store, tmp_path):
     engine = SearchEngine(store)
     query = "what about the Lisbon trip and the puppy"
-    engine.search(query, steps=["ctx"], k=5, config=CONVERSATIONAL)
+    engine.search(query, steps=["ctx"], k=5, strategy=CONVERSATIONAL)
     write(store, turns("c1", 3, 6, 9))
-    got = engine.search(query, steps=["ctx"], k=5, config=CONVERSATIONAL)
+    got = engine.search(query, steps=["ctx"], k=5, strategy=CONVERSATIONAL)
     assert store.derived("leaf_sum_scopes", ScopeCache).last == "extend"
-    fresh = SearchEngine(RecordStore(str(tmp_path / "store"))).search(query, steps=["ctx"], k=5, config=CONVERSATIONAL)
+    fresh = SearchEngine(RecordStore(str(tmp_path / "store"))).search(query, steps=["ctx"], k=5, strategy=CONVERSATIONAL)
     assert [h.id for h in got] == [h.id for h in fresh]
-    top = engine.search("today c1 s3 t2", steps=["ctx"], k=1, config=CONVERSATIONAL)
+    top = engine.search("today c1 s3 t2", steps=["ctx"], k=1, strategy=CONVERSATIONAL)
     assert top[0].id == "c1-s3-t2"  # a turn written after the bookkeeping was built
 
 
 def test_deleted_turns_are_never_returned_and_k_hits_still_come_back(store):
     engine = SearchEngine(store)
     query = "today we talked about hiking at the lake"
-    before = engine.search(query, steps=["ctx"], k=5, config=CONVERSATIONAL)
+    before = engine.search(query, steps=["ctx"], k=5, strategy=CONVERSATIONAL)
     assert len(before) == 5
     gone = before[0].id
     store.records.delete_ids([gone, f"ctx-{gone}"])
-    after = engine.search(query, steps=["ctx"], k=5, config=CONVERSATIONAL)
+    after = engine.search(query, steps=["ctx"], k=5, strategy=CONVERSATIONAL)
     assert store.derived("leaf_sum_scopes", ScopeCache).last == "extend"
     assert gone not in [h.id for h in after] and len(after) == 5
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from conftest import load
 
-from synthex.errors import BadInputError, PipelineDefinitionError, SourceError
-from synthex.sources.stream import StreamOrigin, append_lines
+from synthex.core.errors import BadInputError, PipelineDefinitionError, SourceError
+from synthex.core.sources.stream import StreamOrigin, append_lines
 
 STREAM_PIPELINE = '''
 from synthex import Pipeline
-from synthex.prompts import monthly_reflection
+from synthex.core.prompts import monthly_reflection
 
 pipeline = Pipeline("live", agent="tester")
 pipeline.source("inbox", stream="inbox.jsonl")

@@ -7,10 +7,10 @@ import pytest
 from conftest import load
 from fake_openai import FakeOpenAI
 
-from synthex.errors import StepError
-from synthex.llm import OFFLINE_LABEL, OfflineExtractiveCompleter, extractive_summary
-from synthex.prompts import monthly_reflection, summarize_conversation, world_model_prompt
-from synthex.record import Record
+from synthex.core.errors import StepError
+from synthex.core.llm import OFFLINE_LABEL, OfflineExtractiveCompleter, extractive_summary
+from synthex.core.prompts import monthly_reflection, summarize_conversation, world_model_prompt
+from synthex.core.record import Record
 from synthex_resources.llm import LLMConfig
 
 
@@ -62,8 +62,8 @@ def test_pipeline_uses_real_model_audit_and_cache(project, monkeypatch):
 
 
 def test_an_error_body_echoing_the_key_stores_no_key_anywhere(project, monkeypatch):
-    from synthex.errors import StepError
-    from synthex.redact import redact
+    from synthex.core.errors import StepError
+    from synthex.core.redact import redact
 
     key = "sk-proj-TESTSECRET0123456789abcdef"
     with FakeOpenAI(fail_first=10_000, fail_status=401, echo_key=True) as server:
@@ -142,7 +142,7 @@ INSTRUCTIONS = re.compile(r"summari[sz]e|list the key|reflect on|update your|wee
                           r"digest|archivist|nothing yet|\bnotes:|question:|what was decided", re.IGNORECASE)
 
 PROMPTS = {
-    # the demo's prompts (synthex/prompts.py)
+    # the demo's prompts (synthex/core/prompts.py)
     "summarize_conversation": lambda m: summarize_conversation(rec(m[0][0])),
     "monthly_reflection": lambda m: monthly_reflection([rec(t, "summaries") for t, _ in m], "2024-03"),
     "world_model_prompt": lambda m: world_model_prompt(rec(m[1][0], "monthly"), m[0][0]),

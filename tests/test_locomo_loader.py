@@ -6,7 +6,7 @@ from conftest import write_json
 
 from evals.locomo import load_locomo, normalize_evidence, parse_session_date, parse_turns, with_previous_turn
 from evals.metrics import ndcg, recall_all, recall_any, score
-from synthex.record import Record
+from synthex.core.record import Record
 
 FIXTURE = [{
     "sample_id": "conv-x",

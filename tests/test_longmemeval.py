@@ -6,7 +6,7 @@ import pytest
 from conftest import write_json
 
 from evals.longmemeval import documents, load_longmemeval, parse_lme_date, questions_for
-from synthex.errors import SourceError
+from synthex.core.errors import SourceError
 
 
 def q(qid, sessions, answer_ids, sids):
@@ -83,7 +83,7 @@ def test_eval_longmemeval_cli_official_protocol(lme_file, tmp_path):
     data = json.loads(lme_file.read_text())
     data[0]["question"] = "Where did I fly to last week?"
     lme_file.write_text(json.dumps(data))
-    cmd = [sys.executable, "-m", "synthex.cli", "eval", "longmemeval", "--data", str(lme_file), "--protocol",
+    cmd = [sys.executable, "-m", "synthex.surfaces.cli", "eval", "longmemeval", "--data", str(lme_file), "--protocol",
            "official", "--compare", "raw-bm25", "--json", "--project", str(tmp_path)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env_without_openai(), timeout=300)
     assert proc.returncode == 0, proc.stderr

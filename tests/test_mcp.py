@@ -14,7 +14,7 @@ import anyio
 import pytest
 from conftest import PIPELINE_PY, env_without_openai, write_project
 
-from synthex.demo.generate import generate
+from synthex.core.demo.generate import generate
 
 TOOLS = {"search", "get", "lineage", "projection", "remember"}
 STREAM_SOURCE = '\npipeline.source("agent", stream="inbox.jsonl")\n'
@@ -24,7 +24,7 @@ STREAM_SOURCE = '\npipeline.source("agent", stream="inbox.jsonl")\n'
 def served(tmp_path_factory):
     """A small project (the default template plus a stream source for `remember`), run once, and the
     records the tests expect search to find."""
-    from synthex.project import load_pipeline
+    from synthex.core.project import load_pipeline
 
     root = tmp_path_factory.mktemp("mcp")
     export = root / "exports" / "conversations.json"
@@ -47,7 +47,7 @@ def server_params(project: Path, *extra: str):
     from mcp import StdioServerParameters
 
     return StdioServerParameters(command=sys.executable,
-                                 args=["-m", "synthex.cli", "mcp", "--project", str(project), *extra],
+                                 args=["-m", "synthex.surfaces.cli", "mcp", "--project", str(project), *extra],
                                  env=env_without_openai())
 
 
@@ -146,7 +146,7 @@ def test_streamable_http_on_loopback(served):
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
-    proc = subprocess.Popen([sys.executable, "-m", "synthex.cli", "mcp", "--project", str(served["project"]),
+    proc = subprocess.Popen([sys.executable, "-m", "synthex.surfaces.cli", "mcp", "--project", str(served["project"]),
                              "--http", "--port", "0"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env_without_openai())
     lines: list[str] = []
@@ -176,7 +176,7 @@ def test_streamable_http_on_loopback(served):
 
 
 def test_sync_requests_coalesce_while_a_sync_runs():
-    from synthex.mcp_server import SyncWorker
+    from synthex.surfaces.mcp_server import SyncWorker
 
     class App:
         class pipeline:  # noqa: N801 - stands in for the definition
@@ -214,7 +214,7 @@ def test_sync_requests_coalesce_while_a_sync_runs():
 
 
 def test_lineage_is_cut_to_a_node_budget():
-    from synthex.mcp_server import trim_lineage
+    from synthex.surfaces.mcp_server import trim_lineage
 
     def node(i, children):
         return {"id": f"r{i}", "step": "s", "content": "x" * 1000, "sources": children}
@@ -229,7 +229,7 @@ def test_lineage_is_cut_to_a_node_budget():
 
 
 def test_the_cli_does_not_import_the_mcp_sdk():
-    out = subprocess.run([sys.executable, "-c", "import sys, synthex.cli; "
+    out = subprocess.run([sys.executable, "-c", "import sys, synthex.surfaces.cli; "
                           "print(sorted(m for m in ('mcp', 'lancedb', 'dagster') if m in sys.modules))"],
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 from conftest import load, write_project
 
-from synthex.scope import BranchScope
+from synthex.core.scope import BranchScope
 
 BUCKET = "synthex-records"
 PREFIX = "synthex"

@@ -14,7 +14,7 @@ import random
 import pytest
 
 from evals.invariance import DEFAULT_DATA, run_invariance, shuffled_batches, stream_lines
-from synthex.sources import StreamOrigin, append_lines
+from synthex.core.sources import StreamOrigin, append_lines
 from synthex_resources.search.engine import top_with_ties
 
 needs_locomo = pytest.mark.skipif(not DEFAULT_DATA.exists(), reason=f"LoCoMo dev data not found at {DEFAULT_DATA}")

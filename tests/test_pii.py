@@ -1,4 +1,4 @@
-"""synthex.pii: detection per type, hard negatives, redaction placeholders, and properties over generated text."""
+"""synthex.core.pii: detection per type, hard negatives, redaction placeholders, and properties over generated text."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from evals.bench_pii import SET, evaluate, load_set
 from evals.pii_set.generate import generate
-from synthex.pii import PII_MODES, PII_TYPES, Finding, Redaction, redact, scan
-from synthex.pii.checksums import iban_check_digits, iban_valid, luhn_check_digit, luhn_valid, ssn_valid
-from synthex.pii.scanner import Scanner
+from synthex.core.pii import PII_MODES, PII_TYPES, Finding, Redaction, redact, scan
+from synthex.core.pii.checksums import iban_check_digits, iban_valid, luhn_check_digit, luhn_valid, ssn_valid
+from synthex.core.pii.scanner import Scanner
 
 JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwiaWF0IjoxNzAwMDAwMDAwfQ."
        "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c")
@@ -181,7 +181,7 @@ def test_phones_without_libphonenumber_use_shape_rules_only():
 
 
 def test_the_package_stays_in_the_core_layer():
-    probe = ("import sys, synthex.pii; bad = [m for m in ('dagster', 'lancedb', 'lance', 'pyarrow', "
+    probe = ("import sys, synthex.core.pii; bad = [m for m in ('dagster', 'lancedb', 'lance', 'pyarrow', "
              "'synthex_resources', 'synthex_assets', 'synthex.app') if m in sys.modules]; print(bad)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -10,13 +10,13 @@ from dataclasses import replace
 import pytest
 from conftest import cli, write_project, write_small_export
 
-from synthex.definition import PipelineDefinition
-from synthex.errors import PipelineDefinitionError
-from synthex.llm import Completion
-from synthex.record import Record
-from synthex.steps import TransformStep
-from synthex.steps.base import execute_partition
-from synthex.steps.privacy import apply_pii
+from synthex.core.definition import PipelineDefinition
+from synthex.core.errors import PipelineDefinitionError
+from synthex.core.llm import Completion
+from synthex.core.record import Record
+from synthex.core.steps import TransformStep
+from synthex.core.steps.base import execute_partition
+from synthex.core.steps.privacy import apply_pii
 from synthex_resources.step_context import SnapshotContext
 
 TEXT = "Mail ana.lima@example.com or call +1 415 555 0132; again: ana.lima@example.com"
@@ -76,7 +76,7 @@ def test_the_mode_is_part_of_the_version_and_a_bad_mode_is_one_line():
                 for m in (None, "redact", "detect", "flag")}
     assert len(versions) == 4
     # Steps without pii= keep the hash they had before the option existed (no recompute on upgrade).
-    from synthex.hashing import stable_hash
+    from synthex.core.hashing import stable_hash
 
     plain = TransformStep(name="t", from_=["s"], fn=upper)
     assert plain.version_hash() == stable_hash("step/v1", plain.kind, plain.config(), plain._code_hashes())[:24]
@@ -87,7 +87,7 @@ def test_the_mode_is_part_of_the_version_and_a_bad_mode_is_one_line():
 
 
 def test_pii_scan_counts_per_step_and_names_the_records(tmp_path):
-    from synthex.project import load_pipeline
+    from synthex.core.project import load_pipeline
 
     root = write_project(tmp_path / "proj", write_small_export(tmp_path / "conversations.json"))
     pipe = load_pipeline(root)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from synthex.record import Record
+from synthex.core.record import Record
 from synthex_assets.preview import preview_markdown
 
 

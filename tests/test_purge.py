@@ -13,7 +13,7 @@ import pytest
 from conftest import cli, go_offline, load, write_project, write_small_export
 from fake_openai import FakeOpenAI
 
-from synthex.project import create_branch_file
+from synthex.core.project import create_branch_file
 
 TOKEN = "ZQXPLANT7731"
 EMAIL = "jane.roe@clinic-example.org"

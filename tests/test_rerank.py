@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import pytest
 from fake_openai import FakeOpenAI
 
-from synthex.llm import OfflineExtractiveCompleter
-from synthex.prompts import anticipate_questions
-from synthex.record import Record
+from synthex.core.llm import OfflineExtractiveCompleter
+from synthex.core.prompts import anticipate_questions
+from synthex.core.record import Record
 from synthex_resources.llm import OpenAICompleter
 from synthex_resources.search.rerank import LLMReranker, parse_order
 
@@ -99,17 +99,19 @@ def test_the_engine_applies_the_recipes_reranker_in_every_fusion(tmp_path, recip
     """The reranker is part of the recipe: the leaf-sum (conversational) path honours it as the rrf path
     does, over its own candidate pool, so the facade, MCP and evals get the same ranking."""
     from synthex_resources.record_store import RecordStore
-    from synthex_resources.search import RECIPES, SearchEngine
+    from synthex_resources.search import SearchEngine, load_search_strategies
+
+    strategies = load_search_strategies()
 
     store = RecordStore(str(tmp_path / "store"))
     store.records.upsert(_chat_records())
     engine = SearchEngine(store)
-    plain = engine.search("lake", steps=["turns"], k=3, config=RECIPES[recipe])
+    plain = engine.search("lake", steps=["turns"], k=3, strategy=strategies.get(recipe))
     assert len(plain) == 3
     with FakeOpenAI(answer=lambda prompt: "3") as fake:  # the third excerpt listed is the best
         reranker = LLMReranker(completer(fake), top_n=4)
-        reranked = engine.search("lake", steps=["turns"], k=3, config=RECIPES[recipe].with_(reranker=reranker))
+        reranked = engine.search("lake", steps=["turns"], k=3, strategy=strategies.get(recipe).with_(reranker=reranker))
         listed = re.findall(r"\[(\d+)\] ([^\n]*)", fake.prompts[0])
     assert fake.calls == 1 and len(listed) == 4  # the reranker saw its own pool of 4, not the top k = 3
-    pool = engine.search("lake", steps=["turns"], k=4, config=RECIPES[recipe])
+    pool = engine.search("lake", steps=["turns"], k=4, strategy=strategies.get(recipe))
     assert [h.id for h in reranked] == [pool[2].id, pool[0].id, pool[1].id]

@@ -10,10 +10,10 @@ import sys
 import pytest
 from conftest import PIPELINE_PY, env_without_openai, load, write_project
 from dagster import AssetKey, DagsterEventType
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
-from synthex.errors import SynthexError
+from synthex.core.errors import SynthexError
 from synthex_assets.checks import CHECKS
+from synthex_assets.dagster_internals import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from synthex_assets.definitions import build_definitions
 from synthex_assets.naming import job_name, location_name
 from synthex_assets.partitions import register
@@ -171,7 +171,7 @@ def test_an_undelivered_hook_fails_its_check_not_the_records(tmp_path, small_exp
 
 def test_a_run_with_nothing_to_do_loads_neither_dagster_nor_lancedb(project):
     load(project).run()
-    probe = (f"import sys; from synthex.project import load_pipeline; run = load_pipeline({str(project)!r}).run(); "
+    probe = (f"import sys; from synthex.core.project import load_pipeline; run = load_pipeline({str(project)!r}).run(); "
              "print(run.dagster_run_ids, 'dagster' in sys.modules, 'lancedb' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
                          env=env_without_openai()).stdout.split()
@@ -180,7 +180,7 @@ def test_a_run_with_nothing_to_do_loads_neither_dagster_nor_lancedb(project):
 
 def test_a_hook_url_must_be_http(tmp_path):
     from synthex import Pipeline
-    from synthex.errors import PipelineDefinitionError
+    from synthex.core.errors import PipelineDefinitionError
 
     pipe = Pipeline("hooks", project_dir=tmp_path)
     pipe.source("notes", file=str(tmp_path), format="folder")

@@ -9,7 +9,7 @@ import pytest
 from conftest import env_without_openai, load, write_project
 
 from synthex_resources import open_store
-from synthex_resources.search import BM25_ONLY, HYBRID_RRF, SearchEngine
+from synthex_resources.search import BM25, HYBRID, SearchEngine
 from synthex_resources.search.tokenize import tokenize
 
 
@@ -69,9 +69,9 @@ def test_filters_by_period_and_metadata(built):
 def test_near_duplicates_collapse(built):
     engine = SearchEngine(open_store(built.store_uri))
     plain = engine.search("FastAPI Depends session", steps=["transcripts"], k=10,
-                          config=HYBRID_RRF.with_(dedup_cosine=None))
+                          strategy=HYBRID.with_(dedup_cosine=None))
     collapsed = engine.search("FastAPI Depends session", steps=["transcripts"], k=10,
-                              config=HYBRID_RRF.with_(dedup_cosine=0.8))
+                              strategy=HYBRID.with_(dedup_cosine=0.8))
     assert sum(len(h.collapsed) for h in collapsed) > 0
     kept = {h.id for h in collapsed}
     assert not kept & {c for h in collapsed for c in h.collapsed}
@@ -81,7 +81,7 @@ def test_near_duplicates_collapse(built):
 def test_projection_and_on_update_hook(tmp_path, small_export):
     body = '''
 from synthex import Pipeline
-from synthex.prompts import monthly_reflection, world_model_prompt
+from synthex.core.prompts import monthly_reflection, world_model_prompt
 import json, pathlib
 
 LOG = pathlib.Path(__file__).parent / "hook.jsonl"
@@ -132,12 +132,12 @@ def test_bm25_matches_the_reference_implementation_order(built):
     for record in records[:6]:
         query = record.meta("chat.title")
         scores = bm25.get_scores(tokenize(query))
-        ours = engine.search(query, steps=["transcripts"], k=1, config=BM25_ONLY)
+        ours = engine.search(query, steps=["transcripts"], k=1, strategy=BM25)
         assert scores[by_id[ours[0].id]] == pytest.approx(max(scores))  # our top hit is a reference top hit
 
 
 def test_cli_search_json(built):
-    proc = subprocess.run([sys.executable, "-m", "synthex.cli", "search", "kyoto", "--step", "transcripts",
+    proc = subprocess.run([sys.executable, "-m", "synthex.surfaces.cli", "search", "kyoto", "--step", "transcripts",
                            "-k", "2", "--json", "--project", str(built.project_dir)],
                           capture_output=True, text=True, env=env_without_openai(), timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -168,7 +168,7 @@ def test_openai_compatible_embedder_and_webhook(tmp_path, monkeypatch, small_exp
     threading.Thread(target=hook.serve_forever, daemon=True).start()
     body = f'''
 from synthex import Pipeline
-from synthex.prompts import monthly_reflection
+from synthex.core.prompts import monthly_reflection
 pipeline = Pipeline("emb")
 pipeline.source("chatgpt", file={{export!r}})
 pipeline.aggregate("monthly", from_="chatgpt", prompt=monthly_reflection)

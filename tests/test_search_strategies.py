@@ -13,11 +13,12 @@ from datetime import date, datetime
 import numpy as np
 import pytest
 
-from synthex.record import Record
+from synthex.core.record import Record
 from synthex_resources.record_store import open_store
 from synthex_resources.search import SearchEngine
+from synthex_resources.search.builtin_strategies import CONVERSATIONAL
 from synthex_resources.search.multihop import sub_queries
-from synthex_resources.search.recipes import CONVERSATIONAL, SearchConfig
+from synthex_resources.search.strategies import LeafSum
 from synthex_resources.search.temporal import TimeWindow, time_window
 from synthex_resources.search.tokenize import tokenize
 
@@ -76,7 +77,7 @@ LEXICAL = CONVERSATIONAL.with_(dense=False, leaf_dense_weight=0.0, neighbour_wei
 
 
 def ranked(engine: SearchEngine, query: str, k: int = 10, **changes) -> list[str]:
-    hits = engine.search(query, steps=["turns"], k=k, config=LEXICAL.with_(**changes))
+    hits = engine.search(query, steps=["turns"], k=k, strategy=LEXICAL.with_(**changes))
     return [h.meta("chat.message_id") for h in hits]
 
 
@@ -127,7 +128,7 @@ def test_session_diversification_discounts_turns_of_a_session_already_taken(engi
 
 
 def test_strategies_are_off_by_default_and_the_recipe_turns_on_only_entity_expansion():
-    default = SearchConfig()
+    default = LeafSum()
     assert not default.decompose and not default.diversify
     assert default.entity_weight == 0.0 and default.ppr_weight == 0.0
     assert CONVERSATIONAL.entity_weight > 0  # the one that helped on LoCoMo (docs/benchmarks.md)
@@ -150,8 +151,8 @@ def test_relative_dates_in_the_query_resolve_against_the_question_date():
 def test_the_question_date_reaches_the_date_prior_through_search(engine):
     query = "Which turns about the finch song last month?"
     assert ranked(engine, query, k=1, date_weight=1.0)[0] != "D3:4"  # no question date: "last month" unplaced
-    hits = engine.search(query, steps=["turns"], k=1, config=LEXICAL.with_(date_weight=1.0), as_of="2023-10-02")
+    hits = engine.search(query, steps=["turns"], k=1, strategy=LEXICAL.with_(date_weight=1.0), as_of="2023-10-02")
     assert hits[0].meta("chat.message_id") == "D3:4"  # September 2023, the month before the question
-    hits = engine.search(query, steps=["turns"], k=1, config=LEXICAL.with_(date_weight=1.0, relative_dates=False),
+    hits = engine.search(query, steps=["turns"], k=1, strategy=LEXICAL.with_(date_weight=1.0, relative_dates=False),
                          as_of="2023-10-02")
     assert hits[0].meta("chat.message_id") != "D3:4"

@@ -13,15 +13,15 @@ import duckdb
 import pytest
 from conftest import load
 from dagster import DagsterInstance, SensorResult, SkipReason, build_schedule_context, build_sensor_context
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
-from synthex.sources.stream import append_lines
+from synthex.core.sources.stream import append_lines
+from synthex_assets.dagster_internals import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from synthex_assets.definitions import build_definitions
 from synthex_assets.sensors import sensor_name
 
 PIPELINE = '''
 from synthex import Pipeline
-from synthex.prompts import monthly_reflection
+from synthex.core.prompts import monthly_reflection
 
 pipeline = Pipeline("live", agent="tester")
 pipeline.source("notes", folder="notes")

@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 from conftest import env_without_openai, write_project
 
-from synthex.cli import main
-from synthex.errors import BadInputError
+from synthex.core.errors import BadInputError
+from synthex.surfaces.cli import main
 from synthex_resources.sql import SqlConsole
 
 COUNT_BY_STEP = "select step, count(*) as n from records where branch = 'main' group by step order by step"
@@ -72,7 +72,7 @@ def test_runs_view_has_the_run(ran, ran_project):
 
 
 def test_bad_sql_and_refused_writes_are_one_line_with_exit_2(ran, tmp_path):
-    cmd = [sys.executable, "-m", "synthex.cli", "sql", "selec step from records", "--project", str(ran)]
+    cmd = [sys.executable, "-m", "synthex.surfaces.cli", "sql", "selec step from records", "--project", str(ran)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env_without_openai(), timeout=120)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: bad SQL: Parser Error: syntax error")

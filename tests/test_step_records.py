@@ -11,7 +11,7 @@ import json
 import pytest
 
 from synthex import Pipeline
-from synthex.llm import (
+from synthex.core.llm import (
     CHARS_PER_TOKEN,
     OFFLINE_LABEL,
     OUTPUT_TOKENS_PER_CALL,
@@ -19,10 +19,10 @@ from synthex.llm import (
     estimate_call_tokens,
     estimate_unrendered_tokens,
 )
-from synthex.steps import AUDIT_KEYS
-from synthex.steps.source import IMPORTER_VERSION
+from synthex.core.steps import AUDIT_KEYS
+from synthex.core.steps.source import IMPORTER_VERSION
 
-# The documented audit keys (synthex.steps.base.Audit); written out so a silent change fails here.
+# The documented audit keys (synthex.core.steps.base.Audit); written out so a silent change fails here.
 DOCUMENTED_AUDIT_KEYS = {"prompt_template_hash", "prompt_function", "rendered_prompt_hash", "model", "temperature",
                          "raw_response", "tokens_in", "tokens_out", "cached"}
 

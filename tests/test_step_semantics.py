@@ -2,9 +2,9 @@
 
 from dataclasses import dataclass, field
 
-from synthex.llm import OfflineExtractiveCompleter
-from synthex.record import Record
-from synthex.steps import AggregateStep, FoldStep, MergeStep, TransformStep, execute_partition
+from synthex.core.llm import OfflineExtractiveCompleter
+from synthex.core.record import Record
+from synthex.core.steps import AggregateStep, FoldStep, MergeStep, TransformStep, execute_partition
 
 
 @dataclass

@@ -10,7 +10,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from synthex.record import Record
+from synthex.core.record import Record
 from synthex_resources.commits import is_commit_conflict, with_commit_retry
 from synthex_resources.record_store import open_store
 from synthex_resources.search.engine import SearchEngine

@@ -1,4 +1,4 @@
-"""Table sources (synthex.importers.tables): rows of a DuckDB or SQLite table as source items, change
+"""Table sources (synthex.core.importers.tables): rows of a DuckDB or SQLite table as source items, change
 tokens, the watermark mode and one-line errors, on real database files."""
 
 from __future__ import annotations
@@ -12,9 +12,16 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from synthex.errors import SourceError
-from synthex.importers import tables
-from synthex.importers.tables import TableSpec, read_changed, read_items, read_token, row_hash, table_path
+from synthex.core.errors import SourceError
+from synthex.core.importers import tables
+from synthex.core.importers.tables import (
+    TableSpec,
+    read_changed,
+    read_items,
+    read_token,
+    row_hash,
+    table_path,
+)
 
 KINDS = ("duckdb", "sqlite")
 ROWS = [
@@ -405,7 +412,7 @@ def test_connections_are_closed(tmp_path, kind):
 
 
 def test_importing_the_module_stays_cheap():
-    probe = ("import sys; import synthex.importers.tables, synthex.importers.folder; "
+    probe = ("import sys; import synthex.core.importers.tables, synthex.core.importers.folder; "
              "print(sorted(m for m in ('duckdb', 'sqlite3', 'pyarrow', 'lancedb', 'dagster') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -11,9 +11,9 @@ import re
 import pytest
 from conftest import cli, write_json, write_small_export
 
-from synthex import project
-from synthex.demo.generate import generate
-from synthex.project import TEMPLATES, TEMPLATES_DIR, load_pipeline
+from synthex.core import project
+from synthex.core.demo.generate import generate
+from synthex.core.project import TEMPLATES, TEMPLATES_DIR, load_pipeline
 
 # template -> (a query, the search options, the steps its hits come from)
 SEARCHES = {
@@ -29,7 +29,7 @@ INSTRUCTIONS = re.compile(r"summari[sz]e|reflect on|update your|week:|month:|con
 
 
 def test_the_cli_offers_every_template_and_each_is_a_short_commented_pipeline(tmp_path):
-    from synthex.cli import init
+    from synthex.surfaces.cli import init
 
     choices = next(p for p in init.params if p.name == "template").type.choices
     assert sorted(choices) == sorted(TEMPLATES) == sorted(p.name.split(".")[0] for p in TEMPLATES_DIR.glob("*.py.tmpl"))
@@ -69,7 +69,7 @@ def test_init_template_demo_runs_offline_and_searches(name, tmp_path, monkeypatc
                 assert all(s in transcripts[summary.source_ids[0]] for s in re.split(r"(?<=[.?!]) ", summary.content))
         if name == "conversational":
             assert len(pipe.records("chatgpt")) > len(json.loads(project.DEMO_EXPORT.read_text()))  # one per turn
-        if name == "enriched":  # the transcript and its index line (synthex.enrich)
+        if name == "enriched":  # the transcript and its index line (synthex.core.enrich)
             transcripts = {r.id: r.content for r in pipe.records("transcripts")}
             enriched = pipe.records("enriched")
             assert enriched and all(transcripts[r.source_ids[0]] in r.content for r in enriched)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from synthex.project import render_template
-from synthex.ui_launch import CODE_LOCATION_MODULE, prepare_ui
+from synthex.core.project import render_template
+from synthex.surfaces.ui_launch import CODE_LOCATION_MODULE, prepare_ui
 from synthex_assets.instance import INSTANCE_YAML, ensure_instance_yaml
 
 # What synthex wrote as dagster.yaml before the first-visit pop-up was switched off (kept verbatim here
@@ -45,8 +45,9 @@ def test_location_is_named_after_the_pipeline(project):
 
 def test_location_matches_the_origin_of_cli_runs(project):
     """Runs `synthex run` makes carry this origin; the UI files them under the job only if the names agree."""
-    from synthex.project import load_pipeline
-    from synthex_assets.launcher import REPOSITORY, remote_job_origin
+    from synthex.core.project import load_pipeline
+    from synthex_assets.dagster_internals import SINGLETON_REPOSITORY_NAME as REPOSITORY
+    from synthex_assets.launcher import remote_job_origin
 
     launch = prepare_ui(project, 3999)
     origin = remote_job_origin(load_pipeline(project))

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from synthex.record import Record
+from synthex.core.record import Record
 from synthex_resources.embedder import MiniLMOnnxEmbedder
 from synthex_resources.record_store import RecordStore
+from synthex_resources.search.builtin_strategies import DENSE
 from synthex_resources.search.dense_index import dense_index
 from synthex_resources.search.engine import SearchEngine
-from synthex_resources.search.recipes import DENSE_ONLY
 
 
 class CountingEmbedder:
@@ -51,10 +51,10 @@ def test_unsearched_steps_get_vectors_on_first_dense_search(tmp_path):
     assert embedder.texts == ["a note about bread"]
     assert store.records.rows_by_id(["t1"], ["id", "vector"])["t1"]["vector"] is None
     engine = SearchEngine(store)
-    hits = engine.search("feeding a sourdough starter", steps=["transcripts"], config=DENSE_ONLY, k=1)
+    hits = engine.search("feeding a sourdough starter", steps=["transcripts"], strategy=DENSE, k=1)
     assert [h.id for h in hits] == ["t1"]
     assert store.records.rows_by_id(["t1"], ["id", "vector"])["t1"]["vector"] is not None  # written back
     embedded = len(embedder.texts)
-    engine.search("kubernetes restarts", steps=["transcripts"], config=DENSE_ONLY, k=1)
+    engine.search("kubernetes restarts", steps=["transcripts"], strategy=DENSE, k=1)
     assert len(embedder.texts) == embedded + 1  # only the query: the records are not embedded again
     assert not dense_index(store)._current().unembedded

@@ -27,7 +27,7 @@ import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 
-from synthex.pii.checksums import iban_check_digits, luhn_check_digit
+from synthex.core.pii.checksums import iban_check_digits, luhn_check_digit
 
 SEED = 20240612
 OUT = Path(__file__).with_name("pii_set.jsonl")

@@ -13,11 +13,11 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from synthex.definition import PipelineDefinition
-from synthex.errors import BadInputError, PipelineDefinitionError, SynthexError
-from synthex.naming import MAIN, check_branch_name
-from synthex.periods import now_iso
-from synthex.project import (
+from synthex.core.definition import PipelineDefinition
+from synthex.core.errors import BadInputError, PipelineDefinitionError, SynthexError
+from synthex.core.naming import MAIN, check_branch_name
+from synthex.core.periods import now_iso
+from synthex.core.project import (
     branch_names,
     branch_path,
     create_branch_file,
@@ -27,10 +27,10 @@ from synthex.project import (
     set_current_branch,
     write_promotion,
 )
-from synthex.record import Record
+from synthex.core.record import Record
 
 if TYPE_CHECKING:
-    from synthex.app.facade import ProjectApp
+    from synthex.app.services import AppServices
 
 SAMPLE_CHARS = 160
 
@@ -106,7 +106,7 @@ def _pair(parent: list[Record], branch: list[Record]) -> tuple[list[tuple[Record
 class Branches:
     """The branches of one project, through its app (store, locks, Dagster instance)."""
 
-    def __init__(self, app: ProjectApp) -> None:
+    def __init__(self, app: AppServices) -> None:
         self.app = app
         self.main = app.pipeline.root()
 

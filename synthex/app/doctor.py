@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from synthex.app.facade import ProjectApp
+    from synthex.app.services import AppServices
 
 
 @dataclass
@@ -44,7 +44,7 @@ def dangling_sources(rows: list[dict[str, Any]]) -> dict[str, list[str]]:
     return out
 
 
-def diagnose(app: ProjectApp) -> DoctorReport:
+def diagnose(app: AppServices) -> DoctorReport:
     from synthex_resources.branch_lock import BranchBusyError, BranchLock
 
     store = app.store
@@ -63,8 +63,8 @@ def diagnose(app: ProjectApp) -> DoctorReport:
     return report
 
 
-def repair(app: ProjectApp, report: DoctorReport) -> DoctorReport:
-    from synthex.record import Record
+def repair(app: AppServices, report: DoctorReport) -> DoctorReport:
+    from synthex.core.record import Record
 
     store = app.store
     if report.duplicate_ids:

@@ -11,16 +11,18 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from synthex.definition import PipelineDefinition, Plan
-from synthex.errors import BadInputError, PipelineDefinitionError, SynthexError
-from synthex.naming import check_branch_name
-from synthex.periods import now_iso
-from synthex.progress import NullProgress, ProgressReporter
-from synthex.record import CheckName, CheckOutcome, Record, Run, RunStats, RunStatus
-from synthex.redact import redact
-from synthex.scope import BranchScope
+from synthex.core.definition import PipelineDefinition, Plan
+from synthex.core.deletions import DeletionConsent, DeletionVerdict, enforce
+from synthex.core.errors import BadInputError, PipelineDefinitionError, SynthexError
+from synthex.core.naming import check_branch_name
+from synthex.core.periods import now_iso
+from synthex.core.progress import NullProgress, ProgressReporter
+from synthex.core.record import CheckName, CheckOutcome, Record, Run, RunStats, RunStatus
+from synthex.core.redact import redact
+from synthex.core.scope import BranchScope
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance
@@ -31,10 +33,10 @@ if TYPE_CHECKING:
     from synthex_resources.embedder import Embedder
     from synthex_resources.hook_deliveries import DeliveryReport, HookState
     from synthex_resources.record_store import RecordStore
-    from synthex_resources.search.engine import SearchHit
+    from synthex_resources.search.strategies import StrategyRegistry
+    from synthex_resources.search.types import SearchResults
 
 
-DELETION_THRESHOLD = 0.2  # share of a source's items an export may lose before a run asks first
 
 
 @dataclass
@@ -44,19 +46,6 @@ class SyncReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"sources": [c.to_dict() for c in self.changes], "run": self.run.to_dict()}
-
-
-@dataclass
-class SourceShrinkage:
-    step: str
-    path: str
-    now: int  # items in the export
-    before: int  # records of the source in the store
-
-    def __str__(self) -> str:
-        lost = self.before - self.now
-        return (f"{self.step}: {self.path} holds {self.now} item(s), the store {self.before} "
-                f"({lost} would be deleted, {100 * lost / self.before:.0f} %)")
 
 
 class ProjectApp:
@@ -105,17 +94,21 @@ class ProjectApp:
         branch = self.use_branch(branch).branch_name
         return plan_pipeline(self.pipeline, branch=branch, step=step, from_=from_, full=full, store=self.store)
 
-    def source_shrinkage(self, branch: str | None = None) -> list[SourceShrinkage]:
-        """Source steps whose export now holds fewer items than the store has records of it."""
-        definition = self.use_branch(branch)
-        stored = self.store.records.counts(definition.scope())
-        out = []
-        for name, step in definition.sources().items():
-            if stored.get(name, 0):
-                now = len(step.items())
-                if now < stored[name]:
-                    out.append(SourceShrinkage(name, step.describe(), now, stored[name]))
-        return out
+    def deletion_verdicts(self, branch: str | None = None) -> list[DeletionVerdict]:
+        """The deletion guard's verdict on each source step the branch owns (``synthex.core.deletions``)."""
+        from synthex_resources.source_sync import deletion_verdicts
+
+        branch = self.use_branch(branch).branch_name
+        return deletion_verdicts(self.pipeline, self.store, branch)
+
+    def source_shrinkage(self, branch: str | None = None) -> list[DeletionVerdict]:
+        """Source steps whose source now holds fewer items than the store has records of it, whether a
+        run applies that (an explicit or small deletion) or holds it back (``held_back``)."""
+        return [v for v in self.deletion_verdicts(branch) if v.lost]
+
+    def held_back(self, branch: str | None = None) -> list[DeletionVerdict]:
+        """Sources whose deletions a run (a sync, a sensor) holds back until they are allowed."""
+        return [v for v in self.deletion_verdicts(branch) if v.held_back]
 
     def run(self, step: str | None = None, from_: str | None = None, full: bool = False, branch: str | None = None,
             progress: ProgressReporter | None = None, wait: bool = False,
@@ -130,21 +123,15 @@ class ProjectApp:
                   steps=self.pipeline.select(step, from_), status=RunStatus.RUNNING, started_at=now_iso())
         # One writer per branch: planning and writing happen under the branch's lock.
         with BranchLock(self.pipeline.data_dir, branch, run.id).acquire(wait=wait, on_wait=on_wait):
-            if not allow_deletions:
-                self._refuse_large_deletions(branch)
-            return self._run_locked(run, step, from_, full, branch, progress, verbose)
-
-    def _refuse_large_deletions(self, branch: str) -> None:
-        """Deletions are explicit: a source that became empty, or lost more than DELETION_THRESHOLD of its
-        items, stops the run (records untouched) until the user says ``allow_deletions``."""
-        risky = [str(s) for s in self.source_shrinkage(branch)
-                 if s.now == 0 or (s.before - s.now) / s.before > DELETION_THRESHOLD]
-        if risky:
-            raise SynthexError("refusing to delete memory: " + "; ".join(risky)
-                               + "; re-run with --allow-deletions (Python: allow_deletions=True) if that is intended")
+            # A suspicious shrink stops the run here, records untouched (synthex.core.deletions); the step ops
+            # of the run launched below are told it was judged (or allowed) under this lock.
+            enforce(self.deletion_verdicts(branch), allow_deletions)
+            consent = DeletionConsent.ALLOWED if allow_deletions else DeletionConsent.GUARDED
+            return self._run_locked(run, step, from_, full, branch, progress, verbose, consent)
 
     def _run_locked(self, run: Run, step: str | None, from_: str | None, full: bool, branch: str,
-                    progress: ProgressReporter | None, verbose: bool = False) -> Run:
+                    progress: ProgressReporter | None, verbose: bool = False,
+                    deletions: DeletionConsent = DeletionConsent.GUARDED) -> Run:
         reporter = progress or NullProgress()
         started = time.monotonic()
         self._fail_abandoned_runs(branch, run.id)
@@ -168,7 +155,7 @@ class ProjectApp:
         store.runs.save(run)
         try:
             run.dagster_run_ids = [run.id]
-            failed = [o for o in self._launch(run.id, branch, plan, full, reporter, verbose) if not o.passed]
+            failed = [o for o in self._launch(run.id, branch, plan, full, reporter, verbose, deletions) if not o.passed]
             messages = [str(o) for o in failed]
             if undelivered and not any(o.check == CheckName.HOOKS for o in failed):
                 # Retried at the start; a step op of this run may have delivered it since.
@@ -216,10 +203,10 @@ class ProjectApp:
         """Append what an agent says to the project's stream source; the next sync (a sensor tick,
         ``synthex sync``, the MCP server) brings it into memory like any other data. Returns the item's
         key, the id its record will have, the source and the stream file."""
-        from synthex.errors import SourceError
-        from synthex.hashing import fingerprint, materialization_key, record_id
-        from synthex.importers.jsonl import item_from_row
-        from synthex.sources.stream import append_lines, content_key
+        from synthex.core.errors import SourceError
+        from synthex.core.hashing import fingerprint, materialization_key, record_id
+        from synthex.core.importers.jsonl import item_from_row
+        from synthex.core.sources.stream import append_lines, content_key
 
         streams = self.pipeline.stream_sources()
         if source is None and len(streams) != 1:
@@ -285,7 +272,7 @@ class ProjectApp:
         self.store.runs.save(run)
 
     def _launch(self, run_id: str, branch: str, plan: Plan, full: bool, reporter: ProgressReporter,
-                verbose: bool = False) -> list[CheckOutcome]:
+                verbose: bool = False, deletions: DeletionConsent = DeletionConsent.GUARDED) -> list[CheckOutcome]:
         """One Dagster run of the plan's partitions; the outcome of every asset check it evaluated."""
         from synthex_assets.definitions import build_definitions
         from synthex_assets.launcher import launch_pipeline_run
@@ -294,11 +281,12 @@ class ProjectApp:
         defs = build_definitions(self.pipeline, resources={"store": self.store, "llm": LLMConfig(),
                                                            "progress": reporter})
         return launch_pipeline_run(defs, self.pipeline, self.instance, run_id=run_id, branch=branch,
-                                   partitions=plan.partitions, periods=plan.periods, full=full, verbose=verbose)
+                                   partitions=plan.partitions, periods=plan.periods, full=full, verbose=verbose,
+                                   deletions=deletions)
 
     def import_warnings(self, branch: str | None = None) -> list[str]:
         """What the importers left out or repaired in the sources, one line each, naming file and record."""
-        from synthex.purges import PurgeLedger
+        from synthex.core.purges import PurgeLedger
 
         purged = PurgeLedger(self.pipeline.data_dir).load()
         out = []
@@ -395,10 +383,18 @@ class ProjectApp:
         return runs
 
     # -- search (design doc §6) ---------------------------------------------------------------------
+    @cached_property
+    def search_strategies(self) -> StrategyRegistry:
+        """The search modes: built-in strategies and installed plugins' (``load_search_strategies``),
+        loaded once per app; plugins that failed to load are on its ``failures``."""
+        from synthex_resources.search.strategies import load_search_strategies
+
+        return load_search_strategies()
+
     def search(self, query: str, step: str | list[str] | None = None, exact: bool = False, branch: str | None = None,
                k: int = 10, mode: str = "hybrid", periods: list[str] | None = None,
                metadata: dict[str, Any] | None = None, rerank: str | None = None,
-               rerank_top_n: int = 20, as_of: str | None = None) -> list[SearchHit]:
+               rerank_top_n: int = 20, as_of: str | None = None) -> SearchResults:
         """Surface search at a step (altitude); ``exact=True`` is verbatim search in leaf steps by default.
 
         ``as_of``: when the question is asked; the conversational recipe resolves relative dates in the
@@ -406,7 +402,8 @@ class ProjectApp:
         model (``synthex_resources.search.rerank.LLMReranker``; cached like a step's calls); real model only."""
         from synthex_resources.search.memory_search import search_memory
 
-        return search_memory(self.pipeline, self.store, self.scope(branch), query, step=step, exact=exact, k=k,
+        return search_memory(self.pipeline, self.store, self.scope(branch), self.search_strategies, query,
+                             step=step, exact=exact, k=k,
                              mode=mode, periods=periods, metadata=metadata, rerank=rerank,
                              rerank_top_n=rerank_top_n, as_of=as_of)
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from synthex.app.facade import ProjectApp
-from synthex.definition import PipelineDefinition, Plan
-from synthex.progress import ProgressReporter
-from synthex.record import Record, Run
+from synthex.core.definition import PipelineDefinition, Plan
+from synthex.core.progress import ProgressReporter
+from synthex.core.record import Record, Run
 
 
 class Pipeline(PipelineDefinition):
@@ -47,7 +47,8 @@ class Pipeline(PipelineDefinition):
     def run(self, step: str | None = None, from_: str | None = None, full: bool = False, branch: str | None = None,
             progress: ProgressReporter | None = None, wait: bool = False, allow_deletions: bool = False) -> Run:
         """``wait=True``: wait for another run on the same branch instead of refusing. ``allow_deletions``:
-        proceed when a source lost more than 20 % of its items (or all of them)."""
+        apply the deletions the guard holds back (``synthex.core.deletions``: an export emptied or losing more than
+        20 % of at least 10 items, a table returning no rows)."""
         return self.app.run(step=step, from_=from_, full=full, branch=branch, progress=progress, wait=wait,
                             allow_deletions=allow_deletions)
 

@@ -20,16 +20,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from synthex.errors import BadInputError
-from synthex.naming import MAIN
-from synthex.periods import now_iso
-from synthex.project import branch_names
-from synthex.purges import LedgerEntry, PurgeLedger, source_key_hash
+from synthex.core.errors import BadInputError
+from synthex.core.naming import MAIN
+from synthex.core.periods import now_iso
+from synthex.core.project import branch_names
+from synthex.core.purges import LedgerEntry, PurgeLedger, source_key_hash
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from synthex.app.facade import ProjectApp
+    from synthex.app.services import AppServices
     from synthex_resources.purge import Cascade
 
 
@@ -66,9 +66,9 @@ class PurgeReport:
 
 
 class Purger:
-    """Purges for one ``ProjectApp`` (its store, Dagster instance and definition)."""
+    """Purges for one project (``AppServices``: a ``ProjectApp``) (its store, Dagster instance and definition)."""
 
-    def __init__(self, app: ProjectApp) -> None:
+    def __init__(self, app: AppServices) -> None:
         self.app = app
         self.pipeline = app.pipeline.root()
 
@@ -134,7 +134,7 @@ class Purger:
     # -- parts ------------------------------------------------------------------------------------
     def _ledger_entries(self, cascade: Cascade) -> tuple[list[LedgerEntry], dict[str, list[str]]]:
         """One entry per purged id; a source record's entry also names its item (by a hash of its key)."""
-        from synthex.steps import SourceStep
+        from synthex.core.steps import SourceStep
         from synthex_resources.step_context import SnapshotContext
 
         when = now_iso()
@@ -198,7 +198,7 @@ class Purger:
     def _sources_still_holding(self, forms: list[bytes]) -> list[str]:
         """Source files outside the data directory (the user's exports) that still contain the text: the
         ledger keeps it out of every run; the file itself is the user's to edit."""
-        from synthex.steps import SourceStep
+        from synthex.core.steps import SourceStep
         from synthex_resources.residue import occurrences
 
         out = []

@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from synthex.scope import BranchScope
+from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 
 MODES = ("auto", "float32", "binary")

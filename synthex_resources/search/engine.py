@@ -3,12 +3,15 @@
 - lexical: BM25 from LanceDB's native FTS index on ``content`` (persisted, updated as rows are
   written, filterable); the query is tokenized by our regex tokenizer first.
 - dense: cosine over the ``vector`` column, written once at record write time.
-- hybrid: reciprocal rank fusion of both candidate lists, ties broken by record id (so the ranking
-  does not depend on ingest order), then near-duplicate collapse and an optional reranker.
-- leaf-sum (the ``conversational`` recipe): representation records lend their scores to their leaf
-  turns, which are ranked instead (search/leaf_fusion.py).
 - exact: verbatim substring match (case-insensitive) in the chosen steps.
 Every filter (steps, branch, periods, metadata) is applied inside the index query (prefilter).
+
+How the legs become one ranking is the search strategy's (search/strategies.py): the engine builds the
+request and calls ``strategy.search(self, request)``. Built-ins (search/builtin_strategies.py): BM25 or
+dense alone, hybrid (reciprocal rank fusion of both candidate lists, ties broken by record id so the
+ranking does not depend on ingest order, then near-duplicate collapse and an optional reranker) and
+leaf-sum (the ``conversational`` strategy: representation records lend their scores to their leaf
+turns, which are ranked instead, search/leaf_fusion.py).
 
 An encrypted store (synthex_resources/encryption.py) has no FTS index (it would index ciphertext): its
 lexical leg is BM25 over the decrypted text in memory (search/memory_lexical.py), scored like the FTS
@@ -21,38 +24,29 @@ import json
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 
-from synthex.record import Record
-from synthex.scope import BranchScope
+from synthex.core.record import Record
+from synthex.core.scope import BranchScope
 from synthex_resources.commits import with_commit_retry
 from synthex_resources.record_store import LIGHT_COLUMNS, RECORDS, RecordStore
+from synthex_resources.search.builtin_strategies import HYBRID
 from synthex_resources.search.dense_index import dense_index
-from synthex_resources.search.leaf_fusion import leaf_sum_search
 from synthex_resources.search.memory_lexical import memory_bm25
-from synthex_resources.search.recipes import HYBRID_RRF, SearchConfig
+from synthex_resources.search.strategies import SearchStrategy
 from synthex_resources.search.tokenize import tokenize
+from synthex_resources.search.types import SearchHit, SearchRequest, SearchResults
 from synthex_resources.store import filters
 from synthex_resources.store.filters import RecordFilter
 
+__all__ = ["FTS_COLUMN", "SearchEngine", "SearchHit", "SearchResults", "top_with_ties"]
+
 FTS_COLUMN = "content"
 COMPACT_FROM_FRAGMENTS = 64  # ensure_index compacts the records table from this many fragments
-
-
-@dataclass
-class SearchHit(Record):
-    score: float = 0.0
-    ranks: dict[str, int] = field(default_factory=dict)  # rank in each candidate list (1-based)
-    collapsed: list[str] = field(default_factory=list)  # near-duplicate ids folded into this hit
-
-    def to_hit_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "step": self.step, "branch": self.branch, "score": round(self.score, 6),
-                "content": self.content, "sources": list(self.source_ids), "metadata": self.metadata,
-                "period": self.period, "ranks": self.ranks, "collapsed": self.collapsed}
 
 
 def top_with_ties(fetch: Callable[[int], list[tuple[str, float]]], n: int) -> list[tuple[str, float]]:
@@ -230,65 +224,28 @@ class SearchEngine:
 
     # -- search -----------------------------------------------------------------------------------
     def search(self, query: str, steps: list[str] | None = None, scope: BranchScope | None = None, k: int = 10,
-               config: SearchConfig = HYBRID_RRF, periods: list[str] | None = None,
+               strategy: SearchStrategy = HYBRID, periods: list[str] | None = None,
                metadata: dict[str, Any] | None = None, exact: bool = False,
-               query_vector: np.ndarray | None = None, as_of: datetime | str | None = None) -> list[SearchHit]:
-        """``as_of``: when the question is asked; leaf-sum search (the conversational recipe) resolves
-        relative dates in the query against it ("last week", search/temporal.py). Others ignore it.
-        ``scope``: the branch read, with the branches serving its inherited steps (default: main's rows)."""
+               query_vector: np.ndarray | None = None, as_of: datetime | str | None = None) -> SearchResults:
+        """The top ``k`` hits as ``strategy`` ranks them (``exact``: verbatim matches instead), with the
+        search's warnings (``SearchResults.warnings``: a reranker that could not rank). ``as_of``: when the
+        question is asked; leaf-sum search (the conversational strategy) resolves relative dates in the
+        query against it ("last week", search/temporal.py). Others ignore it."""
         with self.store.pinned_version():
-            return self._search(query, steps, scope or BranchScope.own(), k, config, periods, metadata, exact,
+            return self._search(query, steps, scope or BranchScope.own(), k, strategy, periods, metadata, exact,
                                 query_vector, as_of)
 
-    def _search(self, query: str, steps: list[str] | None, scope: BranchScope, k: int, config: SearchConfig,
+    def _search(self, query: str, steps: list[str] | None, scope: BranchScope, k: int, strategy: SearchStrategy,
                 periods: list[str] | None, metadata: dict[str, Any] | None, exact: bool,
-                query_vector: np.ndarray | None, as_of: datetime | str | None) -> list[SearchHit]:
+                query_vector: np.ndarray | None, as_of: datetime | str | None) -> SearchResults:
         rows_filter = self.record_filter(steps, scope, periods, metadata)
         where = filters.where(rows_filter) or "TRUE"
         if exact:
-            return self.exact(query, rows_filter, k, metadata)
-        if config.fusion == "leaf-sum":
-            if metadata:
-                raise ValueError("leaf-sum search (the conversational recipe) takes step, branch and period "
-                                 "filters, not metadata filters")
-            return leaf_sum_search(self, query, steps, scope, k, config, periods, as_of)
-        in_memory = not metadata
-        legs: dict[str, Any] = {}
-        if config.lexical:
-            legs["lexical"] = lambda: self.lexical(query, where, max(config.lexical_pool, k))
-        if config.dense:
-            legs["dense"] = lambda: self.dense(query, rows_filter, max(config.dense_pool, k), query_vector, steps=steps,
-                                               scope=scope, periods=periods, in_memory=in_memory)
-        if len(legs) > 1:  # the two legs wait on different things (index I/O, the embedder): overlap them
-            futures = {name: self.submit(fn) for name, fn in legs.items()}
-            lists = {name: f.result() for name, f in futures.items()}
-        else:
-            lists = {name: fn() for name, fn in legs.items()}
-        weights = {"lexical": config.lexical_weight, "dense": config.dense_weight}
-        fused: dict[str, float] = {}
-        ranks: dict[str, dict[str, int]] = {}
-        for name, pairs in lists.items():
-            for rank, (rid, raw_score) in enumerate(pairs, start=1):
-                ranks.setdefault(rid, {})[name] = rank
-                if len(lists) == 1:  # a single list keeps its own score (BM25 score / cosine similarity)
-                    fused[rid] = raw_score
-                else:
-                    fused[rid] = fused.get(rid, 0.0) + weights[name] / (config.rrf_k + rank)
-        order = sorted(fused, key=lambda i: (-fused[i], i))
-        want = len(order) if config.reranker is not None else k
-        kept, collapsed = self._collapse(order, config.dedup_cosine, want, in_memory)
-        rows = self.store.records.rows_by_id(kept, scope=scope)  # the rows this branch reads
-        hits = []
-        for rid in kept:
-            if rid not in rows:
-                continue
-            hit = self._hit(rows[rid], fused[rid], ranks.get(rid, {}))
-            hit.collapsed = collapsed.get(rid, [])
-            if self._meta_ok(hit, metadata):
-                hits.append(hit)
-        if config.reranker is not None:
-            hits = list(config.reranker(query, hits))
-        return hits[:k]
+            return SearchResults(self.exact(query, rows_filter, k, metadata))
+        request = SearchRequest(query=query, steps=steps, scope=scope, k=k, where=where, rows=rows_filter,
+                                periods=periods,
+                                metadata=metadata, query_vector=query_vector, as_of=as_of)
+        return strategy.search(self, request)
 
     def _collapse(self, order: list[str], threshold: float | None, want: int,
                   in_memory: bool) -> tuple[list[str], dict[str, list[str]]]:

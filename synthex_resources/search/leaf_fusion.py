@@ -24,27 +24,41 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from synthex.scope import BranchScope
+from synthex.core.scope import BranchScope
 from synthex_resources.record_store import LIGHT_COLUMNS
 from synthex_resources.search import multihop
 from synthex_resources.search.dense_index import dense_index
 from synthex_resources.search.leaf_scope import Scope, scope_for
-from synthex_resources.search.recipes import SearchConfig
 from synthex_resources.search.temporal import time_window
 from synthex_resources.search.tokenize import tokenize
-
-if TYPE_CHECKING:
-    from synthex_resources.search.engine import SearchEngine, SearchHit
+from synthex_resources.search.types import Reranker, SearchBackend, SearchHit, SearchResults, SearchWarning
 
 # Records scored per leg when the scope is past the dense index's ANN threshold (search/dense_index.py):
 # the shortlist plus the lexical leg's hits. A record outside both would add a small dense score (below
 # the 2,000th best of the scope) to a leaf that no other leg found.
 DENSE_SHORTLIST = 2000
 
+
+class LeafSumOptions(multihop.MultiHopOptions, Protocol):
+    """The leaf-sum strategy's parameters this module reads (``strategies.LeafSum``, which calls it)."""
+
+    lexical: bool
+    dense: bool
+    lexical_pool: int
+    lexical_weight: float
+    dense_weight: float
+    leaf_dense_weight: float
+    neighbour_weight: float
+    date_weight: float
+    drop_participants: bool
+    relative_dates: bool
+    reranker: Reranker | None
+
+    def rerank(self, query: str, hits: list[SearchHit]) -> tuple[list[SearchHit], list[SearchWarning]]: ...
 
 
 def without_names(query: str, names: set[str]) -> str:
@@ -80,8 +94,8 @@ def _with_candidates(index: Any, qvec: np.ndarray, short: tuple[np.ndarray, np.n
     return ids.tolist() + list(vectors), np.concatenate([sims, extra])
 
 
-def _first_stage(engine: SearchEngine, scope: Scope, text: str, steps: list[str] | None, reads: BranchScope,
-                 periods: list[str] | None, config: SearchConfig) -> np.ndarray:
+def _first_stage(engine: SearchBackend, scope: Scope, text: str, steps: list[str] | None, reads: BranchScope,
+                 periods: list[str] | None, config: LeafSumOptions) -> np.ndarray:
     """Steps 1-3: the legs' scores per leaf, summed, with neighbour credit."""
     where = engine.where(steps, reads, periods)
     n = len(scope.leaf_ids)
@@ -142,14 +156,14 @@ def _first_stage(engine: SearchEngine, scope: Scope, text: str, steps: list[str]
     return total
 
 
-def leaf_sum_search(engine: SearchEngine, query: str, steps: list[str] | None, reads: BranchScope, k: int,
-                    config: SearchConfig, periods: list[str] | None = None,
-                    as_of: datetime | str | None = None) -> list[SearchHit]:
+def leaf_sum_search(engine: SearchBackend, query: str, steps: list[str] | None, reads: BranchScope, k: int,
+                    config: LeafSumOptions, periods: list[str] | None = None,
+                    as_of: datetime | str | None = None) -> SearchResults:
     where = engine.where(steps, reads, periods)
     scope = scope_for(engine, where)
     n = len(scope.leaf_ids)
     if not n:
-        return []
+        return SearchResults()
     text = without_names(query, scope.participants) if config.drop_participants else query
     total = _first_stage(engine, scope, text, steps, reads, periods, config)
     total = multihop.rescore(engine, scope, where, text, total, config,  # multi-hop strategies, off by default
@@ -170,8 +184,8 @@ def leaf_sum_search(engine: SearchEngine, query: str, steps: list[str] | None, r
     # An extended scope may still hold leaves deleted since its build (search/leaf_scope.py): a few more
     # candidates are taken, and the deleted ones are skipped when the hits are read back.
     want = k + 10 if scope.extended_from is not None else k
-    if config.reranker is not None:  # the reranker sees its own pool (LLMReranker.top_n), then the top k is cut
-        want = max(want, int(getattr(config.reranker, "top_n", 20)))
+    if config.reranker is not None:  # the reranker sees its own pool (its top_n), then the top k is cut
+        want = max(want, config.reranker.top_n)
     pool = want * config.diversify_pool if config.diversify else want
     if len(candidates) > pool:  # keep the top pool and everything tied with its last, then order exactly
         kth = np.partition(total[candidates], -pool)[-pool]
@@ -180,6 +194,6 @@ def leaf_sum_search(engine: SearchEngine, query: str, steps: list[str] | None, r
     order = multihop.diversify(engine, scope, total, order, want, config)  # the first ones unless diversifying
     rows = engine.store.records.rows_by_id([scope.leaf_ids[i] for i in order], LIGHT_COLUMNS, scope=reads)
     hits = [engine._hit(rows[scope.leaf_ids[i]], float(total[i]), {}) for i in order if scope.leaf_ids[i] in rows]
-    if config.reranker is not None:
-        hits = list(config.reranker(query, hits))
-    return hits[:k]
+    hits, warnings = config.rerank(query, hits)
+    return SearchResults(hits[:k], warnings)
+

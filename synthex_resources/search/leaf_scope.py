@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from synthex.periods import parse_timestamp
+from synthex.core.periods import parse_timestamp
 from synthex_resources.record_store import RECORDS
 from synthex_resources.search.tokenize import tokenize
 
 if TYPE_CHECKING:
-    from synthex_resources.search.engine import SearchEngine
+    from synthex_resources.search.types import SearchBackend as SearchEngine  # the engine, as fusions see it
 
 INCREMENTAL_FROM = 5_000  # leaves: below this a full build is quick (~0.5 s here) and exact
 _COLUMNS = ["id", "sources", "step", "metadata", "created_at"]

@@ -7,24 +7,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from synthex.definition import PipelineDefinition
-from synthex.errors import BadInputError, PipelineDefinitionError
-from synthex.scope import BranchScope
+from synthex.core.definition import PipelineDefinition
+from synthex.core.errors import BadInputError, PipelineDefinitionError
+from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
-from synthex_resources.search.engine import SearchEngine, SearchHit
-from synthex_resources.search.recipes import RECIPES
+from synthex_resources.search.engine import SearchEngine
+from synthex_resources.search.strategies import StrategyRegistry
+from synthex_resources.search.types import SearchResults
 
 
-def search_memory(pipeline: PipelineDefinition, store: RecordStore, scope: BranchScope, query: str, *,
-                  step: str | list[str] | None = None, exact: bool = False, k: int = 10, mode: str = "hybrid",
-                  periods: list[str] | None = None, metadata: dict[str, Any] | None = None,
-                  rerank: str | None = None, rerank_top_n: int = 20, as_of: str | None = None) -> list[SearchHit]:
+def search_memory(pipeline: PipelineDefinition, store: RecordStore, scope: BranchScope, strategies: StrategyRegistry,
+                  query: str, *, step: str | list[str] | None = None, exact: bool = False, k: int = 10,
+                  mode: str = "hybrid", periods: list[str] | None = None, metadata: dict[str, Any] | None = None,
+                  rerank: str | None = None, rerank_top_n: int = 20, as_of: str | None = None) -> SearchResults:
     """Surface search at a step (altitude); ``exact=True`` is verbatim search in leaf steps by default.
+    ``mode``: a name of ``strategies`` (the registry every door lists). The hits come with the search's
+    warnings (``SearchResults.warnings``: a reranker that could not rank).
 
-    ``as_of``: when the question is asked; the conversational recipe resolves relative dates in the
-    query ("last week") against it. ``rerank="llm"``: the recipe's top ``rerank_top_n`` hits are reordered
-    by one call to the configured model (``synthex_resources.search.rerank.LLMReranker``; cached like a
-    step's calls); real model only."""
+    ``as_of``: when the question is asked; the conversational strategy resolves relative dates in the
+    query ("last week") against it. ``rerank="llm"``: the strategy's top ``rerank_top_n`` hits are
+    reordered by one call to the configured model (``synthex_resources.search.rerank.LLMReranker``;
+    cached like a step's calls); real model only."""
     if step is None:
         steps = pipeline.leaf_steps() if exact else pipeline.search_steps()
     else:
@@ -32,11 +35,12 @@ def search_memory(pipeline: PipelineDefinition, store: RecordStore, scope: Branc
     for s in steps:
         if s not in pipeline.steps:
             raise PipelineDefinitionError(f"unknown step {s!r}; steps: {', '.join(pipeline.steps)}")
-    if mode not in RECIPES:
-        raise PipelineDefinitionError(f"unknown search mode {mode!r}; expected one of {', '.join(RECIPES)}")
+    if mode not in strategies:
+        raise PipelineDefinitionError(f"unknown search mode {mode!r}; expected one of {', '.join(strategies.names())}")
+    strategy = strategies.get(mode)
     if k < 1:
         raise BadInputError(f"k must be at least 1 (got {k})")
-    if metadata and RECIPES[mode].fusion == "leaf-sum":
+    if metadata and not strategy.takes_metadata_filter:
         raise PipelineDefinitionError(f"search mode {mode!r} ranks turns and takes no metadata filter "
                                       f"(it would silently cut the top k); use step, branch and period filters")
     if rerank not in (None, "llm"):
@@ -44,7 +48,7 @@ def search_memory(pipeline: PipelineDefinition, store: RecordStore, scope: Branc
     if rerank and exact:
         raise BadInputError("exact (verbatim) search is not reranked; drop --rerank or --exact")
     if rerank is None:
-        return SearchEngine(store).search(query, steps=steps, scope=scope, k=k, config=RECIPES[mode],
+        return SearchEngine(store).search(query, steps=steps, scope=scope, k=k, strategy=strategy,
                                           periods=periods, metadata=metadata, exact=exact, as_of=as_of)
     from synthex_resources.llm import LLMConfig
     from synthex_resources.search.rerank import LLMReranker
@@ -54,8 +58,8 @@ def search_memory(pipeline: PipelineDefinition, store: RecordStore, scope: Branc
         raise BadInputError("--rerank llm needs a real model: set OPENAI_API_KEY and/or OPENAI_BASE_URL "
                             "(the offline stand-in cannot rank)")
     reranker = LLMReranker(llm.get_completer(cache=store.llm_cache), llm.resolved()["model"], top_n=rerank_top_n)
-    # The engine applies the recipe's reranker to its own candidate pool (rrf: every fused candidate;
-    # leaf-sum: the top ``top_n`` turns), so every caller of the engine gets the same ranking.
+    # The strategy applies its reranker to its own candidate pool (record fusions: every fused
+    # candidate; leaf-sum: the top ``top_n`` turns), so every caller of the engine gets the same ranking.
     return SearchEngine(store).search(query, steps=steps, scope=scope, k=k,
-                                      config=RECIPES[mode].with_(reranker=reranker), periods=periods,
+                                      strategy=strategy.with_(reranker=reranker), periods=periods,
                                       metadata=metadata, as_of=as_of)

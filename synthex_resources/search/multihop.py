@@ -2,20 +2,21 @@
 
 A question like "What activities does Melanie partake in?" is answered by several turns, often in
 different sessions, and the first stage (search/leaf_fusion.py) tends to fill the top k with the one
-best-matching exchange and its neighbours. Four LLM-free strategies, each switched by a field of
-``SearchConfig`` (all off by default), each measured on LoCoMo in docs/benchmarks.md:
+best-matching exchange and its neighbours. Four LLM-free strategies, each switched by a parameter of
+the leaf-sum strategy (``LeafSum``, all off by default), each measured on LoCoMo in docs/benchmarks.md:
 
 (a) ``decompose``: split the question on conjunctions and lists ("X and Y", "A, B or C") and, when it
     names several rare entities, into one sub-query per entity; score each part with the first stage and
-    add the parts' normalized scores (``"sum"``) or their best (``"max"``), so every part gets coverage.
+    add the parts' normalized scores (``Decompose.SUM``, as their mean) or their best (``Decompose.MAX``),
+    so every part gets coverage.
 (b) ``entity_weight``: turns that share rare terms (capitalized entities and words few turns use) with
     the top first-stage hits get credit in proportion to the hit's score and the share of its rare terms.
 (c) ``ppr_weight``: personalized PageRank over an LLM-free graph (turn - adjacent turn, turn - rare
     term - turn: HippoRAG's bipartite passage/phrase graph with a lexicon instead of OpenIE), seeded by
     the first-stage hits' scores (synaptic notes: graph expansion + PPR + MMR over a lexical graph).
-(d) ``diversify``: ``"mmr"`` re-orders the top candidates by maximal marginal relevance on the turns'
-    own embeddings (Carbonell & Goldstein 1998); ``"session"`` discounts a turn by ``session_penalty``
-    for each turn of its session already selected.
+(d) ``diversify``: ``Diversify.MMR`` re-orders the top candidates by maximal marginal relevance on the
+    turns' own embeddings (Carbonell & Goldstein 1998); ``Diversify.SESSION`` discounts a turn by
+    ``session_penalty`` for each turn of its session already selected.
 
 The per-scope lexicon (rare terms per turn, sessions) is cached per (table version, scope) on the
 store, separately from leaf_fusion's bookkeeping; it reads only the leaves' ids, order and adjacency.
@@ -28,20 +29,34 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 from scipy import sparse
 
-from synthex.enrich.words import STOPWORDS
+from synthex.core.enrich.words import STOPWORDS
 from synthex_resources.search.dense_index import dense_index
 from synthex_resources.search.tokenize import tokenize
-
-if TYPE_CHECKING:
-    from synthex_resources.search.engine import SearchEngine
-    from synthex_resources.search.recipes import SearchConfig
+from synthex_resources.search.types import Decompose, Diversify, SearchBackend
 
 Scorer = Callable[[str], np.ndarray]  # sub-query text -> first-stage score per leaf
+
+
+class MultiHopOptions(Protocol):
+    """The leaf-sum strategy's parameters this module reads (``leaf_fusion.LeafSum``)."""
+
+    decompose: Decompose
+    decompose_weight: float
+    entity_weight: float
+    ppr_weight: float
+    expand_seeds: int
+    ppr_restart: float
+    rare_df: int
+    diversify: Diversify
+    diversify_pool: int
+    mmr_lambda: float
+    session_penalty: float
+
 
 _CAPITALIZED = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-zA-Z]+)")
 _NAMED = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-zA-Z]+(?:\s+[A-Z][a-zA-Z]+)*)")  # "Grand Canyon": one entity
@@ -89,7 +104,7 @@ def _sessions(prev: np.ndarray) -> np.ndarray:
     return np.cumsum(prev < 0) - 1
 
 
-def _build(engine: SearchEngine, leaf_ids: list[str], prev: np.ndarray, nxt: np.ndarray,
+def _build(engine: SearchBackend, leaf_ids: list[str], prev: np.ndarray, nxt: np.ndarray,
            participants: set[str], rare_df: int) -> Lexicon:
     rows = engine.store.records.rows_by_id(leaf_ids, ["id", "content", "metadata"])
     n = len(leaf_ids)
@@ -128,7 +143,7 @@ def _build(engine: SearchEngine, leaf_ids: list[str], prev: np.ndarray, nxt: np.
                    session=_sessions(prev), adjacency=_adjacency(nxt), leaf_ids=leaf_ids)
 
 
-def lexicon(engine: SearchEngine, where: str, scope: Any, rare_df: int) -> Lexicon:
+def lexicon(engine: SearchBackend, where: str, scope: Any, rare_df: int) -> Lexicon:
     """The scope's lexicon at the table's current version: cached, padded when the scope only appended
     leaves to the one it was made for, else built from the leaves' text."""
     tbl = engine.store.records_table()
@@ -166,7 +181,14 @@ def sub_queries(text: str, rare_entities: set[str] | None = None) -> list[str]:
     return []
 
 
-def decompose(text: str, total: np.ndarray, score: Scorer, mode: str, weight: float,
+# How the parts' normalized scores (one row per part) are combined per leaf.
+_COMBINE: dict[Decompose, Callable[[np.ndarray], np.ndarray]] = {
+    Decompose.SUM: lambda stack: stack.mean(axis=0),  # the sum scaled by the number of parts
+    Decompose.MAX: lambda stack: stack.max(axis=0),
+}
+
+
+def decompose(text: str, total: np.ndarray, score: Scorer, mode: Decompose, weight: float,
               vocab: dict[str, int]) -> np.ndarray:
     parts = sub_queries(text, set(vocab))
     if not parts or total.max() <= 0:
@@ -176,7 +198,7 @@ def decompose(text: str, total: np.ndarray, score: Scorer, mode: str, weight: fl
         s = score(part)
         scored.append(s / s.max() if s.max() > 0 else s)
     stack = np.vstack(scored)
-    combined = stack.max(axis=0) if mode == "max" else stack.mean(axis=0)
+    combined = _COMBINE[mode](stack)
     return total + weight * total.max() * combined
 
 
@@ -244,7 +266,7 @@ def pagerank(lex: Lexicon, total: np.ndarray, seeds: int, restart: float, iterat
     return mass / mass.max() if mass.max() > 0 else mass
 
 
-def rescore(engine: SearchEngine, scope: Any, where: str, text: str, total: np.ndarray, config: SearchConfig,
+def rescore(engine: SearchBackend, scope: Any, where: str, text: str, total: np.ndarray, config: MultiHopOptions,
             score: Scorer) -> np.ndarray:
     """Strategies (a)-(c) on the first-stage scores (before the date prior)."""
     if not (config.decompose or config.entity_weight or config.ppr_weight) or total.max() <= 0:
@@ -262,38 +284,51 @@ def rescore(engine: SearchEngine, scope: Any, where: str, text: str, total: np.n
 
 
 # -- (d) diversification ---------------------------------------------------------------------------
-def diversify(engine: SearchEngine, scope: Any, total: np.ndarray, order: np.ndarray, k: int,
-              config: SearchConfig) -> np.ndarray:
+def _by_session(engine: SearchBackend, scope: Any, pool: np.ndarray, rel: np.ndarray, k: int,
+                config: MultiHopOptions) -> list[int]:
+    session = _sessions(scope.prev)[pool]
+    left = list(range(len(pool)))
+    chosen: list[int] = []
+    taken: dict[int, int] = {}
+    while left and len(chosen) < k:
+        adj = [rel[i] * (1 - config.session_penalty) ** taken.get(int(session[i]), 0) for i in left]
+        best = left.pop(int(np.argmax(adj)))  # argmax: first of equals, i.e. the better first-stage rank
+        chosen.append(best)
+        taken[int(session[best])] = taken.get(int(session[best]), 0) + 1
+    return chosen
+
+
+def _mmr(engine: SearchBackend, scope: Any, pool: np.ndarray, rel: np.ndarray, k: int,
+         config: MultiHopOptions) -> list[int]:
+    vectors = dense_index(engine.store).vectors_of([scope.leaf_ids[i] for i in pool])
+    dim = len(next(iter(vectors.values()))) if vectors else 1
+    mat = np.stack([vectors.get(scope.leaf_ids[i], np.zeros(dim, np.float32)) for i in pool]).astype(np.float64)
+    sims = mat @ mat.T
+    best_sim = np.full(len(pool), -np.inf)
+    lam = config.mmr_lambda
+    left = list(range(len(pool)))
+    chosen: list[int] = []
+    while left and len(chosen) < k:
+        cand = np.array(left)
+        redundancy = np.where(np.isfinite(best_sim[cand]), best_sim[cand], 0.0)
+        value = lam * rel[cand] - (1 - lam) * redundancy
+        best = int(cand[int(np.argmax(value))])
+        left.remove(best)
+        chosen.append(best)
+        best_sim = np.maximum(best_sim, sims[best])
+    return chosen
+
+
+# Each way of re-selecting: (engine, scope, pool, relevance in the pool, k, options) -> pool positions.
+_DIVERSIFY: dict[Diversify, Callable[..., list[int]]] = {Diversify.SESSION: _by_session, Diversify.MMR: _mmr}
+
+
+def diversify(engine: SearchBackend, scope: Any, total: np.ndarray, order: np.ndarray, k: int,
+              config: MultiHopOptions) -> np.ndarray:
     """Re-select the top ``k`` from ``order`` (candidates best first, a pool of several k)."""
     if not config.diversify or len(order) <= 1:
         return order[:k]
     pool = order[: max(k * config.diversify_pool, k)]
     rel = total[pool] / (total[pool].max() or 1.0)
-    chosen: list[int] = []
-    left = list(range(len(pool)))
-    if config.diversify == "session":
-        session = _sessions(scope.prev)[pool]
-        taken: dict[int, int] = {}
-        while left and len(chosen) < k:
-            adj = [rel[i] * (1 - config.session_penalty) ** taken.get(int(session[i]), 0) for i in left]
-            best = left.pop(int(np.argmax(adj)))  # argmax: first of equals, i.e. the better first-stage rank
-            chosen.append(best)
-            taken[int(session[best])] = taken.get(int(session[best]), 0) + 1
-    elif config.diversify == "mmr":
-        vectors = dense_index(engine.store).vectors_of([scope.leaf_ids[i] for i in pool])
-        dim = len(next(iter(vectors.values()))) if vectors else 1
-        mat = np.stack([vectors.get(scope.leaf_ids[i], np.zeros(dim, np.float32)) for i in pool]).astype(np.float64)
-        sims = mat @ mat.T
-        best_sim = np.full(len(pool), -np.inf)
-        lam = config.mmr_lambda
-        while left and len(chosen) < k:
-            cand = np.array(left)
-            redundancy = np.where(np.isfinite(best_sim[cand]), best_sim[cand], 0.0)
-            value = lam * rel[cand] - (1 - lam) * redundancy
-            best = int(cand[int(np.argmax(value))])
-            left.remove(best)
-            chosen.append(best)
-            best_sim = np.maximum(best_sim, sims[best])
-    else:
-        raise ValueError(f"unknown diversify strategy {config.diversify!r} (use 'mmr' or 'session')")
+    chosen = _DIVERSIFY[config.diversify](engine, scope, pool, rel, k, config)
     return pool[np.array(chosen, dtype=np.int64)]

@@ -1,4 +1,5 @@
-"""An LLM reranker for the ``SearchConfig.reranker`` hook: one model call per query.
+"""An LLM reranker for a search strategy's ``reranker`` (``strategy.with_(reranker=...)``): one model
+call per query.
 
 No cross-encoder ships its weights inside a PyPI package (the rerankers on PyPI download them from a
 model hub at run time), so the offline reranker is a model behind the LLM resource: the top ``top_n``
@@ -6,9 +7,14 @@ hits are listed numbered (short excerpts) and the model replies with the numbers
 
 The reply is parsed leniently (``[3]``, ``3.``, ``#3``, "3, 1, 2"; dates, times and out-of-range
 numbers are ignored; repeats count once). Hits the reply names come first, in its order; the other
-top hits keep their order after them; hits past ``top_n`` follow unchanged. A reply that names no hit
-(or a failed call) leaves the order as it was, and is counted in ``stats.failures``. Wall time per
-call goes to ``stats.latencies``. The prompt gives no example order: a small model copies it.
+top hits keep their order after them; hits past ``top_n`` follow unchanged. Wall time per call goes to
+``stats.latencies``. The prompt gives no example order: a small model copies it.
+
+A reply that names no hit, or a failed call, leaves the order as it was (the search still answers, as
+it would without ``--rerank``) and is said, never swallowed: ``rerank`` returns a ``SearchWarning``
+naming the problem (the search passes it on: ``SearchResults.warnings``, which ``synthex search``
+prints and the MCP tool returns), it is logged on the ``synthex.search`` logger and counted in
+``stats.failures``.
 """
 
 from __future__ import annotations
@@ -20,7 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from synthex.llm import Completer
+from synthex.core.llm import Completer
+from synthex.core.redact import redact
+from synthex_resources.search.types import Reranked, Reranker, SearchProblem, SearchWarning, log
 
 RERANK_PROMPT = """Rank the excerpts by how well they answer the question.
 
@@ -71,8 +79,11 @@ def parse_order(reply: str, n: int) -> list[int]:
     return out
 
 
-class LLMReranker:
-    """``reranker(query, hits) -> hits``: reorder the top ``top_n`` hits with one model call."""
+class LLMReranker(Reranker):
+    """Reorders the top ``top_n`` hits with one model call: ``rerank(query, hits)`` (the hits and a
+    warning when it could not), or ``reranker(query, hits) -> hits``."""
+
+    name = "llm"
 
     def __init__(self, completer: Completer, model: str | None = None, top_n: int = 20,
                  excerpt_chars: int = 160, temperature: float = 0.0, prompt: str = RERANK_PROMPT) -> None:
@@ -90,15 +101,25 @@ class LLMReranker:
         return self.template.format(query=query.strip(), excerpts=lines)
 
     def order(self, query: str, hits: Sequence[Any]) -> list[int] | None:
-        """The model's order of ``hits`` (0-based, every hit once), or None when the reply is unusable."""
+        """The model's order of ``hits`` (0-based, every hit once), or None when it gave none."""
+        order, _warning = self._order(query, hits)
+        return order
+
+    def _order(self, query: str, hits: Sequence[Any]) -> tuple[list[int] | None, SearchWarning | None]:
         start = time.perf_counter()
         reply = ""
+        warning = None
         try:
             [completion] = self.completer.complete_many([self.prompt(query, hits)], self.model, self.temperature)
             reply = completion.text
             named = parse_order(reply, len(hits))
-        except Exception:  # a failed call must not fail the search: keep the first-stage order
+            if not named:
+                warning = SearchWarning(SearchProblem.RERANK_UNUSABLE_REPLY, self.name,
+                                        f"reply: {excerpt(reply, 80)!r}")
+        except Exception as exc:  # the search answers in first-stage order, and says why (below)
             named = []
+            message = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+            warning = SearchWarning(SearchProblem.RERANK_CALL_FAILED, self.name, redact(message))
         elapsed = time.perf_counter() - start
         with self._lock:
             self.stats.calls += 1
@@ -106,16 +127,20 @@ class LLMReranker:
             self.stats.replies.append(reply)
             if not named:
                 self.stats.failures += 1
+        if warning is not None:
+            log.warning("%s", warning)
         if not named:
-            return None
-        return named + [i for i in range(len(hits)) if i not in named]
+            return None, warning
+        return named + [i for i in range(len(hits)) if i not in named], None
 
-    def __call__(self, query: str, hits: list[Any]) -> list[Any]:
+    def rerank(self, query: str, hits: Sequence[Any]) -> Reranked:
         head, tail = list(hits[: self.top_n]), list(hits[self.top_n:])
         if len(head) < 2:
-            return list(hits)
-        order = self.order(query, head)
+            return Reranked(list(hits))
+        order, warning = self._order(query, head)
         if order is None:
-            return list(hits)
-        return [head[i] for i in order] + tail
+            return Reranked(list(hits), warning)
+        return Reranked([head[i] for i in order] + tail)
 
+    def __call__(self, query: str, hits: list[Any]) -> list[Any]:
+        return self.rerank(query, hits).hits

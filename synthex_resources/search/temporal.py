@@ -7,7 +7,7 @@ was one of the signals that carried their LongMemEval gains). A window is genero
 side, because people report an event some days after it happened.
 
 Relative expressions ("last week", "two months ago") need the date the question is asked on: with
-``as_of`` they are resolved by ``synthex.enrich.dates.resolve_dates`` (the same resolver enrichment
+``as_of`` they are resolved by ``synthex.core.enrich.dates.resolve_dates`` (the same resolver enrichment
 uses on the records), as are spans it places without an anchor ("the summer of 2022").
 """
 
@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
-from synthex.enrich.dates import parse_anchor, resolve_dates
+from synthex.core.enrich.dates import parse_anchor, resolve_dates
 
 _MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
 _MONTHS |= {name.lower(): i for i, name in enumerate(calendar.month_abbr) if name}

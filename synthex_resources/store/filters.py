@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from synthex.scope import BranchScope
+from synthex.core.scope import BranchScope
 
 ID_CHUNK = 500  # ids per IN (...) list: larger lists cost more to parse than a second query
 

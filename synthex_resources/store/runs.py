@@ -6,7 +6,7 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from synthex.record import Run, RunStats, RunStatus
+from synthex.core.record import Run, RunStats, RunStatus
 from synthex_resources.store import filters
 from synthex_resources.store.schemas import RUN_STEPS, RUN_STEPS_SCHEMA, RUNS, RUNS_SCHEMA
 from synthex_resources.store.tables import LanceTables

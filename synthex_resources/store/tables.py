@@ -20,8 +20,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from synthex.errors import SynthexError
-from synthex.hashing import fingerprint
+from synthex.core.errors import SynthexError
+from synthex.core.hashing import fingerprint
 from synthex_resources.commits import with_commit_retry
 from synthex_resources.encryption import StoreCipher, configured_key, ensure_marker, open_cipher
 from synthex_resources.store.schemas import RECORDS

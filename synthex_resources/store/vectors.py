@@ -8,8 +8,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from synthex.record import Record
-from synthex.scope import BranchScope
+from synthex.core.record import Record
+from synthex.core.scope import BranchScope
 from synthex_resources.embedder import Embedder
 from synthex_resources.store import filters
 from synthex_resources.store.filters import RecordFilter

@@ -1,0 +1,457 @@
+"""The pipeline definition: a memory architecture as a DAG of steps (design doc §4); pure data.
+
+Nothing here runs, stores or searches: ``synthex.app.Pipeline`` adds that on top. Lower layers take a
+``PipelineDefinition``.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from synthex.core.branch_files import branch_module
+from synthex.core.errors import PipelineDefinitionError
+from synthex.core.hashing import stable_hash
+from synthex.core.naming import MAIN, check_branch_name
+from synthex.core.record import Record
+from synthex.core.scope import BranchScope
+from synthex.core.steps import (
+    AggregateStep,
+    FoldStep,
+    MergeStep,
+    SourceStep,
+    Step,
+    TransformStep,
+    get_step_kind,
+    step_kinds,
+)
+from synthex.core.steps.base import callable_ref
+
+SURFACES = ("projection", "search")
+S = TypeVar("S", bound=Step)
+
+
+@dataclass
+class Output:
+    name: str
+    from_: list[str]
+    surface: str
+    on_update: Callable[[dict[str, Any]], Any] | str | None = None
+
+
+@dataclass
+class Plan:
+    """What ``run`` would do: steps and (step -> periods) to process, with estimates."""
+
+    branch: str
+    steps: list[str]
+    partitions: dict[str, list[str]]
+    estimates: dict[str, float]
+    per_step: dict[str, dict[str, Any]]
+    periods: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"branch": self.branch, "steps": self.steps, "estimates": self.estimates,
+                "per_step": self.per_step, "partitions": self.partitions, "periods": self.periods}
+
+
+def _as_list(value: str | list[str] | tuple[str, ...]) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)
+
+
+class PipelineDefinition:
+    """``PipelineDefinition(name, agent=)`` with ``.source/.transform/.aggregate/.fold/.merge/.output``, and
+    ``.step(kind, name, ...)`` for any registered step kind (a plugin's too)."""
+
+    def __init__(
+        self,
+        name: str,
+        agent: str = "",
+        description: str = "",
+        project_dir: str | Path | None = None,
+        store_uri: str | None = None,
+        lexical_stem: bool = False,
+    ) -> None:
+        self.name = name
+        # English stemming in the BM25 index ("cooked" finds "cooking"): it lost on LongMemEval in the
+        # lethe notes and won on LoCoMo here (docs/benchmarks.md), so each project chooses.
+        self.lexical_stem = lexical_stem
+        self.agent = agent
+        self.description = description
+        self.project_dir = Path(project_dir).resolve() if project_dir else Path.cwd()
+        self._store_uri = store_uri
+        self.steps: dict[str, Step] = {}
+        self.outputs: dict[str, Output] = {}
+        # Branching (docs/architecture.md, "Branches"): a branch is a copy of its parent's definition
+        # that may override steps; steps it leaves as they are read the parent's records.
+        self.branch_name = MAIN
+        self.parent: PipelineDefinition | None = None
+        self.applied_branches: list[str] = []  # branches promoted into this definition
+        self._overriding = False
+
+    # -- where things live ----------------------------------------------------------------------
+    @property
+    def data_dir(self) -> Path:
+        return self.project_dir / ".synthex"
+
+    @property
+    def store_uri(self) -> str:
+        """LanceDB URI: a local folder by default; any LanceDB URI (s3://, gs://...) works."""
+        return self._store_uri or str(self.data_dir / "lancedb")
+
+    @store_uri.setter
+    def store_uri(self, value: str) -> None:
+        self._store_uri = value
+
+    @property
+    def dagster_home(self) -> Path:
+        return self.data_dir / "dagster"
+
+    # -- definition -----------------------------------------------------------------------------
+    def add_step(self, step: S) -> S:
+        """Add a step built elsewhere (any ``Step`` subclass); on a branch, override the step of that name."""
+        return self._add(step)
+
+    def step(self, kind: str, name: str, **args: Any) -> Step:
+        """A step of the registered ``kind`` (``synthex.core.steps.step_kinds()``: source, transform, aggregate,
+        fold, merge, and the kinds of installed plugins) from keyword arguments: ``from_``, ``pii`` and the
+        kind's own (``pipeline.step("transform", "t", from_="s", fn=f)`` is ``pipeline.transform(...)``)."""
+        try:
+            step_class = get_step_kind(kind)
+        except PipelineDefinitionError as exc:
+            raise PipelineDefinitionError(f"step {name!r}: {exc}") from None
+        return self._add(step_class.build(name, base_dir=str(self.project_dir), **args))
+
+    def _add(self, step: S) -> S:
+        if (self.parent is not None or self._overriding) and step.name in self.steps:
+            return self._override(step)
+        if self.parent is not None:
+            raise PipelineDefinitionError(
+                f"branch {self.branch_name!r}: step {step.name!r} is not a step of its parent; a branch "
+                f"overrides existing steps (same name and inputs), new steps are added on main")
+        if not step.name or step.name in self.steps or step.name in self.outputs:
+            raise PipelineDefinitionError(f"step name {step.name!r} is empty or already used")
+        for upstream in step.from_:
+            if upstream not in self.steps:
+                raise PipelineDefinitionError(
+                    f"step {step.name!r}: from_ names {upstream!r}, which is not defined (yet); "
+                    f"defined steps: {', '.join(self.steps) or 'none'}"
+                )
+        self.steps[step.name] = step
+        return step
+
+    def _override(self, step: S) -> S:
+        current = self.steps[step.name]
+        if list(step.from_) != list(current.from_):
+            raise PipelineDefinitionError(
+                f"branch {self.branch_name!r}: step {step.name!r} reads {step.from_}, its parent's reads "
+                f"{current.from_}; an override keeps the step's inputs (every branch shares one asset graph)")
+        self.steps[step.name] = step
+        return step
+
+    # -- branches -------------------------------------------------------------------------------
+    def branch(self, name: str) -> PipelineDefinition:
+        """A branch of this definition: O(1), nothing copied in the store. Override steps on it with
+        the usual builders (same step names and inputs); everything it does not override is read
+        from this definition's records."""
+        check_branch_name(name)
+        if name == MAIN:
+            raise PipelineDefinitionError("'main' is the trunk, not a branch name")
+        child = copy.copy(self)
+        child.steps, child.outputs = dict(self.steps), dict(self.outputs)
+        child.branch_name, child.parent, child._overriding = name, self, False
+        child.applied_branches = list(self.applied_branches)
+        return child
+
+    def apply_branch(self, name: str, pipeline_file: str | Path | None = None) -> None:
+        """Apply the overrides of ``branches/<name>.py`` to this definition (what ``promote`` writes
+        into pipeline.py, passing its ``__file__``: the project folder is not known yet while
+        pipeline.py runs): the same prompt functions, so the same step versions as on the branch."""
+        root = Path(pipeline_file).resolve().parent if pipeline_file else self.project_dir
+        module = branch_module(root, name)
+        self._overriding = True
+        try:
+            module.overrides(self)
+        finally:
+            self._overriding = False
+        self.applied_branches.append(name)
+
+    def root(self) -> PipelineDefinition:
+        return self if self.parent is None else self.parent.root()
+
+    def for_branch(self, name: str) -> PipelineDefinition:
+        """The definition that branch ``name`` runs: this one, an ancestor, or ``branches/<name>.py``."""
+        node: PipelineDefinition | None = self
+        while node is not None:
+            if node.branch_name == name:
+                return node
+            node = node.parent
+        # Loaded each time (the module itself is imported once per version of its file), so an edit
+        # of the branch file or a promote into main is seen at once.
+        return self.root().branch_from_file(name)
+
+    def branch_from_file(self, name: str) -> PipelineDefinition:
+        """Branch ``name`` of this (main) definition, from ``branches/<name>.py``: its parent's definition
+        with the file's ``overrides`` applied."""
+        module = branch_module(self.project_dir, name)
+        parent_name = str(getattr(module, "PARENT", MAIN))
+        chain, ancestor = [name], parent_name
+        while ancestor != MAIN:  # a PARENT cycle would recurse forever: one line instead
+            if ancestor in chain:
+                raise PipelineDefinitionError(f"branch {name!r}: PARENT cycle {' -> '.join([*chain, ancestor])}")
+            chain.append(ancestor)
+            ancestor = str(getattr(branch_module(self.project_dir, ancestor), "PARENT", MAIN))
+        parent = self if parent_name == MAIN else self.for_branch(parent_name)
+        child = parent.branch(name)
+        try:
+            module.overrides(child)
+        except PipelineDefinitionError as exc:
+            raise PipelineDefinitionError(f"{module.__file__}: {exc}") from exc
+        except Exception as exc:
+            raise PipelineDefinitionError(f"{module.__file__}: overrides() failed: {type(exc).__name__}: {exc}") from exc
+        return child
+
+    def effective_versions(self) -> dict[str, str]:
+        """step -> hash of its version and its inputs' effective versions (the definition all the way up)."""
+        out: dict[str, str] = {}
+        for name in self.order():
+            step = self.steps[name]
+            # A source's file is not in its version (moving an export must not reprocess it), but a
+            # branch reading another export does not read its parent's records.
+            out[name] = stable_hash("effective/v1", step.version_hash(), step.location(), [out[u] for u in step.from_])[:24]
+        return out
+
+    def serving_branches(self) -> dict[str, str]:
+        """step -> the branch whose records this branch reads for it (copy-on-write): the parent's for
+        every step whose effective version is the parent's, this branch for the others."""
+        if self.parent is None:
+            return {name: self.branch_name for name in self.steps}
+        parent_view, parent_eff = self.parent.serving_branches(), self.parent.effective_versions()
+        return {name: parent_view[name] if eff == parent_eff.get(name) else self.branch_name
+                for name, eff in self.effective_versions().items()}
+
+    def scope(self, branch: str | None = None) -> BranchScope:
+        """The read/write scope of ``branch`` (this definition's own branch when None): the branch and
+        which branch serves each of its steps. Every door resolves its scope here, once per command."""
+        definition = self.for_branch(branch) if branch is not None else self
+        return BranchScope.of(definition.branch_name, definition.serving_branches())
+
+    def owned_steps(self) -> list[str]:
+        """Steps that have records of their own on this branch (the others are read through its parent)."""
+        return [s for s, b in self.serving_branches().items() if b == self.branch_name]
+
+    def source(self, name: str, file: str | Path | None = None, format: str | None = None, *,
+               kind: str | None = None, pii: str | None = None, **args: Any) -> SourceStep:
+        """A source (design doc §3.1) of one source kind (``synthex.core.sources.source_kinds()``), chosen by
+        its keyword, exactly one of: ``file`` (an export; ``format`` or auto), ``folder`` (notes dated by
+        front matter, file name, else mtime), ``table`` in ``dsn`` (``duckdb:///x.duckdb`` /
+        ``sqlite:///x.sqlite``) keyed by ``pk``, changes found by the ``updated_at`` watermark or else a
+        per-row hash (``created_at``, ``text``: which columns date it and make its text), ``stream`` (an
+        append-only JSONL file read from its last offset; ``remember`` appends to it) or ``api``
+        (``fetch(cursor)`` yielding pages); or ``kind=`` a plugin's kind by name, with its own arguments."""
+        step = SourceStep.build(name, base_dir=str(self.project_dir), pii=pii, source_kind=kind, file=file,
+                                format=format, **args)
+        return self._add(step)
+
+    def source_steps(self, only: list[str] | None = None) -> list[str]:
+        """The source steps (``only``: these, each checked to be one)."""
+        known = list(self.sources())
+        for name in only or []:
+            if name not in known:
+                raise PipelineDefinitionError(f"unknown source {name!r}; sources: {', '.join(known)}")
+        return list(only) if only else known
+
+    def sources(self) -> dict[str, SourceStep]:
+        """The source steps by name (the steps that bring data in), in definition order."""
+        return {s: st for s, st in self.steps.items() if isinstance(st, SourceStep)}
+
+    def stream_sources(self) -> list[str]:
+        """Source steps an agent can append to (``remember``)."""
+        return [s for s, st in self.sources().items() if st.origin_kind == "stream"]
+
+    def transform(
+        self,
+        name: str,
+        from_: str,
+        prompt: Callable[[Record], str] | None = None,
+        model: str | None = None,
+        temperature: float = 0.0,
+        fn: Callable[[Record], str] | None = None,
+        pii: str | None = None,
+    ) -> TransformStep:
+        return self._add(TransformStep.build(name, from_=from_, prompt=prompt, fn=fn, model=model,
+                                             temperature=temperature, pii=pii))
+
+    def aggregate(
+        self,
+        name: str,
+        from_: str | list[str],
+        period: str = "month",
+        prompt: Callable[[list[Record], str], str] | None = None,
+        model: str | None = None,
+        temperature: float = 0.0,
+        pii: str | None = None,
+    ) -> AggregateStep:
+        return self._add(AggregateStep.build(name, from_=from_, period=period, prompt=prompt, model=model,
+                                             temperature=temperature, pii=pii))
+
+    def fold(
+        self,
+        name: str,
+        from_: str | list[str],
+        prompt: Callable[[Record, str], str] | None = None,
+        model: str | None = None,
+        temperature: float = 0.0,
+        initial_state: str = "",
+        pii: str | None = None,
+    ) -> FoldStep:
+        return self._add(FoldStep.build(name, from_=from_, prompt=prompt, model=model, temperature=temperature,
+                                        initial_state=initial_state, pii=pii))
+
+    def merge(self, name: str, from_: list[str]) -> MergeStep:
+        return self._add(MergeStep.build(name, from_=from_))
+
+    def output(
+        self,
+        name: str,
+        from_: str | list[str],
+        surface: str = "search",
+        on_update: Callable[[dict[str, Any]], Any] | str | None = None,
+    ) -> Output:
+        if surface not in SURFACES:
+            raise PipelineDefinitionError(f"output {name!r}: surface={surface!r}; expected one of {SURFACES}")
+        if name in self.outputs or name in self.steps:
+            raise PipelineDefinitionError(f"output name {name!r} is already used")
+        sources = _as_list(from_)
+        for s in sources:
+            if s not in self.steps:
+                raise PipelineDefinitionError(f"output {name!r}: from_ names unknown step {s!r}")
+        if surface == "projection" and len(sources) != 1:
+            raise PipelineDefinitionError(f"output {name!r}: a projection reads exactly one step")
+        if isinstance(on_update, str) and not on_update.lower().startswith(("http://", "https://")):
+            raise PipelineDefinitionError(f"output {name!r}: on_update={on_update!r}: a hook is a callable or an "
+                                          f"http(s) URL")
+        out = Output(name=name, from_=sources, surface=surface, on_update=on_update)
+        self.outputs[name] = out
+        return out
+
+    # -- graph ----------------------------------------------------------------------------------
+    def order(self) -> list[str]:
+        """Steps in dependency order (definition order is already topological: from_ must exist)."""
+        return list(self.steps)
+
+    def downstream(self, name: str) -> list[str]:
+        found = {name}
+        for step in self.order():
+            if any(u in found for u in self.steps[step].from_):
+                found.add(step)
+        return [s for s in self.order() if s in found]
+
+    def upstream(self, name: str) -> list[str]:
+        found = {name}
+        for step in reversed(self.order()):
+            if step in found:
+                found.update(self.steps[step].from_)
+        return [s for s in self.order() if s in found]
+
+    def select(self, step: str | None = None, from_: str | None = None) -> list[str]:
+        for s in (step, from_):
+            if s is not None and s not in self.steps:
+                raise PipelineDefinitionError(f"unknown step {s!r}; steps: {', '.join(self.steps)}")
+        if step is not None:
+            return self.upstream(step)
+        if from_ is not None:
+            return self.downstream(from_)
+        return self.order()
+
+    def leaf_steps(self) -> list[str]:
+        return [s for s, st in self.steps.items() if st.is_source]
+
+    # -- search surfaces ----------------------------------------------------------------------------
+    def search_steps(self) -> list[str]:
+        """The steps of the ``surface="search"`` outputs (every step when there is none)."""
+        steps = [s for o in self.outputs.values() if o.surface == "search" for s in o.from_]
+        return list(dict.fromkeys(steps)) or self.order()
+
+    def projection_step(self, name: str) -> str:
+        """The step a ``surface="projection"`` output reads (e.g. the world model)."""
+        out = self.outputs.get(name)
+        if out is None or out.surface != "projection":
+            known = [o.name for o in self.outputs.values() if o.surface == "projection"]
+            raise PipelineDefinitionError(f"no projection output {name!r}; projections: {', '.join(known) or 'none'}")
+        return out.from_[0]
+
+    # -- sharing (design doc §4.8) ------------------------------------------------------------
+    def to_toml_dict(self) -> dict[str, Any]:
+        steps = []
+        for step in self.steps.values():
+            entry: dict[str, Any] = {"name": step.name, "kind": step.kind}
+            entry.update(step.toml_config())
+            for attr in ("prompt", "fn"):
+                ref = callable_ref(getattr(step, attr, None))
+                if ref:
+                    entry[attr] = ref
+            for attr in ("model", "temperature", "period", "initial_state", "pii"):
+                value = getattr(step, attr, None)
+                if value not in (None, ""):
+                    entry[attr] = value
+            steps.append(entry)
+        outputs = [{"name": o.name, "from": o.from_, "surface": o.surface}
+                   | ({"on_update": o.on_update} if isinstance(o.on_update, str) else {})
+                   for o in self.outputs.values()]
+        head = {"name": self.name, "agent": self.agent, "description": self.description}
+        if self.lexical_stem:
+            head["lexical_stem"] = True
+        return {"pipeline": head,
+                "steps": steps, "outputs": outputs}
+
+    def to_toml(self, path: str | Path | None = None) -> str:
+        import tomli_w
+
+        text = tomli_w.dumps(self.to_toml_dict())
+        if path is not None:
+            Path(path).write_text(text, encoding="utf-8")
+        return text
+
+    @classmethod
+    def from_toml(cls, path: str | Path, project_dir: str | Path | None = None) -> PipelineDefinition:
+        import tomllib
+
+        p = Path(path)
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+        head = data.get("pipeline", {})
+        if "name" not in head:
+            raise PipelineDefinitionError(f"{p}: [pipeline] needs a name")
+        pipe = cls(head["name"], agent=head.get("agent", ""), description=head.get("description", ""),
+                   project_dir=project_dir or p.parent, lexical_stem=bool(head.get("lexical_stem", False)))
+        for entry in data.get("steps", []):
+            entry = dict(entry)
+            kind = entry.pop("kind", None)
+            if kind not in step_kinds():
+                raise PipelineDefinitionError(f"{p}: step {entry.get('name')!r} has unknown kind {kind!r}")
+            if "from" in entry:
+                entry["from_"] = entry.pop("from")
+            for attr in ("prompt", "fn"):
+                if attr in entry:
+                    entry[attr] = resolve_callable(entry[attr], where=f"{p}: step {entry.get('name')!r}")
+            pipe.step(kind, **entry)
+        for out in data.get("outputs", []):
+            pipe.output(out["name"], from_=out["from"], surface=out.get("surface", "search"),
+                        on_update=out.get("on_update"))
+        return pipe
+
+
+def resolve_callable(ref: str, where: str = "") -> Callable[..., Any]:
+    """Import ``module:qualname``."""
+    module_name, _, qualname = ref.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise PipelineDefinitionError(f"{where}: cannot import prompt function {ref!r}: {exc}") from exc
+    return obj

@@ -1,0 +1,254 @@
+"""The shared shape every importer returns and the checks importers share (which importer reads a file,
+and the parse kept while it is unchanged, are ``synthex.core.importers.formats``).
+
+Error rule (issue 9): bad input is a ``SourceError`` whose message is one line naming the file, the
+record (``conversation #i (id, 'title')``, ``file:lineno``, ``message #m``), the field and the problem;
+never another exception. Every importer applies the same rule to the fields it reads:
+
+- null and missing are the same: "absent". A required field that is absent is an error.
+- structure (lists, objects), ids, roles and text must have their documented type, else an error;
+  ids may be integers (stringified), never booleans.
+- labels (titles) may be strings or numbers (stringified); any other type is an error.
+- timestamps are absent, epoch seconds or ISO-8601 (``periods.to_timestamp``), else an error.
+- unpaired UTF-16 surrogates (valid JSON escapes that cannot be written as UTF-8) become U+FFFD, with
+  a warning on the item.
+
+Warnings (``SourceItem.warnings``) are one-line notes about content left out of an item, not errors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import reprlib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from synthex.core.errors import SourceError
+from synthex.core.periods import to_timestamp
+
+
+@dataclass
+class SourceItem:
+    """One conversation or document: becomes one source record."""
+
+    key: str  # stable identity inside the file (conversation id, relative path, line id)
+    content: str
+    created_at: str  # ISO-8601 UTC
+    metadata: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # one line each, e.g. a turn left out for having no text
+
+
+# -- one-line descriptions of user values -------------------------------------------------------------
+
+_REPR = reprlib.Repr()  # bounded: a 5 MB string or a deeply nested object shows as a short excerpt
+_REPR.maxstring, _REPR.maxother, _REPR.maxlevel, _REPR.maxlist, _REPR.maxdict = 40, 40, 2, 3, 3
+SHOW_LIMIT = 60
+_KINDS = {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list", dict: "an object"}
+
+
+def show(value: Any) -> str:
+    """A short one-line excerpt of a user value (repr escapes newlines; JSON spelling for literals)."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    text = _REPR.repr(value)
+    return text if len(text) <= SHOW_LIMIT else text[: SHOW_LIMIT - 3] + "..."
+
+
+def describe(value: Any) -> str:
+    """'a list [1, 2]', 'missing'... for messages like "'author' is a list [1, 2]; expected an object"."""
+    if value is None:
+        return "missing"
+    return f"{_KINDS.get(type(value), type(value).__name__)} {show(value)}"
+
+
+def label(value: Any) -> str:
+    """An id as it appears in a record's name: plain when short and printable, else a bounded repr."""
+    text = str(value)
+    return text if text.isprintable() and len(text) <= 60 else show(text)
+
+
+# -- typed field access: every wrong type is a one-line SourceError -----------------------------------
+
+_EXPECTED = {dict: "an object", list: "a list", str: "a string", int: "an integer", float: "a number"}
+
+
+def get(obj: dict[str, Any], name: str, kind: type | tuple[type, ...], where: str, shown: str = "") -> Any:
+    """``obj[name]``, or None when absent; a SourceError naming ``where`` and the field (``shown``, by
+    default ``name``) when it has another type. Booleans are not integers here."""
+    value = obj.get(name)
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if value is None or (isinstance(value, kinds) and not isinstance(value, bool)):
+        return value
+    expected = " or ".join(_EXPECTED[k] for k in kinds if not (k is int and float in kinds))
+    raise SourceError(f"{where}: '{shown or name}' is {describe(value)}; expected {expected}")
+
+
+def require(obj: dict[str, Any], name: str, kind: type, where: str) -> Any:
+    value = get(obj, name, kind, where)
+    if value is None:
+        raise SourceError(f"{where}: missing required field '{name}'")
+    return value
+
+
+def get_id(obj: dict[str, Any], name: str, where: str) -> str | None:
+    """An id: a string or an integer (stringified); None when absent or empty."""
+    value = get(obj, name, (str, int), where)
+    return None if value is None or value == "" else str(value)
+
+
+def get_title(obj: dict[str, Any], name: str, where: str) -> str | None:
+    """A title: a string, or a number written as text (a conversation called 2024); None when absent."""
+    value = get(obj, name, (str, int, float), where)
+    return None if value is None or value == "" else str(value)
+
+
+def get_time(obj: dict[str, Any], name: str, where: str) -> datetime | None:
+    """A timestamp field: None when absent, a UTC datetime, or a SourceError saying why it is not one."""
+    value = obj.get(name)
+    try:
+        return to_timestamp(value)
+    except ValueError as exc:
+        raise SourceError(f"{where}: '{name}' is {describe(value)}, not a timestamp ({exc})") from None
+
+
+def expect_object(value: Any, where: str) -> dict[str, Any]:
+    """A list entry that must be an object (``where`` names it: "... message #3")."""
+    if not isinstance(value, dict):
+        raise SourceError(f"{where} is {describe(value)}; expected an object")
+    return value
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _replace_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_replace_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_replace_surrogates(k): _replace_surrogates(v) for k, v in value.items()}
+    return value
+
+
+def repaired(item: SourceItem, where: str) -> SourceItem:
+    """``item`` without unpaired UTF-16 surrogates. JSON can escape half an emoji ("\\ud83d"); such a
+    string cannot be encoded as UTF-8 and would fail the pipeline's hashing later, so it is repaired
+    here, with a warning naming the record (``where``). Metadata depth is bounded by the importers."""
+    other_strings = json.dumps([item.key, item.metadata], ensure_ascii=False)
+    if not (_SURROGATE.search(item.content) or _SURROGATE.search(other_strings)):
+        return item
+    warning = f"{where}: unpaired UTF-16 surrogates replaced with U+FFFD"
+    return SourceItem(
+        key=_replace_surrogates(item.key),
+        content=_replace_surrogates(item.content),
+        created_at=item.created_at,
+        metadata=_replace_surrogates(item.metadata),
+        warnings=[*item.warnings, warning],
+    )
+
+
+# -- reading files ---------------------------------------------------------------------------------------
+
+_MAGIC = {b"\x1f\x8b": "a gzip file: decompress it first", b"PK\x03\x04": "a zip archive: extract conversations.json",
+          b"\x89PNG": "a PNG image", b"%PDF": "a PDF document"}
+
+
+def binary_kind(head: bytes) -> str | None:
+    """What a file is when its first bytes say it is not text (users pass the export's zip)."""
+    return next((what for magic, what in _MAGIC.items() if head.startswith(magic)), None)
+
+
+def not_text(path: str | Path, head: bytes, exc: UnicodeDecodeError) -> SourceError:
+    """The error for bytes that are not UTF-8, saying what the file is when its first bytes tell."""
+    return SourceError(f"{path}: not UTF-8 text ({binary_kind(head) or f'{exc.reason} at byte {exc.start}'})")
+
+
+def loads(text: str) -> Any:
+    """``json.loads`` whose every failure is a ValueError with a one-line reason (``JSONDecodeError``
+    keeps its position): also integers too long to convert, nesting beyond the recursion limit, and
+    input too large for memory."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:  # "Exceeds the limit (4300 digits) for integer string conversion"
+        raise ValueError("a number with more than 4300 digits") from exc
+    except RecursionError as exc:
+        raise ValueError("nested too deeply") from exc
+    except MemoryError as exc:
+        raise ValueError("too large to load into memory") from exc
+
+
+def read_json(path: Path) -> Any:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise SourceError(f"{path}: cannot read file: {exc.strerror or exc}") from exc
+    except MemoryError as exc:
+        raise SourceError(f"{path}: too large to load into memory") from exc
+    if not raw.strip():
+        raise SourceError(f"{path}: the file is empty; expected JSON")
+    if kind := binary_kind(raw[:8]):
+        raise SourceError(f"{path}: not JSON text ({kind})")
+    try:
+        text = raw.decode("utf-8-sig")  # a BOM, as Windows editors write, is not an error
+    except UnicodeDecodeError as exc:
+        raise not_text(path, raw[:8], exc) from exc
+    del raw  # the bytes are not needed once decoded: keeps a large export's peak memory down
+    try:
+        return loads(text)
+    except json.JSONDecodeError as exc:
+        hint = " (the file looks truncated)" if exc.pos >= len(text.rstrip()) - 1 else ""
+        raise SourceError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}{hint}") from exc
+    except ValueError as exc:
+        raise SourceError(f"{path}: invalid JSON ({exc})") from exc
+
+
+def read_json_objects(path: Path, what: str, item: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(index, object) of a JSON file that is a list of objects; anything else is an error naming the file."""
+    data = read_json(path)
+    if not isinstance(data, list):
+        found = describe(data) if data is not None else "null"
+        raise SourceError(f"{path}: expected {what} (a JSON list of {item}s), found {found}")
+    for index, obj in enumerate(data):
+        yield index, expect_object(obj, f"{path}: {item} #{index}")
+
+
+def file_digest(path: Path) -> str:
+    """Content hash of a file or folder: the cache key for parsed sources."""
+    digest = hashlib.sha256()
+    paths = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for p in paths:
+        digest.update(str(p.relative_to(path) if path.is_dir() else p.name).encode())
+        digest.update(str(p.stat().st_size).encode())
+        digest.update(hashlib.sha256(p.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+RACY_SECONDS = 2.0  # a file modified this recently may change again within the same mtime tick
+
+
+def stat_signature(path: Path) -> tuple | None:
+    """(name, size, mtime, ctime, inode) of a file or of every file in a folder: the cheap "did it
+    change?" test. None when a file was modified in the last seconds, where same-tick edits could go
+    unseen (git's "racy" rule): then the content is hashed instead."""
+    paths = sorted(q for q in path.rglob("*") if q.is_file()) if path.is_dir() else [path]
+    stats = [(str(q), q.stat()) for q in paths]
+    if any(time.time() - st.st_mtime < RACY_SECONDS for _, st in stats):
+        return None
+    return tuple((name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) for name, st in stats)
+
+
+def render_conversation(title: str, turns: list[tuple[str, str, str]]) -> str:
+    """Text of a conversation: a title line, then ``role: text`` blocks (timestamps kept in metadata)."""
+    lines = [f"# {title}"] if title else []
+    for role, _ts, text in turns:
+        lines.append(f"{role}: {text}")
+    return "\n\n".join(lines)

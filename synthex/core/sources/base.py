@@ -1,0 +1,52 @@
+"""What every source kind answers: its items, a cheap change token, and how to name it."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+from synthex.core.deletions import DeletionReporting
+from synthex.core.importers import SourceItem
+
+
+class SourceOrigin(ABC):
+    """Where a source step's items come from: an export file or folder, a table, a stream, an API.
+
+    ``items()`` is the source's whole current content (the planner compares it with the stored
+    records, so a run is idempotent whatever the kind). ``token()`` is the cheap "did anything
+    change?" test sensors make every tick; equal tokens mean nothing changed.
+    """
+
+    kind: str = ""
+    # How this kind says an item is gone (synthex.core.deletions): a snapshot (an export) only by leaving it
+    # out, so the deletion guard judges how much went; a kind that names each deletion says EXPLICIT.
+    deletions: DeletionReporting = DeletionReporting.SNAPSHOT
+
+    @abstractmethod
+    def items(self) -> list[SourceItem]: ...
+
+    @abstractmethod
+    def token(self) -> str: ...
+
+    @abstractmethod
+    def describe(self) -> str:
+        """Where the data is, for messages and for the source's identity (a path, a dsn and table...)."""
+
+    def is_empty(self) -> bool:
+        """The source holds nothing at all (the deletion guard's "suddenly empty")."""
+        return not self.items()
+
+    def warnings(self) -> list[str]:
+        return [w for item in self.items() for w in item.warnings]
+
+    def config(self) -> dict[str, Any]:
+        """What belongs in the step's version: how items are read, never where from."""
+        return {"kind": self.kind}
+
+    def toml_config(self) -> dict[str, Any]:
+        return {self.kind: self.describe()}
+
+    def pull(self) -> int:
+        """Fetch what the origin cannot be asked for again (API pages) into local storage; returns the
+        number of new items fetched. Files, tables and streams are read where they are: 0."""
+        return 0

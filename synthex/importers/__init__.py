@@ -1,6 +1,0 @@
-"""Importers: turn an export file (or folder) into source items, one per conversation/document."""
-
-from synthex.importers.base import SourceItem
-from synthex.importers.formats import ParsedSource, detect_format, load_source, register_format
-
-__all__ = ["ParsedSource", "SourceItem", "detect_format", "load_source", "register_format"]

@@ -1,0 +1,444 @@
+"""`synthex mcp`: one project's memory over the Model Context Protocol (the official ``mcp`` SDK).
+
+One ``ProjectApp`` is opened for the server's lifetime, so the record store, its search caches (FTS,
+dense matrix) and the embedder stay warm between calls; it is closed when the server exits. Tools:
+``search``, ``get``, ``lineage``, ``projection`` (read-only) and ``remember`` (appends to the project's
+stream source, then syncs on one background thread, coalescing). Transport: stdio by default, or
+streamable HTTP on 127.0.0.1 (``--http``). A user error (``SynthexError``) is a tool error with its one
+line; bad arguments are one line too.
+
+This module is in the CLI layer. ``mcp``, pydantic, LanceDB and Dagster are imported inside the
+command, so ``synthex --help`` stays cheap. (No ``from __future__ import annotations`` here: the tool
+functions are defined inside ``build_server`` and the SDK reads their annotations as objects.)
+"""
+
+import sys
+import threading
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from synthex.core.errors import SynthexError
+
+if TYPE_CHECKING:
+    import socket
+
+    from synthex.app.facade import ProjectApp
+    from synthex.core.record import Record
+
+DEFAULT_PORT = 8765
+HOST = "127.0.0.1"  # never another interface: the server has no authentication
+EXCERPT_CHARS = 400  # content shown per search hit (get returns it whole)
+LINEAGE_EXCERPT_CHARS = 200  # content shown per lineage node
+LINEAGE_MAX_NODES = 500  # a world model's tree can reach every record; the rest is cut and said so
+SOURCES_SHOWN = 10  # source ids listed per search hit
+
+
+def one_line(text: object) -> str:
+    """An error message as one line (an agent reads it; tracebacks stay out)."""
+    return " ".join(str(text).split()) or "error"
+
+
+def excerpt(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def record_dict(rec: "Record") -> dict[str, Any]:
+    return rec.to_dict()
+
+
+def hit_dict(hit: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": hit.id, "step": hit.step, "branch": hit.branch, "score": round(hit.score, 6),
+                           "period": hit.period, "content": excerpt(hit.content, EXCERPT_CHARS),
+                           "content_chars": len(hit.content)}
+    if hit.created_at:
+        out["created_at"] = hit.created_at
+    if hit.source_ids:
+        out["sources"] = hit.source_ids[:SOURCES_SHOWN]
+        out["sources_total"] = len(hit.source_ids)
+    if hit.collapsed:
+        out["collapsed"] = len(hit.collapsed)
+    return out
+
+
+def trim_lineage(tree: dict[str, Any], max_nodes: int = LINEAGE_MAX_NODES) -> tuple[dict[str, Any], int, int]:
+    """The tree of ``Record.lineage()`` with excerpts, breadth-first up to ``max_nodes`` nodes; a node
+    whose sources were cut says how many (``sources_omitted``). Returns (tree, nodes kept, nodes total)."""
+    total = 0
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        total += 1
+        stack.extend(node["sources"])
+    root = {"id": tree["id"], "step": tree["step"], "content": excerpt(tree["content"], LINEAGE_EXCERPT_CHARS),
+            "sources": []}
+    kept = 1
+    queue = [(tree, root)]
+    while queue:
+        src, dst = queue.pop(0)
+        for child in src["sources"]:
+            if kept >= max_nodes:
+                dst["sources_omitted"] = len(src["sources"]) - len(dst["sources"])
+                break
+            node = {"id": child["id"], "step": child["step"],
+                    "content": excerpt(child["content"], LINEAGE_EXCERPT_CHARS), "sources": []}
+            dst["sources"].append(node)
+            kept += 1
+            queue.append((child, node))
+        else:
+            continue
+        # Budget spent: every node still queued keeps its sources unexpanded.
+        for rest_src, rest_dst in queue:
+            if rest_src["sources"]:
+                rest_dst["sources_omitted"] = len(rest_src["sources"])
+        break
+    return root, kept, total
+
+
+class SyncWorker:
+    """Runs ``app.sync(source)`` on one background thread. Requests made while a sync runs coalesce into
+    one more sync after it, so an agent remembering ten things in a row costs at most two syncs."""
+
+    def __init__(self, app: "ProjectApp", branch: str | None = None, log: Any = None) -> None:
+        self.app = app
+        # A stream source is read by main (a branch inherits source steps from it); the server's own
+        # branch, when another, then runs what it owns downstream.
+        self.branches = [None] + ([branch] if branch and branch != app.pipeline.branch_name else [])
+        self.log = log or (lambda line: click.echo(line, err=True))
+        self._cond = threading.Condition()
+        self._pending: list[str | None] = []
+        self._running = False
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+        self.completed = 0
+        self.last_error: str | None = None
+
+    def request(self, source: str | None) -> None:
+        with self._cond:
+            if self._stopped:
+                raise SynthexError("the server is shutting down; `synthex run` will sync what was remembered")
+            if source not in self._pending:
+                self._pending.append(source)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="synthex-mcp-sync", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until nothing runs or is pending (tests, benchmarks)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._running and not self._pending, timeout)
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._pending or self._stopped)
+                if self._stopped:
+                    return
+                sources, self._pending = self._pending, []
+                self._running = True
+            error = None
+            try:
+                for source in ([None] if None in sources else sources):
+                    for branch in self.branches:
+                        self.app.sync(source=source, **({"branch": branch} if branch else {}))
+            except SynthexError as exc:
+                error = one_line(exc)
+            except Exception as exc:  # noqa: BLE001 - the server keeps serving; the error is reported
+                import traceback
+
+                error = one_line(f"{type(exc).__name__}: {exc}")
+                traceback.print_exc(file=sys.stderr)
+            with self._cond:
+                self._running = False
+                self.completed += 1
+                self.last_error = error
+                self._cond.notify_all()
+            if error:
+                self.log(f"synthex mcp: sync failed: {error}")
+
+    def stop(self, timeout: float = 120.0) -> int:
+        """Let a running sync finish (up to ``timeout``); drop pending ones. Returns how many were dropped
+        (what they would have synced is in the stream file already: the next `synthex run` takes it)."""
+        with self._cond:
+            self._stopped = True
+            dropped = len(self._pending)
+            self._pending = []
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+        return dropped
+
+
+def describe_project(app: "ProjectApp", branch: str) -> str:
+    """Server instructions: what this memory holds, so an agent knows the steps and outputs to ask for."""
+    pipe = app.pipeline
+    steps = ", ".join(f"{name} ({pipe.steps[name].kind})" for name in pipe.order())
+    projections = [o.name for o in pipe.outputs.values() if o.surface == "projection"]
+    return (f"Synthex memory of pipeline {pipe.name!r} (branch {branch!r}). Records flow through steps, "
+            f"from raw sources up to summaries: {steps}. Every record keeps its provenance (sources). "
+            f"Use `search` to find records at any step (default steps: {', '.join(pipe.search_steps())}; "
+            f"exact=True for verbatim text in {', '.join(pipe.leaf_steps()) or 'the source steps'}), `get` for "
+            f"a whole record by id or 8-character prefix, `lineage` to drill down to the raw sources, "
+            f"`projection` for the latest state of a projection output"
+            + (f" ({', '.join(projections)})" if projections else "")
+            + (", and `remember` to add what you learn to this memory (it is processed like any other data)."
+               if pipe.stream_sources() else
+               ". (`remember` needs a stream source, e.g. pipeline.source(\"inbox\", stream=\"inbox.jsonl\"); "
+               "this pipeline has none.)"))
+
+
+def build_server(app: "ProjectApp", branch: str, sync: SyncWorker) -> Any:
+    """The MCPServer with the five tools over ``app`` (``branch``: the default branch of every tool)."""
+    from typing import Annotated, Literal
+
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import ToolAnnotations
+    from pydantic import Field, ValidationError
+
+    pipe = app.pipeline
+    step_names = ", ".join(pipe.order())
+    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
+                                open_world_hint=False)
+
+    class SynthexMCP(MCPServer):
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            """User errors and bad arguments come back as one line (the SDK would say only
+            "Error executing tool X" for the first and print pydantic's multi-line report for the second)."""
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as exc:
+                cause = exc.__cause__
+                if isinstance(cause, SynthexError):
+                    raise ToolError(one_line(cause)) from None
+                if isinstance(cause, ValidationError):
+                    problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
+                                         for err in cause.errors())
+                    raise ToolError(one_line(f"invalid arguments for {name}: {problems}")) from None
+                raise
+
+    server = SynthexMCP("synthex", title=f"Synthex memory: {pipe.name}", instructions=describe_project(app, branch),
+                        log_level="WARNING")
+
+    def on(branch_arg: str | None) -> str:
+        return branch_arg or branch
+
+    # The search modes are the app's strategy registry (built-ins and installed plugins), as for the CLI.
+    strategies = app.search_strategies
+    for failure in strategies.failures:  # a plugin that did not load: said on stderr (stdout is the protocol)
+        click.echo(f"warning: {failure}", err=True)
+    SearchModes = Literal[tuple(strategies.names())]  # type: ignore[valid-type]
+    Branch = Annotated[str | None, Field(description=f"Branch to read (default: {branch!r}, the server's branch).")]
+    RecordId = Annotated[str, Field(description="A record id, or a unique prefix of it (the 8 characters search "
+                                                "hits and lineage nodes start with).", min_length=1)]
+
+    @server.tool(annotations=read_only, description=(
+        "Search this memory and return the best-matching records (hits), best first. Each hit has the "
+        f"record id, its step, score, period (YYYY-MM), a content excerpt (first {EXCERPT_CHARS} characters; "
+        "`get` returns the whole record) and the ids of the records it was made from (`lineage` drills "
+        "down). Search at a high step (summaries, reflections) for themes; at the source steps with "
+        "exact=True for verbatim text."))
+    def search(
+        query: Annotated[str, Field(description="What to look for (words, a question, or with exact=True a "
+                                                "verbatim substring).", min_length=1)],
+        step: Annotated[str | list[str] | None, Field(description=(
+            f"Step(s) to search; one or a list of: {step_names}. Default: the pipeline's search output steps "
+            "(with exact=True: the source steps)."))] = None,
+        branch: Branch = None,
+        mode: Annotated[SearchModes, Field(description=(  # type: ignore[valid-type]
+            f"Search strategy. {strategies.describe()}."))] = "hybrid",
+        k: Annotated[int, Field(description="How many hits to return (at least 1).",
+                                json_schema_extra={"minimum": 1})] = 10,
+        exact: Annotated[bool, Field(description="Case-insensitive verbatim substring match instead of ranking.")]
+            = False,
+    ) -> dict[str, Any]:
+        if not query.strip():
+            raise SynthexError("the query is empty")
+        hits = app.search(query, step=step, exact=exact, branch=on(branch), k=k, mode=mode)
+        return {"branch": on(branch), "mode": "exact" if exact else mode, "hits": [hit_dict(h) for h in hits]} | (
+            {"warnings": [str(w) for w in hits.warnings]} if hits.warnings else {})
+
+    @server.tool(annotations=read_only, description=(
+        "Get one whole record by id (or unique id prefix): content, step, branch, period, source ids, "
+        "metadata (times, chat fields) and audit (model, prompt). Without branch: the record on any branch."))
+    def get(id: RecordId, branch: Annotated[str | None, Field(  # noqa: A002 - the tool's parameter name
+            description="Only the record as this branch reads it (default: any branch).")] = None) -> dict[str, Any]:
+        rec = app.get(id, branch)
+        if rec is None:
+            raise SynthexError(f"no record with id {id!r}" + (f" on branch {branch!r}" if branch else ""))
+        return record_dict(rec)
+
+    @server.tool(annotations=read_only, description=(
+        "The provenance tree of a record: {id, step, content excerpt, sources: [same shape]}, down to the "
+        f"raw source records (leaves). Content is cut to {LINEAGE_EXCERPT_CHARS} characters per node and the "
+        f"tree to {LINEAGE_MAX_NODES} nodes (breadth-first; cut nodes say sources_omitted); `get` an id for "
+        "the whole text."))
+    def lineage(id: RecordId, branch: Annotated[str | None, Field(  # noqa: A002
+            description="Follow the record as this branch reads it (default: any branch).")] = None) -> dict[str, Any]:
+        rec = app.get(id, branch)
+        if rec is None:
+            raise SynthexError(f"no record with id {id!r}" + (f" on branch {branch!r}" if branch else ""))
+        tree, kept, total = trim_lineage(rec.lineage())
+        return {"tree": tree, "nodes": kept, "nodes_total": total}
+
+    projections = [o.name for o in pipe.outputs.values() if o.surface == "projection"]
+
+    @server.tool(annotations=read_only, description=(
+        "The latest record of a projection output: the pipeline's current state of mind (e.g. a world "
+        "model folded over everything so far). Projections of this pipeline: "
+        f"{', '.join(projections) or 'none'}."))
+    def projection(
+        name: Annotated[str, Field(description=f"Projection output name ({', '.join(projections) or 'none'}).")],
+        branch: Branch = None,
+    ) -> dict[str, Any]:
+        rec = app.projection(name, on(branch))
+        if rec is None:
+            raise SynthexError(f"projection {name!r} has no record yet on branch {on(branch)!r}; "
+                               "run the pipeline (`synthex run`)")
+        return record_dict(rec)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
+                                             open_world_hint=False), description=(
+        "Remember something: append it to this project's stream source, so it flows through the pipeline "
+        "(summaries, reflections, search) like any other data. Returns at once with the item's id and the "
+        "record_id its source record will have; the pipeline runs in the background, and `search` finds "
+        "it when that run is done (usually seconds)."))
+    def remember(
+        text: Annotated[str, Field(description="What to remember, in plain words.", min_length=1)],
+        id: Annotated[str | None, Field(description=(  # noqa: A002
+            "Your own id for this item (remembering the same id again replaces it); default: a new one."))] = None,
+        created_at: Annotated[str | None, Field(description="When it happened, ISO-8601 (default: now).")] = None,
+        metadata: Annotated[dict[str, Any] | None, Field(description="Extra fields kept on the record.")] = None,
+    ) -> dict[str, Any]:
+        out = app.remember(text, id=id, created_at=created_at, metadata=metadata)
+        sync.request(out.get("source"))
+        result = {"id": out["id"], "record_id": out.get("record_id"), "source": out.get("source"),
+                  "status": "queued for sync"}
+        if sync.last_error:
+            result["last_sync_error"] = sync.last_error
+        return result
+
+    return server
+
+
+def warm_up(app: "ProjectApp", branch: str) -> None:
+    """Open LanceDB, the FTS index, the dense matrix and the embedder before the first call needs them;
+    with a stream source, import Dagster too, which the first `remember`'s sync would otherwise wait for."""
+    try:
+        app.search("warm up", branch=branch, k=1)
+    except Exception:  # noqa: BLE001 - an empty or never-run project: the first real call says what is wrong
+        pass
+    if app.pipeline.stream_sources():
+        import synthex_assets.launcher  # noqa: F401
+
+
+def bind(port: int) -> "socket.socket":
+    import socket
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((HOST, port))
+    except OSError as exc:
+        sock.close()
+        raise click.ClickException(f"cannot listen on {HOST}:{port} ({exc.strerror or exc}); "
+                                   "pick another port with --port") from None
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+async def serve_stdio(server: Any, label: str) -> None:
+    click.echo(f"synthex mcp: {label} on stdio", err=True)
+    await server.run_stdio_async()  # returns at the end of input (the client went away)
+
+
+async def serve_http(server: Any, sock: "socket.socket", label: str) -> None:
+    """Serve until SIGTERM / Ctrl-C; uvicorn shuts down gracefully, then this returns."""
+    import signal
+
+    import anyio
+    import uvicorn
+
+    starlette_app = server.streamable_http_app(host=HOST)  # DNS-rebinding protection for a loopback host
+    http = uvicorn.Server(uvicorn.Config(starlette_app, log_level="warning", lifespan="on"))
+    url = f"http://{HOST}:{sock.getsockname()[1]}/mcp"
+    async with anyio.create_task_group() as tg:
+
+        async def on_sigterm() -> None:  # before uvicorn has its own handlers (and while it has them)
+            with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+                async for _ in signals:
+                    http.should_exit = True
+
+        async def announce() -> None:
+            while not http.started and not http.should_exit:
+                await anyio.sleep(0.02)
+            if http.started:
+                click.echo(f"synthex mcp: {label} at {url} (streamable HTTP; Ctrl-C to stop)", err=True)
+
+        tg.start_soon(on_sigterm)
+        tg.start_soon(announce)
+        await http.serve([sock])
+        tg.cancel_scope.cancel()
+
+
+@click.command("mcp")
+@click.option("--project", "project", default=".", show_default=True, type=click.Path(file_okay=False),
+              help="Project folder (holds pipeline.py).")
+@click.option("--branch", default=None,
+              help="Default branch of every tool (default: the current one, `synthex branch switch`; else main).")
+@click.option("--http", "http", is_flag=True, help=f"Serve streamable HTTP on {HOST} instead of stdio.")
+@click.option("--port", default=DEFAULT_PORT, show_default=True, type=click.IntRange(0, 65535),
+              help="Port for --http (0: any free port; the URL is printed to stderr).")
+def mcp_command(project: str, branch: str | None, http: bool, port: int) -> None:
+    """Serve this project's memory over the Model Context Protocol (stdio, or --http on 127.0.0.1).
+
+    Tools: search, get, lineage, projection, remember. One project stays open for the server's
+    lifetime, so searches after the first are warm.
+    """
+    import os
+    import signal
+
+    from synthex.core.project import current_branch, load_pipeline
+
+    pipe = load_pipeline(project)
+    app = pipe.app  # type: ignore[attr-defined]
+    branch = app.use_branch(branch or current_branch(pipe)).branch_name  # a missing branch: one line, now
+    sock = bind(port) if http else None
+    sync = SyncWorker(app, branch)
+    label = f"serving {pipe.name!r} (branch {branch!r}, project {pipe.project_dir})"
+
+    def close(grace: float) -> None:
+        """Let a running sync finish (up to ``grace`` s), then close the app (store, Dagster instance)."""
+        if sync.stop(grace):
+            click.echo("synthex mcp: stopped with remembered items not synced yet; `synthex run` processes them",
+                       err=True)
+        if sock is not None:
+            sock.close()
+        app.close()
+
+    if not http:
+        # On stdio the SDK reads stdin on a worker thread that cancellation cannot interrupt, so a signal
+        # would leave the process waiting for input that never comes: close here and leave at once.
+        def on_signal(signum: int, _frame: object) -> None:
+            close(grace=1.5)
+            sys.stderr.flush()
+            os._exit(0)
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+    import anyio
+
+    server = build_server(app, branch, sync)
+    threading.Thread(target=warm_up, args=(app, branch), name="synthex-mcp-warm-up", daemon=True).start()
+    try:
+        if sock is not None:
+            anyio.run(serve_http, server, sock, label)
+        else:
+            anyio.run(serve_stdio, server, label)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        close(grace=120.0)

@@ -1,0 +1,118 @@
+"""Every Dagster name Synthex uses that is not Dagster's public API, in one module.
+
+Written for the Dagster release ``DAGSTER_VERSION``. ``tests/test_dagster_internals.py`` pins it: it
+fails on another version, and checks that each private name below still imports with the signature
+or attributes used here, so an upgrade breaks loudly in this one place (revisit each comment then:
+a public API may have appeared). Everything else in Synthex uses ``dagster``'s public exports.
+
+Two things have no public API in Dagster 1.13:
+
+- A run over a *range* of partitions. ``RunRequest`` takes one ``partition_key`` (no range argument)
+  and ``JobDefinition.execute_in_process`` one ``partition_key`` too; a single-run backfill of a range
+  is expressed by two system run tags, which Dagster exports only from ``dagster._core.storage.tags``.
+- A ``synthex run`` recorded as a run of the project's code location (so the UI lists, times and
+  re-executes it) but executed in this process with the CLI's live resources (its open store, LLM
+  client and progress bar). ``execute_in_process`` records no code-location origin and always records
+  the snapshot of the job it runs (live resources: the UI then warns the job changed);
+  ``DagsterInstance.create_run`` and the plan/orchestration functions that take both are internal.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Collection, Mapping
+
+from dagster import AssetKey, DagsterInstance, JobDefinition
+
+# Why private: executing a job definition under a run we created ourselves (with a code-location
+# origin and the location's job snapshot) needs the job wrapped as an IJob; only InMemoryJob does that.
+from dagster._core.definitions.job_base import InMemoryJob
+
+# Why private: the name Dagster gives the single repository a ``Definitions`` object becomes (part of
+# the origin below).
+from dagster._core.definitions.repository_definition.valid_definitions import SINGLETON_REPOSITORY_NAME
+
+# Why private: building the plan, and iterating the run's execution over it, is what
+# execute_in_process does inside; the public function cannot take a run that already exists.
+from dagster._core.execution.api import (
+    ExecuteRunWithPlanIterable,
+    create_execution_plan,
+    job_execution_iterator,
+)
+from dagster._core.execution.context_creation_job import (
+    PlanOrchestrationContextManager,
+    orchestration_context_event_generator,
+)
+
+# Why private: the origin of a run as the UI's code location knows it (location, repository, job);
+# the public API never lets a caller set a run's origin.
+from dagster._core.remote_origin import (
+    ManagedGrpcPythonEnvCodeLocationOrigin,
+    RemoteJobOrigin,
+    RemoteRepositoryOrigin,
+)
+
+# Why private: the execution-plan snapshot recorded with the run, against the location's job snapshot.
+from dagster._core.snap import snapshot_from_execution_plan
+
+# Why private: no public module exports the names of the partition-range run tags (RunRequest and
+# execute_in_process take one partition_key, no range).
+from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+
+# Why private: how a code location is loaded (``python -m <module>`` in a working directory), the target
+# part of its origin.
+from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+
+DAGSTER_VERSION = "1.13.27"
+
+
+def partition_range_tags(start: str, end: str) -> dict[str, str]:
+    """Run tags selecting the partitions ``start`` .. ``end`` (in the partitions definition's order)."""
+    return {ASSET_PARTITION_RANGE_START_TAG: start, ASSET_PARTITION_RANGE_END_TAG: end}
+
+
+def partition_range(tags: Mapping[str, str]) -> tuple[str, str] | None:
+    """The (start, end) partition range a run's tags select, None when they select no range."""
+    if ASSET_PARTITION_RANGE_START_TAG in tags and ASSET_PARTITION_RANGE_END_TAG in tags:
+        return tags[ASSET_PARTITION_RANGE_START_TAG], tags[ASSET_PARTITION_RANGE_END_TAG]
+    return None
+
+
+def code_location_job_origin(*, module: str, working_directory: str, location: str, job: str) -> RemoteJobOrigin:
+    """The origin a code location loaded as ``python -m module`` (the one ``synthex ui`` serves, named
+    ``location``) has for its job ``job``."""
+    target = LoadableTargetOrigin(executable_path=sys.executable, module_name=module,
+                                  working_directory=working_directory)
+    code_location = ManagedGrpcPythonEnvCodeLocationOrigin(target, location_name=location)
+    return RemoteJobOrigin(RemoteRepositoryOrigin(code_location, SINGLETON_REPOSITORY_NAME), job)
+
+
+def execute_as_location_run(job: JobDefinition, location_job: JobDefinition, instance: DagsterInstance, *,
+                            run_id: str, tags: Mapping[str, str], selection: Collection[AssetKey],
+                            origin: RemoteJobOrigin, run_config: dict) -> None:
+    """Execute the assets ``selection`` of ``job`` (its live resources) in this process as run ``run_id``,
+    recorded with ``origin`` and against ``location_job`` (the code location's job, configured
+    resources): what ``JobDefinition.execute_in_process`` does, plus what it cannot take. Raises what
+    the run raises."""
+    selected = frozenset(selection)
+    ephemeral = InMemoryJob(job.as_ephemeral_job(resource_defs={}, input_values={}, asset_selection=list(selected)))
+    job_def = ephemeral.get_definition()
+    plan = create_execution_plan(ephemeral, run_config=run_config, instance_ref=instance.get_ref())
+    recorded = location_job.get_subset(asset_selection=selected)
+    run = instance.create_run(
+        job_name=job_def.name, run_id=run_id, run_config=run_config, status=None, tags={**job.run_tags, **tags},
+        root_run_id=None, parent_run_id=None, step_keys_to_execute=plan.step_keys_to_execute,
+        execution_plan_snapshot=snapshot_from_execution_plan(plan, recorded.get_job_snapshot_id()),
+        job_snapshot=recorded.get_job_snapshot(), parent_job_snapshot=location_job.get_job_snapshot(),
+        asset_selection=selected, asset_check_selection=None, resolved_op_selection=None, op_selection=None,
+        remote_job_origin=origin, job_code_origin=None,
+        asset_graph=job_def.get_subset(asset_selection=selected).asset_layer.asset_graph)
+    for _event in ExecuteRunWithPlanIterable(
+        execution_plan=plan,
+        iterator=job_execution_iterator,
+        execution_context_manager=PlanOrchestrationContextManager(
+            context_event_generator=orchestration_context_event_generator, job=ephemeral, execution_plan=plan,
+            dagster_run=run, instance=instance, run_config=run_config, executor_defs=None, output_capture=None,
+            raise_on_error=True),
+    ):
+        pass

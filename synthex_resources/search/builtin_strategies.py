@@ -1,0 +1,37 @@
+"""The built-in search strategies, registered through the hook a plugin defines
+(``register_search_strategies``; ``strategies.load_search_strategies`` names this module as a built-in).
+
+The instances are frozen (immutable), so they are module constants: code that needs one directly (the
+engine's default, tests, evals' ablations) imports it; every door lists the registry instead.
+"""
+
+from __future__ import annotations
+
+from synthex_resources.search.strategies import DenseOnly, LeafSum, LexicalOnly, RRFHybrid, StrategyRegistry
+
+BM25 = LexicalOnly(name="bm25", description="keywords only (BM25)", dedup_cosine=None)
+DENSE = DenseOnly(name="dense", description="meaning only (embeddings)", dedup_cosine=None)
+# The default hybrid: BM25 leads, dense adds recall. On conversational memory BM25 is the stronger leg
+# (lethe notes: BM25-only 0.242 vs vector-only 0.138 NDCG@10 on LongMemEval); on LoCoMo turns here a
+# sharper fusion (k = 10) with half-weight dense beat k = 60 / equal weights (docs/benchmarks.md).
+HYBRID = RRFHybrid(name="hybrid", description="BM25 + embeddings fused by RRF (k = 10, dense at half weight; default)",
+                   rrf_k=10, dense_weight=0.5)
+# Textbook RRF (k = 60, equal weights).
+HYBRID_EQUAL = RRFHybrid(name="hybrid-equal", description="BM25 + embeddings fused by textbook RRF (k = 60, equal weights)")
+# Conversational memory, no model at query time: turns scored through their context-window records
+# (BM25 + dense) and their own text (dense), summed on max-normalized scores, smoothed over adjacent
+# turns, with a date prior and the speakers' names dropped from the query (in a two-person chat every
+# turn is by one of them, and the names dominate a short question's embedding). Tuned on LoCoMo
+# (docs/benchmarks.md); the lexical leg wants a stemmed index (``Pipeline(lexical_stem=True)``).
+# Of the multi-hop strategies (search/multihop.py) only the shared-entity expansion is on: on LoCoMo
+# dev7 it lifted recall_all@10 without costing a category; decomposition, PageRank, MMR and session
+# diversification did not help there and stay options (docs/benchmarks.md, issue 13).
+CONVERSATIONAL = LeafSum(name="conversational",
+                         description="ranks conversation turns (leaf records) through their context records",
+                         lexical_pool=200, dense_weight=0.5, leaf_dense_weight=0.5, neighbour_weight=0.4,
+                         date_weight=1.0, drop_participants=True, entity_weight=0.15)
+
+
+def register_search_strategies(registry: StrategyRegistry) -> None:
+    for strategy in (BM25, DENSE, HYBRID, HYBRID_EQUAL, CONVERSATIONAL):
+        registry.register(strategy.name, strategy)

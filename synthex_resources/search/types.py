@@ -1,0 +1,170 @@
+"""What every part of search shares: hits, the request a strategy answers, the engine's surface as the
+strategies see it, rerankers and the warnings a search reports.
+
+It sits below the engine and every fusion (``engine`` -> strategies -> ``leaf_fusion`` / ``multihop`` /
+``leaf_scope`` -> this module), so none of them imports the engine: the fusions reach it through the
+``SearchBackend`` protocol, which ``SearchEngine`` implements.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Protocol
+
+from synthex.core.record import Record
+from synthex.core.scope import BranchScope
+from synthex_resources.store.filters import RecordFilter
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from synthex_resources.record_store import RecordStore
+
+log = logging.getLogger("synthex.search")
+
+
+class Fusion(StrEnum):
+    """How a strategy turns its candidate lists into one ranking (what ``synthex search --help`` shows)."""
+
+    SINGLE = "single"  # one candidate list, its own scores (BM25 score / cosine)
+    RRF = "rrf"  # reciprocal rank fusion of the records' ranks in each list
+    LEAF_SUM = "leaf-sum"  # records lend their normalized scores to their leaves (turns), summed
+    CUSTOM = "custom"  # a plugin's own
+
+
+class Leg(StrEnum):
+    """A first-stage candidate list."""
+
+    LEXICAL = "lexical"  # BM25 over the FTS index (or in memory on an encrypted store)
+    DENSE = "dense"  # cosine over the vectors
+
+
+class Decompose(StrEnum):
+    """Multi-hop (a): how the scores of a question's parts are combined (search/multihop.py)."""
+
+    NONE = "none"
+    SUM = "sum"  # their mean: every part counts
+    MAX = "max"  # their best
+
+    def __bool__(self) -> bool:  # ``if strategy.decompose:`` reads "is it on"
+        return self is not Decompose.NONE
+
+
+class Diversify(StrEnum):
+    """Multi-hop (d): how the top k is re-selected for coverage (search/multihop.py)."""
+
+    NONE = "none"
+    MMR = "mmr"  # maximal marginal relevance on the turns' own embeddings
+    SESSION = "session"  # a turn discounted per turn of its session already taken
+
+    def __bool__(self) -> bool:
+        return self is not Diversify.NONE
+
+
+@dataclass
+class SearchHit(Record):
+    score: float = 0.0
+    ranks: dict[str, int] = field(default_factory=dict)  # rank in each candidate list (1-based)
+    collapsed: list[str] = field(default_factory=list)  # near-duplicate ids folded into this hit
+
+    def to_hit_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "step": self.step, "branch": self.branch, "score": round(self.score, 6),
+                "content": self.content, "sources": list(self.source_ids), "metadata": self.metadata,
+                "period": self.period, "ranks": self.ranks, "collapsed": self.collapsed}
+
+
+class SearchProblem(StrEnum):
+    """What went wrong in a search that still answered (the hits are in first-stage order)."""
+
+    RERANK_CALL_FAILED = "rerank-call-failed"  # the reranker's model call raised
+    RERANK_UNUSABLE_REPLY = "rerank-unusable-reply"  # the reply named none of the listed hits
+
+
+@dataclass(frozen=True)
+class SearchWarning:
+    problem: SearchProblem
+    source: str  # what reported it (the reranker's name)
+    detail: str = ""  # the error line or the start of the reply
+
+    def __str__(self) -> str:
+        what = {SearchProblem.RERANK_CALL_FAILED: "its model call failed",
+                SearchProblem.RERANK_UNUSABLE_REPLY: "its reply named none of the hits"}[self.problem]
+        detail = f" ({self.detail})" if self.detail else ""
+        return f"reranker {self.source!r} kept the first-stage order: {what}{detail}"
+
+
+class SearchResults(list[SearchHit]):
+    """The hits, best first (a list), and the warnings of the search that found them (``warnings``):
+    a reranker that failed is said here, not swallowed."""
+
+    def __init__(self, hits: Iterable[SearchHit] = (), warnings: Iterable[SearchWarning] = ()) -> None:
+        super().__init__(hits)
+        self.warnings: tuple[SearchWarning, ...] = tuple(warnings)
+
+
+@dataclass(frozen=True)
+class Reranked:
+    hits: list[Any]
+    warning: SearchWarning | None = None
+
+
+class Reranker(ABC):
+    """Reorders a strategy's candidates with a second, costlier judgement (one model call per query).
+
+    A strategy gives it its own pool: every fused candidate (record fusions) or the top ``top_n`` leaves
+    (leaf-sum); the top ``k`` are cut after it. A reranker that cannot rank returns the hits in their
+    order with a ``SearchWarning``; the search passes it on (``SearchResults.warnings``)."""
+
+    name: str = "reranker"
+    top_n: int = 20  # how many of the first-stage hits it reorders (the rest follow unchanged)
+
+    @abstractmethod
+    def rerank(self, query: str, hits: Sequence[Any]) -> Reranked: ...
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """One search, as the engine hands it to a strategy (``where``: the prefilter of steps, branch,
+    periods and metadata, built by the engine)."""
+
+    query: str
+    steps: list[str] | None
+    scope: BranchScope  # the branch read, with the branches serving the steps it inherits
+    k: int
+    where: str
+    rows: RecordFilter  # ``where`` as a typed filter (store/filters.py writes the SQL)
+    periods: list[str] | None = None
+    metadata: dict[str, Any] | None = None
+    query_vector: np.ndarray | None = None
+    as_of: datetime | str | None = None
+
+
+class SearchBackend(Protocol):
+    """The engine as strategies and fusions use it (``synthex_resources.search.engine.SearchEngine``)."""
+
+    store: RecordStore
+
+    def where(self, steps: list[str] | None, scope: BranchScope, periods: list[str] | None = None,
+              metadata: dict[str, Any] | None = None) -> str: ...
+
+    def submit(self, fn: Callable[[], Any]) -> Future: ...
+
+    def lexical(self, query: str, where: str, n: int) -> list[tuple[str, float]]: ...
+
+    def dense(self, query: str, where: RecordFilter, n: int, vector: np.ndarray | None = None,
+              steps: list[str] | None = None, scope: BranchScope | None = None, periods: list[str] | None = None,
+              in_memory: bool = True) -> list[tuple[str, float]]: ...
+
+    def _collapse(self, order: list[str], threshold: float | None, want: int,
+                  in_memory: bool) -> tuple[list[str], dict[str, list[str]]]: ...
+
+    @staticmethod
+    def _meta_ok(rec: Record, metadata: dict[str, Any] | None) -> bool: ...
+
+    def _hit(self, row: dict[str, Any], score: float, ranks: dict[str, int]) -> SearchHit: ...
