@@ -39,7 +39,7 @@ def plugin_env(*folders: Path) -> dict[str, str]:
 def run_synthex(*args: str, env: dict[str, str], cwd: Path | None = None, check: bool = True,
                 timeout: float = 600) -> subprocess.CompletedProcess:
     """``synthex ARGS`` as a separate process (the real door) with ``env`` (``plugin_env``)."""
-    proc = subprocess.run([sys.executable, "-m", "synthex.cli", *args], cwd=cwd, env=env, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "synthex.surfaces.cli", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"synthex {args} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
