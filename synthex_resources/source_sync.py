@@ -39,7 +39,7 @@ def deletion_verdicts(pipeline: PipelineDefinition, store: RecordStore, branch: 
     """The deletion guard's verdict on every source step (``sources``: these) that ``branch`` owns: its
     items now against the branch's records of it. A source the branch inherits is judged on the branch
     that owns it (a run of this branch does not write it)."""
-    definition = pipeline.root().for_branch(branch)
+    definition = pipeline.for_branch(branch)  # from this definition up its ancestors, as the app resolves it
     scope = definition.scope()
     names = [s for s in definition.source_steps() if scope.owns(s) and (sources is None or s in sources)]
     if not names:
