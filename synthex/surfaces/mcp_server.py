@@ -189,19 +189,11 @@ def describe_project(app: "ProjectApp", branch: str) -> str:
                "this pipeline has none.)"))
 
 
-def build_server(app: "ProjectApp", branch: str, sync: SyncWorker) -> Any:
-    """The MCPServer with the five tools over ``app`` (``branch``: the default branch of every tool)."""
-    from typing import Annotated, Literal
-
+def _server_class() -> type:
+    """The SDK's MCPServer, with user errors and bad arguments answered in one line."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
-    from mcp.types import ToolAnnotations
-    from pydantic import Field, ValidationError
-
-    pipe = app.pipeline
-    step_names = ", ".join(pipe.order())
-    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
-                                open_world_hint=False)
+    from pydantic import ValidationError
 
     class SynthexMCP(MCPServer):
         async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
@@ -219,8 +211,30 @@ def build_server(app: "ProjectApp", branch: str, sync: SyncWorker) -> Any:
                     raise ToolError(one_line(f"invalid arguments for {name}: {problems}")) from None
                 raise
 
-    server = SynthexMCP("synthex", title=f"Synthex memory: {pipe.name}", instructions=describe_project(app, branch),
-                        log_level="WARNING")
+    return SynthexMCP
+
+
+def build_server(app: "ProjectApp", branch: str, sync: SyncWorker) -> Any:
+    """The MCPServer with the five tools over ``app`` (``branch``: the default branch of every tool)."""
+    pipe = app.pipeline
+    server = _server_class()("synthex", title=f"Synthex memory: {pipe.name}",
+                             instructions=describe_project(app, branch), log_level="WARNING")
+    _add_read_tools(server, app, branch)
+    _add_remember_tool(server, app, sync)
+    return server
+
+
+def _add_read_tools(server: Any, app: "ProjectApp", branch: str) -> None:
+    """search, get, lineage and projection: read-only tools over ``app`` (``branch``: their default)."""
+    from typing import Annotated, Literal
+
+    from mcp.types import ToolAnnotations
+    from pydantic import Field
+
+    pipe = app.pipeline
+    step_names = ", ".join(pipe.order())
+    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
+                                open_world_hint=False)
 
     def on(branch_arg: str | None) -> str:
         return branch_arg or branch
@@ -299,6 +313,14 @@ def build_server(app: "ProjectApp", branch: str, sync: SyncWorker) -> Any:
                                "run the pipeline (`synthex run`)")
         return record_dict(rec)
 
+
+def _add_remember_tool(server: Any, app: "ProjectApp", sync: SyncWorker) -> None:
+    """remember: append to the project's stream source; the sync worker brings it into memory."""
+    from typing import Annotated
+
+    from mcp.types import ToolAnnotations
+    from pydantic import Field
+
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
                                              open_world_hint=False), description=(
         "Remember something: append it to this project's stream source, so it flows through the pipeline "
@@ -319,8 +341,6 @@ def build_server(app: "ProjectApp", branch: str, sync: SyncWorker) -> Any:
         if sync.last_error:
             result["last_sync_error"] = sync.last_error
         return result
-
-    return server
 
 
 def warm_up(app: "ProjectApp", branch: str) -> None:
