@@ -89,7 +89,7 @@ def main() -> None:
     copied = branches.promote("short")
     promote_s = time.perf_counter() - t0
     main_notes = main_pipe.records("notes")
-    own = len(main_pipe.app.store.tables.read("records", "branch = 'short'", ["id"]))
+    own = len(main_pipe.app.store.records.ids_on_branch("short"))
     print(f"promote  {promote_s:8.2f} s   copied {copied}; main now holds {len(main_notes)} notes "
           f"({sum(r.content.startswith('short: ') for r in main_notes)} from the branch); branch rows left {own}")
     print(json.dumps({"records": args.records, "diff_s": round(diff_s, 2), "promote_s": round(promote_s, 2),

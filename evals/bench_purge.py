@@ -27,7 +27,7 @@ def build_store(root: Path, records: int, descendants: int):  # -> (RecordStore,
     import numpy as np
 
     from synthex.core.record import Record
-    from synthex_resources.record_store import CACHE_SCHEMA, LLM_CACHE, open_store
+    from synthex_resources.record_store import open_store
     from synthex_resources.search.engine import SearchEngine
 
     store = open_store(str(root / "lancedb"))  # the embedder only sizes the vector column here
@@ -62,9 +62,9 @@ def build_store(root: Path, records: int, descendants: int):  # -> (RecordStore,
             batch = []
     if batch:
         store.records.upsert(batch)
-    store.tables.upsert_rows(LLM_CACHE, CACHE_SCHEMA, [
+    store.llm_cache.put_many([
         {"key": f"c{i}", "model": "m", "response": f"fact {i} about the locker code {TOKEN}" if 11 <= i < 61 else f"other {i}",
-         "raw": "", "tokens_in": 1, "tokens_out": 1} for i in range(2000)], key="key")
+         "raw": "", "tokens_in": 1, "tokens_out": 1} for i in range(2000)])
     SearchEngine(store).ensure_index()
     return store, root_id
 
@@ -105,11 +105,11 @@ def main() -> None:
         compaction = timed("compaction", lambda: compact_physically(store))
         residue = timed("residue_scan", lambda: scan(root, byte_forms([*needles, TOKEN])))
         size_after = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
-        remaining = store.tables.read("records", None, ["id"])
+        remaining = store.records.scan(["id"])
         total = sum(timings.values())
         print(f"purged {len(affected)} records ({cascade.steps}) of {args.records}; cache entries {dropped}; "
               f"{compaction.fragments_rewritten} fragments rewritten, {compaction.versions_removed} versions removed")
-        holding = [r for r in store.tables.read("records", None, ["content"]) if TOKEN in r["content"]]
+        holding = [r for r in store.records.scan(["content"]) if TOKEN in r["content"]]
         print(f"before: raw scan found the token in {len(before)} file(s), {sum(before.values())} time(s); "
               f"after: {len(holding)} row(s) hold it")
         print(f"total {total:.2f} s; residue {residue or 'none'}; rows left {len(remaining)}; "

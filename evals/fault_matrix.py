@@ -154,7 +154,7 @@ def duplicate_ids(root: Path) -> list[str]:
 
     pipe: Any = load_pipeline(root)
     try:
-        rows = pipe.store().tables.read("records", columns=["id"])
+        rows = pipe.store().records.scan(["id"])
     finally:
         pipe.close()
     return sorted(i for i, n in Counter(r["id"] for r in rows).items() if n > 1)
