@@ -25,9 +25,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from synthex.core.definition import Output, PipelineDefinition
+from synthex.core.errors import PipelineDefinitionError
 from synthex.core.periods import now_iso
 from synthex.core.record import Record
 from synthex.core.redact import redact
+from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 from synthex_resources.store.hook_cursors import HOOK_SCHEMA  # noqa: F401 - re-exported
 from synthex_resources.store.schemas import HOOK_DELIVERIES  # noqa: F401 - re-exported
@@ -100,13 +102,21 @@ class HookDeliveries:
     def _branches(self, step: str) -> list[str]:
         return sorted(self.store.records.branches(step))
 
+    def _scope(self, branch: str) -> BranchScope:
+        """The branch's scope; a branch whose file is gone (it still has rows) reads its own rows, as before
+        scopes: its hooks stay listable and retryable, and other branches' deliveries are not blocked."""
+        try:
+            return self.pipeline.scope(branch)
+        except PipelineDefinitionError:
+            return BranchScope.own(branch)
+
     def due(self, step: str | None = None, branches: list[str] | None = None) -> list[HookState]:
         """Hooks whose projection points at a record not delivered yet (oldest state kept for attempts)."""
         states = self.states()
         out = []
         for output in self._outputs(step):
             for branch in branches if branches is not None else self._branches(output.from_[0]):
-                latest = self.store.records.latest(self.pipeline.scope(branch), output.from_[0])
+                latest = self.store.records.latest(self._scope(branch), output.from_[0])
                 state = states.get(f"{output.name}@{branch}") or HookState(output.name, branch)
                 if latest is not None and latest.id != state.delivered_record:
                     if state.pending_record != latest.id:
@@ -117,7 +127,7 @@ class HookDeliveries:
     def deliver_due(self, step: str | None = None, branches: list[str] | None = None) -> DeliveryReport:
         report = DeliveryReport()
         for state in self.due(step, branches):
-            record = self.store.records.get(state.pending_record, self.pipeline.scope(state.branch))
+            record = self.store.records.get(state.pending_record, self._scope(state.branch))
             if record is None:  # superseded since it was found due: the next check finds the new one
                 continue
             error = self._deliver(state, record)

@@ -12,6 +12,7 @@ import pytest
 from conftest import PIPELINE_PY, cli, load, write_project
 
 from synthex.core.errors import SynthexError
+from synthex.core.record import Record
 from synthex_resources.hook_deliveries import FIRST_BACKOFF_S, HOOK_DELIVERIES, HookDeliveries
 
 
@@ -128,3 +129,21 @@ def test_a_delivery_never_confirmed_is_sent_again(hooked, receiver):
     assert len(receiver.accepted) == 2
     assert receiver.accepted[0]["delivery"]["id"] == receiver.accepted[1]["delivery"]["id"]
 
+
+
+def test_a_branch_whose_file_is_gone_does_not_block_the_hooks_of_the_others(hooked, receiver):
+    """A branch that still has rows of the hooked step but no branch file (deleted by hand, a checkout)
+    reads its own rows, as before scopes: main's delivery still goes out and the ghost branch's is listed."""
+    receiver.down = False
+    pipe = load(hooked)
+    pipe.run()
+    world = pipe.records("world-model")[0]
+    ghost = Record(**{**{f: getattr(world, f) for f in ("id", "content", "step", "source_ids", "materialization_key",
+                                                        "run_id", "created_at", "metadata", "audit", "period")},
+                      "branch": "ghost"})
+    pipe.store().records.upsert([ghost], embed=False)
+    due = HookDeliveries(pipe, pipe.store()).due()
+    assert [(s.output, s.branch, s.pending_record) for s in due] == [("context", "ghost", world.id)]
+    report = HookDeliveries(pipe, pipe.store()).deliver_due()
+    assert report.delivered == ["context@ghost"] and report.failed == []
+    assert [p["branch"] for p in receiver.accepted] == ["main", "ghost"]

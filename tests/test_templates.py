@@ -87,3 +87,24 @@ def test_structured_takes_no_export_and_keeps_an_edited_table(tmp_path):
     before = table.read_bytes()
     cli("init", "mem", "--template", "structured", cwd=tmp_path)  # the same init again: nothing rewritten
     assert table.read_bytes() == before
+
+
+def test_the_import_paths_earlier_templates_wrote_still_work():
+    """Projects made before the core moved to synthex/core keep loading: their pipeline.py imports these."""
+    from synthex.core.enrich.steps import with_enrichment as core_with_enrichment
+    from synthex.core.importers.base import SourceItem as CoreSourceItem
+    from synthex.enrich.steps import with_enrichment
+    from synthex.importers import SourceItem, load_source, register_format
+    from synthex.importers.base import read_json_objects
+    from synthex.periods import iso, to_timestamp
+    from synthex.prompts import (
+        extract_transcript,
+        monthly_reflection,
+        summarize_conversation,
+        world_model_prompt,
+    )
+
+    assert with_enrichment is core_with_enrichment and SourceItem is CoreSourceItem
+    assert all(callable(f) for f in (load_source, register_format, read_json_objects, iso, to_timestamp,
+                                     extract_transcript, monthly_reflection, summarize_conversation,
+                                     world_model_prompt))

@@ -3,8 +3,10 @@
 A branch is copy-on-write (docs/architecture.md, "Branches"): a step it does not override is read from
 its parent's rows. Which branch serves which step follows from the definitions, so it is resolved once
 per command (``PipelineDefinition.scope``) and handed, immutable, to every read, search and write. No
-store keeps a "current view" that a caller must remember to set: a read without a scope is impossible,
-and two doors resolving the same branch get equal scopes.
+store keeps a "current view" that a caller must remember to set: the records' scoped reads take the scope
+as an argument (only id lookups may go without one: any branch's row of a content address), the search
+engine defaults to main's own rows when given none, and two doors resolving the same branch get equal
+scopes.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Public alias of ``synthex.core.enrich``: LLM-free enrichment for a project's pipeline.py."""
+"""Public alias of ``synthex.core.enrich``: LLM-free enrichment for a project's pipeline.py (the paths
+``synthex.enrich`` and ``synthex.enrich.steps`` that earlier templates wrote keep working)."""
 
 from synthex.core.enrich import (
     ResolvedDate,
