@@ -31,7 +31,6 @@ from synthex.core.record import Record
 from synthex.core.redact import redact
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
-from synthex_resources.store.hook_cursors import HOOK_SCHEMA  # noqa: F401 - re-exported
 from synthex_resources.store.schemas import HOOK_DELIVERIES  # noqa: F401 - re-exported
 
 TRIES_PER_DELIVERY = 3  # in one process: first try, then backoff before each retry
@@ -92,6 +91,7 @@ class HookDeliveries:
         self.sleep = sleep
         self.outputs: list[Output] = [o for o in pipeline.outputs.values()
                                       if o.surface == "projection" and o.on_update is not None]
+        self._scopes: dict[str, BranchScope] = {}
 
     def _outputs(self, step: str | None) -> list[Output]:
         return [o for o in self.outputs if step is None or o.from_[0] == step]
@@ -103,12 +103,15 @@ class HookDeliveries:
         return sorted(self.store.records.branches(step))
 
     def _scope(self, branch: str) -> BranchScope:
-        """The branch's scope; a branch whose file is gone (it still has rows) reads its own rows, as before
-        scopes: its hooks stay listable and retryable, and other branches' deliveries are not blocked."""
-        try:
-            return self.pipeline.scope(branch)
-        except PipelineDefinitionError:
-            return BranchScope.own(branch)
+        """The branch's scope, resolved once per branch for this object's use (it hashes every step's
+        definition); a branch whose file is gone (it still has rows) reads its own rows, as before scopes:
+        its hooks stay listable and retryable, and other branches' deliveries are not blocked."""
+        if branch not in self._scopes:
+            try:
+                self._scopes[branch] = self.pipeline.scope(branch)
+            except PipelineDefinitionError:
+                self._scopes[branch] = BranchScope.own(branch)
+        return self._scopes[branch]
 
     def due(self, step: str | None = None, branches: list[str] | None = None) -> list[HookState]:
         """Hooks whose projection points at a record not delivered yet (oldest state kept for attempts)."""

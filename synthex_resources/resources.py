@@ -68,6 +68,7 @@ class SearchResource(ConfigurableResource):
     mode: str = "hybrid"  # a name of the search strategies' registry, as ``synthex search --mode``
     k: int = 10
     _store: RecordStore | None = PrivateAttr(default=None)
+    _pipeline: PipelineDefinition | None = PrivateAttr(default=None)
     _strategies: StrategyRegistry | None = PrivateAttr(default=None)
 
     def strategies(self) -> StrategyRegistry:
@@ -76,8 +77,13 @@ class SearchResource(ConfigurableResource):
         return self._strategies
 
     def pipeline(self) -> PipelineDefinition:
-        # Loaded per call (a branch file or pipeline.py may change while a code location runs).
-        return project_pipeline(self.project_dir)
+        """The project's definition, loaded again only when pipeline.py changed (an edit, a promote): an
+        agent's searches do not each re-run pipeline.py. Branch files are read by ``scope`` on each call."""
+        loaded = self._pipeline
+        source = getattr(loaded, "source_file", None)
+        if loaded is None or source is None or not source[0].exists() or source[0].stat().st_mtime_ns != source[1]:
+            self._pipeline = loaded = project_pipeline(self.project_dir)
+        return loaded
 
     def store(self, pipeline: PipelineDefinition) -> RecordStore:
         if self._store is None:

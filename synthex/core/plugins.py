@@ -69,11 +69,6 @@ def discover(builtins: tuple[str, ...] = ()) -> tuple[list[LoadedPlugin], list[P
     return found, failures
 
 
-def load_plugins() -> list[ModuleType]:
-    """Every installed plugin module that imports (failures: ``discover``)."""
-    return [p.module for p in discover()[0]]
-
-
 class Registry(Generic[T]):
     """Named extensions of one kind (step kinds, search strategies, ...). Names are unique: registering a
     taken name is an error unless ``replace=True``. Lookups of an unknown name are one line listing the
@@ -93,11 +88,14 @@ class Registry(Generic[T]):
         return item
 
     def get(self, name: str) -> T:
+        """The item registered as ``name``; an unknown name is one line naming the known ones and every
+        plugin that failed to load (the one that would have registered it may be among them)."""
         try:
             return self._items[name]
         except KeyError:
+            failed = "".join(f"; {f}" for f in self.failures)
             raise PipelineDefinitionError(
-                f"unknown {self.kind} {name!r}; expected one of {', '.join(self._items) or 'none'}") from None
+                f"unknown {self.kind} {name!r}; expected one of {', '.join(self._items) or 'none'}{failed}") from None
 
     def names(self) -> list[str]:
         return list(self._items)

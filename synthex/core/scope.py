@@ -12,7 +12,7 @@ scopes.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from synthex.core.naming import MAIN, check_branch_name
 
@@ -52,11 +52,6 @@ class BranchScope:
     def owns(self, step: str) -> bool:
         return self.serves(step) == self.branch
 
-    @property
-    def inherits(self) -> bool:
-        """True when some step is read from another branch (copy-on-write)."""
-        return bool(self.serving)
-
     def groups(self, steps: Iterable[str] | None = None) -> dict[str, list[str] | None]:
         """serving branch -> the steps read from it (None: every step), for a read of ``steps`` (None:
         every step of the definition). A scope that inherits nothing reads one branch."""
@@ -67,7 +62,3 @@ class BranchScope:
         for step in wanted or [s for s, _ in self.serving]:
             grouped.setdefault(self.serves(step), []).append(step)  # type: ignore[union-attr]
         return grouped
-
-    def at(self, version: int | None) -> BranchScope:
-        """The same scope pinned to a table version (None: unpinned)."""
-        return replace(self, version=version)
