@@ -937,6 +937,20 @@ CASES: list[Case] = [
 ]
 
 
+def all_cases() -> list[Case]:
+    """The matrix's own cases, then those of every module of ``evals.faults`` (imported here, not at the
+    top, because those modules import this harness)."""
+    import importlib
+    import pkgutil
+
+    import evals.faults
+
+    cases = list(CASES)
+    for info in sorted(pkgutil.iter_modules(evals.faults.__path__), key=lambda m: m.name):
+        cases += importlib.import_module(f"evals.faults.{info.name}").CASES
+    return cases
+
+
 def cell(text: str) -> str:
     """Text as one markdown table cell."""
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
@@ -964,7 +978,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default=None, help="Only the cases whose name contains this substring.")
     parser.add_argument("--keep", action="store_true", help="Keep the temp dir (printed) for inspection.")
     args = parser.parse_args(argv)
-    cases = [c for c in CASES if args.only is None or args.only.lower() in c.name.lower()]
+    cases = [c for c in all_cases() if args.only is None or args.only.lower() in c.name.lower()]
     if not cases:
         parser.error(f"no case name contains {args.only!r}")
     tmp = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))

@@ -16,6 +16,7 @@ _EXPORTS = {
     "PipelineDefinition": "synthex.core.definition",
     "Output": "synthex.core.definition",
     "Plan": "synthex.core.definition",
+    "Limits": "synthex.core.limits",
     "Record": "synthex.core.record",
     "Run": "synthex.core.record",
     "RunStats": "synthex.core.record",

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from synthex.core.branch_files import branch_module
 from synthex.core.errors import PipelineDefinitionError
 from synthex.core.hashing import stable_hash
+from synthex.core.limits import Limits
 from synthex.core.naming import MAIN, check_branch_name
 from synthex.core.record import Record
 from synthex.core.scope import BranchScope
@@ -75,8 +76,13 @@ class PipelineDefinition:
         project_dir: str | Path | None = None,
         store_uri: str | None = None,
         lexical_stem: bool = False,
+        limits: Limits | None = None,
     ) -> None:
         self.name = name
+        # Bounds on what enters memory (synthex.core.limits): sources, remember and the MCP server read them.
+        self.limits = limits if limits is not None else Limits()
+        if not isinstance(self.limits, Limits):
+            raise PipelineDefinitionError(f"pipeline {name!r}: limits= takes a synthex.Limits, not {type(limits).__name__}")
         # English stemming in the BM25 index ("cooked" finds "cooking"): it lost on LongMemEval in the
         # lethe notes and won on LoCoMo here (docs/benchmarks.md), so each project chooses.
         self.lexical_stem = lexical_stem
@@ -406,6 +412,8 @@ class PipelineDefinition:
         head = {"name": self.name, "agent": self.agent, "description": self.description}
         if self.lexical_stem:
             head["lexical_stem"] = True
+        if self.limits.to_dict():
+            head["limits"] = self.limits.to_dict()
         return {"pipeline": head,
                 "steps": steps, "outputs": outputs}
 
@@ -427,7 +435,8 @@ class PipelineDefinition:
         if "name" not in head:
             raise PipelineDefinitionError(f"{p}: [pipeline] needs a name")
         pipe = cls(head["name"], agent=head.get("agent", ""), description=head.get("description", ""),
-                   project_dir=project_dir or p.parent, lexical_stem=bool(head.get("lexical_stem", False)))
+                   project_dir=project_dir or p.parent, lexical_stem=bool(head.get("lexical_stem", False)),
+                   limits=Limits.from_dict(head.get("limits", {}), where=f"{p}: [pipeline.limits]"))
         for entry in data.get("steps", []):
             entry = dict(entry)
             kind = entry.pop("kind", None)

@@ -1,0 +1,57 @@
+"""Size and date limits on what enters memory (issue 20: hostile input).
+
+Every source, ``remember`` and the MCP server read their bounds from one ``Limits`` object that a
+project sets on its pipeline (``Pipeline("x", limits=Limits(note_bytes=2_000_000))``). The defaults are
+generous for real data (a ChatGPT export of several years is a few hundred MB; a note is rarely over
+a megabyte) and small enough that one hostile item can neither exhaust memory nor take over a
+projection. An item over a bound is skipped with a one-line warning naming it (``remember`` refuses
+it), and is never loaded whole to find that out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from synthex.core.errors import PipelineDefinitionError
+
+MB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on input, checked where the input is read (docs/architecture.md, "Limits")."""
+
+    # One source file read whole (an export, a JSONL file, a table dump): stat'ed before it is opened.
+    source_file_bytes: int = 512 * MB
+    # One note of a folder source (a .md/.txt file); a note over it is skipped with a warning.
+    note_bytes: int = 8 * MB
+    # The text of one record a source produces; an item over it is skipped with a warning.
+    record_chars: int = 1_000_000
+    # One ``remember`` text (CLI, Python, MCP): refused over it.
+    remember_bytes: int = 256 * 1024
+    # One MCP request body over HTTP: refused (413) before it is parsed.
+    mcp_request_bytes: int = 1 * MB
+    # Lines of a stream source read in one sync; the rest wait for the next sync.
+    stream_batch_lines: int = 100_000
+    # A record dated more than this many days after "now" is flagged and never the latest projection.
+    future_days: float = 1.0
+
+    def __post_init__(self) -> None:
+        for field in fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise PipelineDefinitionError(f"Limits.{field.name}: {value!r} is not a positive number")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Only the bounds that differ from the defaults (what ``export-toml`` writes)."""
+        default = Limits()
+        return {k: v for k, v in asdict(self).items() if getattr(default, k) != v}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str = "limits") -> Limits:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise PipelineDefinitionError(f"{where}: unknown limit {unknown[0]!r}; known: {', '.join(sorted(known))}")
+        return cls(**data)
