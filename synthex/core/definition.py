@@ -147,8 +147,14 @@ class PipelineDefinition:
                     f"step {step.name!r}: from_ names {upstream!r}, which is not defined (yet); "
                     f"defined steps: {', '.join(self.steps) or 'none'}"
                 )
+        self._bound(step)
         self.steps[step.name] = step
         return step
+
+    def _bound(self, step: Step) -> None:
+        """A source step reads with this pipeline's input bounds (``synthex.core.limits``)."""
+        if isinstance(step, SourceStep):
+            step.limits = self.limits
 
     def _override(self, step: S) -> S:
         current = self.steps[step.name]
@@ -156,6 +162,7 @@ class PipelineDefinition:
             raise PipelineDefinitionError(
                 f"branch {self.branch_name!r}: step {step.name!r} reads {step.from_}, its parent's reads "
                 f"{current.from_}; an override keeps the step's inputs (every branch shares one asset graph)")
+        self._bound(step)
         self.steps[step.name] = step
         return step
 

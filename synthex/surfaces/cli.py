@@ -203,6 +203,7 @@ def sync(source: str | None, no_wait: bool, allow_deletions: bool, verbose: bool
     pipe = load_project(project)
     branch = pick_branch(pipe, branch)
     pipe.source_steps([source] if source else None)  # an unknown source is one line before anything runs
+    echo_import_warnings(pipe, branch)  # as `synthex run` says them (lines set aside included)
     report = pipe.app.sync(source=source, branch=branch, progress=None if as_json else TerminalProgress(
         pipe.select(None, source)), wait=not no_wait, on_wait=lambda msg: click.echo(msg, err=True),
         allow_deletions=allow_deletions, verbose=verbose)
@@ -218,6 +219,41 @@ def sync(source: str | None, no_wait: bool, allow_deletions: bool, verbose: bool
         s = run.stats
         click.echo(f"✓ synced in {run.wall_s:.1f}s  records: {s.output} created, {s.skipped} skipped, "
                    f"{s.errors} errors  run: {run.id}")
+
+
+@main.command()
+@click.argument("text")
+@click.option("--id", "item_id", default=None, help="Your id for it (remembering the same id again replaces it).")
+@click.option("--created-at", "created_at", default=None, help="When it happened, ISO-8601 (default: now).")
+@click.option("--source", default=None, help="The stream source to append to (when the pipeline has several).")
+@project_option
+@json_option
+def remember(text: str, item_id: str | None, created_at: str | None, source: str | None, project: str,
+             as_json: bool) -> None:
+    """Append TEXT ('-': read it from stdin) to the project's stream source; `synthex sync` (or a sensor
+    tick) brings it into memory. Says so only when its line is whole and valid in the stream."""
+    pipe = load_project(project)
+    if text == "-":
+        text = read_stdin_text(pipe.limits.remember_bytes)
+    out = pipe.remember(text, id=item_id, created_at=created_at, source=source)
+    for warning in out["warnings"]:
+        click.echo(f"warning: {warning}", err=True)
+    if as_json:
+        emit_json(out | {"status": str(out["status"])})
+        return
+    click.echo(f"remembered {out['id']} (record {out['record_id'][:8]}) in {out['source']}: {out['status']}; "
+               f"`synthex sync` brings it into memory")
+
+
+def read_stdin_text(limit: int) -> str:
+    """At most ``limit`` bytes of stdin as text: more is refused before it is read whole."""
+    data = sys.stdin.buffer.read(limit + 1)
+    if len(data) > limit:
+        raise BadInputError(f"remember: the text on stdin is over {limit} bytes (Limits.remember_bytes)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInputError(f"remember: stdin is not UTF-8 text (byte {exc.start})") from None
 
 
 @main.command()
@@ -438,8 +474,10 @@ def status(project: str, as_json: bool) -> None:
                      "records_to_compute": plan.estimates["records"],
                      "held_back": [v.to_dict() | {"message": refusal_line([v])} for v in held]})
     last = next(iter(pipe.runs(limit=1)), None)
+    quarantined = pipe.app.quarantined()
     if as_json:
-        emit_json({"current": here, "branches": rows, "last_run": last.to_dict() if last else None})
+        emit_json({"current": here, "branches": rows, "last_run": last.to_dict() if last else None,
+                   "quarantined": [q.to_dict() for q in quarantined]})
         return
     click.echo(f"on branch {here}")
     for row in rows:
@@ -449,6 +487,13 @@ def status(project: str, as_json: bool) -> None:
                    + (f"; a run computes ~{row['records_to_compute']} records" if stale else ""))
         for held in row.get("held_back", []):
             click.echo(f"  {'':<20} held back: {held['message']}")
+    for q in quarantined:
+        click.echo(f"source {q.source}: {q.total} line(s) set aside (quarantined) until fixed or removed; "
+                   f"the lines after them are read:")
+        for line in q.lines:
+            click.echo(f"  {line}")
+        if q.total > len(q.lines):
+            click.echo(f"  ... and {q.total - len(q.lines)} more")
     if last:
         click.echo(f"last run {last.id[:8]} {last.status} on {last.branch} at {last.started_at}")
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from synthex.core.deletions import DeletionReporting
 from synthex.core.importers import SourceItem
+from synthex.core.sources.quarantine import Quarantine
 
 
 class SourceOrigin(ABC):
@@ -50,3 +51,20 @@ class SourceOrigin(ABC):
         """Fetch what the origin cannot be asked for again (API pages) into local storage; returns the
         number of new items fetched. Files, tables and streams are read where they are: 0."""
         return 0
+
+    def quarantine(self) -> Quarantine | None:
+        """Lines of the source set aside because they cannot become items (a stream's malformed or
+        undatable lines: ``synthex.core.sources.quarantine``); None: this kind sets nothing aside."""
+        return None
+
+    def waiting(self) -> bool:
+        """Items exist beyond what one read takes (``Limits.stream_batch_lines``): the next sync reads on."""
+        return False
+
+    def read_position(self) -> Any:
+        """How far the source was read (a stream: lines), for ``commit_position``; None: not tracked."""
+        return None
+
+    def commit_position(self, position: Any) -> None:
+        """The lines up to ``position`` are synced: the next read may take a batch beyond them."""
+        return None

@@ -32,6 +32,7 @@ class SourceFields(Protocol):
     table: Any
     api: Callable[[Any], Any] | None
     options: dict[str, Any]
+    limits: Any  # the pipeline's synthex.core.limits.Limits
 
     def path(self) -> Path: ...
 

@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Self
 from synthex.core.errors import PipelineDefinitionError
 from synthex.core.hashing import fingerprint
 from synthex.core.importers import SourceItem
+from synthex.core.limits import Limits
 from synthex.core.periods import month_of
 from synthex.core.record import Record
 from synthex.core.sources.base import SourceOrigin
@@ -32,6 +33,8 @@ class SourceStep(Step):
     api: Callable[[Any], Any] | None = field(default=None, repr=False)  # fetch(cursor) yielding pages
     origin_kind: str = "file"  # the source kind (a name in synthex.core.sources.kinds.source_kinds())
     options: dict[str, Any] = field(default_factory=dict)  # a plugin kind's own arguments (checked by it)
+    # The pipeline's input bounds (``pipeline.limits``, set when the step joins a pipeline): its origin reads them.
+    limits: Limits = field(default_factory=Limits, repr=False, compare=False)
     kind: ClassVar[str] = "source"
     is_source: ClassVar[bool] = True
     _origin: SourceOrigin | None = field(default=None, init=False, repr=False, compare=False)
@@ -68,7 +71,8 @@ class SourceStep(Step):
         """The origin, built by the step's kind from the step's fields and kept (with its parse, offsets
         and caches) while they are unchanged: paths resolve against the project folder, known only once
         it is loaded."""
-        key = (self.origin_kind, self.file, self.format, self.base_dir, self.table, id(self.api), dict(self.options))
+        key = (self.origin_kind, self.file, self.format, self.base_dir, self.table, id(self.api), dict(self.options),
+               self.limits)
         if self._origin is None or key != self._origin_key:
             self._origin, self._origin_key = get_source_kind(self.origin_kind).origin(self), key
         return self._origin
