@@ -211,9 +211,11 @@ class SqlConsole:
     ``query(sql) -> pyarrow.Table``."""
 
     def __init__(self, store: RecordStore | str, eval_results: Path | None = None,
-                 cdc_state: Path | None = None) -> None:
+                 cdc_state: Path | None = None, snapshot_wait_s: float = SNAPSHOT_WAIT_S) -> None:
         """``eval_results``: the eval results DuckDB file (``eval_results_path``); ``cdc_state``: the project's
-        data dir, whose ``cdc.duckdb`` becomes ``cdc_sources`` / ``cdc_items`` (``cdc_state_views``)."""
+        data dir, whose ``cdc.duckdb`` becomes ``cdc_sources`` / ``cdc_items`` (``cdc_state_views``);
+        ``snapshot_wait_s``: how long to wait for a DuckDB file a writer holds (then its views are left out
+        and a query naming them is told why)."""
         import duckdb
 
         self.store = store if isinstance(store, RecordStore) else RecordStore(store)
@@ -221,6 +223,7 @@ class SqlConsole:
         self.con = duckdb.connect(":memory:", config=dict(SANDBOX))
         self.views: dict[str, str] = {}  # view name -> where its rows come from
         self.unavailable: dict[str, str] = {}  # view name -> why it is missing (told to a query naming it)
+        self.snapshot_wait_s = snapshot_wait_s
         files = [eval_results_views(self.eval_results)] if self.eval_results else []
         files += [cdc_state_views(cdc_state)] if cdc_state is not None else []
         if self.eval_results is None:
@@ -294,7 +297,7 @@ class SqlConsole:
             where = f"(empty: no {source.path} yet)"
         else:
             try:
-                tables = read_duckdb_tables(source)
+                tables = read_duckdb_tables(source, self.snapshot_wait_s)
             except FileBusyError as exc:
                 for name in source.tables:
                     self.unavailable[name] = str(exc)
