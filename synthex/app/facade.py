@@ -24,6 +24,7 @@ from synthex.core.progress import NullProgress, ProgressReporter
 from synthex.core.record import CheckName, CheckOutcome, Record, Run, RunStats, RunStatus
 from synthex.core.redact import redact
 from synthex.core.scope import BranchScope
+from synthex.core.sources.base import LineReader
 from synthex.core.sources.quarantine import Quarantine, QuarantinedLine
 
 if TYPE_CHECKING:
@@ -207,10 +208,9 @@ class ProjectApp:
         selected = set(self.pipeline.select(step, from_))
         out = {}
         for name, source in definition.sources().items():
-            if name in selected and scope.owns(name):
-                position = source.reader().read_position()
-                if position is not None:
-                    out[name] = (source.reader(), position)
+            origin = source.reader()
+            if name in selected and scope.owns(name) and isinstance(origin, LineReader):
+                out[name] = (origin, origin.read_position())
         return out
 
     @staticmethod
@@ -358,7 +358,8 @@ class ProjectApp:
     def quarantined(self) -> list[Quarantine]:
         """Per source, the stream lines its reader sets aside (malformed, undatable, too long) until they are
         fixed or removed; its reader keeps them in ``<data dir>/quarantine/`` for other processes too."""
-        return [q for step in self.pipeline.sources().values() if (q := step.reader().quarantine())]
+        readers = [step.reader() for step in self.pipeline.sources().values()]
+        return [q for r in readers if isinstance(r, LineReader) and (q := r.quarantine())]
 
     # -- privacy ----------------------------------------------------------------------------------
     def purge(self, record_ids: str | list[str] | None = None, *, match: str | None = None, regex: bool = False,

@@ -102,16 +102,16 @@ class ApiOrigin(SourceOrigin):
     def warnings(self) -> list[str]:
         return self.stream.warnings()
 
-    def quarantine(self) -> Quarantine | None:
+    def quarantine(self) -> Quarantine:
         return self.stream.quarantine()
 
     def waiting(self) -> bool:
         return self.stream.waiting()
 
-    def read_position(self) -> Any:
+    def read_position(self) -> int:
         return self.stream.read_position()
 
-    def commit_position(self, position: Any) -> None:
+    def commit_position(self, position: int) -> None:
         self.stream.commit_position(position)
 
     def token(self) -> str:

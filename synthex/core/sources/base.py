@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from synthex.core.deletions import DeletionReporting
 from synthex.core.importers import SourceItem
@@ -52,19 +52,26 @@ class SourceOrigin(ABC):
         number of new items fetched. Files, tables and streams are read where they are: 0."""
         return 0
 
-    def quarantine(self) -> Quarantine | None:
-        """Lines of the source set aside because they cannot become items (a stream's malformed or
-        undatable lines: ``synthex.core.sources.quarantine``); None: this kind sets nothing aside."""
-        return None
+
+@runtime_checkable
+class LineReader(Protocol):
+    """An origin that reads a file line by line (a stream, an API's landing stream): it sets aside the
+    lines that cannot become items, and reads at most a batch of lines beyond its checkpoint. A protocol,
+    not ``SourceOrigin`` methods: a wrapper of origins (one that delegates what it does not define)
+    passes it through."""
+
+    def quarantine(self) -> Quarantine:
+        """The lines set aside (malformed, undatable, too long: ``synthex.core.sources.quarantine``)."""
+        ...
 
     def waiting(self) -> bool:
-        """Items exist beyond what one read takes (``Limits.stream_batch_lines``): the next sync reads on."""
-        return False
+        """Whole lines exist beyond this read's batch (``Limits.stream_batch_lines``): the next sync reads on."""
+        ...
 
-    def read_position(self) -> Any:
-        """How far the source was read (a stream: lines), for ``commit_position``; None: not tracked."""
-        return None
+    def read_position(self) -> int:
+        """How many lines were read (what ``commit_position`` records)."""
+        ...
 
-    def commit_position(self, position: Any) -> None:
-        """The lines up to ``position`` are synced: the next read may take a batch beyond them."""
-        return None
+    def commit_position(self, position: int) -> None:
+        """The lines up to ``position`` are in memory: the next read may take a batch beyond them."""
+        ...

@@ -135,8 +135,8 @@ class StreamOrigin(SourceOrigin):
         self._read_new()
         return self._lineno
 
-    def commit_position(self, position: Any) -> None:
-        if self._checkpoint is not None and isinstance(position, int):
+    def commit_position(self, position: int) -> None:
+        if self._checkpoint is not None:
             self._checkpoint.save(str(self.path), position)
 
     def _cap(self) -> int | None:
