@@ -203,6 +203,7 @@ class ProjectApp:
         """Append what an agent says to the project's stream source; the next sync (a sensor tick,
         ``synthex sync``, the MCP server) brings it into memory like any other data. Returns the item's
         key, the id its record will have, the source and the stream file."""
+        self.pipeline.limits.check_remember(text)  # before anything is parsed or written
         from synthex.core.errors import SourceError
         from synthex.core.hashing import fingerprint, materialization_key, record_id
         from synthex.core.importers.jsonl import item_from_row
