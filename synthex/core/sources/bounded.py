@@ -67,9 +67,9 @@ class BoundedOrigin(SourceOrigin):
                 warnings.append(self.limits.over("record_chars", f"{where}: item {label(item.key)}: skipped: its text",
                                                  len(item.content)))
             elif _later_than(item.created_at, horizon):
-                warnings.append(f"{where}: item {label(item.key)}: skipped: dated {item.created_at}, more than "
-                                f"{self.limits.future_days:g} day(s) after now (future_days; it enters once that "
-                                f"is no longer so; raise it with Pipeline(limits=Limits(future_days=...)))")
+                warnings.append(f"{where}: item {label(item.key)}: skipped: dated {item.created_at}, more than the "
+                                f"future_days bound of {self.limits.future_days:g} day(s) after now (raise it with "
+                                f"Pipeline(limits=Limits(future_days=...)))")
                 earliest = min(earliest or item.created_at, item.created_at)
             else:
                 kept.append(item)
