@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from synthex.app.branches import Branches
     from synthex.app.purge import PurgeReport
+    from synthex.core.purge_journal import PurgeEvent
     from synthex_resources.cdc_state import SourceChanges
     from synthex_resources.embedder import Embedder
     from synthex_resources.hook_deliveries import DeliveryReport, HookState
@@ -113,10 +114,15 @@ class ProjectApp:
     def run(self, step: str | None = None, from_: str | None = None, full: bool = False, branch: str | None = None,
             progress: ProgressReporter | None = None, wait: bool = False,
             on_wait: Callable[[str], None] | None = None, allow_deletions: bool = False,
-            verbose: bool = False) -> Run:
+            verbose: bool = False, resume_purge: bool = True, say: Callable[[str], None] | None = None) -> Run:
         """Plan, then one Dagster run of the pipeline's job over every dirty partition. The Synthex run
-        id is the Dagster run id. When nothing changed there is no Dagster run and nothing is recorded."""
+        id is the Dagster run id. When nothing changed there is no Dagster run and nothing is recorded.
+
+        A purge that was killed before it finished is finished first (``resume_purge``; off for the
+        purge's own re-runs); ``say`` is told about it."""
         branch = self.use_branch(branch).branch_name
+        if resume_purge:
+            self.finish_interrupted_purge(say=say)
         from synthex_resources.branch_lock import BranchLock
 
         run = Run(id=str(uuid.uuid4()), pipeline=self.pipeline.name, branch=branch,
@@ -181,7 +187,7 @@ class ProjectApp:
     # -- live memory: sync and remember (docs/architecture.md, "Live memory") ------------------------
     def sync(self, source: str | None = None, branch: str | None = None, progress: ProgressReporter | None = None,
              wait: bool = True, on_wait: Callable[[str], None] | None = None, allow_deletions: bool = False,
-             verbose: bool = False) -> SyncReport:
+             verbose: bool = False, say: Callable[[str], None] | None = None) -> SyncReport:
         """One pass: fetch API pages, detect what each source gained / changed / lost since the last sync
         (CDC state in DuckDB), run the dirty partitions of ``source`` (all sources: the whole pipeline)
         and everything downstream, then record the sources' new state. The run's own planning decides
@@ -189,10 +195,12 @@ class ProjectApp:
         from synthex_resources.cdc_state import open_cdc_state
         from synthex_resources.source_sync import detect_changes
 
+        # Before detecting changes: an unfinished purge may still have items for the CDC state to forget.
+        self.finish_interrupted_purge(say=say)
         with open_cdc_state(self.pipeline.data_dir) as cdc:  # held for milliseconds, never during the run
             changes = detect_changes(self.pipeline, cdc, [source] if source else None)
         run = self.run(from_=source, branch=branch, progress=progress, wait=wait, on_wait=on_wait,
-                       allow_deletions=allow_deletions, verbose=verbose)
+                       allow_deletions=allow_deletions, verbose=verbose, say=say)
         with open_cdc_state(self.pipeline.data_dir) as cdc:
             for change in changes:
                 cdc.commit(change)
@@ -302,11 +310,14 @@ class ProjectApp:
 
     # -- privacy ----------------------------------------------------------------------------------
     def purge(self, record_ids: str | list[str] | None = None, *, match: str | None = None, regex: bool = False,
-              dry_run: bool = False, cascade: bool = True,
-              say: Callable[[str], None] | None = None) -> PurgeReport:
+              dry_run: bool = False, cascade: bool = True, say: Callable[[str], None] | None = None,
+              on_event: Callable[[PurgeEvent], None] | None = None) -> PurgeReport:
         """Remove records and everything made from them on every branch, recompute what used them, and
         sweep their text out of every file of the data directory (``synthex.app.purge``). ``match``
-        picks the source records whose text contains it (or matches it, with ``regex``)."""
+        picks the source records whose text contains it (or matches it, with ``regex``).
+
+        A purge killed earlier is finished first; when it was this same purge (its records are gone
+        now), its report is the answer. ``on_event``: told each step of the purge once it is done."""
         from synthex.app.purge import Purger
 
         if not cascade:
@@ -314,14 +325,48 @@ class ProjectApp:
                                 "its text; purge always cascades")
         purger = Purger(self)
         ids = [record_ids] if isinstance(record_ids, str) else list(record_ids or [])
-        if match is not None:
-            ids += purger.match(match, regex=regex)
+        lock = purger.locked()
+        try:
+            finished = None if dry_run else purger.resume(say=say, on_event=on_event)
+            if finished is not None:  # ids the finished purge removed are not asked for again
+                ids = [i for i in ids if not any(r.startswith(i) for r in finished.affected_records)]
+            if match is not None:
+                ids += purger.match(match, regex=regex)
+                if not ids and finished is None:
+                    raise BadInputError(f"no source record matches {match!r} (nothing purged)")
             if not ids:
-                raise BadInputError(f"no source record matches {match!r} (nothing purged)")
-        if not ids:
-            raise BadInputError("purge: give record ids or match=")
-        return purger.purge(ids, dry_run=dry_run, say=say,
-                            also_find=[match] if match and not regex and len(match) >= 4 else None)
+                if finished is not None:
+                    return finished
+                raise BadInputError("purge: give record ids or match=")
+            return purger.purge(ids, dry_run=dry_run, say=say, on_event=on_event,
+                                also_find=[match] if match and not regex and len(match) >= 4 else None)
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def finish_interrupted_purge(self, say: Callable[[str], None] | None = None,
+                                 on_event: Callable[[PurgeEvent], None] | None = None,
+                                 wait: bool = False) -> PurgeReport | None:
+        """Finish a purge that was killed before it finished (``synthex.core.purge_journal``); None when
+        there is none, or when a live purge holds the purge lock (it is finishing it; ``wait`` waits)."""
+        from synthex.core.purge_journal import PurgeJournal
+
+        if not PurgeJournal(self.pipeline.data_dir).exists():  # a stat: the common case costs nothing
+            return None
+        from synthex.app.purge import Purger
+
+        purger = Purger(self)
+        lock = purger.locked(wait=wait)
+        if lock is None:
+            return None
+        try:
+            report = purger.resume(say=say, on_event=on_event)
+        finally:
+            lock.release()
+        if report is not None and report.residue and say is not None:
+            say("warning: purge residue still found in: "
+                + ", ".join(f"{f} ({n})" for f, n in report.residue.items()))
+        return report
 
     # -- branches ---------------------------------------------------------------------------------
     def use_branch(self, branch: str | None) -> PipelineDefinition:

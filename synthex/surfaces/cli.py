@@ -174,7 +174,7 @@ def run(step: str | None, from_: str | None, full: bool, wait: bool, allow_delet
     echo_import_warnings(pipe, branch)
     result = pipe.app.run(step=step, from_=from_, full=full, branch=branch, progress=TerminalProgress(selected),
                           wait=wait, on_wait=lambda msg: click.echo(msg, err=True), allow_deletions=allow_deletions,
-                          verbose=verbose)
+                          verbose=verbose, say=lambda msg: click.echo(msg, err=True))
     if as_json:
         emit_json(result.to_dict())
         return
@@ -205,7 +205,7 @@ def sync(source: str | None, no_wait: bool, allow_deletions: bool, verbose: bool
     pipe.source_steps([source] if source else None)  # an unknown source is one line before anything runs
     report = pipe.app.sync(source=source, branch=branch, progress=None if as_json else TerminalProgress(
         pipe.select(None, source)), wait=not no_wait, on_wait=lambda msg: click.echo(msg, err=True),
-        allow_deletions=allow_deletions, verbose=verbose)
+        allow_deletions=allow_deletions, verbose=verbose, say=lambda msg: click.echo(msg, err=True))
     if as_json:
         emit_json(report.to_dict())
         return
@@ -421,9 +421,10 @@ def branch_delete(name: str, project: str) -> None:
 @json_option
 def status(project: str, as_json: bool) -> None:
     """The current branch, stale steps per branch, sources whose deletions are held back, the last run,
-    and what a run would do."""
+    what a run would do, and a purge that was killed before it finished."""
     from synthex.core.deletions import refusal_line
     from synthex.core.project import current_branch
+    from synthex.core.purge_journal import PurgeJournal
 
     pipe = load_project(project)
     here = current_branch(pipe)
@@ -438,9 +439,14 @@ def status(project: str, as_json: bool) -> None:
                      "records_to_compute": plan.estimates["records"],
                      "held_back": [v.to_dict() | {"message": refusal_line([v])} for v in held]})
     last = next(iter(pipe.runs(limit=1)), None)
+    unfinished = PurgeJournal(pipe.data_dir).progress()
+    purge = unfinished.to_dict() | {"message": unfinished.describe()} if unfinished else None
     if as_json:
-        emit_json({"current": here, "branches": rows, "last_run": last.to_dict() if last else None})
+        emit_json({"current": here, "branches": rows, "last_run": last.to_dict() if last else None,
+                   "unfinished_purge": purge})
         return
+    if purge:
+        click.echo(purge["message"])
     click.echo(f"on branch {here}")
     for row in rows:
         stale = row["stale"]
@@ -583,11 +589,13 @@ def search(query: str, steps: tuple[str, ...], exact: bool, k: int, mode: str, p
 
 
 @main.command()
-@click.option("--repair", is_flag=True, help="Fix what was found (duplicate ids, dangling sources, stuck runs).")
+@click.option("--repair", is_flag=True, help="Fix what was found (duplicate ids, dangling sources, stuck runs, "
+              "an unfinished purge).")
 @project_option
 @json_option
 def doctor(repair: bool, project: str, as_json: bool) -> None:
-    """Check the project's store for duplicate ids, dangling sources and runs stuck in "running"."""
+    """Check the project's store for duplicate ids, dangling sources, runs stuck in "running" and a purge
+    that was killed before it finished."""
     from synthex.app.doctor import diagnose
     from synthex.app.doctor import repair as fix
 
@@ -606,6 +614,9 @@ def doctor(repair: bool, project: str, as_json: bool) -> None:
         click.echo(f"  record {rid} names missing source(s) {', '.join(missing[:3])}")
     for rid in report.stuck_runs[:10]:
         click.echo(f"  run {rid} is marked running but nothing runs on its branch")
+    if report.unfinished_purge is not None:
+        click.echo(f"  {report.unfinished_purge.describe()}"
+                   + ("; finished by this repair" if report.repaired else ""))
     if report.healthy:
         click.echo("healthy")
     elif report.repaired:
