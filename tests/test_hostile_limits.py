@@ -305,3 +305,26 @@ def test_remember_refuses_a_text_over_remember_bytes_before_writing_anything(tmp
         assert (root / "inbox.jsonl").exists()
     finally:
         pipe.close()
+
+
+def test_remember_refuses_a_date_past_future_days_instead_of_queueing_a_line_no_sync_imports(tmp_path):
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "pipeline.py").write_text(textwrap.dedent('''
+        from synthex import Pipeline
+
+        pipeline = Pipeline("inbox", agent="tester")
+        pipeline.source("inbox", stream="inbox.jsonl")
+    '''))
+    pipe = load(root)
+    try:
+        with pytest.raises(BadInputError) as refused:
+            pipe.remember("from the far future", created_at="9999-12-31T00:00:00Z")
+        assert str(refused.value).startswith("remember: item 'sha-")
+        assert ("refused: dated 9999-12-31T00:00:00Z, more than the future_days bound of 1 day(s) after now"
+                in str(refused.value))
+        assert not (root / "inbox.jsonl").exists()
+        assert pipe.remember("from the past", created_at="2024-01-01T00:00:00Z")["status"].name == "QUEUED"
+        assert (root / "inbox.jsonl").read_text().count("\n") == 1
+    finally:
+        pipe.close()

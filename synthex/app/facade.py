@@ -259,6 +259,7 @@ class ProjectApp:
         from synthex.core.hashing import fingerprint, materialization_key, record_id
         from synthex.core.importers.jsonl import item_from_row
         from synthex.core.purges import PurgeLedger
+        from synthex.core.sources.bounded import future_refusal
         from synthex.core.sources.stream import append_lines, content_key, encode_line
 
         streams = self.pipeline.stream_sources()
@@ -282,6 +283,8 @@ class ProjectApp:
             raise BadInputError(str(exc)) from None
         key = item.key or content_key(item)
         # What the stream's reader would set aside or never import is refused here, not queued.
+        if refusal := future_refusal(self.pipeline.limits, f"remember: item {key!r}", item.created_at):
+            raise BadInputError(refusal.replace(": skipped: ", ": refused: ", 1))
         line_bytes = len(encode_line(row))
         if line_bytes > self.pipeline.limits.stream_line_bytes:
             raise BadInputError(f"remember: the line is {line_bytes} bytes, over the limit of "

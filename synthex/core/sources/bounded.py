@@ -42,6 +42,16 @@ def _later_than(created_at: str, horizon: str) -> bool:
     return ts is not None and iso(ts) > horizon
 
 
+def future_refusal(limits: Limits, what: str, created_at: str, horizon: str | None = None) -> str | None:
+    """The one line refusing ``what`` (an item) dated ``created_at``, more than ``limits.future_days`` after
+    now; None when the date is within the bound. ``remember`` and the reader ask the same question."""
+    horizon = horizon or iso(datetime.now(UTC) + timedelta(days=limits.future_days))
+    if not _later_than(created_at, horizon):
+        return None
+    return (f"{what}: skipped: dated {created_at}, more than the future_days bound of {limits.future_days:g} "
+            f"day(s) after now (raise it with Pipeline(limits=Limits(future_days=...)))")
+
+
 class BoundedOrigin(SourceOrigin):
     """``origin`` with the items over the bounds of ``limits`` left out (see the module docstring);
     everything else is the origin's own (``path``, ``pull``, a table's ``changed_since``...)."""
@@ -66,10 +76,8 @@ class BoundedOrigin(SourceOrigin):
             if len(item.content) > bound:
                 warnings.append(self.limits.over("record_chars", f"{where}: item {label(item.key)}: skipped: its text",
                                                  len(item.content)))
-            elif _later_than(item.created_at, horizon):
-                warnings.append(f"{where}: item {label(item.key)}: skipped: dated {item.created_at}, more than the "
-                                f"future_days bound of {self.limits.future_days:g} day(s) after now (raise it with "
-                                f"Pipeline(limits=Limits(future_days=...)))")
+            elif refusal := future_refusal(self.limits, f"{where}: item {label(item.key)}", item.created_at, horizon):
+                warnings.append(refusal)
                 earliest = min(earliest or item.created_at, item.created_at)
             else:
                 kept.append(item)
