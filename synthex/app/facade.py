@@ -214,6 +214,16 @@ class ProjectApp:
                 cdc.commit(change)
         return SyncReport(changes=changes, run=run)
 
+    def unsynced_sources(self, sources: list[str] | None = None) -> list[str]:
+        """The source steps (of ``sources``; default all) whose items changed since their last completed
+        sync: a sync that was stopped before it recorded them, or lines remembered and never synced.
+        Reads the sources and the CDC state only (no fetch, no plan, nothing written)."""
+        from synthex_resources.cdc_state import open_cdc_state
+        from synthex_resources.source_sync import detect_changes
+
+        with open_cdc_state(self.pipeline.data_dir) as cdc:
+            return [c.source for c in detect_changes(self.pipeline, cdc, sources, pull=False) if c.any]
+
     def remember(self, text: str, *, id: str | None = None, created_at: str | None = None,
                  metadata: dict[str, Any] | None = None, source: str | None = None) -> dict[str, Any]:
         """Append what an agent says to the project's stream source; the next sync (a sensor tick,

@@ -183,9 +183,10 @@ class SyncWorker:
 
     def recover(self) -> None:
         """At start, on the worker thread: close the runs a dead process left "running" on the server's
-        branches, then resume: a whole sync when one was found (that is what it was doing), else a sync
-        of the stream sources (what a server stopped mid-sync, or with requests pending, left unsynced;
-        when nothing is new this plans and launches nothing)."""
+        branches and resume with a whole sync (that is what they were doing); else sync the stream
+        sources whose lines changed since their last completed sync (a sync this server's predecessor
+        stopped before it finished, or requests it dropped). Nothing to resume costs one read of the
+        streams and of the CDC state."""
         with self._cond:
             if self._thread is not None:
                 return
@@ -194,15 +195,21 @@ class SyncWorker:
             self._thread.start()
 
     def _recover_then_loop(self) -> None:
-        resume: list[str | None] = list(self.app.pipeline.stream_sources())
+        resume: list[str | None] = []
         try:
             for branch in self.branches:
                 for run in self.app.close_abandoned_runs(branch, found_by="synthex mcp at start"):
                     self.log(f"synthex mcp: run {run.id} of branch {run.branch!r} was left running by a process "
                              "that died; marked failed, syncing to finish its work")
                     resume = [None]
-        except Exception as exc:  # noqa: BLE001 - the server serves anyway; `synthex doctor` finds the run
-            self.log(f"synthex mcp: could not check for runs left running: {one_line(exc)}")
+            streams = self.app.pipeline.stream_sources()
+            if not resume and streams:
+                resume = list(self.app.unsynced_sources(streams))
+                if resume:
+                    self.log(f"synthex mcp: {', '.join(str(s) for s in resume)} changed since the last completed "
+                             "sync; syncing")
+        except Exception as exc:  # noqa: BLE001 - the server serves anyway; `synthex doctor` finds a stuck run
+            self.log(f"synthex mcp: could not check for unfinished syncs: {one_line(exc)}")
         with self._cond:
             self._running = False
             for source in resume:
