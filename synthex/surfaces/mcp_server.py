@@ -625,8 +625,11 @@ def mcp_command(project: str, branch: str | None, http: bool, port: int, show_to
             stopper.stop("end of input", grace=STDIO_GRACE if grace is None else grace)
     finally:
         stopper.stop("exit", grace=0)
-    if stopper.interrupted:  # the sync thread is still inside its run: leave without waiting for it
-        sys.stderr.flush()
-        import os
+    # Everything is closed. Leave without the interpreter's finalization: with the warm-up thread still
+    # inside a native import (pyarrow, LanceDB) or the sync thread inside an interrupted run, it aborts
+    # the process (SIGABRT, exit -6) after a clean stop.
+    import os
 
-        os._exit(0)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
