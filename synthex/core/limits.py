@@ -34,6 +34,8 @@ class Limits:
     mcp_request_bytes: int = 1 * MB
     # Lines of a stream source read in one sync; the rest wait for the next sync.
     stream_batch_lines: int = 100_000
+    # One line of a stream source (remember's and every writer's): a longer line is set aside unread.
+    stream_line_bytes: int = 8 * MB
     # A record dated more than this many days after "now" is flagged and never the latest projection.
     future_days: float = 1.0
 

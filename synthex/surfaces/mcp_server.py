@@ -413,7 +413,9 @@ def _add_remember_tool(server: Any, app: "ProjectApp", sync: SyncWorker) -> None
         out = app.remember(text, id=id, created_at=created_at, metadata=metadata)
         sync.request(out.get("source"))
         result = {"id": out["id"], "record_id": out.get("record_id"), "source": out.get("source"),
-                  "status": "queued for sync"}
+                  "status": str(out["status"])}
+        if out.get("warnings"):  # e.g. a half line a dead writer left was ended first
+            result["warnings"] = out["warnings"]
         if sync.last_error:
             result["last_sync_error"] = sync.last_error
         return result

@@ -54,10 +54,18 @@ class AppendOnlyStream(SourceKind):
         return {"file": str(args["stream"]), "format": "stream"}
 
     def origin(self, step: SourceFields) -> SourceOrigin:
-        return StreamOrigin(step.path())
+        return stream_origin(step, step.path())
 
     def toml_config(self, step: SourceFields) -> dict[str, Any]:
         return {"file": step.file, "format": step.format}
+
+
+def stream_origin(step: SourceFields, path: Path) -> StreamOrigin:
+    """The reader of a stream file of ``step``: its quarantine and checkpoint live in the project's data
+    dir (none for a step outside a project), bounded by the pipeline's limits."""
+    limits = step.limits
+    return StreamOrigin(path, source=step.name, data_dir=Path(step.base_dir) / ".synthex" if step.base_dir else None,
+                        batch_lines=limits.stream_batch_lines, line_bytes=limits.stream_line_bytes)
 
 
 class DatabaseTable(SourceKind):
@@ -98,7 +106,8 @@ class ApiFeed(SourceKind):
 
     def origin(self, step: SourceFields) -> SourceOrigin:
         assert step.api is not None
-        return ApiOrigin(step.api, Path(step.base_dir or ".") / ".synthex" / "sources" / f"{step.name}.jsonl")
+        landing = Path(step.base_dir or ".") / ".synthex" / "sources" / f"{step.name}.jsonl"
+        return ApiOrigin(step.api, landing, stream_origin(step, landing))
 
     def toml_config(self, step: SourceFields) -> dict[str, Any]:
         return step.reader().toml_config()

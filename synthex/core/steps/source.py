@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Self
 from synthex.core.errors import PipelineDefinitionError
 from synthex.core.hashing import fingerprint
 from synthex.core.importers import SourceItem
+from synthex.core.limits import Limits
 from synthex.core.periods import month_of
 from synthex.core.record import Record
 from synthex.core.sources.base import SourceOrigin
@@ -32,6 +33,9 @@ class SourceStep(Step):
     api: Callable[[Any], Any] | None = field(default=None, repr=False)  # fetch(cursor) yielding pages
     origin_kind: str = "file"  # the source kind (a name in synthex.core.sources.kinds.source_kinds())
     options: dict[str, Any] = field(default_factory=dict)  # a plugin kind's own arguments (checked by it)
+    # The pipeline's bounds on input (``PipelineDefinition.limits``, bound when the step is added): not an
+    # argument of ``pipeline.source`` and not part of the version (they decide which items exist).
+    limits: Limits = field(default_factory=Limits, init=False, repr=False, compare=False)
     kind: ClassVar[str] = "source"
     is_source: ClassVar[bool] = True
     _origin: SourceOrigin | None = field(default=None, init=False, repr=False, compare=False)
@@ -52,6 +56,9 @@ class SourceStep(Step):
         origin_kind, chosen, given = resolve_source_kind(name, given, source_kind)
         check_pii_mode(name, pii)
         return cls(name=name, base_dir=base_dir, pii=pii, origin_kind=origin_kind, **chosen.fields(name, given))
+
+    def use_limits(self, limits: Limits) -> None:
+        self.limits = limits
 
     def read_export(self, file: str, fmt: str, base_dir: str) -> None:
         """Read the export ``file`` (format ``fmt``) instead of this source's data (evals point a project's
