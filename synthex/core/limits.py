@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from synthex.core.errors import PipelineDefinitionError
+from synthex.core.errors import BadInputError, PipelineDefinitionError
 
 MB = 1024 * 1024
 
@@ -50,6 +50,25 @@ class Limits:
         default = Limits()
         return {k: v for k, v in asdict(self).items() if getattr(default, k) != v}
 
+    def over(self, bound: str, what: str, size: float) -> str:
+        """The one-line message for ``what`` (a file, a record) being ``size`` over the bound named
+        ``bound``, saying how to raise it."""
+        unit = "characters" if bound == "record_chars" else "bytes"
+        limit = getattr(self, bound)
+        return (f"{what} is {_amount(size, unit)}, over the {bound} bound of {_amount(limit, unit)} "
+                f"(raise it with Pipeline(limits=Limits({bound}=...)))")
+
+    def check_remember(self, text: object) -> None:
+        """A ``remember`` text over ``remember_bytes`` (UTF-8) is one ``BadInputError`` line, found without
+        encoding more than 4 x the bound (a character is at most 4 bytes)."""
+        if not isinstance(text, str):
+            return  # the type is remember's own check
+        size = len(text) if len(text) > self.remember_bytes else len(text.encode("utf-8", "surrogatepass"))
+        if size > self.remember_bytes:
+            shown = "at least " if len(text) == size and len(text) > self.remember_bytes else ""
+            raise BadInputError(self.over("remember_bytes", "remember: refused: the text", size)
+                                .replace(" is ", f" is {shown}", 1))
+
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "limits") -> Limits:
         known = {f.name for f in fields(cls)}
@@ -57,3 +76,13 @@ class Limits:
         if unknown:
             raise PipelineDefinitionError(f"{where}: unknown limit {unknown[0]!r}; known: {', '.join(sorted(known))}")
         return cls(**data)
+
+
+def _amount(size: float, unit: str) -> str:
+    """``1.0 GB (1,073,741,824 bytes)``: readable, and exact where a bound is set in units."""
+    if unit != "bytes" or size < 10 * 1024:
+        return f"{int(size):,} {unit}"
+    scaled, names = size / 1024, ["KB", "MB", "GB", "TB"]
+    while scaled >= 1024 and len(names) > 1:
+        scaled, names = scaled / 1024, names[1:]
+    return f"{scaled:.1f} {names[0]} ({int(size):,} bytes)"

@@ -19,6 +19,7 @@ from synthex.core.limits import Limits
 from synthex.core.periods import month_of
 from synthex.core.record import Record
 from synthex.core.sources.base import SourceOrigin
+from synthex.core.sources.bounded import BoundedOrigin
 from synthex.core.sources.file import IMPORTER_VERSION
 from synthex.core.sources.kinds import get_source_kind, resolve_source_kind
 from synthex.core.steps.base import Audit, Step, StepContext, WorkItem
@@ -74,10 +75,13 @@ class SourceStep(Step):
     def reader(self) -> SourceOrigin:
         """The origin, built by the step's kind from the step's fields and kept (with its parse, offsets
         and caches) while they are unchanged: paths resolve against the project folder, known only once
-        it is loaded."""
-        key = (self.origin_kind, self.file, self.format, self.base_dir, self.table, id(self.api), dict(self.options))
+        it is loaded. It is read through ``BoundedOrigin``: items over the pipeline's bounds (text length,
+        a date too far ahead) are left out with a warning, for every kind alike."""
+        key = (self.origin_kind, self.file, self.format, self.base_dir, self.table, id(self.api), dict(self.options),
+               self.limits)
         if self._origin is None or key != self._origin_key:
-            self._origin, self._origin_key = get_source_kind(self.origin_kind).origin(self), key
+            origin = get_source_kind(self.origin_kind).origin(self)
+            self._origin, self._origin_key = BoundedOrigin(origin, self.limits), key
         return self._origin
 
     def describe(self) -> str:
