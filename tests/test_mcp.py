@@ -160,8 +160,14 @@ def test_streamable_http_on_loopback(served):
             time.sleep(0.1)
         url = found.group(0)
 
+        import httpx2
+
+        token = (served["project"] / ".synthex" / "mcp-token").read_text().strip()  # generated at first start
+
         async def main() -> None:
-            async with streamable_http_client(url) as (read, write):
+            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
+                                          timeout=httpx2.Timeout(30, read=300)) as client, \
+                    streamable_http_client(url, http_client=client) as (read, write):
                 async with ClientSession(read, write, read_timeout_seconds=120) as session:
                     await session.initialize()
                     await read_tools(session, served)

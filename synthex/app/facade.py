@@ -7,6 +7,8 @@ store is first touched, so commands that need neither start fast.
 
 from __future__ import annotations
 
+import copy
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -74,6 +76,13 @@ class ProjectApp:
         self._embedder = embedder
         self._store: RecordStore | None = None
         self._instance: DagsterInstance | None = None
+        # Runs this app is executing now (on any thread), by id: a server that must exit before one
+        # ends records it as interrupted (``interrupt_runs``) instead of leaving it "running". Once
+        # interrupted, the app starts no new run. Re-entrant: a signal handler on the main thread may
+        # interrupt while that thread is inside a locked section.
+        self._active_runs: dict[str, Run] = {}
+        self._active_lock = threading.RLock()
+        self._interrupted: str | None = None
 
     # -- what it owns ---------------------------------------------------------------------------
     @property
@@ -179,7 +188,12 @@ class ProjectApp:
             return run
         store = self.store
         run.steps = plan.steps
-        store.runs.save(run)
+        with self._active_lock:
+            if self._interrupted is not None:  # the process is stopping: a run started now could not finish
+                reporter.finish()
+                raise SynthexError(f"run not started: {self._interrupted}")
+            store.runs.save(run)
+            self._active_runs[run.id] = run
         try:
             run.dagster_run_ids = [run.id]
             failed = [o for o in self._launch(run.id, branch, plan, full, reporter, verbose, deletions) if not o.passed]
@@ -203,7 +217,9 @@ class ProjectApp:
                 run.stats.add(stats)
             run.completed_at = now_iso()
             run.wall_s = time.monotonic() - started
-            store.runs.save(run)
+            with self._active_lock:  # after an interrupt_runs, this final status (the truth) is the one kept
+                self._active_runs.pop(run.id, None)
+                store.runs.save(run)
         return run
 
     def _source_positions(self, branch: str, step: str | None, from_: str | None) -> dict[str, Any]:
@@ -245,6 +261,16 @@ class ProjectApp:
         with open_cdc_state(self.pipeline.data_dir) as cdc:
             commit_changes(self.pipeline, cdc, changes)
         return SyncReport(changes=changes, run=run)
+
+    def unsynced_sources(self, sources: list[str] | None = None) -> list[str]:
+        """The source steps (of ``sources``; default all) whose items changed since their last completed
+        sync: a sync that was stopped before it recorded them, or lines remembered and never synced.
+        Reads the sources and the CDC state only (no fetch, no plan, nothing written)."""
+        from synthex_resources.cdc_state import open_cdc_state
+        from synthex_resources.source_sync import detect_changes
+
+        with open_cdc_state(self.pipeline.data_dir) as cdc:
+            return [c.source for c in detect_changes(self.pipeline, cdc, sources, pull=False) if c.any]
 
     def remember(self, text: str, *, id: str | None = None, created_at: str | None = None,
                  metadata: dict[str, Any] | None = None, source: str | None = None) -> dict[str, Any]:
@@ -324,6 +350,38 @@ class ProjectApp:
         until it ends, and we hold it now): mark them failed, here and in Dagster."""
         for run in self.store.runs.running(branch, except_id=current):
             self.mark_failed(run, f"killed: the run ended without finishing (found by run {current} at {now_iso()})")
+
+    def interrupt_runs(self, reason: str) -> list[Run]:
+        """The process is about to exit while runs of this app are still executing (on other threads):
+        record each as failed with ``reason`` now, so none stays "running", and start no new run. A run
+        that still ends before the process exits records its own final status afterwards. The partitions
+        it did not write stay dirty: the next run or sync computes them."""
+        with self._active_lock:
+            self._interrupted = reason
+            runs = [copy.copy(run) for run in self._active_runs.values()]  # the executing thread keeps its own
+            for run in runs:
+                self.mark_failed(run, reason)
+        return runs
+
+    def close_abandoned_runs(self, branch: str | None = None, found_by: str = "a new start") -> list[Run]:
+        """Runs of ``branch`` left "running" by a process that died (no one holds the branch lock, which a
+        live run holds until it ends): marked failed, here and in Dagster, and returned; the next run of
+        the branch recomputes what they did not write. A branch being written now is left alone."""
+        from synthex_resources.branch_lock import BranchBusyError, BranchLock
+
+        branch = self.use_branch(branch).branch_name
+        lock = BranchLock(self.pipeline.data_dir, branch, f"check-{uuid.uuid4()}")
+        try:
+            lock.acquire()
+        except BranchBusyError:
+            return []
+        try:
+            runs = self.store.runs.running(branch)
+            for run in runs:
+                self.mark_failed(run, f"killed: the run ended without finishing (found by {found_by} at {now_iso()})")
+            return runs
+        finally:
+            lock.release()
 
     def mark_failed(self, run: Run, reason: str) -> None:
         """A run that died without finishing: failed in the runs table and in Dagster."""
