@@ -29,11 +29,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from synthex.core.limits import Limits
 from synthex.core.project import render_template
 
 BOUND_MB = 300
 GB = 1024**3
 REMEMBER_BYTES = 50 * 1024 * 1024
+MCP_REQUEST_BYTES = Limits().mcp_request_bytes
 
 
 @dataclass
@@ -58,8 +60,11 @@ def peak_of(args: list[str], cwd: Path, stdin: bytes | None = None) -> tuple[int
                                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL)
         if stdin is not None:
             assert proc.stdin is not None
-            proc.stdin.write(stdin)
-            proc.stdin.close()
+            try:
+                proc.stdin.write(stdin)
+                proc.stdin.close()
+            except BrokenPipeError:
+                pass  # the command stopped reading at its bound and exited: what a bound should do
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
     seconds = time.monotonic() - started
@@ -142,10 +147,24 @@ def remember_api_scenario(tmp: Path, name: str, size: int) -> Measured:
     return Measured(name, outcome + ("" if held else " — NOT AS EXPECTED"), peak, seconds, True)
 
 
+def remember_cli_scenario(tmp: Path, name: str, size: int) -> Measured:
+    """``synthex remember -`` reading ``size`` bytes from stdin (it reads at most ``remember_bytes`` + 1)."""
+    root = inbox_project(tmp / name)
+    code, out, err, peak, seconds = peak_of(cli("remember", "-", "--project", str(root)), root,
+                                            stdin=b"x" * size)
+    stream = root / "agent.jsonl"
+    written = stream.stat().st_size if stream.exists() else 0
+    said = (err.strip().splitlines() or out.strip().splitlines() or [""])[-1]
+    held = code == 2 and "remember_bytes" in said and written == 0
+    outcome = f"exit {code}: {said[:90]}; stream {written} bytes"
+    return Measured(name, outcome + ("" if held else " — NOT AS EXPECTED"), peak, seconds, True)
+
+
 def remember_mcp_scenario(tmp: Path, name: str, size: int) -> Measured:
     """The MCP server over stdio, sent initialize then one ``remember`` call of ``size`` bytes, then EOF (it
-    exits). Not held to the bound: the server holds the JSON-RPC line while the SDK parses and validates it
-    (a bound on stdio requests is the MCP server's, ``Limits.mcp_request_bytes``); shown for comparison."""
+    exits). A request over ``Limits.mcp_request_bytes`` (1 MB) is drained, never held, and answered with a
+    JSON-RPC error naming the bound (``BoundedStdin``); a smaller one reaches the tool, which refuses it.
+    Held to the 300 MB bound: the server's own baseline (the blank remember) is measured beside it."""
     root = inbox_project(tmp / name)
     messages = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -182,10 +201,13 @@ def remember_mcp_scenario(tmp: Path, name: str, size: int) -> Measured:
     text = (result.get("content") or [{}])[0].get("text", "") if result else json.dumps(call.get("error"))
     stream = root / "agent.jsonl"
     written = stream.stat().st_size if stream.exists() else 0
-    expected = "remember_bytes" if size else "empty"
-    held = bool(result.get("isError")) and expected in text and written == 0
-    outcome = f"isError={result.get('isError')}: {' '.join(text.split())[:80]}; stream {written} bytes"
-    return Measured(name, outcome + ("" if held else " — NOT AS EXPECTED"), peak, seconds, False)
+    if size > MCP_REQUEST_BYTES:  # refused by the transport's bound, before any tool sees it
+        held = "mcp_request_bytes" in text and "error" in call and written == 0
+        outcome = f"JSON-RPC error: {' '.join(text.split())[:110]}; stream {written} bytes"
+    else:
+        held = bool(result.get("isError")) and ("remember_bytes" if size else "empty") in text and written == 0
+        outcome = f"isError={result.get('isError')}: {' '.join(text.split())[:80]}; stream {written} bytes"
+    return Measured(name, outcome + ("" if held else " — NOT AS EXPECTED"), peak, seconds, True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -200,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
             sync_scenario(tmp, "(a, scale) sync: 2 small notes + the 1 GB sparse note", SMALL_NOTES, True, False),
             remember_api_scenario(tmp, "(b) 50 MB remember, Python API in a subprocess", REMEMBER_BYTES),
             remember_api_scenario(tmp, "(b, scale) 1 KB remember, Python API in a subprocess", 1024),
-            remember_mcp_scenario(tmp, "(b, door) 50 MB remember, synthex mcp over stdio (server alone)",
+            remember_cli_scenario(tmp, "(b, door) 50 MB `synthex remember -` from stdin", REMEMBER_BYTES),
+            remember_mcp_scenario(tmp, "(b, door) 50 MB remember, synthex mcp over stdio (the server)",
                                   REMEMBER_BYTES),
             remember_mcp_scenario(tmp, "(b, door) a blank remember (refused: empty), the same server's baseline", 0),
         ]

@@ -448,6 +448,79 @@ def bind(port: int) -> "socket.socket":
     return sock
 
 
+class BoundedStdin:
+    """Bounds each stdio request to ``limit`` bytes (``Limits.mcp_request_bytes``) before the SDK sees it.
+
+    The SDK's stdio transport reads fd 0 a whole line at a time, however long, and parses it: a 50 MB
+    ``remember`` cost the server 330 MB before the tool refused it. So fd 0 becomes the read end of a
+    pipe this pump feeds from the client's real stdin (kept on a private, non-inherited descriptor):
+    lines within the bound pass as they are; a longer one is drained in 1 MB chunks, never held, and
+    replaced by a request of the same id whose method names the problem, which the SDK answers with a
+    JSON-RPC error ("Method not found", data = that line), so the client gets an answer, not a hang. A
+    notification (no id) over the bound is dropped. The SDK still claims fd 0 as usual (public API only).
+    """
+
+    HEAD = 4096  # bytes of an oversized request kept to find its id (clients put it first or last)
+
+    def __init__(self, limit: int, log: Any = None) -> None:
+        self.limit = limit
+        self.log = log or (lambda line: click.echo(line, err=True))
+        self.refused = 0
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        import os
+
+        wire = os.dup(0)  # non-inheritable: children never read the client's bytes
+        read_end, feed = os.pipe()
+        os.dup2(read_end, 0)
+        os.close(read_end)
+        self._thread = threading.Thread(target=self._pump, args=(wire, feed), name="synthex-mcp-stdin", daemon=True)
+        self._thread.start()
+
+    def _pump(self, wire_fd: int, feed_fd: int) -> None:
+        import os
+
+        with os.fdopen(wire_fd, "rb") as wire, os.fdopen(feed_fd, "wb") as feed:
+            try:
+                while line := wire.readline(self.limit + 1):
+                    if len(line) > self.limit and not (len(line) == self.limit + 1 and line.endswith(b"\n")):
+                        line = self._refusal(line, wire)
+                    if line:
+                        feed.write(line)
+                        feed.flush()
+            except (BrokenPipeError, OSError):
+                pass  # the transport is gone: the server is stopping
+
+    def _refusal(self, start: bytes, wire: Any) -> bytes:
+        import json
+        import re
+
+        from synthex.core.limits import Limits
+
+        head, tail, size = start[:self.HEAD], start[-self.HEAD:], len(start)
+        chunk = start
+        while not chunk.endswith(b"\n"):
+            chunk = wire.readline(1 << 20)
+            if not chunk:
+                break
+            size += len(chunk)
+            tail = (tail + chunk)[-self.HEAD:]
+        self.refused += 1
+        message = Limits(mcp_request_bytes=self.limit).over(
+            "mcp_request_bytes", "synthex mcp: refused a request: it", size)
+        self.log(message)
+        id_pattern = rb'"id"\s*:\s*("(?:[^"\\]|\\.){0,200}"|-?\d{1,30})'
+        params_at = head.find(b'"params"')
+        found = re.search(id_pattern, head[:params_at] if params_at >= 0 else head)
+        if found is None:  # the id after the params (JavaScript clients): the last one is the top level's
+            found = next(reversed(list(re.finditer(id_pattern, tail.rstrip(b"\r\n")[-200:]))), None)
+        if found is None:
+            return b""  # a notification, or no id to answer to
+        request = {"jsonrpc": "2.0", "id": json.loads(found.group(1)), "method": message, "params": {}}
+        return json.dumps(request).encode() + b"\n"
+
+
 async def serve_stdio(server: Any, label: str) -> None:
     click.echo(f"synthex mcp: {label} on stdio", err=True)
     await server.run_stdio_async()  # returns at the end of input (the client went away)
@@ -623,6 +696,7 @@ def mcp_command(project: str, branch: str | None, http: bool, port: int, show_to
                                                  f"'Authorization: Bearer <token>' with {told}; Ctrl-C to stop)")
             stopper.stop(stopper.signal_name or "uvicorn stopped", grace=HTTP_GRACE if grace is None else grace)
         else:
+            BoundedStdin(pipe.limits.mcp_request_bytes).start()
             anyio.run(serve_stdio, server, label)
             stopper.stop("end of input", grace=STDIO_GRACE if grace is None else grace)
     finally:
