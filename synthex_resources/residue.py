@@ -191,7 +191,9 @@ def rebuild_duckdb(path: Path) -> None:
         leftover.unlink(missing_ok=True)
     conn = duckdb.connect(str(fresh))
     try:
-        conn.execute(f"ATTACH '{path}' AS purge_source (READ_ONLY)")
+        # A SQL string literal: a quote in the project's path must not end it (ATTACH takes no parameter).
+        literal = "'" + str(path).replace("'", "''") + "'"
+        conn.execute(f"ATTACH {literal} AS purge_source (READ_ONLY)")
         target = conn.execute("SELECT current_database()").fetchone()[0]
         conn.execute(f'COPY FROM DATABASE purge_source TO "{target}"')
         conn.execute("DETACH purge_source")

@@ -13,11 +13,13 @@ from synthex.core.deletions import DeletionConsent, DeletionGuard, DeletionVerdi
 from synthex.core.project import branch_names
 from synthex.core.purges import PurgeLedger
 from synthex.core.sources.base import LineReader
+from synthex.core.sources.bounded import BoundedOrigin
 from synthex_resources.cdc_state import CdcState, SourceChanges
 from synthex_resources.planner import plan_pipeline
 from synthex_resources.record_store import RecordStore
 
 WAITING_MARK = ":lines-waiting"  # on a stored token: whole lines were left beyond the read's batch
+HELD_MARK = ":items-held"  # on a stored token: items were held back for their date (they enter later)
 
 
 def detect_changes(pipeline: PipelineDefinition, cdc: CdcState, sources: list[str] | None = None,
@@ -39,6 +41,8 @@ def detect_changes(pipeline: PipelineDefinition, cdc: CdcState, sources: list[st
             changes.position = origin.read_position()
             if changes.waiting:  # stored so, the next detect never takes the unchanged-token shortcut: it reads on
                 changes.token += WAITING_MARK
+        if not changes.token_unchanged and isinstance(origin, BoundedOrigin) and origin.holds_back():
+            changes.token += HELD_MARK  # likewise: the held items are looked at again until they enter
         out.append(changes)
     return out
 

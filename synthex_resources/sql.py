@@ -91,6 +91,7 @@ EXTERNAL_STATEMENTS = {"ATTACH", "DETACH", "COPY", "COPY_DATABASE", "EXPORT", "L
 SNAPSHOT_WAIT_S = 5.0
 _EXPLAIN = re.compile(r"^\s*explain\s+(analyze\s+)?(\([^)]*\)\s*)?", re.IGNORECASE)
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_LEADING_COMMENTS = re.compile(r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -193,6 +194,13 @@ def eval_results_path(data_dir: Path) -> Path:
     """Where a project's per-question eval results live: ``<project>/.synthex/evals/eval_results.duckdb``
     (beside the eval JSON files; written by ``synthex eval`` and the ``eval_locomo`` asset)."""
     return Path(data_dir) / "evals" / EVAL_RESULTS_FILE
+
+
+def first_word(sql: str) -> str:
+    """The statement's first keyword as the user wrote it, upper-cased, after any leading comments (a
+    refusal names ``ATTACH``, not ``/*``)."""
+    words = _LEADING_COMMENTS.sub("", sql, count=1).split(maxsplit=1)
+    return words[0].upper() if words else "?"
 
 
 def quote_identifier(name: str) -> str:
@@ -335,7 +343,7 @@ class SqlConsole:
             if kind not in READ_STATEMENTS:
                 if EXTERNAL_STATEMENTS & set(inner_kinds):
                     # The word the user wrote (INSTALL is a LOAD statement, RESET a SET one): what they read.
-                    shown = stmt.query.split(maxsplit=1)[0].upper() if kind in EXTERNAL_STATEMENTS else kind
+                    shown = first_word(stmt.query) if kind in EXTERNAL_STATEMENTS else kind
                     raise BadInputError(f"synthex sql is read-only: {shown} statements are refused ({SANDBOX_REASON})")
                 raise BadInputError(f"synthex sql is read-only: {kind} statements are refused (records are written "
                                     f"by `synthex run`, eval results by `synthex eval`)")

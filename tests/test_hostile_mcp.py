@@ -24,39 +24,9 @@ import anyio
 import pytest
 from conftest import env_without_openai
 
-PIPELINE = '''
-from pathlib import Path
+# The gated pipeline of the fault matrix's MCP cases (its `digests` step waits at a known point).
+from evals.faults.mcp import PIPELINE
 
-from synthex import Pipeline
-
-GATE = Path({gate!r})
-
-
-def note(record):
-    return "Note: " + record.content
-
-
-def digest(record):
-    # Waits at a known point for the tests of issue 20: text holding HOLD-<tag> touches reached-<tag>,
-    # then waits for release-<tag> (the test stops the server meanwhile).
-    import re
-    import time
-
-    found = re.search(r"HOLD-(\\w+)", record.content)
-    if found:
-        (GATE / ("reached-" + found.group(1))).touch()
-        deadline = time.monotonic() + 120
-        while not (GATE / ("release-" + found.group(1))).exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-    return "Digest: " + record.content
-
-
-pipeline = Pipeline("mcp-hostile", agent="tester")
-pipeline.source("inbox", stream="inbox.jsonl")
-pipeline.transform("notes", from_="inbox", fn=note)
-pipeline.transform("digests", from_="notes", fn=digest)
-pipeline.output("search", from_="notes", surface="search")
-'''
 WAIT_S = 120
 
 

@@ -280,7 +280,7 @@ class ProjectApp:
         and ``warnings`` (e.g. a half line a dead writer left was ended first). A line that could not be
         synced is refused before anything is written (one line: ``BadInputError``, or ``SourceError`` when
         the stream file cannot be appended to), never reported as queued."""
-        self.pipeline.limits.check_remember(text)  # before anything is parsed or written
+        self.pipeline.limits.check_remember(text, id, metadata)  # before anything is parsed or written
         from synthex.core.errors import SourceError
         from synthex.core.hashing import fingerprint, materialization_key, record_id
         from synthex.core.importers.jsonl import item_from_row

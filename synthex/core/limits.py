@@ -10,6 +10,7 @@ it), and is never loaded whole to find that out.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -58,9 +59,15 @@ class Limits:
         return (f"{what} is {_amount(size, unit)}, over the {bound} bound of {_amount(limit, unit)} "
                 f"(raise it with Pipeline(limits=Limits({bound}=...)))")
 
-    def check_remember(self, text: object) -> None:
+    def check_remember(self, text: object, id: object = None, metadata: object = None) -> None:
         """A ``remember`` text over ``remember_bytes`` (UTF-8) is one ``BadInputError`` line, found without
-        encoding more than 4 x the bound (a character is at most 4 bytes)."""
+        encoding more than 4 x the bound (a character is at most 4 bytes). Its ``id`` and ``metadata``
+        (as JSON) together get the same bound: without it, megabytes rode along in either of them."""
+        if id is not None or metadata is not None:
+            extra = len(json.dumps([id, metadata], ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
+            if extra > self.remember_bytes:
+                raise BadInputError(self.over("remember_bytes", "remember: refused: its id and metadata (as JSON)",
+                                              extra).replace(" is ", " are ", 1))
         if not isinstance(text, str):
             return  # the type is remember's own check
         size = len(text) if len(text) > self.remember_bytes else len(text.encode("utf-8", "surrogatepass"))

@@ -461,6 +461,7 @@ class BoundedStdin:
     """
 
     HEAD = 4096  # bytes of an oversized request kept to find its id (clients put it first or last)
+    ID_CHARS = 2048  # the longest string id an oversized request is answered under (within HEAD)
 
     def __init__(self, limit: int, log: Any = None) -> None:
         self.limit = limit
@@ -510,11 +511,13 @@ class BoundedStdin:
         message = Limits(mcp_request_bytes=self.limit).over(
             "mcp_request_bytes", "synthex mcp: refused a request: it", size)
         self.log(message)
-        id_pattern = rb'"id"\s*:\s*("(?:[^"\\]|\\.){0,200}"|-?\d{1,30})'
+        # A string id of up to ID_CHARS characters (JSON-RPC sets no limit; one longer goes unanswered).
+        id_pattern = rb'"id"\s*:\s*("(?:[^"\\]|\\.){0,%d}"|-?\d{1,30})' % self.ID_CHARS
         params_at = head.find(b'"params"')
         found = re.search(id_pattern, head[:params_at] if params_at >= 0 else head)
         if found is None:  # the id after the params (JavaScript clients): the last one is the top level's
-            found = next(reversed(list(re.finditer(id_pattern, tail.rstrip(b"\r\n")[-200:]))), None)
+            found = next(reversed(list(re.finditer(id_pattern, tail.rstrip(b"\r\n")[-(self.ID_CHARS + 64):]))),
+                         None)
         if found is None:
             return b""  # a notification, or no id to answer to
         request = {"jsonrpc": "2.0", "id": json.loads(found.group(1)), "method": message, "params": {}}

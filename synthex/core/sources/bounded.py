@@ -13,6 +13,12 @@ deletion guard all see the same items. Left out, each with a one-line warning na
 
 Only this view is filtered: the origin's own parse and offsets are untouched, and the other items keep
 their ids.
+
+While an item is held back for its date, the source is never "unchanged" to a sync (``holds_back``: the
+CDC state stores its token marked, so the next sync or sensor tick reads the source again and finds the
+item once its date comes near), and a watermarked table's watermark does not move: it would pass the
+held row (and a row whose ``updated_at`` is past the horizon would make every later change look old, so
+a table with one year-9999 row would never sync again).
 """
 
 from __future__ import annotations
@@ -60,6 +66,7 @@ class BoundedOrigin(SourceOrigin):
         self.origin, self.limits = origin, limits
         # The last filtering: (the origin's list it was made from, kept items, warnings, when it expires).
         self._view: tuple[list[SourceItem] | None, list[SourceItem], list[str], str] = (None, [], [], "")
+        self._table_held = False  # the last ``changed_since`` held a row back (its date, or its watermark)
 
     # -- what is filtered -----------------------------------------------------------------------------
     def _horizon(self) -> str:
@@ -105,9 +112,19 @@ class BoundedOrigin(SourceOrigin):
         return [*own, *self._filtered(self.origin.items())[1]]
 
     def changed_since(self, watermark: str | None) -> tuple[list[SourceItem], list[str], str | None]:
-        """A watermarked table's changed rows, with the same items left out as ``items()``."""
+        """A watermarked table's changed rows, with the same items left out as ``items()``. The watermark
+        stays where it was while a row is held back for its date, or when the table's newest ``updated_at``
+        is past the horizon: the next read takes those rows again (``>=``), and every later change too."""
         candidates, keys, new_watermark = self.origin.changed_since(watermark)  # type: ignore[attr-defined]
-        return self._filter(candidates, self.origin.describe())[0], keys, new_watermark
+        kept, _, expiry = self._filter(candidates, self.origin.describe())
+        ahead = new_watermark is not None and _later_than(new_watermark, self._horizon())
+        self._table_held = bool(expiry) or ahead
+        return kept, keys, watermark if self._table_held else new_watermark
+
+    def holds_back(self) -> bool:
+        """The last read held an item back for its date (or a table's watermark at the horizon): a sync must
+        read the source again even if its token has not changed, to take the item once its date comes near."""
+        return self._table_held or bool(self._view[3])
 
     # -- the origin's own -------------------------------------------------------------------------------
     @property  # type: ignore[override]
