@@ -118,7 +118,7 @@ def case_sparse_note(wb: Workbench) -> tuple[str, bool]:
 MCP_REMEMBER = r'''
 import json, os, sys
 import anyio
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 
 async def main():
     params = StdioServerParameters(command=sys.executable, args=["-m", "synthex.surfaces.cli", "mcp", "--project",
@@ -127,8 +127,13 @@ async def main():
         async with ClientSession(read, write, read_timeout_seconds=300) as session:
             await session.initialize()
             out = {}
-            for name, text in (("big", "x" * (50 * 1024 * 1024)), ("small", "The cat is called Miso.")):
-                result = await session.call_tool("remember", {"text": text, "created_at": "2024-05-01T12:00:00Z"})
+            for name, text in (("big", "x" * (50 * 1024 * 1024)), ("over", "y" * (300 * 1024)),
+                               ("small", "The cat is called Miso.")):
+                try:
+                    result = await session.call_tool("remember", {"text": text, "created_at": "2024-05-01T12:00:00Z"})
+                except MCPError as exc:  # refused by the transport's bound: a JSON-RPC error
+                    out[name] = {"error": True, "text": str(exc.data)}
+                    continue
                 out[name] = {"error": result.is_error, "text": result.content[0].text if result.content else ""}
             print(json.dumps(out))
 
@@ -151,10 +156,13 @@ def case_big_remember(wb: Workbench) -> tuple[str, bool]:
     except (ValueError, IndexError):
         obs.check(False, f"the MCP client failed: {quote(done.stderr.strip()[-200:], 200)}")
         return obs.outcome()
-    big, small = said["big"], said["small"]
+    big, over, small = said["big"], said["over"], said["small"]
     obs.note(f"50 MB remember over MCP stdio: error={big['error']}, {quote(big['text'], 150)}")
-    obs.check(big["error"] and "\n" not in big["text"] and "remember_bytes" in big["text"],
-              "the 50 MB text was not refused in one line naming remember_bytes")
+    obs.check(big["error"] and "\n" not in big["text"] and "mcp_request_bytes" in big["text"],
+              "the 50 MB request was not refused in one line naming mcp_request_bytes")
+    obs.note(f"a 300 KB remember: error={over['error']}, {quote(over['text'], 150)}")
+    obs.check(over["error"] and "\n" not in over["text"] and "remember_bytes" in over["text"],
+              "the 300 KB text was not refused in one line naming remember_bytes")
     stream = root / "agent.jsonl"
     lines = stream.read_text().splitlines() if stream.exists() else []
     obs.note(f"then a small remember: error={small['error']}; the stream holds {len(lines)} line(s), "
@@ -215,7 +223,8 @@ CASES: list[Case] = [
          "sync exits 0 with the other note stored; the note skipped unread (peak RSS far below 1 GB) with one "
          "warning naming it and note_bytes; no run left running", case_sparse_note),
     Case("limits: 50 MB remember",
-         "over MCP stdio: refused in one line naming remember_bytes, nothing written; the next remember is stored",
+         "over MCP stdio: the 50 MB request refused in one line naming mcp_request_bytes (never read whole), a "
+         "300 KB text in one line naming remember_bytes, nothing written; the next remember is stored",
          case_big_remember),
     Case("limits: symlink to /etc/passwd",
          "sync exits 0; the link skipped with one warning (outside the folder; follow_links=True allows it); "
