@@ -13,11 +13,16 @@ from synthex_resources.search import BM25, HYBRID, SearchEngine
 from synthex_resources.search.tokenize import tokenize
 
 
+@pytest.fixture(scope="module")
+def ran_copy(tmp_path_factory, ran_project):
+    """The session's run project (PIPELINE_PY over the small export, run once), copied for this module."""
+    return ran_project.copy(tmp_path_factory.mktemp("search") / "proj")
+
+
 @pytest.fixture
-def built(project):
-    pipe = load(project)
-    pipe.run()
-    return pipe
+def built(ran_copy):
+    """The project after one run; the tests here only read it."""
+    return load(ran_copy)
 
 
 def test_tokenizer_is_regex_lowercase_no_stopwords_no_stemming():
