@@ -30,19 +30,6 @@ def offline_env(monkeypatch):
     forget_dagster_defs_state_storage()
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under ``-n 2 --dist loadgroup`` (pyproject's addopts) the tests of a module that share a module-scoped
-    fixture are one work unit, so only one worker builds that fixture (under ``--dist load`` a module split
-    between the workers was built by both); every other test is balanced on its own. A test that names an
-    ``xdist_group`` itself keeps it."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is not None:
-            continue
-        shared = [defs[-1] for defs in item._fixtureinfo.name2fixturedefs.values()]
-        if any(d.scope == "module" for d in shared):
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
-
-
 def forget_dagster_defs_state_storage() -> None:
     """Dagster keeps a process-wide "current defs-state storage" (a ContextVar) that entering an instance
     sets and disposing it does not reset; it holds a weak reference to that instance, so once the
