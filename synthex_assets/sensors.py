@@ -43,7 +43,14 @@ from synthex_assets.naming import asset_name, job_name
 from synthex_assets.partitions import register
 from synthex_resources.cdc_state import CdcState, SourceChanges
 from synthex_resources.record_store import open_store
-from synthex_resources.source_sync import BranchWork, all_branches, detect_changes, held_back, pending_work
+from synthex_resources.source_sync import (
+    BranchWork,
+    all_branches,
+    commit_changes,
+    detect_changes,
+    held_back,
+    pending_work,
+)
 
 SENSOR_INTERVAL_S = 30  # how often Dagster's daemon ticks each source sensor
 RECONCILE_CRON = "0 3 * * *"  # nightly
@@ -103,11 +110,9 @@ def _detect(cdc: DuckDBResource, pipeline: PipelineDefinition, sources: list[str
         return detect_changes(pipeline, CdcState(conn), sources)
 
 
-def _commit(cdc: DuckDBResource, changes: list[SourceChanges]) -> None:
+def _commit(cdc: DuckDBResource, pipeline: PipelineDefinition, changes: list[SourceChanges]) -> None:
     with cdc.get_connection() as conn:
-        state = CdcState(conn)
-        for change in changes:
-            state.commit(change)
+        commit_changes(pipeline, CdcState(conn), changes)
 
 
 def build_source_sensor(pipeline: PipelineDefinition, source: str) -> SensorDefinition:
@@ -117,16 +122,18 @@ def build_source_sensor(pipeline: PipelineDefinition, source: str) -> SensorDefi
                         f"its changes make dirty (downstream steps included).")
     def _source_sensor(context: SensorEvaluationContext, cdc: DuckDBResource) -> SensorResult | SkipReason:
         (change,) = _detect(cdc, pipeline, [source])
+        for note in change.notes():  # lines set aside, lines left for the next tick: in the tick's log too
+            context.log.warning(f"{source}: {note}")
         if not change.any:
             if not change.token_unchanged:
-                _commit(cdc, [change])  # a new token for the same items (a touch): remember it
+                _commit(cdc, pipeline, [change])  # a new token for the same items (a touch): remember it
             return SkipReason(change.summary())
         plan = plan_requests(pipeline, context.instance, f"sensor:{source}", source)
         if plan.held_back:  # not committed: the next tick judges again (and says so again)
             line = refusal_line(plan.held_back)
             context.log.warning(line)
             return SkipReason(line)
-        _commit(cdc, [change])  # the runs are requested; a failed run is repaired by the next reconcile
+        _commit(cdc, pipeline, [change])  # the runs are requested; a failed run is repaired by the next reconcile
         context.log.info(change.summary())
         return SensorResult(
             run_requests=plan.requests, cursor=change.token,
@@ -146,7 +153,7 @@ def build_reconcile_schedule(pipeline: PipelineDefinition) -> ScheduleDefinition
         plan = plan_requests(pipeline, context.instance, "reconcile", None)
         for branch in plan.branches:  # the runs below name these partitions: they must exist first
             register(context.instance, branch, plan.new_periods)
-        _commit(cdc, [c for c in changes if c.source not in plan.held_sources])
+        _commit(cdc, pipeline, [c for c in changes if c.source not in plan.held_sources])
         if plan.held_back:
             context.log.warning(refusal_line(plan.held_back))
         return plan.requests or SkipReason(refusal_line(plan.held_back) if plan.held_back

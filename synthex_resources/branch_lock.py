@@ -97,3 +97,39 @@ def held_by_run(data_dir: Path, branch: str, run_id: str) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+class PurgeLock:
+    """One purge at a time per project (``locks/purge.lock``, an OS ``flock`` like a branch's): held for
+    the whole purge, its journal included, so a run that finds an unfinished purge journaled finishes it
+    only when no live purge is doing so."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.path = data_dir / "locks" / "purge.lock"
+        self._fd: int | None = None
+
+    def acquire(self, wait: bool = True) -> bool:
+        """Take the lock (waiting when ``wait``); False when another process holds it and ``wait`` is off."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps({"pid": str(os.getpid()), "since": now_iso()}).encode())
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> PurgeLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

@@ -29,6 +29,7 @@ from synthex.core.errors import SynthexError
 from synthex.core.importers import SourceItem
 from synthex.core.periods import month_of, now_iso
 from synthex.core.sources import SourceOrigin
+from synthex.core.sources.quarantine import Quarantine
 
 CDC_FILE = "cdc.duckdb"
 LOCK_WAIT_S = 10.0  # another process (a sensor tick, a sync) holds the DuckDB file: wait this long
@@ -60,6 +61,11 @@ class SourceChanges:
     items: int = 0
     token_unchanged: bool = False
     pulled: int = 0  # API items fetched into the landing stream by this sync
+    # A stream's lines set aside (malformed, undatable: synthex.core.sources.quarantine), whether whole
+    # lines wait beyond this read's batch (Limits.stream_batch_lines), and how far it was read.
+    quarantine: Quarantine | None = None
+    waiting: bool = False
+    position: Any = field(default=None, repr=False)
     _upserts: list[tuple[str, str, str]] = field(default_factory=list, repr=False)
 
     @property
@@ -67,6 +73,9 @@ class SourceChanges:
         return bool(self.new or self.changed or self.deleted)
 
     def summary(self) -> str:
+        return self._counts() + "".join(f"; {note}" for note in self.notes())
+
+    def _counts(self) -> str:
         if self.token_unchanged:
             return f"{self.source}: unchanged"
         where = f" (periods {', '.join(self.periods[:6])}{' ...' if len(self.periods) > 6 else ''})" \
@@ -75,10 +84,18 @@ class SourceChanges:
         return (f"{self.source}: {len(self.new)} new, {len(self.changed)} changed, {len(self.deleted)} deleted"
                 f"{pulled}{where}")
 
+    def notes(self) -> list[str]:
+        """What the counts do not say: lines set aside, lines left for the next sync."""
+        out = [self.quarantine.summary()] if self.quarantine else []
+        if self.waiting:
+            out.append("more lines wait for the next sync (at most Limits.stream_batch_lines per sync)")
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "origin": self.origin, "new": len(self.new), "changed": len(self.changed),
                 "deleted": len(self.deleted), "periods": self.periods, "items": self.items,
-                "unchanged": self.token_unchanged, "pulled": self.pulled}
+                "unchanged": self.token_unchanged, "pulled": self.pulled,
+                "quarantined": self.quarantine.to_dict() if self.quarantine else None, "waiting": self.waiting}
 
 
 class CdcState:

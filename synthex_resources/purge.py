@@ -10,9 +10,11 @@ version) and removes every version but the latest.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import warnings
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -105,15 +107,28 @@ def delete_rows(store: RecordStore, ids: list[str]) -> int:
     return store.records.delete_ids(ids, chunk=2000)
 
 
+def text_digest(text: str) -> str:
+    """How a purge's journal names a purged text it must recognize without keeping it."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def drop_cached_responses(store: RecordStore, texts: set[str], raws: set[str],
                           needles: tuple[str, ...] | list[str] = ()) -> int:
     """Delete the LLM cache entries that produced purged records: a cached response equal to a purged
     record's content, or a raw body equal to one's ``audit.raw_response`` (a replay would write the
     purged text again), and any entry quoting a piece of the purged source text (``needles``)."""
+    return drop_cached_by_digest(store, {text_digest(t) for t in texts}, {text_digest(r) for r in raws}, needles)
+
+
+def drop_cached_by_digest(store: RecordStore, text_digests: set[str], raw_digests: set[str],
+                          needles: tuple[str, ...] | list[str] = ()) -> int:
+    """``drop_cached_responses`` with the purged texts given by ``text_digest`` (what a purge's journal
+    keeps once the records are deleted)."""
     doomed = []
     for row in store.llm_cache.entries():  # readable text, whatever the storage
         response, raw = row["response"] or "", row["raw"] or ""
-        if response in texts or (raw and raw in raws) or any(n in response or n in raw for n in needles):
+        if (text_digest(response) in text_digests or (raw and text_digest(raw) in raw_digests)
+                or any(n in response or n in raw for n in needles)):
             doomed.append(row["key"])
     return store.llm_cache.drop(doomed)
 
@@ -160,10 +175,12 @@ class Compaction:
                 "fragments_rewritten": self.fragments_rewritten, "versions_removed": self.versions_removed}
 
 
-def compact_physically(store: RecordStore, stem: bool = False) -> Compaction:
+def compact_physically(store: RecordStore, stem: bool = False,
+                       on_table: Callable[[str], None] | None = None) -> Compaction:
     """Rewrite every fragment holding deleted rows, rebuild the FTS index, drop tags and every version but
     the latest, in every table of the store. Readers holding an older version (a UI, an MCP server)
-    fail their next read of it and reopen the latest."""
+    fail their next read of it and reopen the latest. ``on_table``: told each table's name once it is
+    done (each table is done on its own; running this again redoes only what is left)."""
     import lance
 
     from synthex_resources.search.engine import FTS_COLUMN, SearchEngine
@@ -192,5 +209,7 @@ def compact_physically(store: RecordStore, stem: bool = False) -> Compaction:
             stats = ds.cleanup_old_versions(older_than=timedelta(0), delete_unverified=True,
                                             error_if_tagged_old_versions=False)
         report.versions_removed += stats.old_versions
+        if on_table is not None:
+            on_table(name)
     store.close()  # cached table handles point at removed versions
     return report

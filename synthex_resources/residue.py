@@ -191,7 +191,9 @@ def rebuild_duckdb(path: Path) -> None:
         leftover.unlink(missing_ok=True)
     conn = duckdb.connect(str(fresh))
     try:
-        conn.execute(f"ATTACH '{path}' AS purge_source (READ_ONLY)")
+        # A SQL string literal: a quote in the project's path must not end it (ATTACH takes no parameter).
+        literal = "'" + str(path).replace("'", "''") + "'"
+        conn.execute(f"ATTACH {literal} AS purge_source (READ_ONLY)")
         target = conn.execute("SELECT current_database()").fetchone()[0]
         conn.execute(f'COPY FROM DATABASE purge_source TO "{target}"')
         conn.execute("DETACH purge_source")
@@ -234,12 +236,16 @@ def scrub_files(data_dir: Path, needles: Needles, skip: list[Path]) -> dict[str,
     return changed
 
 
-def scan(root: Path, forms: list[bytes]) -> dict[str, int]:
-    """Occurrences of each byte form in every file under ``root``, raw bytes: relative path -> count."""
+def scan(root: Path, forms: list[bytes], skip: list[Path] | None = None) -> dict[str, int]:
+    """Occurrences of each byte form in every file under ``root``, raw bytes: relative path -> count.
+    ``skip``: folders left out (an unfinished purge's journal, which holds the text until it is removed)."""
     found: dict[str, int] = {}
     if not forms:
         return found
+    skipped = [p.resolve() for p in skip or []]
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        if any(path.resolve().is_relative_to(s) for s in skipped):
+            continue
         if count := occurrences(path, forms):
             found[str(path.relative_to(root))] = count
     return found

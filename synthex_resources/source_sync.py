@@ -12,9 +12,14 @@ from synthex.core.definition import PipelineDefinition
 from synthex.core.deletions import DeletionConsent, DeletionGuard, DeletionVerdict, enforce
 from synthex.core.project import branch_names
 from synthex.core.purges import PurgeLedger
+from synthex.core.sources.base import LineReader
+from synthex.core.sources.bounded import BoundedOrigin
 from synthex_resources.cdc_state import CdcState, SourceChanges
 from synthex_resources.planner import plan_pipeline
 from synthex_resources.record_store import RecordStore
+
+WAITING_MARK = ":lines-waiting"  # on a stored token: whole lines were left beyond the read's batch
+HELD_MARK = ":items-held"  # on a stored token: items were held back for their date (they enter later)
 
 
 def detect_changes(pipeline: PipelineDefinition, cdc: CdcState, sources: list[str] | None = None,
@@ -30,8 +35,27 @@ def detect_changes(pipeline: PipelineDefinition, cdc: CdcState, sources: list[st
         hidden = (lambda key, name=name: purged.hides_item(name, key)) if purged.per_source.get(name) else None
         changes = cdc.detect(name, origin, hidden)
         changes.pulled = pulled
+        if isinstance(origin, LineReader):
+            # Also when the token is unchanged: a line set aside is said until it is fixed or removed.
+            changes.quarantine, changes.waiting = origin.quarantine(), origin.waiting()
+            changes.position = origin.read_position()
+            if changes.waiting:  # stored so, the next detect never takes the unchanged-token shortcut: it reads on
+                changes.token += WAITING_MARK
+        if not changes.token_unchanged and isinstance(origin, BoundedOrigin) and origin.holds_back():
+            changes.token += HELD_MARK  # likewise: the held items are looked at again until they enter
         out.append(changes)
     return out
+
+
+def commit_changes(pipeline: PipelineDefinition, cdc: CdcState, changes: list[SourceChanges]) -> None:
+    """Make ``changes`` the sources' stored state, then move each stream's checkpoint to where it was read
+    (a crash in between re-reads those lines: the next batch starts no later than it should)."""
+    root = pipeline.root()
+    for change in changes:
+        cdc.commit(change)
+        origin = root.steps[change.source].reader()  # type: ignore[attr-defined]
+        if change.position is not None and isinstance(origin, LineReader):
+            origin.commit_position(change.position)
 
 
 def deletion_verdicts(pipeline: PipelineDefinition, store: RecordStore, branch: str,

@@ -8,7 +8,18 @@
 - ``record_vectors``: ``id, branch, step, vector`` (a fixed-size FLOAT array: ``array_cosine_similarity``).
 - ``runs``, ``run_steps`` and every other table of a local store (``llm_cache``, ``hook_deliveries``...).
 - ``eval_results``: the per-question eval results, when the project has some (``eval_results_path``):
-  the DuckDB file the evals plugin writes, attached read-only as catalog ``evals``.
+  the DuckDB file the evals plugin writes.
+- ``cdc_sources``, ``cdc_items``: the sources' change-data-capture state (``cdc_state.py``, the file
+  ``synthex sync`` and the sensors write): what each source held at its last sync.
+
+Sandboxed (issue 20): the connection is made with external access off, extension auto-install and
+auto-load off, Python replacement scans off and the configuration locked, so user SQL reads the views and
+nothing else: ``read_text('/etc/shadow')``, ``glob``, ``read_csv('https://...')``, ``read_duckdb``,
+``ATTACH``, ``COPY ... TO``, ``INSTALL``/``LOAD`` and ``SET`` are refused in one line. The views need no
+file access of DuckDB's own: the Lance tables come in as Arrow (scanned by pylance), and the DuckDB files
+(eval results, CDC state) are read by a separate short-lived read-only connection into Arrow tables in
+memory and closed at once (a snapshot), so a console never holds the lock a sync or an eval needs to
+write, however long its query runs.
 
 A LanceDB table is a Lance dataset, which is a ``pyarrow.dataset.Dataset``: DuckDB scans it through
 its Arrow scan, pushing projections and filters down to the Lance scanner and streaming record batches,
@@ -25,7 +36,7 @@ Without the key the console refuses to open, like the store.
 
 Read-only: one statement, ``SELECT`` (``FROM``, ``WITH``, ``DESCRIBE``, ``SHOW``, ``SUMMARIZE``,
 ``VALUES``) or ``EXPLAIN`` of one; anything else is refused in one line before DuckDB runs it. Underneath, the
-views over Arrow cannot be written and the eval results are attached ``READ_ONLY``.
+views over Arrow cannot be written, and the sandbox refuses whatever a statement would reach outside them.
 Storage layer: no Dagster here.
 """
 
@@ -33,6 +44,7 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,21 +64,143 @@ from synthex_resources.store.schemas import (
 
 EVAL_RESULTS_FILE = "eval_results.duckdb"  # in the project's eval dir, ``<project>/.synthex/evals/``
 EVAL_RESULTS_TABLE = "eval_results"
-EVAL_CATALOG = "evals"
+CDC_TABLES = ("cdc_sources", "cdc_items")  # cdc_state.SCHEMA's tables, shown under the same names
 DECRYPT_FUNCTION = "synthex_decrypt"
 ENCRYPTED_COLUMNS = {RECORDS: ("content", "audit"), LLM_CACHE: ("response", "raw")}
 RECORD_VECTORS = "record_vectors"
 # Tables looked for on an object store (a local store is listed instead, so new tables show up).
 KNOWN_TABLES = (RECORDS, RUNS, RUN_STEPS, LLM_CACHE, "hook_deliveries")
 READ_STATEMENTS = {"SELECT", "EXPLAIN"}
+# The console's DuckDB settings, given when the connection is made (before any view or user SQL) and
+# locked: user SQL can neither reach a file, URL or extension nor turn these back on. The views need none
+# of it (Arrow scans of pylance datasets; the DuckDB files are read by a separate connection).
+SANDBOX = {
+    "enable_external_access": False,  # no read_text / glob / read_csv / read_duckdb / ATTACH / COPY TO / INSTALL
+    "autoinstall_known_extensions": False,  # read_csv('https://...') would fetch httpfs
+    "autoload_known_extensions": False,
+    "allow_community_extensions": False,
+    "python_enable_replacements": False,  # `FROM name` never reaches a Python variable of the caller
+    "lock_configuration": True,  # last: SET / RESET / PRAGMA cannot undo the above
+}
+SANDBOX_REASON = "external access is off in synthex sql: only the project's views can be read"
+# Statement kinds that exist to reach outside the views (files, URLs, extensions, settings, databases):
+# refused with the sandbox's reason rather than the "records are written by ..." one.
+EXTERNAL_STATEMENTS = {"ATTACH", "DETACH", "COPY", "COPY_DATABASE", "EXPORT", "LOAD", "SET", "PRAGMA", "UNKNOWN"}
+# How long opening a console waits for a DuckDB file that a writer holds: a sync holds the CDC state for
+# its comparison and its commit (milliseconds to seconds), an eval its results for one insert.
+SNAPSHOT_WAIT_S = 5.0
 _EXPLAIN = re.compile(r"^\s*explain\s+(analyze\s+)?(\([^)]*\)\s*)?", re.IGNORECASE)
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_LEADING_COMMENTS = re.compile(r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class DuckDBFileViews:
+    """Tables of a DuckDB file that the console shows as views of the same names, read into memory when
+    the console opens (a snapshot: the file is open for the read only)."""
+
+    path: Path
+    tables: tuple[str, ...]
+    what: str  # how messages name it: "the CDC state"
+    hint: str  # what a query on a missing view is told: where the rows come from
+    schema_sql: str | None = None  # DDL of the tables: empty views when the file does not exist yet
+
+
+def cdc_state_views(data_dir: Path) -> DuckDBFileViews:
+    """The project's CDC state (``<data dir>/cdc.duckdb``) as the views ``cdc_sources`` and ``cdc_items``."""
+    from synthex_resources.cdc_state import CDC_FILE, SCHEMA
+
+    return DuckDBFileViews(Path(data_dir) / CDC_FILE, CDC_TABLES, "the CDC state",
+                           "run `synthex sync` first", schema_sql=SCHEMA)
+
+
+def eval_results_views(path: Path) -> DuckDBFileViews:
+    """The per-question eval results file as the view ``eval_results`` (none until an eval ran)."""
+    return DuckDBFileViews(Path(path), (EVAL_RESULTS_TABLE,), "the eval results",
+                           "run `synthex eval locomo ...` first")
+
+
+def _held_by_writer(exc: Exception) -> bool:
+    """A DuckDB file another connection holds: a writer process's lock, or this process's own connection
+    made with another configuration (DuckDB keeps one instance per file and process)."""
+    text = str(exc).lower()
+    return "lock" in text or "different configuration" in text
+
+
+def read_duckdb_tables(source: DuckDBFileViews, wait_s: float = SNAPSHOT_WAIT_S) -> dict[str, pa.Table]:
+    """The tables of ``source`` present in its file, read whole into Arrow through a read-only connection
+    that is closed before returning. A read-only connection still takes DuckDB's file lock (shared: a
+    writer cannot open the file meanwhile), which is why nothing keeps it open. Raises ``FileBusyError``
+    when a writer held the file for ``wait_s``, SynthexError when the file is not a DuckDB database."""
+    import duckdb
+
+    path = source.path
+    deadline = time.monotonic() + wait_s
+    delay = 0.02
+    while True:
+        try:
+            conn = duckdb.connect(str(path), read_only=True)
+            break
+        except (duckdb.IOException, duckdb.ConnectionException) as exc:
+            if not _held_by_writer(exc):
+                raise SynthexError(f"{path}: cannot read {source.what} ({one_line(exc)})") from None
+            if time.monotonic() > deadline:
+                raise FileBusyError(f"{path}: {source.what} was being written by another process for "
+                                    f"{wait_s:.0f} s (a sync or an eval): try again") from None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+        except duckdb.Error as exc:
+            raise SynthexError(f"{path}: cannot read {source.what} ({one_line(exc)})") from None
+    try:
+        present = {r[0] for r in conn.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'")
+                   .fetchall()}
+        return {t: _fetch_arrow(conn.sql(f"SELECT * FROM {quote_identifier(t)}")) for t in source.tables
+                if t in present}
+    finally:
+        conn.close()
+
+
+def _empty_tables(source: DuckDBFileViews) -> dict[str, pa.Table]:
+    """The tables of ``source`` with no rows, from its DDL (run on a throwaway in-memory database)."""
+    if source.schema_sql is None:
+        return {}
+    import duckdb
+
+    with duckdb.connect(":memory:") as conn:
+        conn.execute(source.schema_sql)
+        return {t: _fetch_arrow(conn.sql(f"SELECT * FROM {quote_identifier(t)}")) for t in source.tables}
+
+
+def _fetch_arrow(relation: Any) -> pa.Table:
+    """A DuckDB relation as an Arrow table (``to_arrow_table`` since duckdb 1.4, ``arrow`` before)."""
+    fetch = getattr(relation, "to_arrow_table", None) or relation.arrow
+    return fetch()
+
+
+def _kind(statement: Any) -> str:
+    """A parsed statement's kind (``SELECT``, ``COPY``...); ``UNKNOWN`` for one the duckdb module has no
+    name for (``UPDATE EXTENSIONS`` in duckdb 2.0: its enum lacks the value)."""
+    try:
+        return statement.type.name
+    except ValueError:
+        return "UNKNOWN"
+
+
+class FileBusyError(SynthexError):
+    """A DuckDB file stayed locked by a writer for longer than the console waits."""
 
 
 def eval_results_path(data_dir: Path) -> Path:
     """Where a project's per-question eval results live: ``<project>/.synthex/evals/eval_results.duckdb``
     (beside the eval JSON files; written by ``synthex eval`` and the ``eval_locomo`` asset)."""
     return Path(data_dir) / "evals" / EVAL_RESULTS_FILE
+
+
+def first_word(sql: str) -> str:
+    """The statement's first keyword as the user wrote it, upper-cased, after any leading comments (a
+    refusal names ``ATTACH``, not ``/*``)."""
+    words = _LEADING_COMMENTS.sub("", sql, count=1).split(maxsplit=1)
+    return words[0].upper() if words else "?"
 
 
 def quote_identifier(name: str) -> str:
@@ -81,18 +215,31 @@ def one_line(exc: BaseException) -> str:
 
 
 class SqlConsole:
-    """DuckDB views over a record store (and the eval results); ``query(sql) -> pyarrow.Table``."""
+    """Sandboxed DuckDB views over a record store, the eval results and the CDC state;
+    ``query(sql) -> pyarrow.Table``."""
 
-    def __init__(self, store: RecordStore | str, eval_results: Path | None = None) -> None:
+    def __init__(self, store: RecordStore | str, eval_results: Path | None = None,
+                 cdc_state: Path | None = None, snapshot_wait_s: float = SNAPSHOT_WAIT_S) -> None:
+        """``eval_results``: the eval results DuckDB file (``eval_results_path``); ``cdc_state``: the project's
+        data dir, whose ``cdc.duckdb`` becomes ``cdc_sources`` / ``cdc_items`` (``cdc_state_views``);
+        ``snapshot_wait_s``: how long to wait for a DuckDB file a writer holds (then its views are left out
+        and a query naming them is told why)."""
         import duckdb
 
         self.store = store if isinstance(store, RecordStore) else RecordStore(store)
         self.eval_results = Path(eval_results) if eval_results else None
-        self.con = duckdb.connect(":memory:")
+        self.con = duckdb.connect(":memory:", config=dict(SANDBOX))
         self.views: dict[str, str] = {}  # view name -> where its rows come from
+        self.unavailable: dict[str, str] = {}  # view name -> why it is missing (told to a query naming it)
+        self.snapshot_wait_s = snapshot_wait_s
+        files = [eval_results_views(self.eval_results)] if self.eval_results else []
+        files += [cdc_state_views(cdc_state)] if cdc_state is not None else []
+        if self.eval_results is None:
+            self.unavailable[EVAL_RESULTS_TABLE] = "no eval results file given to this console"
         try:
             self._add_store_views()
-            self._attach_eval_results()
+            for source in files:
+                self._add_file_views(source)
         except BaseException:
             self.con.close()
             raise
@@ -151,32 +298,25 @@ class SqlConsole:
                 self._view(name, ds)
             self.views[name] = where
 
-    def _attach_eval_results(self) -> None:
-        path = self.eval_results
-        if path is None or not path.exists():
-            return
-        import duckdb
-
-        literal = "'" + str(path).replace("'", "''") + "'"
-        delay = 0.05
-        for attempt in range(8):  # an eval writing its rows holds the file for a moment
+    def _add_file_views(self, source: DuckDBFileViews) -> None:
+        """Views over the tables of a DuckDB file, copied into memory now (the file is not kept open)."""
+        if not source.path.exists():
+            tables = _empty_tables(source)
+            where = f"(empty: no {source.path} yet)"
+        else:
             try:
-                self.con.execute(f"ATTACH {literal} AS {EVAL_CATALOG} (READ_ONLY)")
-                break
-            except duckdb.Error as exc:
-                locked = isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower()
-                if not locked:
-                    raise SynthexError(f"{path}: cannot read the eval results ({one_line(exc)})") from None
-                if attempt == 7:
-                    raise SynthexError(f"{path}: the eval results are being written by another process, try again "
-                                       f"({one_line(exc)})") from None
-                time.sleep(delay)
-                delay = min(delay * 2, 0.5)
-        tables = self.con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = ?",
-                                  [EVAL_CATALOG]).fetchall()
-        if (EVAL_RESULTS_TABLE,) in tables:
-            self.con.execute(f"CREATE VIEW {EVAL_RESULTS_TABLE} AS SELECT * FROM {EVAL_CATALOG}.{EVAL_RESULTS_TABLE}")
-            self.views[EVAL_RESULTS_TABLE] = f"duckdb file {path} (read-only)"
+                tables = read_duckdb_tables(source, self.snapshot_wait_s)
+            except FileBusyError as exc:
+                for name in source.tables:
+                    self.unavailable[name] = str(exc)
+                return
+            where = f"duckdb file {source.path} (a snapshot read when the console opened)"
+        for name in source.tables:
+            if name in tables:
+                self._view(name, tables[name])
+                self.views[name] = where
+            else:
+                self.unavailable[name] = f"no {name} in {source.path} yet: {source.hint}"
 
     # -- queries --------------------------------------------------------------------------------
     def check_read_only(self, sql: str) -> list[Any]:
@@ -190,15 +330,21 @@ class SqlConsole:
         if len(statements) != 1:
             raise BadInputError(f"bad SQL: give one statement (got {len(statements)})")
         for stmt in statements:
-            kind = stmt.type.name
+            kind = _kind(stmt)
+            inner_kinds = [kind]
             if kind == "EXPLAIN":  # EXPLAIN ANALYZE runs what it explains: check that too
                 try:
                     inner = self.con.extract_statements(_EXPLAIN.sub("", stmt.query, count=1))
                 except duckdb.Error:
                     inner = []
-                kinds = [s.type.name for s in inner]
-                kind = "EXPLAIN" if kinds and set(kinds) <= READ_STATEMENTS else f"EXPLAIN {' '.join(kinds) or '?'}"
+                inner_kinds = [_kind(s) for s in inner]
+                kind = ("EXPLAIN" if inner_kinds and set(inner_kinds) <= READ_STATEMENTS
+                        else f"EXPLAIN {' '.join(inner_kinds) or '?'}")
             if kind not in READ_STATEMENTS:
+                if EXTERNAL_STATEMENTS & set(inner_kinds):
+                    # The word the user wrote (INSTALL is a LOAD statement, RESET a SET one): what they read.
+                    shown = first_word(stmt.query) if kind in EXTERNAL_STATEMENTS else kind
+                    raise BadInputError(f"synthex sql is read-only: {shown} statements are refused ({SANDBOX_REASON})")
                 raise BadInputError(f"synthex sql is read-only: {kind} statements are refused (records are written "
                                     f"by `synthex run`, eval results by `synthex eval`)")
         return statements
@@ -212,13 +358,15 @@ class SqlConsole:
             relation = self.con.sql(statement.query)
             if relation is None:  # not a query (cannot happen for the statements let through)
                 return pa.table({})
-            fetch = getattr(relation, "to_arrow_table", None) or relation.arrow  # duckdb < 1.4: arrow()
-            return fetch()
+            return _fetch_arrow(relation)
+        except duckdb.PermissionException as exc:  # the sandbox: a file, URL or extension out of reach
+            raise BadInputError(f"{SANDBOX_REASON} ({one_line(exc)})") from None
         except duckdb.Error as exc:
             message = one_line(exc)
-            if EVAL_RESULTS_TABLE not in self.views and re.search(rf"\b{EVAL_RESULTS_TABLE}\b", message):
-                where = self.eval_results or "this project"
-                message += f" (no eval results at {where} yet: run `synthex eval locomo ...` first)"
+            for name, why in self.unavailable.items():
+                if re.search(rf"\b{re.escape(name)}\b", message):
+                    message += f" ({why})"
+                    break
             raise BadInputError(f"bad SQL: {message}") from None
 
     def close(self) -> None:

@@ -396,9 +396,12 @@ def test_parsed_source_reports_an_unreadable_file_in_one_line(tmp_path, monkeypa
     path = tmp_path / "docs.jsonl"
     path.write_text('{"content": "x"}\n')
 
-    def unreadable(self):
+    def unreadable(self, *args):
         raise PermissionError(13, "Permission denied", str(self))
 
+    from synthex.core.importers import base
+
     monkeypatch.setattr(Path, "read_bytes", unreadable)  # running as root ignores chmod
+    monkeypatch.setattr(base, "open_regular", unreadable)  # what reads files within their bounds
     with pytest.raises(SourceError, match=r"docs.jsonl: cannot read file: Permission denied$"):
         ParsedSource().items(path)

@@ -107,7 +107,7 @@ def test_a_source_is_parsed_once_while_its_file_is_unchanged(tmp_path, monkeypat
     path.write_text('{"id": "a", "text": "first note", "created_at": "2024-01-02"}\n')
     parses = []
     real = formats.load_source
-    monkeypatch.setattr(formats, "load_source", lambda p, fmt="auto": parses.append(p) or real(p, fmt))
+    monkeypatch.setattr(formats, "load_source", lambda p, fmt="auto", *rest: parses.append(p) or real(p, fmt, *rest))
     monkeypatch.setattr(base, "RACY_SECONDS", 0.0)  # the file was written just now; trust its stat here
     parsed = ParsedSource()
     first = parsed.items(path, "jsonl")

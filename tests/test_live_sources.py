@@ -93,16 +93,17 @@ def test_a_stream_is_read_from_its_last_offset_and_only_whole_lines_count(tmp_pa
     assert [i.content for i in origin.items()] == ["fresh"]
 
 
-def test_a_bad_stream_line_is_one_line_and_leaves_the_stream_as_it_was(tmp_path):
+def test_a_bad_stream_line_is_one_line_and_is_set_aside(tmp_path):
+    # Issue 20: a bad line no longer stops the stream; it is named in the same one line and set aside
+    # (tests/test_hostile_stream.py covers the quarantine end to end).
     path = tmp_path / "s.jsonl"
     append_lines(path, [{"text": "kept", "created_at": "2024-01-01"}])
     origin = StreamOrigin(path)
     assert len(origin.items()) == 1
     append_lines(path, [{"text": "good", "created_at": "2024-01-02"}, {"text": "no date"}])
-    with pytest.raises(SourceError) as err:
-        origin.items()
-    assert str(err.value) == (f"{path}:3: missing required field 'created_at' (or 'timestamp'): it dates the line")
-    assert [i.content for i in origin._by_key.values()] == ["kept"]
+    assert [i.content for i in origin.items()] == ["kept", "good"]
+    (line,) = origin.quarantine().lines
+    assert str(line) == (f"{path}:3: missing required field 'created_at' (or 'timestamp'): it dates the line")
 
 
 API_PIPELINE = '''

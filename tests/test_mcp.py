@@ -121,6 +121,13 @@ async def remember_then_search(session) -> None:
     assert hits[0]["id"] == out["record_id"] and word in hits[0]["content"]
     record = payload(await session.call_tool("get", {"id": out["record_id"]}))
     assert record["step"] == "agent" and record["period"] == "2024-05"
+    # A request over Limits.mcp_request_bytes (1 MB) never reaches the SDK whole (BoundedStdin): the
+    # client gets a JSON-RPC error naming the bound and the session goes on.
+    from mcp import MCPError
+
+    with pytest.raises(MCPError) as refused:
+        await session.call_tool("remember", {"text": "x" * (2 * 1024 * 1024)})
+    assert "over the mcp_request_bytes bound of 1.0 MB" in str(refused.value.data)
     assert "empty" in error_line(await session.call_tool("remember", {"text": "   "}))
 
 
@@ -160,8 +167,14 @@ def test_streamable_http_on_loopback(served):
             time.sleep(0.1)
         url = found.group(0)
 
+        import httpx2
+
+        token = (served["project"] / ".synthex" / "mcp-token").read_text().strip()  # generated at first start
+
         async def main() -> None:
-            async with streamable_http_client(url) as (read, write):
+            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
+                                          timeout=httpx2.Timeout(30, read=300)) as client, \
+                    streamable_http_client(url, http_client=client) as (read, write):
                 async with ClientSession(read, write, read_timeout_seconds=120) as session:
                     await session.initialize()
                     await read_tools(session, served)

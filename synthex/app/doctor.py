@@ -4,7 +4,9 @@
   repaired by keeping one row per id;
 - dangling sources: a record whose ``sources`` name ids that no longer exist; repaired by deleting the
   record, so the next run recomputes it from what exists;
-- runs stuck in "running" whose branch no run holds: repaired by marking them failed.
+- runs stuck in "running" whose branch no run holds: repaired by marking them failed;
+- an unfinished purge (killed before it finished: ``synthex.core.purge_journal``): repaired by finishing
+  it (first, since it deletes records and re-runs branches; the other checks then look again).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from synthex.core.purge_journal import PurgeJournal, PurgeProgress
 
 if TYPE_CHECKING:
     from synthex.app.services import AppServices
@@ -22,15 +26,19 @@ class DoctorReport:
     duplicate_ids: list[str] = field(default_factory=list)
     dangling: dict[str, list[str]] = field(default_factory=dict)  # record id -> missing source ids
     stuck_runs: list[str] = field(default_factory=list)
+    unfinished_purge: PurgeProgress | None = None
     repaired: bool = False
 
     @property
     def healthy(self) -> bool:
-        return not (self.duplicate_ids or self.dangling or self.stuck_runs)
+        return not (self.duplicate_ids or self.dangling or self.stuck_runs or self.unfinished_purge)
 
     def to_dict(self) -> dict[str, Any]:
+        purge = self.unfinished_purge
         return {"healthy": self.healthy, "duplicate_ids": self.duplicate_ids, "dangling_sources": self.dangling,
-                "stuck_runs": self.stuck_runs, "repaired": self.repaired}
+                "stuck_runs": self.stuck_runs,
+                "unfinished_purge": purge.to_dict() | {"message": purge.describe()} if purge else None,
+                "repaired": self.repaired}
 
 
 def dangling_sources(rows: list[dict[str, Any]]) -> dict[str, list[str]]:
@@ -51,7 +59,8 @@ def diagnose(app: AppServices) -> DoctorReport:
     rows = store.records.scan(["id", "branch", "sources"])
     counts = Counter((r["id"], r["branch"]) for r in rows)  # one row per (id, branch) is the rule
     report = DoctorReport(duplicate_ids=sorted({i for (i, _), n in counts.items() if n > 1}),
-                          dangling=dangling_sources(rows))
+                          dangling=dangling_sources(rows),
+                          unfinished_purge=PurgeJournal(app.pipeline.data_dir).progress())
     for run in store.runs.running():
         lock = BranchLock(app.pipeline.data_dir, run.branch, run.id)
         try:
@@ -66,6 +75,11 @@ def diagnose(app: AppServices) -> DoctorReport:
 def repair(app: AppServices, report: DoctorReport) -> DoctorReport:
     from synthex.core.record import Record
 
+    if report.unfinished_purge is not None:
+        app.finish_interrupted_purge(wait=True)
+        found = diagnose(app)  # the purge deleted records and re-ran branches: look again
+        report.duplicate_ids, report.dangling = found.duplicate_ids, found.dangling
+        report.stuck_runs = sorted(set(report.stuck_runs) | set(found.stuck_runs))
     store = app.store
     if report.duplicate_ids:
         kept: dict[tuple[str, str], Record] = {}

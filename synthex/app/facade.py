@@ -7,10 +7,13 @@ store is first touched, so commands that need neither start fast.
 
 from __future__ import annotations
 
+import copy
+import threading
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -23,12 +26,15 @@ from synthex.core.progress import NullProgress, ProgressReporter
 from synthex.core.record import CheckName, CheckOutcome, Record, Run, RunStats, RunStatus
 from synthex.core.redact import redact
 from synthex.core.scope import BranchScope
+from synthex.core.sources.base import LineReader
+from synthex.core.sources.quarantine import Quarantine, QuarantinedLine
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance
 
     from synthex.app.branches import Branches
     from synthex.app.purge import PurgeReport
+    from synthex.core.purge_journal import PurgeEvent
     from synthex_resources.cdc_state import SourceChanges
     from synthex_resources.embedder import Embedder
     from synthex_resources.hook_deliveries import DeliveryReport, HookState
@@ -44,8 +50,24 @@ class SyncReport:
     changes: list[SourceChanges]
     run: Run
 
+    @property
+    def quarantined(self) -> list[QuarantinedLine]:
+        """Stream lines set aside (malformed or undatable; each source's first ones), by source."""
+        return [line for c in self.changes if c.quarantine for line in c.quarantine.lines]
+
+    @property
+    def waiting(self) -> list[str]:
+        """Sources with whole lines beyond this sync's batch (``Limits.stream_batch_lines``): the next sync reads them."""
+        return [c.source for c in self.changes if c.waiting]
+
     def to_dict(self) -> dict[str, Any]:
         return {"sources": [c.to_dict() for c in self.changes], "run": self.run.to_dict()}
+
+
+class RememberStatus(StrEnum):
+    """What became of a remembered line (the reply says it; nothing else is ever claimed)."""
+
+    QUEUED = "queued for sync"  # a whole, valid line in the stream: the next sync brings it into memory
 
 
 class ProjectApp:
@@ -54,6 +76,13 @@ class ProjectApp:
         self._embedder = embedder
         self._store: RecordStore | None = None
         self._instance: DagsterInstance | None = None
+        # Runs this app is executing now (on any thread), by id: a server that must exit before one
+        # ends records it as interrupted (``interrupt_runs``) instead of leaving it "running". Once
+        # interrupted, the app starts no new run. Re-entrant: a signal handler on the main thread may
+        # interrupt while that thread is inside a locked section.
+        self._active_runs: dict[str, Run] = {}
+        self._active_lock = threading.RLock()
+        self._interrupted: str | None = None
 
     # -- what it owns ---------------------------------------------------------------------------
     @property
@@ -113,10 +142,15 @@ class ProjectApp:
     def run(self, step: str | None = None, from_: str | None = None, full: bool = False, branch: str | None = None,
             progress: ProgressReporter | None = None, wait: bool = False,
             on_wait: Callable[[str], None] | None = None, allow_deletions: bool = False,
-            verbose: bool = False) -> Run:
+            verbose: bool = False, resume_purge: bool = True, say: Callable[[str], None] | None = None) -> Run:
         """Plan, then one Dagster run of the pipeline's job over every dirty partition. The Synthex run
-        id is the Dagster run id. When nothing changed there is no Dagster run and nothing is recorded."""
+        id is the Dagster run id. When nothing changed there is no Dagster run and nothing is recorded.
+
+        A purge that was killed before it finished is finished first (``resume_purge``; off for the
+        purge's own re-runs); ``say`` is told about it."""
         branch = self.use_branch(branch).branch_name
+        if resume_purge:
+            self.finish_interrupted_purge(say=say)
         from synthex_resources.branch_lock import BranchLock
 
         run = Run(id=str(uuid.uuid4()), pipeline=self.pipeline.name, branch=branch,
@@ -142,17 +176,24 @@ class ProjectApp:
             self._record_failure(run, exc, started)
             raise
         reporter.start({s: plan.per_step.get(s, {}).get("records", 0) for s in self.pipeline.select(step, from_)})
+        positions = self._source_positions(branch, step, from_)  # how far this run's plan read its streams
         if not plan.steps:
             # Nothing to do: no Dagster run and nothing written (so no LanceDB or Dagster import either).
             reporter.finish()
             run.steps, run.status, run.completed_at = [], RunStatus.COMPLETED, now_iso()
             run.wall_s = time.monotonic() - started
+            self._commit_positions(positions)
             if undelivered:
                 raise SynthexError("; ".join(undelivered))
             return run
         store = self.store
         run.steps = plan.steps
-        store.runs.save(run)
+        with self._active_lock:
+            if self._interrupted is not None:  # the process is stopping: a run started now could not finish
+                reporter.finish()
+                raise SynthexError(f"run not started: {self._interrupted}")
+            store.runs.save(run)
+            self._active_runs[run.id] = run
         try:
             run.dagster_run_ids = [run.id]
             failed = [o for o in self._launch(run.id, branch, plan, full, reporter, verbose, deletions) if not o.passed]
@@ -164,6 +205,7 @@ class ProjectApp:
             if messages:  # the records are written; what failed is named (e.g. an undelivered hook)
                 raise SynthexError("run finished with failed checks: " + "; ".join(messages))
             run.status = RunStatus.COMPLETED
+            self._commit_positions(positions)
         except BaseException as exc:
             run.status, run.error = RunStatus.FAILED, redact(str(exc) or type(exc).__name__)
             raise
@@ -175,38 +217,76 @@ class ProjectApp:
                 run.stats.add(stats)
             run.completed_at = now_iso()
             run.wall_s = time.monotonic() - started
-            store.runs.save(run)
+            with self._active_lock:  # after an interrupt_runs, this final status (the truth) is the one kept
+                self._active_runs.pop(run.id, None)
+                store.runs.save(run)
         return run
+
+    def _source_positions(self, branch: str, step: str | None, from_: str | None) -> dict[str, Any]:
+        """How far each source step this run writes was read (a stream: its lines; ``Limits.stream_batch_lines``
+        caps a read beyond the last committed position)."""
+        definition = self.use_branch(branch)
+        scope = definition.scope()
+        selected = set(self.pipeline.select(step, from_))
+        out = {}
+        for name, source in definition.sources().items():
+            origin = source.reader()
+            if name in selected and scope.owns(name) and isinstance(origin, LineReader):
+                out[name] = (origin, origin.read_position())
+        return out
+
+    @staticmethod
+    def _commit_positions(positions: dict[str, Any]) -> None:
+        """The run completed: what it read is in memory, so the next read may take a batch beyond it."""
+        for origin, position in positions.values():
+            origin.commit_position(position)
 
     # -- live memory: sync and remember (docs/architecture.md, "Live memory") ------------------------
     def sync(self, source: str | None = None, branch: str | None = None, progress: ProgressReporter | None = None,
              wait: bool = True, on_wait: Callable[[str], None] | None = None, allow_deletions: bool = False,
-             verbose: bool = False) -> SyncReport:
+             verbose: bool = False, say: Callable[[str], None] | None = None) -> SyncReport:
         """One pass: fetch API pages, detect what each source gained / changed / lost since the last sync
         (CDC state in DuckDB), run the dirty partitions of ``source`` (all sources: the whole pipeline)
         and everything downstream, then record the sources' new state. The run's own planning decides
         what to compute, so a sync after a failed one repairs whatever the state says."""
         from synthex_resources.cdc_state import open_cdc_state
-        from synthex_resources.source_sync import detect_changes
+        from synthex_resources.source_sync import commit_changes, detect_changes
 
+        # Before detecting changes: an unfinished purge may still have items for the CDC state to forget.
+        self.finish_interrupted_purge(say=say)
         with open_cdc_state(self.pipeline.data_dir) as cdc:  # held for milliseconds, never during the run
             changes = detect_changes(self.pipeline, cdc, [source] if source else None)
         run = self.run(from_=source, branch=branch, progress=progress, wait=wait, on_wait=on_wait,
-                       allow_deletions=allow_deletions, verbose=verbose)
+                       allow_deletions=allow_deletions, verbose=verbose, say=say)
         with open_cdc_state(self.pipeline.data_dir) as cdc:
-            for change in changes:
-                cdc.commit(change)
+            commit_changes(self.pipeline, cdc, changes)
         return SyncReport(changes=changes, run=run)
+
+    def unsynced_sources(self, sources: list[str] | None = None) -> list[str]:
+        """The source steps (of ``sources``; default all) whose items changed since their last completed
+        sync: a sync that was stopped before it recorded them, or lines remembered and never synced.
+        Reads the sources and the CDC state only (no fetch, no plan, nothing written)."""
+        from synthex_resources.cdc_state import open_cdc_state
+        from synthex_resources.source_sync import detect_changes
+
+        with open_cdc_state(self.pipeline.data_dir) as cdc:
+            return [c.source for c in detect_changes(self.pipeline, cdc, sources, pull=False) if c.any]
 
     def remember(self, text: str, *, id: str | None = None, created_at: str | None = None,
                  metadata: dict[str, Any] | None = None, source: str | None = None) -> dict[str, Any]:
         """Append what an agent says to the project's stream source; the next sync (a sensor tick,
         ``synthex sync``, the MCP server) brings it into memory like any other data. Returns the item's
-        key, the id its record will have, the source and the stream file."""
+        key, the id its record will have, the source, the stream file, its ``status`` (a ``RememberStatus``)
+        and ``warnings`` (e.g. a half line a dead writer left was ended first). A line that could not be
+        synced is refused before anything is written (one line: ``BadInputError``, or ``SourceError`` when
+        the stream file cannot be appended to), never reported as queued."""
+        self.pipeline.limits.check_remember(text, id, metadata)  # before anything is parsed or written
         from synthex.core.errors import SourceError
         from synthex.core.hashing import fingerprint, materialization_key, record_id
         from synthex.core.importers.jsonl import item_from_row
-        from synthex.core.sources.stream import append_lines, content_key
+        from synthex.core.purges import PurgeLedger
+        from synthex.core.sources.bounded import future_refusal
+        from synthex.core.sources.stream import append_lines, content_key, encode_line
 
         streams = self.pipeline.stream_sources()
         if source is None and len(streams) != 1:
@@ -227,12 +307,26 @@ class ProjectApp:
             item = item_from_row(row, "remember", None, {})
         except SourceError as exc:
             raise BadInputError(str(exc)) from None
+        key = item.key or content_key(item)
+        # What the stream's reader would set aside or never import is refused here, not queued.
+        if refusal := future_refusal(self.pipeline.limits, f"remember: item {key!r}", item.created_at):
+            raise BadInputError(refusal.replace(": skipped: ", ": refused: ", 1))
+        line_bytes = len(encode_line(row))
+        if line_bytes > self.pipeline.limits.stream_line_bytes:
+            raise BadInputError(f"remember: the line is {line_bytes} bytes, over the limit of "
+                                f"{self.pipeline.limits.stream_line_bytes} (Limits.stream_line_bytes)")
+        if PurgeLedger(self.pipeline.data_dir).load().hides_item(name, key):
+            raise BadInputError(f"remember: item {key!r} of {name!r} was purged (`synthex purge`) and is never "
+                                f"imported again; give it another id")
         step = self.pipeline.steps[name]
         path = step.reader().path  # type: ignore[attr-defined]
-        append_lines(path, [row])
-        key = item.key or content_key(item)
+        half_line = append_lines(path, [row])
+        warnings = [f"{path}: its last line had no newline ({half_line} bytes: a writer died mid-line); it was "
+                    f"ended first so it stands alone, and is set aside (quarantined) unless it is a whole line"
+                    ] if half_line else []
         record = record_id(materialization_key(name, step.version_hash(), [fingerprint(item.content)], key))
-        return {"id": key, "record_id": record, "source": name, "path": str(path)}
+        return {"id": key, "record_id": record, "source": name, "path": str(path),
+                "status": RememberStatus.QUEUED, "warnings": warnings}
 
     # -- on_update hooks (at least once: synthex_resources.hook_deliveries) ---------------------------
     def hooks_due(self, branches: list[str] | None = None) -> list[HookState]:
@@ -256,6 +350,38 @@ class ProjectApp:
         until it ends, and we hold it now): mark them failed, here and in Dagster."""
         for run in self.store.runs.running(branch, except_id=current):
             self.mark_failed(run, f"killed: the run ended without finishing (found by run {current} at {now_iso()})")
+
+    def interrupt_runs(self, reason: str) -> list[Run]:
+        """The process is about to exit while runs of this app are still executing (on other threads):
+        record each as failed with ``reason`` now, so none stays "running", and start no new run. A run
+        that still ends before the process exits records its own final status afterwards. The partitions
+        it did not write stay dirty: the next run or sync computes them."""
+        with self._active_lock:
+            self._interrupted = reason
+            runs = [copy.copy(run) for run in self._active_runs.values()]  # the executing thread keeps its own
+            for run in runs:
+                self.mark_failed(run, reason)
+        return runs
+
+    def close_abandoned_runs(self, branch: str | None = None, found_by: str = "a new start") -> list[Run]:
+        """Runs of ``branch`` left "running" by a process that died (no one holds the branch lock, which a
+        live run holds until it ends): marked failed, here and in Dagster, and returned; the next run of
+        the branch recomputes what they did not write. A branch being written now is left alone."""
+        from synthex_resources.branch_lock import BranchBusyError, BranchLock
+
+        branch = self.use_branch(branch).branch_name
+        lock = BranchLock(self.pipeline.data_dir, branch, f"check-{uuid.uuid4()}")
+        try:
+            lock.acquire()
+        except BranchBusyError:
+            return []
+        try:
+            runs = self.store.runs.running(branch)
+            for run in runs:
+                self.mark_failed(run, f"killed: the run ended without finishing (found by {found_by} at {now_iso()})")
+            return runs
+        finally:
+            lock.release()
 
     def mark_failed(self, run: Run, reason: str) -> None:
         """A run that died without finishing: failed in the runs table and in Dagster."""
@@ -299,13 +425,22 @@ class ProjectApp:
                                f"(listed by hash in {self.pipeline.data_dir / 'purged.json'})")
         return out
 
+    def quarantined(self) -> list[Quarantine]:
+        """Per source, the stream lines its reader sets aside (malformed, undatable, too long) until they are
+        fixed or removed; its reader keeps them in ``<data dir>/quarantine/`` for other processes too."""
+        readers = [step.reader() for step in self.pipeline.sources().values()]
+        return [q for r in readers if isinstance(r, LineReader) and (q := r.quarantine())]
+
     # -- privacy ----------------------------------------------------------------------------------
     def purge(self, record_ids: str | list[str] | None = None, *, match: str | None = None, regex: bool = False,
-              dry_run: bool = False, cascade: bool = True,
-              say: Callable[[str], None] | None = None) -> PurgeReport:
+              dry_run: bool = False, cascade: bool = True, say: Callable[[str], None] | None = None,
+              on_event: Callable[[PurgeEvent], None] | None = None) -> PurgeReport:
         """Remove records and everything made from them on every branch, recompute what used them, and
         sweep their text out of every file of the data directory (``synthex.app.purge``). ``match``
-        picks the source records whose text contains it (or matches it, with ``regex``)."""
+        picks the source records whose text contains it (or matches it, with ``regex``).
+
+        A purge killed earlier is finished first; when it was this same purge (its records are gone
+        now), its report is the answer. ``on_event``: told each step of the purge once it is done."""
         from synthex.app.purge import Purger
 
         if not cascade:
@@ -313,14 +448,48 @@ class ProjectApp:
                                 "its text; purge always cascades")
         purger = Purger(self)
         ids = [record_ids] if isinstance(record_ids, str) else list(record_ids or [])
-        if match is not None:
-            ids += purger.match(match, regex=regex)
+        lock = purger.locked()
+        try:
+            finished = None if dry_run else purger.resume(say=say, on_event=on_event)
+            if finished is not None:  # ids the finished purge removed are not asked for again
+                ids = [i for i in ids if not any(r.startswith(i) for r in finished.affected_records)]
+            if match is not None:
+                ids += purger.match(match, regex=regex)
+                if not ids and finished is None:
+                    raise BadInputError(f"no source record matches {match!r} (nothing purged)")
             if not ids:
-                raise BadInputError(f"no source record matches {match!r} (nothing purged)")
-        if not ids:
-            raise BadInputError("purge: give record ids or match=")
-        return purger.purge(ids, dry_run=dry_run, say=say,
-                            also_find=[match] if match and not regex and len(match) >= 4 else None)
+                if finished is not None:
+                    return finished
+                raise BadInputError("purge: give record ids or match=")
+            return purger.purge(ids, dry_run=dry_run, say=say, on_event=on_event,
+                                also_find=[match] if match and not regex and len(match) >= 4 else None)
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def finish_interrupted_purge(self, say: Callable[[str], None] | None = None,
+                                 on_event: Callable[[PurgeEvent], None] | None = None,
+                                 wait: bool = False) -> PurgeReport | None:
+        """Finish a purge that was killed before it finished (``synthex.core.purge_journal``); None when
+        there is none, or when a live purge holds the purge lock (it is finishing it; ``wait`` waits)."""
+        from synthex.core.purge_journal import PurgeJournal
+
+        if not PurgeJournal(self.pipeline.data_dir).exists():  # a stat: the common case costs nothing
+            return None
+        from synthex.app.purge import Purger
+
+        purger = Purger(self)
+        lock = purger.locked(wait=wait)
+        if lock is None:
+            return None
+        try:
+            report = purger.resume(say=say, on_event=on_event)
+        finally:
+            lock.release()
+        if report is not None and report.residue and say is not None:
+            say("warning: purge residue still found in: "
+                + ", ".join(f"{f} ({n})" for f, n in report.residue.items()))
+        return report
 
     # -- branches ---------------------------------------------------------------------------------
     def use_branch(self, branch: str | None) -> PipelineDefinition:

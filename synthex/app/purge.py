@@ -1,15 +1,22 @@
 """``synthex purge``: remove a record and everything made from it, on every branch, and leave no trace of
 its text anywhere under the project's data directory (design doc Part XI, "Selective Purge").
 
-Order, each part safe to repeat after a crash (``purge`` again finishes the job):
-1. the cascade: the record and every record whose provenance reaches it, on all branches;
+A purge is a journaled operation (``synthex.core.purge_journal``): the cascade is computed and its
+targets (ids, ledger entries, item keys, the needles the sweep and the scan look for) are journaled
+before anything is deleted; then each step below is done and recorded as done. Every step is safe to
+run again, so a purge killed at any point is finished by the next ``synthex purge`` (same arguments,
+or ``--resume``), ``synthex run`` / ``sync`` or ``synthex doctor --repair``. One purge at a time
+(``PurgeLock``, held for the whole purge).
+
+1. the cascade: the record and every record whose provenance reaches it, on all branches (journaled);
 2. under every branch's lock: the ledger (``.synthex/purged.json``) learns the ids and the source items,
-   then the rows are deleted. From here on no plan produces them again;
+   then each branch's rows are deleted. From here on no plan produces them again;
 3. each branch is re-run: aggregates and folds that used a purged record are recomputed without it;
 4. the sweep, under every branch's lock: LLM cache entries that produced purged text, text in run and
    hook bookkeeping, the CDC state of purged items, LanceDB compaction (deletions materialized, FTS index
    rebuilt, tags and old versions removed), Dagster's event log and compute logs, DuckDB files, landing
-   files; then a raw-byte scan of every file under the data directory for the purged text.
+   files; then a raw-byte scan of every file under the data directory for the purged text (the journal
+   excepted); then the journal is removed.
 """
 
 from __future__ import annotations
@@ -24,13 +31,25 @@ from synthex.core.errors import BadInputError
 from synthex.core.naming import MAIN
 from synthex.core.periods import now_iso
 from synthex.core.project import branch_names
+from synthex.core.purge_journal import (
+    SWEEP,
+    PurgeEvent,
+    PurgeJournal,
+    PurgePhase,
+    PurgeProgress,
+    PurgeStep,
+    PurgeTargets,
+    plan_steps,
+)
 from synthex.core.purges import LedgerEntry, PurgeLedger, source_key_hash
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from synthex.app.services import AppServices
+    from synthex_resources.branch_lock import PurgeLock
     from synthex_resources.purge import Cascade
+    from synthex_resources.residue import Needles
 
 
 @dataclass
@@ -49,6 +68,31 @@ class PurgeReport:
     residue: dict[str, int] = field(default_factory=dict)  # file -> occurrences left (must be empty)
     outside: list[str] = field(default_factory=list)  # source files outside the data dir still holding it
     seconds: float = 0.0
+    purge_id: str = ""
+    resumed: bool = False  # finished a purge an earlier process began (and was killed in)
+
+    @classmethod
+    def from_progress(cls, progress: PurgeProgress, targets: PurgeTargets) -> PurgeReport:
+        """The report of a journaled purge from what each of its steps recorded (in this process or an
+        earlier one)."""
+        from synthex_resources.purge import Cascade
+
+        def result(step: PurgeStep, default: Any) -> Any:
+            return progress.results.get(step.key, default)
+
+        report = cls(dry_run=False, cascade=Cascade(list(targets.roots), list(targets.rows)),
+                     purge_id=progress.purge_id)
+        report.ledger_added = result(PurgeStep(PurgePhase.LEDGER), 0)
+        report.recomputed = {s.branch: result(s, 0) for s in progress.steps
+                             if s.phase is PurgePhase.RERUN and s.branch is not None}
+        report.cache_entries = result(PurgeStep(PurgePhase.CACHE), 0)
+        report.bookkeeping_rows = result(PurgeStep(PurgePhase.BOOKKEEPING), 0)
+        report.cdc_items = result(PurgeStep(PurgePhase.CDC), 0)
+        report.compaction = result(PurgeStep(PurgePhase.COMPACTION), {})
+        report.files_scrubbed = result(PurgeStep(PurgePhase.FILES), {})
+        scanned = result(PurgeStep(PurgePhase.SCAN), {})
+        report.residue, report.outside = scanned.get("residue", {}), scanned.get("outside", [])
+        return report
 
     @property
     def affected_records(self) -> list[str]:
@@ -61,26 +105,57 @@ class PurgeReport:
                         "cache_entries": self.cache_entries, "bookkeeping_rows": self.bookkeeping_rows,
                         "cdc_items": self.cdc_items, "compaction": self.compaction,
                         "files_scrubbed": self.files_scrubbed, "residue": self.residue,
-                        "outside": self.outside, "seconds": round(self.seconds, 3)})
+                        "outside": self.outside, "seconds": round(self.seconds, 3),
+                        "purge_id": self.purge_id, "resumed": self.resumed})
         return out
 
 
+class _RerunProgress:
+    """A re-run's progress reporter: tells the purge's hook each time a step writes records."""
+
+    def __init__(self, step: PurgeStep, on_event: Callable[[PurgeEvent], None]) -> None:
+        self.step, self.on_event = step, on_event
+
+    def start(self, totals: dict[str, int]) -> None:
+        pass
+
+    def advance(self, step: str, n: int) -> None:
+        self.on_event(PurgeEvent(self.step, done=False, detail=step))
+
+    def finish(self) -> None:
+        pass
+
+
 class Purger:
-    """Purges for one project (``AppServices``: a ``ProjectApp``) (its store, Dagster instance and definition)."""
+    """Purges for one project (``AppServices``: a ``ProjectApp``) (its store, Dagster instance and definition).
+    Callers hold the purge lock (``locked``) around ``resume`` and ``purge``."""
 
     def __init__(self, app: AppServices) -> None:
         self.app = app
         self.pipeline = app.pipeline.root()
+        self.journal = PurgeJournal(self.pipeline.data_dir)
 
     def branches(self) -> list[str]:
         return [MAIN, *branch_names(self.pipeline.project_dir)]
 
+    def locked(self, wait: bool = True) -> PurgeLock | None:
+        """The project's purge lock, taken (None when another process holds it and ``wait`` is off)."""
+        from synthex_resources.branch_lock import PurgeLock
+
+        lock = PurgeLock(self.pipeline.data_dir)
+        return lock if lock.acquire(wait=wait) else None
+
     def resolve(self, ids: list[str]) -> list[str]:
-        """Full ids for ids or unique prefixes; an unknown one is one line."""
+        """Full ids for ids or unique prefixes; an unknown one is one line (saying so when the ledger
+        shows it was purged already)."""
         out = []
         for given in ids:
             rec = self.app.get(given)
             if rec is None:
+                purged = [e for e in PurgeLedger(self.pipeline.data_dir).entries() if e.record_id.startswith(given)]
+                if purged:
+                    raise BadInputError(f"record {given!r} was purged at {purged[0].purged_at} (nothing left to "
+                                        f"purge)")
                 raise BadInputError(f"record {given!r} not found on any branch (nothing purged)")
             out.append(rec.id)
         return out
@@ -91,10 +166,28 @@ class Purger:
 
         return matching_records(self.app.store, pattern, self.pipeline.source_steps(), regex=regex)
 
+    def resume(self, say: Callable[[str], None] | None = None,
+               on_event: Callable[[PurgeEvent], None] | None = None) -> PurgeReport | None:
+        """Finish the journaled purge, if there is one; None when there is none."""
+        self.journal.discard_stale()
+        progress = self.journal.progress()
+        if progress is None:
+            return None
+        pending = progress.pending()
+        (say or (lambda _msg: None))(
+            f"purge: finishing the interrupted purge {progress.purge_id[:8]} of {progress.records} record(s) "
+            f"(started {progress.started_at}; next step: {pending[0].describe() if pending else 'none'})")
+        targets = self.journal.targets(self.app.store.cipher)
+        report = self._complete(progress, targets, say, on_event)
+        report.resumed = True
+        return report
+
     def purge(self, ids: list[str], dry_run: bool = False, say: Callable[[str], None] | None = None,
-              also_find: list[str] | None = None) -> PurgeReport:
+              also_find: list[str] | None = None,
+              on_event: Callable[[PurgeEvent], None] | None = None) -> PurgeReport:
         """``also_find``: literal text to sweep for besides the purged source lines (``--match TEXT``: a
-        model's paraphrase of a purged record still quotes the name or number the user searched for)."""
+        model's paraphrase of a purged record still quotes the name or number the user searched for).
+        ``on_event``: told each step once it is recorded done, and progress inside re-runs and compaction."""
         from synthex_resources.purge import find_cascade
 
         started = time.monotonic()
@@ -105,31 +198,148 @@ class Purger:
         if dry_run or not cascade.rows:
             report.seconds = time.monotonic() - started
             return report
-        store = self.app.store
-        affected = cascade.affected_records
-        records = store.records.get_many(affected)
-        texts = {r.content for r in records}
-        raws = {str(r.audit.get("raw_response") or "") for r in records} - {""}
-        root_texts = [r.content for r in records if r.id in set(roots) or not r.source_ids]
-        tell(f"purge: {len(affected)} record(s) on {len(cascade.branches)} branch(es): "
+        tell(f"purge: {len(cascade.affected_records)} record(s) on {len(cascade.branches)} branch(es): "
              + ", ".join(f"{s} {n}" for s, n in cascade.steps.items()))
-
-        entries, source_keys = self._ledger_entries(cascade)
-        with self._all_branches_locked():
-            report.ledger_added = PurgeLedger(self.pipeline.data_dir).add(entries)
-            from synthex_resources.purge import delete_rows
-
-            delete_rows(store, affected)
-        for branch in self.branches():
-            run = self.app.run(branch=branch, allow_deletions=True, wait=True)
-            report.recomputed[branch] = run.stats.output
-            if run.stats.output:
-                tell(f"purge: branch {branch}: {run.stats.output} record(s) recomputed without it")
-        tell("purge: sweeping the data directory")
-        with self._all_branches_locked():
-            self._sweep(report, texts, raws, root_texts, affected, source_keys, list(also_find or []))
+        targets = self._targets(cascade, roots, list(also_find or []))
+        progress = self.journal.begin(targets, plan_steps(cascade.branches, self.branches()),
+                                      self.app.store.cipher)
+        if on_event is not None:
+            on_event(PurgeEvent(PurgeStep(PurgePhase.JOURNALED), done=True))
+        report = self._complete(progress, targets, say, on_event)
         report.seconds = time.monotonic() - started
         return report
+
+    # -- the journaled steps ----------------------------------------------------------------------
+    def _targets(self, cascade: Cascade, roots: list[str], also_find: list[str]) -> PurgeTargets:
+        """What the journal must hold for the purge to finish once the rows are gone."""
+        from synthex_resources.purge import text_digest
+        from synthex_resources.residue import needles_of
+
+        affected = cascade.affected_records
+        records = self.app.store.records.get_many(affected)
+        raws = {str(r.audit.get("raw_response") or "") for r in records} - {""}
+        root_texts = [r.content for r in records if r.id in set(roots) or not r.source_ids]
+        entries, source_keys = self._ledger_entries(cascade)
+        return PurgeTargets(roots=list(roots), rows=list(cascade.rows), ledger=[e.to_dict() for e in entries],
+                            source_keys=source_keys, text_digests=sorted({text_digest(r.content) for r in records}),
+                            raw_digests=sorted(text_digest(r) for r in raws),
+                            needles=needles_of(root_texts) + also_find, id_prefixes=sorted({i[:8] for i in affected}))
+
+    def _complete(self, progress: PurgeProgress, targets: PurgeTargets, say: Callable[[str], None] | None,
+                  on_event: Callable[[PurgeEvent], None] | None) -> PurgeReport:
+        """Do every step not yet done, in order, recording each; then remove the journal."""
+        started = time.monotonic()
+        tell = say or (lambda _msg: None)
+        emit = on_event or (lambda _event: None)
+        pending = progress.pending()
+
+        def do(step: PurgeStep) -> None:
+            result = self._step_action(step.phase)(step, targets, progress, tell, emit)
+            self.journal.mark_done(progress, step, result)
+            emit(PurgeEvent(step, done=True))
+
+        head = [s for s in pending if s.phase in (PurgePhase.LEDGER, PurgePhase.DELETE)]
+        if head:
+            with self._all_branches_locked():
+                for step in head:
+                    do(step)
+        for step in (s for s in pending if s.phase is PurgePhase.RERUN):
+            do(step)
+        sweep = [s for s in pending if s.phase in SWEEP]
+        if sweep:
+            tell("purge: sweeping the data directory")
+            with self._all_branches_locked():
+                for step in sweep:
+                    do(step)
+        self.journal.finish()
+        report = PurgeReport.from_progress(progress, targets)
+        report.seconds = time.monotonic() - started
+        return report
+
+    def _step_action(self, phase: PurgePhase) -> Callable[..., Any]:
+        return {PurgePhase.LEDGER: self._write_ledger, PurgePhase.DELETE: self._delete_branch,
+                PurgePhase.RERUN: self._rerun_branch, PurgePhase.CACHE: self._drop_cache,
+                PurgePhase.BOOKKEEPING: self._scrub_bookkeeping, PurgePhase.CDC: self._forget_cdc_items,
+                PurgePhase.COMPACTION: self._compact, PurgePhase.FILES: self._scrub_files,
+                PurgePhase.CDC_REBUILD: self._rebuild_cdc, PurgePhase.SCAN: self._scan}[phase]
+
+    def _write_ledger(self, step: PurgeStep, targets: PurgeTargets, *_: Any) -> int:
+        return PurgeLedger(self.pipeline.data_dir).add([LedgerEntry(**e) for e in targets.ledger])
+
+    def _delete_branch(self, step: PurgeStep, targets: PurgeTargets, *_: Any) -> int:
+        ids = sorted({rid for rid, _, branch, _ in targets.rows if branch == step.branch})
+        return self.app.store.records.delete_ids(ids, branch=step.branch, chunk=2000)
+
+    def _rerun_branch(self, step: PurgeStep, targets: PurgeTargets, progress: PurgeProgress,
+                      tell: Callable[[str], None], emit: Callable[[PurgeEvent], None]) -> int:
+        if step.branch not in self.branches():
+            return 0  # the branch was deleted since the purge began: nothing of it to recompute
+        run = self.app.run(branch=step.branch, allow_deletions=True, wait=True, resume_purge=False,
+                           progress=_RerunProgress(step, emit))
+        if run.stats.output:
+            tell(f"purge: branch {step.branch}: {run.stats.output} record(s) recomputed without it")
+        return run.stats.output
+
+    def _needles(self, targets: PurgeTargets) -> Needles:
+        from synthex_resources.residue import Needles
+
+        return Needles(list(targets.needles), set(targets.id_prefixes))
+
+    def _drop_cache(self, step: PurgeStep, targets: PurgeTargets, *_: Any) -> int:
+        from synthex_resources.purge import drop_cached_by_digest
+
+        return drop_cached_by_digest(self.app.store, set(targets.text_digests), set(targets.raw_digests),
+                                     self._needles(targets).texts)
+
+    def _scrub_bookkeeping(self, step: PurgeStep, targets: PurgeTargets, *_: Any) -> int:
+        from synthex_resources.hook_deliveries import HOOK_DELIVERIES
+        from synthex_resources.purge import scrub_bookkeeping
+        from synthex_resources.record_store import RUN_STEPS, RUNS
+
+        return scrub_bookkeeping(self.app.store, self._needles(targets).texts, [RUNS, RUN_STEPS, HOOK_DELIVERIES])
+
+    def _forget_cdc_items(self, step: PurgeStep, targets: PurgeTargets, *_: Any) -> int:
+        from synthex_resources.cdc_state import CDC_FILE, open_cdc_state
+
+        if not targets.source_keys or not (self.pipeline.data_dir / CDC_FILE).exists():
+            return 0
+        with open_cdc_state(self.pipeline.data_dir) as cdc:
+            return sum(cdc.forget_items(s, keys) for s, keys in targets.source_keys.items())
+
+    def _compact(self, step: PurgeStep, targets: PurgeTargets, progress: PurgeProgress,
+                 tell: Callable[[str], None], emit: Callable[[PurgeEvent], None]) -> dict[str, Any]:
+        from synthex_resources.purge import compact_physically
+
+        return compact_physically(self.app.store, stem=self.pipeline.lexical_stem,
+                                  on_table=lambda name: emit(PurgeEvent(step, done=False, detail=name))).to_dict()
+
+    def _scrub_files(self, step: PurgeStep, targets: PurgeTargets, *_: Any) -> dict[str, int]:
+        from synthex_resources.residue import scrub_files
+
+        # Dagster keeps connections to its SQLite files: close ours before they are rewritten.
+        self.app.close()
+        store_dir = Path(self.pipeline.store_uri)
+        skip = [store_dir] if "://" not in self.pipeline.store_uri else []
+        return scrub_files(self.pipeline.data_dir, self._needles(targets), [*skip, self.journal.dir])
+
+    def _rebuild_cdc(self, step: PurgeStep, targets: PurgeTargets, *_: Any) -> bool:
+        from synthex_resources.cdc_state import CDC_FILE
+        from synthex_resources.residue import rebuild_duckdb
+
+        # Always when items were forgotten, even by an earlier (killed) process: forgotten items' hashes
+        # leave the file only when it is copied, not when the table forgets them.
+        path = self.pipeline.data_dir / CDC_FILE
+        if not targets.source_keys or not path.exists():
+            return False
+        rebuild_duckdb(path)
+        return True
+
+    def _scan(self, step: PurgeStep, targets: PurgeTargets, *_: Any) -> dict[str, Any]:
+        from synthex_resources.residue import scan
+
+        forms = self._needles(targets).forms()
+        return {"residue": scan(self.pipeline.data_dir, forms, skip=[self.journal.dir]),
+                "outside": self._sources_still_holding(forms)}
 
     # -- parts ------------------------------------------------------------------------------------
     def _ledger_entries(self, cascade: Cascade) -> tuple[list[LedgerEntry], dict[str, list[str]]]:
@@ -166,34 +376,6 @@ class Purger:
         for branch in sorted(self.branches()):
             stack.enter_context(BranchLock(self.pipeline.data_dir, branch, "purge").acquire(wait=True))
         return stack
-
-    def _sweep(self, report: PurgeReport, texts: set[str], raws: set[str], root_texts: list[str],
-               affected: list[str], source_keys: dict[str, list[str]], also_find: list[str]) -> None:
-        from synthex_resources.cdc_state import CDC_FILE, open_cdc_state
-        from synthex_resources.hook_deliveries import HOOK_DELIVERIES
-        from synthex_resources.purge import compact_physically, drop_cached_responses, scrub_bookkeeping
-        from synthex_resources.record_store import RUN_STEPS, RUNS
-        from synthex_resources.residue import Needles, needles_of, scan, scrub_files
-
-        store, data_dir = self.app.store, self.pipeline.data_dir
-        needles = Needles(needles_of(root_texts) + also_find, {i[:8] for i in affected})
-        report.cache_entries = drop_cached_responses(store, texts, raws, needles.texts)
-        report.bookkeeping_rows = scrub_bookkeeping(store, needles.texts, [RUNS, RUN_STEPS, HOOK_DELIVERIES])
-        if source_keys and (data_dir / CDC_FILE).exists():
-            with open_cdc_state(data_dir) as cdc:
-                report.cdc_items = sum(cdc.forget_items(s, keys) for s, keys in source_keys.items())
-        report.compaction = compact_physically(store, stem=self.pipeline.lexical_stem).to_dict()
-        # Dagster keeps connections to its SQLite files: close ours before they are rewritten.
-        self.app.close()
-        store_dir = Path(self.pipeline.store_uri)
-        skip = [store_dir] if "://" not in self.pipeline.store_uri else []
-        report.files_scrubbed = scrub_files(data_dir, needles, skip)
-        if (data_dir / CDC_FILE).exists() and report.cdc_items:
-            from synthex_resources.residue import rebuild_duckdb
-
-            rebuild_duckdb(data_dir / CDC_FILE)  # forgotten items' hashes leave the file, not only the table
-        report.residue = scan(data_dir, needles.forms())
-        report.outside = self._sources_still_holding(needles.forms())
 
     def _sources_still_holding(self, forms: list[bytes]) -> list[str]:
         """Source files outside the data directory (the user's exports) that still contain the text: the

@@ -79,10 +79,9 @@ class PipelineDefinition:
         limits: Limits | None = None,
     ) -> None:
         self.name = name
+        self.steps: dict[str, Step] = {}
         # Bounds on what enters memory (synthex.core.limits): sources, remember and the MCP server read them.
         self.limits = limits if limits is not None else Limits()
-        if not isinstance(self.limits, Limits):
-            raise PipelineDefinitionError(f"pipeline {name!r}: limits= takes a synthex.Limits, not {type(limits).__name__}")
         # English stemming in the BM25 index ("cooked" finds "cooking"): it lost on LongMemEval in the
         # lethe notes and won on LoCoMo here (docs/benchmarks.md), so each project chooses.
         self.lexical_stem = lexical_stem
@@ -90,7 +89,6 @@ class PipelineDefinition:
         self.description = description
         self.project_dir = Path(project_dir).resolve() if project_dir else Path.cwd()
         self._store_uri = store_uri
-        self.steps: dict[str, Step] = {}
         self.outputs: dict[str, Output] = {}
         # Branching (docs/architecture.md, "Branches"): a branch is a copy of its parent's definition
         # that may override steps; steps it leaves as they are read the parent's records.
@@ -98,6 +96,21 @@ class PipelineDefinition:
         self.parent: PipelineDefinition | None = None
         self.applied_branches: list[str] = []  # branches promoted into this definition
         self._overriding = False
+
+    @property
+    def limits(self) -> Limits:
+        """Bounds on what enters memory (``synthex.core.limits``); every step has them (source steps read
+        within them), including steps added before they were set."""
+        return self._limits
+
+    @limits.setter
+    def limits(self, value: Limits) -> None:
+        if not isinstance(value, Limits):
+            raise PipelineDefinitionError(f"pipeline {self.name!r}: limits= takes a synthex.Limits, "
+                                          f"not {type(value).__name__}")
+        self._limits = value
+        for step in self.steps.values():
+            step.use_limits(value)
 
     # -- where things live ----------------------------------------------------------------------
     @property
@@ -147,6 +160,7 @@ class PipelineDefinition:
                     f"step {step.name!r}: from_ names {upstream!r}, which is not defined (yet); "
                     f"defined steps: {', '.join(self.steps) or 'none'}"
                 )
+        step.use_limits(self.limits)
         self.steps[step.name] = step
         return step
 
@@ -156,6 +170,7 @@ class PipelineDefinition:
             raise PipelineDefinitionError(
                 f"branch {self.branch_name!r}: step {step.name!r} reads {step.from_}, its parent's reads "
                 f"{current.from_}; an override keeps the step's inputs (every branch shares one asset graph)")
+        step.use_limits(self.limits)
         self.steps[step.name] = step
         return step
 

@@ -10,10 +10,11 @@ it), and is never loaded whole to find that out.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from synthex.core.errors import PipelineDefinitionError
+from synthex.core.errors import BadInputError, PipelineDefinitionError
 
 MB = 1024 * 1024
 
@@ -34,6 +35,8 @@ class Limits:
     mcp_request_bytes: int = 1 * MB
     # Lines of a stream source read in one sync; the rest wait for the next sync.
     stream_batch_lines: int = 100_000
+    # One line of a stream source (remember's and every writer's): a longer line is set aside unread.
+    stream_line_bytes: int = 8 * MB
     # A record dated more than this many days after "now" is flagged and never the latest projection.
     future_days: float = 1.0
 
@@ -48,6 +51,31 @@ class Limits:
         default = Limits()
         return {k: v for k, v in asdict(self).items() if getattr(default, k) != v}
 
+    def over(self, bound: str, what: str, size: float) -> str:
+        """The one-line message for ``what`` (a file, a record) being ``size`` over the bound named
+        ``bound``, saying how to raise it."""
+        unit = "characters" if bound == "record_chars" else "bytes"
+        limit = getattr(self, bound)
+        return (f"{what} is {_amount(size, unit)}, over the {bound} bound of {_amount(limit, unit)} "
+                f"(raise it with Pipeline(limits=Limits({bound}=...)))")
+
+    def check_remember(self, text: object, id: object = None, metadata: object = None) -> None:
+        """A ``remember`` text over ``remember_bytes`` (UTF-8) is one ``BadInputError`` line, found without
+        encoding more than 4 x the bound (a character is at most 4 bytes). Its ``id`` and ``metadata``
+        (as JSON) together get the same bound: without it, megabytes rode along in either of them."""
+        if id is not None or metadata is not None:
+            extra = len(json.dumps([id, metadata], ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
+            if extra > self.remember_bytes:
+                raise BadInputError(self.over("remember_bytes", "remember: refused: its id and metadata (as JSON)",
+                                              extra).replace(" is ", " are ", 1))
+        if not isinstance(text, str):
+            return  # the type is remember's own check
+        size = len(text) if len(text) > self.remember_bytes else len(text.encode("utf-8", "surrogatepass"))
+        if size > self.remember_bytes:
+            shown = "at least " if len(text) == size and len(text) > self.remember_bytes else ""
+            raise BadInputError(self.over("remember_bytes", "remember: refused: the text", size)
+                                .replace(" is ", f" is {shown}", 1))
+
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "limits") -> Limits:
         known = {f.name for f in fields(cls)}
@@ -55,3 +83,13 @@ class Limits:
         if unknown:
             raise PipelineDefinitionError(f"{where}: unknown limit {unknown[0]!r}; known: {', '.join(sorted(known))}")
         return cls(**data)
+
+
+def _amount(size: float, unit: str) -> str:
+    """``1.0 GB (1,073,741,824 bytes)``: readable, and exact where a bound is set in units."""
+    if unit != "bytes" or size < 10 * 1024:
+        return f"{int(size):,} {unit}"
+    scaled, names = size / 1024, ["KB", "MB", "GB", "TB"]
+    while scaled >= 1024 and len(names) > 1:
+        scaled, names = scaled / 1024, names[1:]
+    return f"{scaled:.1f} {names[0]} ({int(size):,} bytes)"

@@ -174,7 +174,7 @@ def run(step: str | None, from_: str | None, full: bool, wait: bool, allow_delet
     echo_import_warnings(pipe, branch)
     result = pipe.app.run(step=step, from_=from_, full=full, branch=branch, progress=TerminalProgress(selected),
                           wait=wait, on_wait=lambda msg: click.echo(msg, err=True), allow_deletions=allow_deletions,
-                          verbose=verbose)
+                          verbose=verbose, say=lambda msg: click.echo(msg, err=True))
     if as_json:
         emit_json(result.to_dict())
         return
@@ -203,9 +203,10 @@ def sync(source: str | None, no_wait: bool, allow_deletions: bool, verbose: bool
     pipe = load_project(project)
     branch = pick_branch(pipe, branch)
     pipe.source_steps([source] if source else None)  # an unknown source is one line before anything runs
+    echo_import_warnings(pipe, branch)  # as `synthex run` says them (lines set aside included)
     report = pipe.app.sync(source=source, branch=branch, progress=None if as_json else TerminalProgress(
         pipe.select(None, source)), wait=not no_wait, on_wait=lambda msg: click.echo(msg, err=True),
-        allow_deletions=allow_deletions, verbose=verbose)
+        allow_deletions=allow_deletions, verbose=verbose, say=lambda msg: click.echo(msg, err=True))
     if as_json:
         emit_json(report.to_dict())
         return
@@ -218,6 +219,41 @@ def sync(source: str | None, no_wait: bool, allow_deletions: bool, verbose: bool
         s = run.stats
         click.echo(f"✓ synced in {run.wall_s:.1f}s  records: {s.output} created, {s.skipped} skipped, "
                    f"{s.errors} errors  run: {run.id}")
+
+
+@main.command()
+@click.argument("text")
+@click.option("--id", "item_id", default=None, help="Your id for it (remembering the same id again replaces it).")
+@click.option("--created-at", "created_at", default=None, help="When it happened, ISO-8601 (default: now).")
+@click.option("--source", default=None, help="The stream source to append to (when the pipeline has several).")
+@project_option
+@json_option
+def remember(text: str, item_id: str | None, created_at: str | None, source: str | None, project: str,
+             as_json: bool) -> None:
+    """Append TEXT ('-': read it from stdin) to the project's stream source; `synthex sync` (or a sensor
+    tick) brings it into memory. Says so only when its line is whole and valid in the stream."""
+    pipe = load_project(project)
+    if text == "-":
+        text = read_stdin_text(pipe.limits.remember_bytes)
+    out = pipe.remember(text, id=item_id, created_at=created_at, source=source)
+    for warning in out["warnings"]:
+        click.echo(f"warning: {warning}", err=True)
+    if as_json:
+        emit_json(out | {"status": str(out["status"])})
+        return
+    click.echo(f"remembered {out['id']} (record {out['record_id'][:8]}) in {out['source']}: {out['status']}; "
+               f"`synthex sync` brings it into memory")
+
+
+def read_stdin_text(limit: int) -> str:
+    """At most ``limit`` bytes of stdin as text: more is refused before it is read whole."""
+    data = sys.stdin.buffer.read(limit + 1)
+    if len(data) > limit:
+        raise BadInputError(f"remember: the text on stdin is over {limit} bytes (Limits.remember_bytes)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInputError(f"remember: stdin is not UTF-8 text (byte {exc.start})") from None
 
 
 @main.command()
@@ -421,9 +457,10 @@ def branch_delete(name: str, project: str) -> None:
 @json_option
 def status(project: str, as_json: bool) -> None:
     """The current branch, stale steps per branch, sources whose deletions are held back, the last run,
-    and what a run would do."""
+    what a run would do, and a purge that was killed before it finished."""
     from synthex.core.deletions import refusal_line
     from synthex.core.project import current_branch
+    from synthex.core.purge_journal import PurgeJournal
 
     pipe = load_project(project)
     here = current_branch(pipe)
@@ -438,9 +475,15 @@ def status(project: str, as_json: bool) -> None:
                      "records_to_compute": plan.estimates["records"],
                      "held_back": [v.to_dict() | {"message": refusal_line([v])} for v in held]})
     last = next(iter(pipe.runs(limit=1)), None)
+    quarantined = pipe.app.quarantined()
+    unfinished = PurgeJournal(pipe.data_dir).progress()
+    purge = unfinished.to_dict() | {"message": unfinished.describe()} if unfinished else None
     if as_json:
-        emit_json({"current": here, "branches": rows, "last_run": last.to_dict() if last else None})
+        emit_json({"current": here, "branches": rows, "last_run": last.to_dict() if last else None,
+                   "unfinished_purge": purge, "quarantined": [q.to_dict() for q in quarantined]})
         return
+    if purge:
+        click.echo(purge["message"])
     click.echo(f"on branch {here}")
     for row in rows:
         stale = row["stale"]
@@ -449,6 +492,13 @@ def status(project: str, as_json: bool) -> None:
                    + (f"; a run computes ~{row['records_to_compute']} records" if stale else ""))
         for held in row.get("held_back", []):
             click.echo(f"  {'':<20} held back: {held['message']}")
+    for q in quarantined:
+        click.echo(f"source {q.source}: {q.total} line(s) set aside (quarantined) until fixed or removed; "
+                   f"the lines after them are read:")
+        for line in q.lines:
+            click.echo(f"  {line}")
+        if q.total > len(q.lines):
+            click.echo(f"  ... and {q.total - len(q.lines)} more")
     if last:
         click.echo(f"last run {last.id[:8]} {last.status} on {last.branch} at {last.started_at}")
 
@@ -583,11 +633,13 @@ def search(query: str, steps: tuple[str, ...], exact: bool, k: int, mode: str, p
 
 
 @main.command()
-@click.option("--repair", is_flag=True, help="Fix what was found (duplicate ids, dangling sources, stuck runs).")
+@click.option("--repair", is_flag=True, help="Fix what was found (duplicate ids, dangling sources, stuck runs, "
+              "an unfinished purge).")
 @project_option
 @json_option
 def doctor(repair: bool, project: str, as_json: bool) -> None:
-    """Check the project's store for duplicate ids, dangling sources and runs stuck in "running"."""
+    """Check the project's store for duplicate ids, dangling sources, runs stuck in "running" and a purge
+    that was killed before it finished."""
     from synthex.app.doctor import diagnose
     from synthex.app.doctor import repair as fix
 
@@ -606,6 +658,9 @@ def doctor(repair: bool, project: str, as_json: bool) -> None:
         click.echo(f"  record {rid} names missing source(s) {', '.join(missing[:3])}")
     for rid in report.stuck_runs[:10]:
         click.echo(f"  run {rid} is marked running but nothing runs on its branch")
+    if report.unfinished_purge is not None:
+        click.echo(f"  {report.unfinished_purge.describe()}"
+                   + ("; finished by this repair" if report.repaired else ""))
     if report.healthy:
         click.echo("healthy")
     elif report.repaired:

@@ -14,20 +14,26 @@ functions are defined inside ``build_server`` and the SDK reads their annotation
 
 import sys
 import threading
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from synthex.core.errors import SynthexError
+from synthex.surfaces.mcp_token import TOKEN_ENV, TOKEN_FILE
 
 if TYPE_CHECKING:
     import socket
 
     from synthex.app.facade import ProjectApp
+    from synthex.core.limits import Limits
     from synthex.core.record import Record
+    from synthex.surfaces.mcp_token import BearerToken
 
 DEFAULT_PORT = 8765
-HOST = "127.0.0.1"  # never another interface: the server has no authentication
+HOST = "127.0.0.1"  # never another interface (and over HTTP, a bearer token besides)
+HTTP_GRACE = 30.0  # seconds a running sync may take to finish when an HTTP server is stopped
+STDIO_GRACE = 1.0  # on stdio: the official client SIGTERMs 2 s after closing stdin, SIGKILLs 2 s later
 EXCERPT_CHARS = 400  # content shown per search hit (get returns it whole)
 LINEAGE_EXCERPT_CHARS = 200  # content shown per lineage node
 LINEAGE_MAX_NODES = 500  # a world model's tree can reach every record; the rest is cut and said so
@@ -159,7 +165,7 @@ class SyncWorker:
 
     def stop(self, timeout: float = 120.0) -> int:
         """Let a running sync finish (up to ``timeout``); drop pending ones. Returns how many were dropped
-        (what they would have synced is in the stream file already: the next `synthex run` takes it)."""
+        (what they would have synced is in the stream file already: the next start syncs it)."""
         with self._cond:
             self._stopped = True
             dropped = len(self._pending)
@@ -169,6 +175,48 @@ class SyncWorker:
         if thread is not None:
             thread.join(timeout)
         return dropped
+
+    def busy(self) -> bool:
+        """A sync is still running (after ``stop``: it did not finish within the grace)."""
+        with self._cond:
+            return self._running
+
+    def recover(self) -> None:
+        """At start, on the worker thread: close the runs a dead process left "running" on the server's
+        branches and resume with a whole sync (that is what they were doing); else sync the stream
+        sources whose lines changed since their last completed sync (a sync this server's predecessor
+        stopped before it finished, or requests it dropped). Nothing to resume costs one read of the
+        streams and of the CDC state."""
+        with self._cond:
+            if self._thread is not None:
+                return
+            self._running = True  # wait_idle waits for the recovery too
+            self._thread = threading.Thread(target=self._recover_then_loop, name="synthex-mcp-sync", daemon=True)
+            self._thread.start()
+
+    def _recover_then_loop(self) -> None:
+        resume: list[str | None] = []
+        try:
+            for branch in self.branches:
+                for run in self.app.close_abandoned_runs(branch, found_by="synthex mcp at start"):
+                    self.log(f"synthex mcp: run {run.id} of branch {run.branch!r} was left running by a process "
+                             "that died; marked failed, syncing to finish its work")
+                    resume = [None]
+            streams = self.app.pipeline.stream_sources()
+            if not resume and streams:
+                resume = list(self.app.unsynced_sources(streams))
+                if resume:
+                    self.log(f"synthex mcp: {', '.join(str(s) for s in resume)} changed since the last completed "
+                             "sync; syncing")
+        except Exception as exc:  # noqa: BLE001 - the server serves anyway; `synthex doctor` finds a stuck run
+            self.log(f"synthex mcp: could not check for unfinished syncs: {one_line(exc)}")
+        with self._cond:
+            self._running = False
+            for source in resume:
+                if source not in self._pending and not self._stopped:
+                    self._pending.append(source)
+            self._cond.notify_all()
+        self._loop()
 
 
 def describe_project(app: "ProjectApp", branch: str) -> str:
@@ -214,14 +262,42 @@ def _server_class() -> type:
     return SynthexMCP
 
 
-def build_server(app: "ProjectApp", branch: str, sync: SyncWorker) -> Any:
-    """The MCPServer with the five tools over ``app`` (``branch``: the default branch of every tool)."""
+def build_server(app: "ProjectApp", branch: str, sync: SyncWorker, token: "BearerToken | None" = None,
+                 url: str | None = None) -> Any:
+    """The MCPServer with the five tools over ``app`` (``branch``: the default branch of every tool). With
+    ``token`` (HTTP), every request must carry it as a bearer token: the SDK's own token verification
+    (``TokenVerifier``) answers a missing or wrong one with 401 before any tool or session is reached."""
     pipe = app.pipeline
+    auth: dict[str, Any] = {}
+    if token is not None:
+        from mcp.server.auth.settings import AuthSettings
+
+        # The server is its own issuer (the token is generated into the project); no OAuth routes or
+        # resource metadata are served, so the URLs only fill the settings' required fields.
+        auth = {"token_verifier": StaticTokenVerifier(token),
+                "auth": AuthSettings(issuer_url=url or f"http://{HOST}", resource_server_url=None)}
     server = _server_class()("synthex", title=f"Synthex memory: {pipe.name}",
-                             instructions=describe_project(app, branch), log_level="WARNING")
+                             instructions=describe_project(app, branch), log_level="WARNING", **auth)
     _add_read_tools(server, app, branch)
     _add_remember_tool(server, app, sync)
     return server
+
+
+class StaticTokenVerifier:
+    """The SDK's ``TokenVerifier`` protocol over the one token of this server: accepted (as an access token
+    of client ``synthex-mcp``) when it matches in constant time, else None (the SDK answers 401)."""
+
+    CLIENT_ID = "synthex-mcp"
+
+    def __init__(self, token: "BearerToken") -> None:
+        self._token = token
+
+    async def verify_token(self, token: str) -> Any:
+        from mcp.server.auth.provider import AccessToken
+
+        if not self._token.matches(token):
+            return None
+        return AccessToken(token=token, client_id=self.CLIENT_ID, scopes=[])
 
 
 def _add_read_tools(server: Any, app: "ProjectApp", branch: str) -> None:
@@ -337,7 +413,9 @@ def _add_remember_tool(server: Any, app: "ProjectApp", sync: SyncWorker) -> None
         out = app.remember(text, id=id, created_at=created_at, metadata=metadata)
         sync.request(out.get("source"))
         result = {"id": out["id"], "record_id": out.get("record_id"), "source": out.get("source"),
-                  "status": "queued for sync"}
+                  "status": str(out["status"])}
+        if out.get("warnings"):  # e.g. a half line a dead writer left was ended first
+            result["warnings"] = out["warnings"]
         if sync.last_error:
             result["last_sync_error"] = sync.last_error
         return result
@@ -370,38 +448,204 @@ def bind(port: int) -> "socket.socket":
     return sock
 
 
+class BoundedStdin:
+    """Bounds each stdio request to ``limit`` bytes (``Limits.mcp_request_bytes``) before the SDK sees it.
+
+    The SDK's stdio transport reads fd 0 a whole line at a time, however long, and parses it: a 50 MB
+    ``remember`` cost the server 330 MB before the tool refused it. So fd 0 becomes the read end of a
+    pipe this pump feeds from the client's real stdin (kept on a private, non-inherited descriptor):
+    lines within the bound pass as they are; a longer one is drained in 1 MB chunks, never held, and
+    replaced by a request of the same id whose method names the problem, which the SDK answers with a
+    JSON-RPC error ("Method not found", data = that line), so the client gets an answer, not a hang. A
+    notification (no id) over the bound is dropped. The SDK still claims fd 0 as usual (public API only).
+    """
+
+    HEAD = 4096  # bytes of an oversized request kept to find its id (clients put it first or last)
+    ID_CHARS = 2048  # the longest string id an oversized request is answered under (within HEAD)
+
+    def __init__(self, limit: int, log: Any = None) -> None:
+        self.limit = limit
+        self.log = log or (lambda line: click.echo(line, err=True))
+        self.refused = 0
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        import os
+
+        wire = os.dup(0)  # non-inheritable: children never read the client's bytes
+        read_end, feed = os.pipe()
+        os.dup2(read_end, 0)
+        os.close(read_end)
+        self._thread = threading.Thread(target=self._pump, args=(wire, feed), name="synthex-mcp-stdin", daemon=True)
+        self._thread.start()
+
+    def _pump(self, wire_fd: int, feed_fd: int) -> None:
+        import os
+
+        with os.fdopen(wire_fd, "rb") as wire, os.fdopen(feed_fd, "wb") as feed:
+            try:
+                while line := wire.readline(self.limit + 1):
+                    if len(line) > self.limit and not (len(line) == self.limit + 1 and line.endswith(b"\n")):
+                        line = self._refusal(line, wire)
+                    if line:
+                        feed.write(line)
+                        feed.flush()
+            except (BrokenPipeError, OSError):
+                pass  # the transport is gone: the server is stopping
+
+    def _refusal(self, start: bytes, wire: Any) -> bytes:
+        import json
+        import re
+
+        from synthex.core.limits import Limits
+
+        head, tail, size = start[:self.HEAD], start[-self.HEAD:], len(start)
+        chunk = start
+        while not chunk.endswith(b"\n"):
+            chunk = wire.readline(1 << 20)
+            if not chunk:
+                break
+            size += len(chunk)
+            tail = (tail + chunk)[-self.HEAD:]
+        self.refused += 1
+        message = Limits(mcp_request_bytes=self.limit).over(
+            "mcp_request_bytes", "synthex mcp: refused a request: it", size)
+        self.log(message)
+        # A string id of up to ID_CHARS characters (JSON-RPC sets no limit; one longer goes unanswered).
+        id_pattern = rb'"id"\s*:\s*("(?:[^"\\]|\\.){0,%d}"|-?\d{1,30})' % self.ID_CHARS
+        params_at = head.find(b'"params"')
+        found = re.search(id_pattern, head[:params_at] if params_at >= 0 else head)
+        if found is None:  # the id after the params (JavaScript clients): the last one is the top level's
+            found = next(reversed(list(re.finditer(id_pattern, tail.rstrip(b"\r\n")[-(self.ID_CHARS + 64):]))),
+                         None)
+        if found is None:
+            return b""  # a notification, or no id to answer to
+        request = {"jsonrpc": "2.0", "id": json.loads(found.group(1)), "method": message, "params": {}}
+        return json.dumps(request).encode() + b"\n"
+
+
 async def serve_stdio(server: Any, label: str) -> None:
     click.echo(f"synthex mcp: {label} on stdio", err=True)
     await server.run_stdio_async()  # returns at the end of input (the client went away)
 
 
-async def serve_http(server: Any, sock: "socket.socket", label: str) -> None:
-    """Serve until SIGTERM / Ctrl-C; uvicorn shuts down gracefully, then this returns."""
-    import signal
+def http_server(server: Any, limits: "Limits") -> Any:
+    """uvicorn over the SDK's streamable-HTTP app: DNS-rebinding protection for the loopback host, request
+    bodies over ``limits.mcp_request_bytes`` refused with 413 (by Content-Length before reading, else once
+    the streamed body passes the bound: the SDK's ``RequestBodyLimitMiddleware``). Signals are the
+    command's (``ServerStop``), not uvicorn's: uvicorn would restore the previous handlers and raise the
+    signal again after its shutdown, which ends the process before a running sync is looked after."""
+    import contextlib
 
-    import anyio
     import uvicorn
 
-    starlette_app = server.streamable_http_app(host=HOST)  # DNS-rebinding protection for a loopback host
-    http = uvicorn.Server(uvicorn.Config(starlette_app, log_level="warning", lifespan="on"))
-    url = f"http://{HOST}:{sock.getsockname()[1]}/mcp"
-    async with anyio.create_task_group() as tg:
+    class Uvicorn(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Any:
+            yield
 
-        async def on_sigterm() -> None:  # before uvicorn has its own handlers (and while it has them)
-            with anyio.open_signal_receiver(signal.SIGTERM) as signals:
-                async for _ in signals:
-                    http.should_exit = True
+    starlette_app = server.streamable_http_app(host=HOST, max_request_body_size=limits.mcp_request_bytes)
+    # A client holding an event stream open must not keep the server from stopping.
+    return Uvicorn(uvicorn.Config(starlette_app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3))
+
+
+async def serve_http(http: Any, sock: "socket.socket", announce_line: str) -> None:
+    """Serve until ``http.should_exit`` (set by ``ServerStop`` on SIGTERM / Ctrl-C); uvicorn shuts down
+    gracefully, then this returns."""
+    import anyio
+
+    async with anyio.create_task_group() as tg:
 
         async def announce() -> None:
             while not http.started and not http.should_exit:
                 await anyio.sleep(0.02)
             if http.started:
-                click.echo(f"synthex mcp: {label} at {url} (streamable HTTP; Ctrl-C to stop)", err=True)
+                click.echo(announce_line, err=True)
 
-        tg.start_soon(on_sigterm)
         tg.start_soon(announce)
         await http.serve([sock])
         tg.cancel_scope.cancel()
+
+
+class StopPhase(Enum):
+    SERVING = "serving"
+    WAITING = "waiting"  # for a running sync, up to the grace
+    CLOSING = "closing"  # recording what did not finish, closing the app
+    CLOSED = "closed"
+
+
+class ServerStop:
+    """How the server stops, whatever stops it (end of input, SIGTERM, SIGINT, a second signal): a running
+    sync gets a bounded grace to finish; a run still executing after it is recorded as interrupted
+    (failed: ``ProjectApp.interrupt_runs``), so no run stays "running"; then the app is closed. The next
+    start (``synthex mcp``, ``synthex run`` / ``sync``) computes what it did not write.
+
+    Signals: on stdio the SDK reads stdin on a thread that cancellation cannot interrupt, so a signal
+    stops the server from its handler and leaves with ``os._exit``. Over HTTP the first signal stops
+    uvicorn gracefully and the command then stops the server; a second one during the grace stops at
+    once. SIGINT is installed explicitly, so a server started with SIGINT ignored (a background job of
+    a script) still stops on it. The official stdio client closes stdin, SIGTERMs 2 s later and SIGKILLs
+    2 s after that: the stdio grace (1 s) and the signal grace (``SIGNAL_GRACE``) leave time to record."""
+
+    SIGNAL_GRACE = 0.8
+
+    def __init__(self, app: "ProjectApp", sync: SyncWorker, sock: "socket.socket | None" = None,
+                 http: Any = None) -> None:
+        self.app = app
+        self.sync = sync
+        self.sock = sock
+        self.http = http
+        self.phase = StopPhase.SERVING
+        self.signal_name = ""  # the signal that asked uvicorn to stop (HTTP)
+        self.interrupted: list[str] = []  # ids of runs recorded as interrupted
+
+    def install_signal_handlers(self) -> None:
+        import signal
+
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self.on_signal)
+
+    def on_signal(self, signum: int, _frame: object) -> None:
+        import os
+        import signal
+
+        name = signal.Signals(signum).name
+        if self.phase in (StopPhase.CLOSING, StopPhase.CLOSED):
+            return  # the main thread is finishing the stop already
+        if self.http is not None and self.phase is StopPhase.SERVING and not self.http.should_exit:
+            self.http.should_exit = True  # graceful: the command stops the server once uvicorn is down
+            self.signal_name = name
+            return
+        # A second signal over HTTP means "now"; on stdio the client's SIGKILL follows within 2 s.
+        self.stop(name, grace=0.0 if self.http is not None else self.SIGNAL_GRACE)
+        sys.stderr.flush()
+        os._exit(0)
+
+    def stop(self, why: str, grace: float) -> None:
+        """Give a running sync ``grace`` seconds, record what did not finish, close the app."""
+        if self.phase in (StopPhase.CLOSING, StopPhase.CLOSED):
+            return
+        self.phase = StopPhase.WAITING
+        if self.sync.busy():
+            click.echo(f"synthex mcp: stopping ({why}): waiting up to {grace:g} s for the running sync"
+                       + (" (Ctrl-C again to stop now)" if self.http is not None else ""), err=True)
+        dropped = self.sync.stop(grace)
+        self.phase = StopPhase.CLOSING
+        if self.sync.busy():
+            runs = self.app.interrupt_runs(f"interrupted: the MCP server stopped ({why}) before this sync "
+                                           "finished; the next `synthex mcp`, `synthex run` or `synthex sync` "
+                                           "computes what it did not write")
+            self.interrupted = [r.id for r in runs]
+            for run in runs:
+                click.echo(f"synthex mcp: run {run.id} interrupted ({why}); recorded as failed, "
+                           "the next start finishes its work", err=True)
+        if dropped:
+            click.echo("synthex mcp: stopped with remembered items not synced yet; the next start syncs them",
+                       err=True)
+        if self.sock is not None:
+            self.sock.close()
+        self.app.close()
+        self.phase = StopPhase.CLOSED
 
 
 @click.command("mcp")
@@ -409,56 +653,62 @@ async def serve_http(server: Any, sock: "socket.socket", label: str) -> None:
               help="Project folder (holds pipeline.py).")
 @click.option("--branch", default=None,
               help="Default branch of every tool (default: the current one, `synthex branch switch`; else main).")
-@click.option("--http", "http", is_flag=True, help=f"Serve streamable HTTP on {HOST} instead of stdio.")
+@click.option("--http", "http", is_flag=True,
+              help=f"Serve streamable HTTP on {HOST} instead of stdio; clients must send the bearer token "
+                   f"(${TOKEN_ENV}, else .synthex/{TOKEN_FILE}, generated on first use).")
 @click.option("--port", default=DEFAULT_PORT, show_default=True, type=click.IntRange(0, 65535),
               help="Port for --http (0: any free port; the URL is printed to stderr).")
-def mcp_command(project: str, branch: str | None, http: bool, port: int) -> None:
+@click.option("--show-token", is_flag=True, help="With --http: print the token itself (default: where it is).")
+@click.option("--grace", type=click.FloatRange(0, 3600), default=None,
+              help="Seconds a running sync may take to finish when the server stops before it is recorded as "
+                   f"interrupted (default: {HTTP_GRACE:g} with --http; {STDIO_GRACE:g} on stdio, whose client "
+                   "signals the server 2 s after closing).")
+def mcp_command(project: str, branch: str | None, http: bool, port: int, show_token: bool,
+                grace: float | None) -> None:
     """Serve this project's memory over the Model Context Protocol (stdio, or --http on 127.0.0.1).
 
     Tools: search, get, lineage, projection, remember. One project stays open for the server's
-    lifetime, so searches after the first are warm.
+    lifetime, so searches after the first are warm. At start, a run a dead process left "running" is
+    closed and its sync resumed; at stop, a running sync gets --grace seconds, else it is recorded as
+    interrupted and the next start finishes it.
     """
-    import os
-    import signal
-
     from synthex.core.project import current_branch, load_pipeline
+    from synthex.surfaces.mcp_token import load_or_create_token
 
     pipe = load_pipeline(project)
     app = pipe.app  # type: ignore[attr-defined]
     branch = app.use_branch(branch or current_branch(pipe)).branch_name  # a missing branch: one line, now
+    token = load_or_create_token(pipe.data_dir) if http else None  # a bad token: one line, before binding
     sock = bind(port) if http else None
     sync = SyncWorker(app, branch)
     label = f"serving {pipe.name!r} (branch {branch!r}, project {pipe.project_dir})"
-
-    def close(grace: float) -> None:
-        """Let a running sync finish (up to ``grace`` s), then close the app (store, Dagster instance)."""
-        if sync.stop(grace):
-            click.echo("synthex mcp: stopped with remembered items not synced yet; `synthex run` processes them",
-                       err=True)
-        if sock is not None:
-            sock.close()
-        app.close()
-
-    if not http:
-        # On stdio the SDK reads stdin on a worker thread that cancellation cannot interrupt, so a signal
-        # would leave the process waiting for input that never comes: close here and leave at once.
-        def on_signal(signum: int, _frame: object) -> None:
-            close(grace=1.5)
-            sys.stderr.flush()
-            os._exit(0)
-
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
+    url = f"http://{HOST}:{sock.getsockname()[1]}/mcp" if sock is not None else None
+    server = build_server(app, branch, sync, token=token, url=url)
+    http_srv = http_server(server, pipe.limits) if sock is not None else None
+    stopper = ServerStop(app, sync, sock, http_srv)
+    stopper.install_signal_handlers()
+    sync.recover()  # close runs a dead process left running, resume their sync; catch up on the streams
+    threading.Thread(target=warm_up, args=(app, branch), name="synthex-mcp-warm-up", daemon=True).start()
     import anyio
 
-    server = build_server(app, branch, sync)
-    threading.Thread(target=warm_up, args=(app, branch), name="synthex-mcp-warm-up", daemon=True).start()
     try:
-        if sock is not None:
-            anyio.run(serve_http, server, sock, label)
+        if http_srv is not None and token is not None:
+            told = f"the token {token.value}" if show_token else \
+                f"the token in {token.origin}" + (" (generated now, owner-only)" if token.created else "")
+            anyio.run(serve_http, http_srv, sock, f"synthex mcp: {label} at {url} (streamable HTTP; clients send "
+                                                 f"'Authorization: Bearer <token>' with {told}; Ctrl-C to stop)")
+            stopper.stop(stopper.signal_name or "uvicorn stopped", grace=HTTP_GRACE if grace is None else grace)
         else:
+            BoundedStdin(pipe.limits.mcp_request_bytes).start()
             anyio.run(serve_stdio, server, label)
-    except KeyboardInterrupt:
-        pass
+            stopper.stop("end of input", grace=STDIO_GRACE if grace is None else grace)
     finally:
-        close(grace=120.0)
+        stopper.stop("exit", grace=0)
+    # Everything is closed. Leave without the interpreter's finalization: with the warm-up thread still
+    # inside a native import (pyarrow, LanceDB) or the sync thread inside an interrupted run, it aborts
+    # the process (SIGABRT, exit -6) after a clean stop.
+    import os
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

@@ -21,35 +21,53 @@ def _emit(data: Any) -> None:
               "(case-insensitive).")
 @click.option("--regex", is_flag=True, help="--match is a regular expression.")
 @click.option("--dry-run", is_flag=True, help="Only list what would be removed, on every step and branch.")
+@click.option("--resume", is_flag=True, help="Finish a purge that was killed before it finished (any purge, "
+              "`synthex run` or `synthex doctor --repair` does too).")
 @click.option("--project", "project", default=".", show_default=True, type=click.Path(file_okay=False),
               help="Project folder (holds pipeline.py).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def purge_command(record_ids: tuple[str, ...], match: str | None, regex: bool, dry_run: bool, project: str,
-                  as_json: bool) -> None:
+def purge_command(record_ids: tuple[str, ...], match: str | None, regex: bool, dry_run: bool, resume: bool,
+                  project: str, as_json: bool) -> None:
     """Remove RECORD_IDS (or the source records --match finds) and everything made from them, on every
     branch; recompute the aggregates and folds that used them; leave no copy of their text under the
     project's data directory (old LanceDB versions, FTS index, LLM cache, Dagster's event log, CDC
     state). The purged source items are remembered, so re-running the same export does not bring them
     back.
 
+    A purge killed before it finished is finished by running `synthex purge` again (with the same
+    arguments, or `--resume`), by any `synthex run` or by `synthex doctor --repair`; `synthex status`
+    shows it meanwhile.
+
     \b
     Examples:
       synthex purge 3f2a9c1e --dry-run
       synthex purge --match "jane.doe@example.com" --dry-run
+      synthex purge --resume
     """
     from synthex.core.project import load_pipeline
+    from synthex.core.purge_journal import PurgeJournal
 
-    if not record_ids and match is None:
-        raise BadInputError("purge: give record ids or --match TEXT")
     pipe = load_pipeline(project)
     say = None if as_json else (lambda msg: click.echo(msg, err=True))
-    report = pipe.app.purge(list(record_ids), match=match, regex=regex, dry_run=dry_run, say=say)
+    if not record_ids and match is None:
+        if not resume and not PurgeJournal(pipe.data_dir).exists():
+            raise BadInputError("purge: give record ids or --match TEXT (or --resume to finish an interrupted purge)")
+        finished = pipe.app.finish_interrupted_purge(say=say, wait=True)
+        if finished is None:
+            if as_json:
+                _emit({"resumed": False, "message": "no unfinished purge"})
+            else:
+                click.echo("no unfinished purge: nothing to resume")
+            return
+        report = finished
+    else:
+        report = pipe.app.purge(list(record_ids), match=match, regex=regex, dry_run=dry_run, say=say)
     data = report.to_dict()
     if as_json:
         _emit(data)
         return
     steps = ", ".join(f"{s} {n}" for s, n in data["steps"].items()) or "nothing"
-    verb = "would remove" if dry_run else "removed"
+    verb = "would remove" if dry_run else ("finished the interrupted purge: removed" if report.resumed else "removed")
     click.echo(f"{verb} {len(data['affected_records'])} record(s) on branch(es) "
                f"{', '.join(data['branches']) or '-'}: {steps}")
     if dry_run:

@@ -2,8 +2,10 @@
 
 Views: ``records`` (no ``vector``), ``record_vectors``, ``runs``, ``run_steps`` and the store's other
 tables, scanned from LanceDB through Arrow; ``eval_results`` when the project has eval results
-(``.synthex/evals/eval_results.duckdb``, or ``--eval-results FILE``). Read-only. DuckDB, Lance and
-pyarrow load inside the command.
+(``.synthex/evals/eval_results.duckdb``, or ``--eval-results FILE``); ``cdc_sources`` and ``cdc_items``,
+the sources' sync state (``.synthex/cdc.duckdb``, a snapshot: a sync is never kept waiting). Read-only
+and sandboxed: DuckDB's external access is off, so no file, URL or extension beyond the views. DuckDB,
+Lance and pyarrow load inside the command; lancedb and Dagster never do.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ def sql_command(query: str, project: str, as_json: bool, as_csv: bool, eval_resu
     """Run a read-only SQL QUERY (DuckDB) over the records, runs and eval results.
 
     Views: records (every column but vector), record_vectors (id, branch, step, vector), runs, run_steps,
-    and eval_results (one row per eval question) once `synthex eval` has run.
+    cdc_sources and cdc_items (what each source held at its last sync), and eval_results (one row per
+    eval question) once `synthex eval` has run. Nothing else: files, URLs and extensions are out of reach.
 
     \b
     Examples:
@@ -48,7 +51,7 @@ def sql_command(query: str, project: str, as_json: bool, as_csv: bool, eval_resu
         raise BadInputError(f"{eval_results}: no such eval results file")
     pipeline = load_pipeline(project)
     results = Path(eval_results) if eval_results else eval_results_path(pipeline.data_dir)
-    with SqlConsole(pipeline.store_uri, eval_results=results) as console:
+    with SqlConsole(pipeline.store_uri, eval_results=results, cdc_state=pipeline.data_dir) as console:
         table = console.query(query)
     columns = table.column_names
     rows = [list(r) for r in zip(*(c.to_pylist() for c in table.columns), strict=True)] if columns else []

@@ -13,23 +13,33 @@ never another exception. Every importer applies the same rule to the fields it r
 - unpaired UTF-16 surrogates (valid JSON escapes that cannot be written as UTF-8) become U+FFFD, with
   a warning on the item.
 
-Warnings (``SourceItem.warnings``) are one-line notes about content left out of an item, not errors.
+Warnings (``SourceItem.warnings``) are one-line notes about content left out of an item, not errors;
+what a read leaves out whole (a file over a size bound, a link out of a notes folder, a FIFO) is a
+warning line of its ``Intake``.
+
+Bounds (``synthex.core.limits.Limits``, issue 20): a file is opened without blocking, checked to be a
+regular file and stat'ed before anything is read (``open_regular``), and read to at most its bound plus
+one byte (``read_capped``), so a file over the bound, or one that grows past it while read, is never
+loaded whole: it is ``TooLarge``, which ``load_source`` turns into a warning that skips it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import reprlib
+import stat as stat_module
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from synthex.core.errors import SourceError
+from synthex.core.limits import Limits
 from synthex.core.periods import to_timestamp
 
 
@@ -154,6 +164,89 @@ def repaired(item: SourceItem, where: str) -> SourceItem:
     )
 
 
+# -- reading files within bounds ---------------------------------------------------------------------------
+
+
+@dataclass
+class Intake:
+    """How one read of a source takes files in: its bounds, whether a notes folder's links may lead out
+    of it, and the warning lines of what the read left out whole (a file over a bound, a link out of
+    the folder, a FIFO). One per parse; ``ParsedSource`` keeps its warnings with the items."""
+
+    limits: Limits = field(default_factory=Limits)
+    follow_links: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+    def warn(self, line: str) -> None:
+        self.warnings.append(line)
+
+
+class TooLarge(SourceError):
+    """A file over its size bound (the message names it and the bound): skipped with a warning."""
+
+
+class NotRegularFile(SourceError):
+    """A FIFO, device, socket or folder where a file's bytes were expected: never read (a FIFO blocks)."""
+
+    def __init__(self, path: Path, kind: str) -> None:
+        super().__init__(f"{path}: {kind}, not a regular file; not read")
+        self.kind = kind
+
+
+_SPECIAL = ((stat_module.S_ISFIFO, "a FIFO"), (stat_module.S_ISCHR, "a character device"),
+            (stat_module.S_ISBLK, "a block device"), (stat_module.S_ISSOCK, "a socket"),
+            (stat_module.S_ISDIR, "a folder"))
+
+
+def special_kind(mode: int) -> str | None:
+    """What a file that is not a regular file is ("a FIFO"...), from its stat mode; None for a regular one."""
+    if stat_module.S_ISREG(mode):
+        return None
+    return next((name for test, name in _SPECIAL if test(mode)), "not a regular file")
+
+
+def open_regular(path: Path, follow_links: bool = True) -> tuple[int, os.stat_result]:
+    """A descriptor on the regular file ``path`` and its stat. Opened non-blocking, so that a FIFO put
+    in a file's place after it was checked cannot block the read; anything but a regular file is
+    ``NotRegularFile`` (and is closed unread). ``follow_links=False`` refuses a link as the last part."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if follow_links else os.O_NOFOLLOW)
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        kind = special_kind(st.st_mode)
+        if kind is not None:
+            raise NotRegularFile(path, kind)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
+def read_capped(path: Path, max_bytes: int, bound: str = "source_file_bytes", limits: Limits | None = None,
+                what: str = "the file", follow_links: bool = True) -> tuple[bytes, os.stat_result]:
+    """The bytes of the regular file ``path`` and its stat. Over ``max_bytes`` by its stat, or growing
+    past it while read, it is ``TooLarge`` (naming the file and the bound ``bound``) after reading at most
+    ``max_bytes + 1`` bytes."""
+    limits = limits or Limits()
+    fd, st = open_regular(path, follow_links)
+    try:
+        if st.st_size > max_bytes:
+            raise TooLarge(limits.over(bound, f"{path}: skipped: {what}", st.st_size))
+        chunks, size = [], 0
+        while size <= max_bytes:
+            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size > max_bytes:  # it grew while read: cut at the bound, and skipped like any file over it
+        raise TooLarge(limits.over(bound, f"{path}: skipped: {what} (it grew while read)", size))
+    return b"".join(chunks), st
+
+
 # -- reading files ---------------------------------------------------------------------------------------
 
 _MAGIC = {b"\x1f\x8b": "a gzip file: decompress it first", b"PK\x03\x04": "a zip archive: extract conversations.json",
@@ -186,9 +279,11 @@ def loads(text: str) -> Any:
         raise ValueError("too large to load into memory") from exc
 
 
-def read_json(path: Path) -> Any:
+def read_json(path: Path, max_bytes: int | None = None) -> Any:
+    """The JSON value in ``path``, read to at most ``max_bytes`` (default: ``Limits().source_file_bytes``;
+    ``TooLarge`` over it)."""
     try:
-        raw = path.read_bytes()
+        raw, _ = read_capped(path, max_bytes if max_bytes is not None else Limits().source_file_bytes)
     except OSError as exc:
         raise SourceError(f"{path}: cannot read file: {exc.strerror or exc}") from exc
     except MemoryError as exc:
@@ -211,9 +306,11 @@ def read_json(path: Path) -> Any:
         raise SourceError(f"{path}: invalid JSON ({exc})") from exc
 
 
-def read_json_objects(path: Path, what: str, item: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(index, object) of a JSON file that is a list of objects; anything else is an error naming the file."""
-    data = read_json(path)
+def read_json_objects(path: Path, what: str, item: str,
+                      max_bytes: int | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(index, object) of a JSON file that is a list of objects; anything else is an error naming the file.
+    ``max_bytes`` bounds the file (``read_json``)."""
+    data = read_json(path, max_bytes)
     if not isinstance(data, list):
         found = describe(data) if data is not None else "null"
         raise SourceError(f"{path}: expected {what} (a JSON list of {item}s), found {found}")
@@ -221,26 +318,49 @@ def read_json_objects(path: Path, what: str, item: str) -> Iterator[tuple[int, d
         yield index, expect_object(obj, f"{path}: {item} #{index}")
 
 
-def file_digest(path: Path) -> str:
-    """Content hash of a file or folder: the cache key for parsed sources."""
+def source_files(path: Path, listing: Callable[[Path], list[Path]] | None = None) -> list[Path]:
+    """The files a source reads: ``path`` itself, or a folder's files as ``listing`` finds them (by default
+    every file under it, links to files included, as ``rglob`` finds them)."""
+    if not path.is_dir():
+        return [path]
+    if listing is not None:
+        return listing(path)
+    return sorted(p for p in path.rglob("*") if p.is_file())
+
+
+def file_digest(path: Path, max_bytes: int | None = None,
+                listing: Callable[[Path], list[Path]] | None = None) -> str:
+    """Content hash of a file or folder: the cache key for parsed sources. A file over ``max_bytes``
+    (default: ``Limits().source_file_bytes``) is read by nobody, so its stat stands for its content; the
+    others are hashed in chunks (a file's size never decides the memory this takes)."""
+    cap = max_bytes if max_bytes is not None else Limits().source_file_bytes
     digest = hashlib.sha256()
-    paths = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    for p in paths:
+    for p in source_files(path, listing):
         digest.update(str(p.relative_to(path) if path.is_dir() else p.name).encode())
-        digest.update(str(p.stat().st_size).encode())
-        digest.update(hashlib.sha256(p.read_bytes()).digest())
+        fd, st = open_regular(p)
+        try:
+            digest.update(str(st.st_size).encode())
+            if st.st_size > cap:
+                digest.update(f"unread:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}".encode())
+                continue
+            content, read = hashlib.sha256(), 0
+            while read <= cap and (chunk := os.read(fd, 1 << 20)):
+                content.update(chunk)
+                read += len(chunk)
+            digest.update(content.digest())
+        finally:
+            os.close(fd)
     return digest.hexdigest()
 
 
 RACY_SECONDS = 2.0  # a file modified this recently may change again within the same mtime tick
 
 
-def stat_signature(path: Path) -> tuple | None:
-    """(name, size, mtime, ctime, inode) of a file or of every file in a folder: the cheap "did it
-    change?" test. None when a file was modified in the last seconds, where same-tick edits could go
-    unseen (git's "racy" rule): then the content is hashed instead."""
-    paths = sorted(q for q in path.rglob("*") if q.is_file()) if path.is_dir() else [path]
-    stats = [(str(q), q.stat()) for q in paths]
+def stat_signature(path: Path, listing: Callable[[Path], list[Path]] | None = None) -> tuple | None:
+    """(name, size, mtime, ctime, inode) of a file or of every file in a folder (as ``listing`` finds
+    them): the cheap "did it change?" test. None when a file was modified in the last seconds, where
+    same-tick edits could go unseen (git's "racy" rule): then the content is hashed instead."""
+    stats = [(str(q), q.stat()) for q in source_files(path, listing)]
     if any(time.time() - st.st_mtime < RACY_SECONDS for _, st in stats):
         return None
     return tuple((name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) for name, st in stats)

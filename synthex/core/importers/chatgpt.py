@@ -26,6 +26,7 @@ from typing import Any
 
 from synthex.core.errors import SourceError
 from synthex.core.importers.base import (
+    Intake,
     SourceItem,
     describe,
     get,
@@ -105,9 +106,10 @@ def _active_path(conv: dict[str, Any], where: str) -> list[tuple[str, dict[str, 
     return path
 
 
-def parse(path: Path) -> list[SourceItem]:
+def parse(path: Path, intake: Intake | None = None) -> list[SourceItem]:
     items: list[SourceItem] = []
-    for index, conv in read_json_objects(path, "a ChatGPT export", "conversation"):
+    for index, conv in read_json_objects(path, "a ChatGPT export", "conversation",
+                                          (intake or Intake()).limits.source_file_bytes):
         id_field = "conversation_id" if conv.get("conversation_id") not in (None, "") else "id"
         raw_id, raw_title = conv.get(id_field), conv.get("title")
         shown_id = label(raw_id) if isinstance(raw_id, str | int) and raw_id != "" else "no id"

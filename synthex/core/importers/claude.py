@@ -17,6 +17,7 @@ from typing import Any
 
 from synthex.core.errors import SourceError
 from synthex.core.importers.base import (
+    Intake,
     SourceItem,
     describe,
     expect_object,
@@ -48,9 +49,10 @@ def _message_text(message: dict[str, Any], where: str) -> str:
     return "\n".join(t for t in block_texts if t).strip()
 
 
-def parse(path: Path) -> list[SourceItem]:
+def parse(path: Path, intake: Intake | None = None) -> list[SourceItem]:
     items: list[SourceItem] = []
-    for index, conv in read_json_objects(path, "a Claude export", "conversation"):
+    for index, conv in read_json_objects(path, "a Claude export", "conversation",
+                                          (intake or Intake()).limits.source_file_bytes):
         raw_id, raw_name = conv.get("uuid"), conv.get("name")
         shown_id = label(raw_id) if isinstance(raw_id, str | int) and raw_id != "" else "no uuid"
         where = f"{path}: conversation #{index} ({shown_id}, {show(raw_name or 'Untitled')})"

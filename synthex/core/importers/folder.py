@@ -29,18 +29,37 @@ or a number) replaces the file name as the title (``metadata["chat"]["title"]``)
 
 Errors: a file that cannot be read or is not UTF-8 (naming the file); a bad front-matter date or title
 (naming the file and the field). Files whose body is empty (blank, or front matter only) are skipped.
+
+What a folder source reads stays inside its folder (issue 20). Skipped with a warning line naming the
+file: a link (to a note or to a folder) that resolves outside the folder, unless the source allows it
+(``pipeline.source(name, folder=..., follow_links=True)``); a FIFO, device or socket with a note's name
+(never opened: a FIFO would block the read), whatever the setting; a note over ``Limits.note_bytes``
+(stat'ed, never read). Links that stay inside are read as before: a link to a note is that note under
+the link's name; a link to a folder inside is not descended (its notes are read where they are).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from datetime import UTC, date, datetime
 from pathlib import Path, PurePath
 from typing import Any
 
 from synthex.core.errors import SourceError
-from synthex.core.importers.base import SourceItem, describe, get_title, not_text, repaired
+from synthex.core.importers.base import (
+    Intake,
+    NotRegularFile,
+    SourceItem,
+    TooLarge,
+    describe,
+    get_title,
+    not_text,
+    read_capped,
+    repaired,
+    special_kind,
+)
 from synthex.core.periods import iso, to_timestamp
 
 SUFFIXES = (".md", ".txt", ".markdown")
@@ -193,28 +212,122 @@ def file_name_date(rel: PurePath) -> datetime | None:
 # -- parse ------------------------------------------------------------------------------------------------
 
 
-def parse(path: Path) -> list[SourceItem]:
-    files = (
-        [path]
-        if path.is_file()
-        else sorted(p for p in path.rglob("*") if p.suffix.lower() in SUFFIXES and not p.is_dir())
-    )
+# -- which files a folder holds ---------------------------------------------------------------------------
+
+LINK_HINT = "follow_links=True on the source allows it"
+
+
+def _inside(target: str, root: str) -> bool:
+    return target == root or target.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def note_files(folder: Path, intake: Intake | None = None) -> list[Path]:
+    """The notes of ``folder`` (files named ``*.md``, ``*.txt``, ``*.markdown`` under it), sorted, that a
+    parse reads: what leaves the folder (unless ``intake.follow_links``) and special files are left out
+    with a warning on ``intake`` (see the module docstring). Nothing is opened; only links are resolved."""
+    root = os.path.realpath(folder)
+    found: list[Path] = []
+    said = Intake(follow_links=intake.follow_links) if intake is not None else None  # sorted, then passed on
+    visited = {root}
+    pending = [folder]
+    while pending:
+        current = pending.pop()
+        try:
+            entries = list(os.scandir(current))
+        except OSError:  # an unreadable subfolder: skipped, as rglob did
+            continue
+        for entry in entries:
+            path = Path(entry.path)
+            is_note = path.suffix.lower() in SUFFIXES
+            try:
+                if entry.is_symlink():
+                    _link(path, is_note, root, visited, pending, found, said)
+                elif entry.is_dir(follow_symlinks=False):
+                    pending.append(path)
+                elif is_note:
+                    kind = special_kind(entry.stat(follow_symlinks=False).st_mode)
+                    if kind is None:
+                        found.append(path)
+                    elif said is not None:
+                        said.warn(f"{path}: skipped: {kind}, not a regular file (never opened)")
+            except OSError:  # gone while listed: a later sync sees what is there then
+                continue
+    if intake is not None and said is not None:
+        intake.warnings.extend(sorted(said.warnings))
+    return sorted(found)
+
+
+def _link(path: Path, is_note: bool, root: str, visited: set[str], pending: list[Path], found: list[Path],
+          intake: Intake | None) -> None:
+    target = os.path.realpath(path)
+    inside, follow = _inside(target, root), intake is not None and intake.follow_links
+    if os.path.isdir(target):
+        if not inside and target not in visited:
+            if follow:
+                visited.add(target)
+                pending.append(path)
+            elif intake is not None:
+                intake.warn(f"{path}: skipped: a link to the folder {target}, outside the notes folder ({LINK_HINT})")
+        return  # a link to a folder inside: its notes are read where they are
+    if not is_note:
+        return
+    if not os.path.exists(target):
+        found.append(path)  # a broken link: reading it says "cannot read file", naming it
+    elif not inside and not follow:
+        if intake is not None:
+            intake.warn(f"{path}: skipped: a link to {target}, outside the notes folder ({LINK_HINT})")
+    elif (kind := special_kind(os.stat(target).st_mode)) is not None:
+        if intake is not None:
+            intake.warn(f"{path}: skipped: a link to {kind}, not a regular file (never opened)")
+    else:
+        found.append(path)
+
+
+def _read_note(file: Path, root: str | None, intake: Intake) -> tuple[bytes, float] | None:
+    """The bytes and mtime of one note, or None when it is skipped (with a warning on ``intake``)."""
+    target = Path(os.path.realpath(file)) if root is not None else file
+    if root is not None and not intake.follow_links and not _inside(str(target), root):
+        intake.warn(f"{file}: skipped: it resolves to {target}, outside the notes folder ({LINK_HINT})")
+        return None  # a link swapped in after the folder was listed
+    try:
+        raw, st = read_capped(target, intake.limits.note_bytes, "note_bytes", intake.limits, "the note",
+                              follow_links=root is None)
+    except TooLarge as exc:
+        intake.warn(str(exc).replace(str(target), str(file), 1))
+        return None
+    except NotRegularFile as exc:
+        intake.warn(f"{file}: skipped: {exc.kind}, not a regular file (never read)")
+        return None
+    except OSError as exc:  # unreadable, or a broken link
+        raise SourceError(f"{file}: cannot read file: {exc.strerror or exc}") from exc
+    return raw, st.st_mtime
+
+
+# -- parse ------------------------------------------------------------------------------------------------
+
+
+def parse(path: Path, intake: Intake | None = None) -> list[SourceItem]:
+    """One item per note of the folder (or the one file) ``path``; what is skipped is said on ``intake``."""
+    intake = intake or Intake()
+    is_folder = path.is_dir()
+    files = note_files(path, intake) if is_folder else [path]
+    root = os.path.realpath(path) if is_folder else None
     items: list[SourceItem] = []
     for file in files:
-        try:
-            raw = file.read_bytes()
-            mtime = file.stat().st_mtime
-        except OSError as exc:  # unreadable, or a broken symlink found by rglob
-            raise SourceError(f"{file}: cannot read file: {exc.strerror or exc}") from exc
+        note = _read_note(file, root, intake)
+        if note is None:
+            continue
+        raw, mtime = note
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise not_text(file, raw[:8], exc) from exc
+        del raw
         keys, body = split_front_matter(text)
         content = body.strip()
         if not content:
             continue
-        rel_path = file.relative_to(path) if path.is_dir() else PurePath(file.name)
+        rel_path = file.relative_to(path) if is_folder else PurePath(file.name)
         where = f"{file}: front matter"
         ts, dated_by = (front_matter_date(keys, where)[0] if keys else None), "front-matter"
         if ts is None:

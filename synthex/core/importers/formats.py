@@ -12,13 +12,24 @@ from pathlib import Path
 
 from synthex.core.errors import SourceError
 from synthex.core.importers import base, chatgpt, claude, folder, jsonl
-from synthex.core.importers.base import SourceItem, file_digest, read_json, show
+from synthex.core.importers.base import (
+    Intake,
+    NotRegularFile,
+    SourceItem,
+    TooLarge,
+    file_digest,
+    read_json,
+    show,
+    special_kind,
+)
+from synthex.core.limits import Limits
 
 FORMATS = ("chatgpt-export", "claude-export", "folder", "jsonl")
 
 
-def detect_format(path: Path) -> str:
-    """Guess the export format of ``path`` (a file or a folder)."""
+def detect_format(path: Path, max_bytes: int | None = None) -> str:
+    """Guess the export format of ``path`` (a file or a folder); a JSON file is read to at most
+    ``max_bytes`` (``read_json``)."""
     if path.is_dir():
         return "folder"
     if not path.exists():
@@ -27,7 +38,7 @@ def detect_format(path: Path) -> str:
         return "jsonl"
     if path.suffix.lower() in (".md", ".txt"):
         return "folder"
-    data = read_json(path)
+    data = read_json(path, max_bytes)
     if isinstance(data, list) and data and isinstance(data[0], dict):
         first = data[0]
         if "mapping" in first:
@@ -49,30 +60,72 @@ def register_format(name: str, parser: Callable[[Path], list[SourceItem]]) -> No
     EXTRA_FORMATS[name] = parser
 
 
-def load_source(path: str | Path, fmt: str = "auto") -> list[SourceItem]:
-    """Parse a source file or folder (every call parses; ``ParsedSource`` keeps one parse)."""
+# The built-in parsers take the read's Intake (bounds, links, warnings); registered ones take the path.
+BUILTIN_PARSERS: dict[str, Callable[[Path, Intake], list[SourceItem]]] = {
+    "chatgpt-export": chatgpt.parse,
+    "claude-export": claude.parse,
+    "folder": folder.parse,
+    "jsonl": jsonl.parse,
+}
+
+
+def load_source(path: str | Path, fmt: str = "auto", intake: Intake | None = None) -> list[SourceItem]:
+    """Parse a source file or folder (every call parses; ``ParsedSource`` keeps one parse). ``intake``
+    bounds the read (``Limits``; default bounds when None) and collects the warnings of what it skipped:
+    a single file over ``source_file_bytes`` is skipped whole, stat'ed before anything reads it."""
     p = Path(path).expanduser()
     if not p.exists():
         raise SourceError(f"{p}: no such file or folder")
-    if fmt == "auto":
-        fmt = detect_format(p)
-    parsers = {
-        "chatgpt-export": chatgpt.parse,
-        "claude-export": claude.parse,
-        "folder": folder.parse,
-        "jsonl": jsonl.parse,
-        **EXTRA_FORMATS,
-    }
-    if fmt not in parsers:
-        known = ", ".join([*FORMATS, *EXTRA_FORMATS])
-        raise SourceError(f"{p}: unknown format {fmt!r}; expected one of {known} or 'auto'")
-    items = parsers[fmt](p)
+    intake = intake if intake is not None else Intake()
+    cap = intake.limits.source_file_bytes
+    if not p.is_dir():
+        st = p.stat()
+        if (kind := special_kind(st.st_mode)) is not None:
+            raise NotRegularFile(p, kind)
+        if st.st_size > cap:
+            intake.warn(intake.limits.over("source_file_bytes", f"{p}: skipped: the file", st.st_size))
+            return []
+    try:
+        if fmt == "auto":
+            fmt = detect_format(p, cap)
+        parsers: dict[str, Callable[..., list[SourceItem]]] = {**BUILTIN_PARSERS, **EXTRA_FORMATS}
+        if fmt not in parsers:
+            known = ", ".join([*FORMATS, *EXTRA_FORMATS])
+            raise SourceError(f"{p}: unknown format {fmt!r}; expected one of {known} or 'auto'")
+        items = parsers[fmt](p, intake) if fmt in BUILTIN_PARSERS else parsers[fmt](p)
+    except TooLarge as exc:  # grew past the bound while read: skipped like any file over it
+        intake.warn(str(exc))
+        return []
     seen: set[str] = set()
     for item in items:  # a set, not list.count: an export of 100k items stays linear
         if item.key in seen:
             raise SourceError(f"{p}: two items share the id {show(item.key)}")
         seen.add(item.key)
     return items
+
+
+def _reads_notes(path: Path, fmt: str) -> bool:
+    return fmt == "folder" or (fmt == "auto" and path.is_dir())
+
+
+def _listing(path: Path, fmt: str, follow_links: bool) -> Callable[[Path], list[Path]] | None:
+    """The files a folder source's parse reads (None: every file of a folder of another format)."""
+    if not _reads_notes(path, fmt):
+        return None
+    return lambda folder_path: folder.note_files(folder_path, Intake(follow_links=follow_links))
+
+
+def _cap(path: Path, fmt: str, limits: Limits) -> int:
+    return limits.note_bytes if _reads_notes(path, fmt) else limits.source_file_bytes
+
+
+def change_token(path: Path, fmt: str = "auto", limits: Limits | None = None, follow_links: bool = False) -> str:
+    """A cheap string that changes when what a parse of ``path`` reads changed: the stat signature of
+    the files it reads, or their content hash when one was modified in the last seconds."""
+    limits = limits or Limits()
+    listing = _listing(path, fmt, follow_links)
+    stat = base.stat_signature(path, listing)
+    return repr(stat) if stat is not None else "sha256:" + file_digest(path, _cap(path, fmt, limits), listing)
 
 
 class ParsedSource:
@@ -86,27 +139,36 @@ class ParsedSource:
     def __init__(self) -> None:
         self._stat: tuple | None = None
         self._digest: str | None = None
-        self._key: tuple[str, str] | None = None
+        self._key: tuple[str, str, Limits, bool] | None = None
         self._items: list[SourceItem] = []
+        self._skipped: list[str] = []
 
-    def items(self, path: str | Path, fmt: str = "auto") -> list[SourceItem]:
+    def items(self, path: str | Path, fmt: str = "auto", limits: Limits | None = None,
+              follow_links: bool = False) -> list[SourceItem]:
+        """The items of ``path`` read within ``limits`` (a folder's links leave it only with
+        ``follow_links``); what the read skipped is in ``warnings``."""
         p = Path(path).expanduser()
         if not p.exists():
             raise SourceError(f"{p}: no such file or folder")
-        key = (str(p.resolve()), fmt)
+        limits = limits or Limits()
+        key = (str(p.resolve()), fmt, limits, follow_links)
+        listing = _listing(p, fmt, follow_links)
         try:  # the cache check reads the file too: an unreadable one is the same one-line error
-            stat = base.stat_signature(p)
+            stat = base.stat_signature(p, listing)
             if stat is not None and key == self._key and stat == self._stat:
                 return self._items
-            digest = file_digest(p)
+            digest = file_digest(p, _cap(p, fmt, limits), listing)
         except OSError as exc:
             raise SourceError(f"{exc.filename or p}: cannot read file: {exc.strerror or exc}") from exc
         if key != self._key or digest != self._digest:
-            self._items = load_source(p, fmt)
+            intake = Intake(limits=limits, follow_links=follow_links)
+            self._items = load_source(p, fmt, intake)
+            self._skipped = intake.warnings
         self._key, self._stat, self._digest = key, stat, digest
         return self._items
 
     @property
     def warnings(self) -> list[str]:
-        """The one-line warnings of the current items (e.g. turns left out for having no text), in order."""
-        return [w for item in self._items for w in item.warnings]
+        """One line per file the read skipped (over a bound, a link out of the folder, a FIFO), then the
+        warnings of the current items (e.g. turns left out for having no text), in order."""
+        return [*self._skipped, *(w for item in self._items for w in item.warnings)]

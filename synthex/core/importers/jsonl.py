@@ -8,18 +8,24 @@ Fields read, and what a wrong type does (the shared rule is in ``base``); errors
   ``MAX_METADATA_DEPTH`` levels deep, kept under ``custom``; its ``chat`` object, the reserved
   namespace of conversation / session / speaker / previous turn, joins the record's ``chat``).
 - blank lines are skipped.
+
+The file is bounded by ``Limits.source_file_bytes`` (stat'ed when opened; a file that grows past it while
+read is cut there): over it, the file is ``TooLarge`` and skipped with a warning.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from synthex.core.errors import SourceError
 from synthex.core.importers.base import (
+    Intake,
     SourceItem,
+    TooLarge,
     expect_object,
     get,
     get_id,
@@ -27,6 +33,7 @@ from synthex.core.importers.base import (
     get_title,
     loads,
     not_text,
+    open_regular,
     repaired,
 )
 from synthex.core.periods import iso
@@ -60,15 +67,26 @@ def row_of(line: bytes, where: str) -> dict[str, Any] | None:
     return expect_object(row, f"{where}: the line")
 
 
-def parse(path: Path) -> list[SourceItem]:
+def parse(path: Path, intake: Intake | None = None) -> list[SourceItem]:
+    limits = (intake or Intake()).limits
+    cap = limits.source_file_bytes
     items: list[SourceItem] = []
     try:
-        fallback = iso(datetime.fromtimestamp(path.stat().st_mtime, tz=UTC))
-        handle = path.open("rb")  # bytes: a line that is not UTF-8 is reported with its line number
+        fd, st = open_regular(path)
     except OSError as exc:
         raise SourceError(f"{path}: cannot read file: {exc.strerror or exc}") from exc
-    with handle:
-        for lineno, line in enumerate(handle, start=1):
+    # bytes: a line that is not UTF-8 is reported with its line number
+    with os.fdopen(fd, "rb") as handle:
+        if st.st_size > cap:
+            raise TooLarge(limits.over("source_file_bytes", f"{path}: skipped: the file", st.st_size))
+        fallback = iso(datetime.fromtimestamp(st.st_mtime, tz=UTC))
+        read, lineno = 0, 0
+        while line := handle.readline(cap + 1 - read):  # never more than the bound, even in one line
+            read += len(line)
+            if read > cap:
+                raise TooLarge(limits.over("source_file_bytes", f"{path}: skipped: the file (it grew while read)",
+                                           read))
+            lineno += 1
             where = f"{path}:{lineno}"
             row = row_of(line, where)
             if row is None:

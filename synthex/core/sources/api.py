@@ -20,6 +20,7 @@ from synthex.core.errors import SourceError
 from synthex.core.importers import SourceItem
 from synthex.core.importers.jsonl import item_from_row
 from synthex.core.sources.base import SourceOrigin
+from synthex.core.sources.quarantine import Quarantine
 from synthex.core.sources.stream import StreamOrigin, append_lines
 
 Fetch = Callable[[Any], Iterable[Any]]
@@ -33,11 +34,12 @@ class ApiOrigin(SourceOrigin):
     kind = "api"
     deletions = DeletionReporting.EXPLICIT  # a page row {"id": ..., "deleted": true}, kept in the landing stream
 
-    def __init__(self, fetch: Fetch, landing: Path) -> None:
+    def __init__(self, fetch: Fetch, landing: Path, stream: StreamOrigin | None = None) -> None:
+        """``stream``: the landing stream's reader (default: one without quarantine ledger or batches)."""
         if not callable(fetch):
             raise SourceError(f"api source: {fetch!r} is not callable; expected fetch(cursor) yielding pages")
         self.fetch, self.landing = fetch, landing
-        self.stream = StreamOrigin(landing)
+        self.stream = stream if stream is not None else StreamOrigin(landing)
 
     @property
     def cursor_path(self) -> Path:
@@ -96,6 +98,21 @@ class ApiOrigin(SourceOrigin):
 
     def is_empty(self) -> bool:
         return self.stream.is_empty()
+
+    def warnings(self) -> list[str]:
+        return self.stream.warnings()
+
+    def quarantine(self) -> Quarantine:
+        return self.stream.quarantine()
+
+    def waiting(self) -> bool:
+        return self.stream.waiting()
+
+    def read_position(self) -> int:
+        return self.stream.read_position()
+
+    def commit_position(self, position: int) -> None:
+        self.stream.commit_position(position)
 
     def token(self) -> str:
         return self.stream.token()

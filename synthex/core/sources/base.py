@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from synthex.core.deletions import DeletionReporting
 from synthex.core.importers import SourceItem
+from synthex.core.sources.quarantine import Quarantine
 
 
 class SourceOrigin(ABC):
@@ -50,3 +51,27 @@ class SourceOrigin(ABC):
         """Fetch what the origin cannot be asked for again (API pages) into local storage; returns the
         number of new items fetched. Files, tables and streams are read where they are: 0."""
         return 0
+
+
+@runtime_checkable
+class LineReader(Protocol):
+    """An origin that reads a file line by line (a stream, an API's landing stream): it sets aside the
+    lines that cannot become items, and reads at most a batch of lines beyond its checkpoint. A protocol,
+    not ``SourceOrigin`` methods: a wrapper of origins (one that delegates what it does not define)
+    passes it through."""
+
+    def quarantine(self) -> Quarantine:
+        """The lines set aside (malformed, undatable, too long: ``synthex.core.sources.quarantine``)."""
+        ...
+
+    def waiting(self) -> bool:
+        """Whole lines exist beyond this read's batch (``Limits.stream_batch_lines``): the next sync reads on."""
+        ...
+
+    def read_position(self) -> int:
+        """How many lines were read (what ``commit_position`` records)."""
+        ...
+
+    def commit_position(self, position: int) -> None:
+        """The lines up to ``position`` are in memory: the next read may take a batch beyond them."""
+        ...

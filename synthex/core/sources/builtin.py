@@ -27,21 +27,26 @@ class ExportFile(SourceKind):
         return {"file": str(args["file"]), "format": args.get("format", "auto")}
 
     def origin(self, step: SourceFields) -> SourceOrigin:
-        return FileOrigin(step.path(), step.format)
+        return FileOrigin(step.path(), step.format, step.limits, bool(step.options.get("follow_links")))
 
     def toml_config(self, step: SourceFields) -> dict[str, Any]:
-        return {"file": step.file, "format": step.format}
+        return {"file": step.file, "format": step.format, **step.options}
 
 
 class NotesFolder(ExportFile):
-    """``folder=`` a folder of notes, dated by front matter, file name, else mtime."""
+    """``folder=`` a folder of notes, dated by front matter, file name, else mtime. Links that lead out of
+    the folder are skipped with a warning unless ``follow_links=True``."""
 
     keyword = "folder"
-    options = ()
+    options = ("follow_links",)
     formats = ("folder",)
 
     def fields(self, source: str, args: dict[str, Any]) -> dict[str, Any]:
-        return {"file": str(args["folder"]), "format": "folder"}
+        follow = args.get("follow_links", False)
+        if not isinstance(follow, bool):
+            raise PipelineDefinitionError(f"source {source!r}: follow_links= takes True or False, not {follow!r}")
+        # Only a True is kept: a folder without the option has the fields (and the TOML) it always had.
+        return {"file": str(args["folder"]), "format": "folder", **({"options": {"follow_links": True}} if follow else {})}
 
 
 class AppendOnlyStream(SourceKind):
@@ -54,10 +59,18 @@ class AppendOnlyStream(SourceKind):
         return {"file": str(args["stream"]), "format": "stream"}
 
     def origin(self, step: SourceFields) -> SourceOrigin:
-        return StreamOrigin(step.path())
+        return stream_origin(step, step.path())
 
     def toml_config(self, step: SourceFields) -> dict[str, Any]:
         return {"file": step.file, "format": step.format}
+
+
+def stream_origin(step: SourceFields, path: Path) -> StreamOrigin:
+    """The reader of a stream file of ``step``: its quarantine and checkpoint live in the project's data
+    dir (none for a step outside a project), bounded by the pipeline's limits."""
+    limits = step.limits
+    return StreamOrigin(path, source=step.name, data_dir=Path(step.base_dir) / ".synthex" if step.base_dir else None,
+                        batch_lines=limits.stream_batch_lines, line_bytes=limits.stream_line_bytes)
 
 
 class DatabaseTable(SourceKind):
@@ -98,7 +111,8 @@ class ApiFeed(SourceKind):
 
     def origin(self, step: SourceFields) -> SourceOrigin:
         assert step.api is not None
-        return ApiOrigin(step.api, Path(step.base_dir or ".") / ".synthex" / "sources" / f"{step.name}.jsonl")
+        landing = Path(step.base_dir or ".") / ".synthex" / "sources" / f"{step.name}.jsonl"
+        return ApiOrigin(step.api, landing, stream_origin(step, landing))
 
     def toml_config(self, step: SourceFields) -> dict[str, Any]:
         return step.reader().toml_config()

@@ -7,7 +7,8 @@ from typing import Any
 
 from synthex.core.errors import SourceError
 from synthex.core.importers import ParsedSource, SourceItem
-from synthex.core.importers.base import file_digest, stat_signature
+from synthex.core.importers.formats import change_token
+from synthex.core.limits import Limits
 from synthex.core.sources.base import SourceOrigin
 
 IMPORTER_VERSION = "importers/v1"
@@ -16,12 +17,15 @@ IMPORTER_VERSION = "importers/v1"
 class FileOrigin(SourceOrigin):
     kind = "file"
 
-    def __init__(self, path: Path, fmt: str = "auto") -> None:
+    def __init__(self, path: Path, fmt: str = "auto", limits: Limits | None = None, follow_links: bool = False) -> None:
         self.path, self.format = path, fmt
+        self.limits = limits or Limits()
+        # A notes folder's links may lead out of it only when the source says so (issue 20).
+        self.follow_links = follow_links
         self._parsed = ParsedSource()
 
     def items(self) -> list[SourceItem]:
-        return self._parsed.items(self.path, self.format)
+        return self._parsed.items(self.path, self.format, self.limits, self.follow_links)
 
     def warnings(self) -> list[str]:
         self.items()
@@ -32,8 +36,7 @@ class FileOrigin(SourceOrigin):
         if not self.path.exists():
             raise SourceError(f"{self.path}: no such file or folder")
         try:
-            stat = stat_signature(self.path)
-            return repr(stat) if stat is not None else "sha256:" + file_digest(self.path)
+            return change_token(self.path, self.format, self.limits, self.follow_links)
         except OSError as exc:
             raise SourceError(f"{exc.filename or self.path}: cannot read file: {exc.strerror or exc}") from exc
 
@@ -41,5 +44,6 @@ class FileOrigin(SourceOrigin):
         return str(self.path)
 
     def config(self) -> dict[str, Any]:
-        # The file path is not part of the version: moving an export must not reprocess it.
+        # The file path is not part of the version: moving an export must not reprocess it. Nor are the
+        # bounds or follow_links: they decide which items exist, not what any item's record is.
         return {"format": self.format, "importer": IMPORTER_VERSION}

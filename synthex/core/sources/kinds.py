@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from synthex.core.errors import PipelineDefinitionError
+from synthex.core.limits import Limits
 from synthex.core.plugins import Registry, populate
 from synthex.core.sources.base import SourceOrigin
 
@@ -32,6 +33,7 @@ class SourceFields(Protocol):
     table: Any
     api: Callable[[Any], Any] | None
     options: dict[str, Any]
+    limits: Limits  # the pipeline's bounds on input (synthex.core.limits)
 
     def path(self) -> Path: ...
 

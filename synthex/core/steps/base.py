@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Protocol, Self
 
 from synthex.core.errors import PipelineDefinitionError, StepError
 from synthex.core.hashing import materialization_key, record_id, stable_hash
+from synthex.core.limits import Limits
 from synthex.core.llm import Completer, Completion, estimate_unrendered_tokens
 from synthex.core.periods import now_iso
 from synthex.core.purges import PurgedSet
@@ -167,6 +168,10 @@ class Step:
             raise PipelineDefinitionError(f"{cls.kind} {name!r}: unknown argument {unknown[0]}=; a {cls.kind} step "
                                           f"takes from_=, pii={''.join(f', {a}=' for a in own)}")
         return cls(name=name, from_=[from_] if isinstance(from_, str) else list(from_), pii=pii, **config)
+
+    def use_limits(self, limits: Limits) -> None:
+        """The pipeline's bounds on input (``PipelineDefinition.limits``); steps that read from outside
+        the pipeline keep them, the others need none."""
 
     # -- identity -----------------------------------------------------------------------------
     def config(self) -> dict[str, Any]:

@@ -15,9 +15,11 @@ from typing import Any, ClassVar, Self
 from synthex.core.errors import PipelineDefinitionError
 from synthex.core.hashing import fingerprint
 from synthex.core.importers import SourceItem
+from synthex.core.limits import Limits
 from synthex.core.periods import month_of
 from synthex.core.record import Record
 from synthex.core.sources.base import SourceOrigin
+from synthex.core.sources.bounded import BoundedOrigin
 from synthex.core.sources.file import IMPORTER_VERSION
 from synthex.core.sources.kinds import get_source_kind, resolve_source_kind
 from synthex.core.steps.base import Audit, Step, StepContext, WorkItem
@@ -32,6 +34,9 @@ class SourceStep(Step):
     api: Callable[[Any], Any] | None = field(default=None, repr=False)  # fetch(cursor) yielding pages
     origin_kind: str = "file"  # the source kind (a name in synthex.core.sources.kinds.source_kinds())
     options: dict[str, Any] = field(default_factory=dict)  # a plugin kind's own arguments (checked by it)
+    # The pipeline's bounds on input (``PipelineDefinition.limits``, bound when the step is added): not an
+    # argument of ``pipeline.source`` and not part of the version (they decide which items exist).
+    limits: Limits = field(default_factory=Limits, init=False, repr=False, compare=False)
     kind: ClassVar[str] = "source"
     is_source: ClassVar[bool] = True
     _origin: SourceOrigin | None = field(default=None, init=False, repr=False, compare=False)
@@ -53,6 +58,9 @@ class SourceStep(Step):
         check_pii_mode(name, pii)
         return cls(name=name, base_dir=base_dir, pii=pii, origin_kind=origin_kind, **chosen.fields(name, given))
 
+    def use_limits(self, limits: Limits) -> None:
+        self.limits = limits
+
     def read_export(self, file: str, fmt: str, base_dir: str) -> None:
         """Read the export ``file`` (format ``fmt``) instead of this source's data (evals point a project's
         sources at a benchmark file)."""
@@ -67,10 +75,13 @@ class SourceStep(Step):
     def reader(self) -> SourceOrigin:
         """The origin, built by the step's kind from the step's fields and kept (with its parse, offsets
         and caches) while they are unchanged: paths resolve against the project folder, known only once
-        it is loaded."""
-        key = (self.origin_kind, self.file, self.format, self.base_dir, self.table, id(self.api), dict(self.options))
+        it is loaded. It is read through ``BoundedOrigin``: items over the pipeline's bounds (text length,
+        a date too far ahead) are left out with a warning, for every kind alike."""
+        key = (self.origin_kind, self.file, self.format, self.base_dir, self.table, id(self.api), dict(self.options),
+               self.limits)
         if self._origin is None or key != self._origin_key:
-            self._origin, self._origin_key = get_source_kind(self.origin_kind).origin(self), key
+            origin = get_source_kind(self.origin_kind).origin(self)
+            self._origin, self._origin_key = BoundedOrigin(origin, self.limits), key
         return self._origin
 
     def describe(self) -> str:
