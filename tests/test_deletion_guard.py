@@ -13,7 +13,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import go_offline, load
+from conftest import cli, go_offline, load
 from dagster import AssetKey, SensorResult, SkipReason, build_schedule_context
 from test_cli import synthex
 from test_runtime import failure_message, launch_like_the_ui
@@ -150,11 +150,11 @@ def test_one_deleted_row_of_a_two_row_table_propagates_on_every_door(synced, tmp
         left = contents(root, "tickets")
         return len(left) == 1 and TICKETS[1] in next(iter(left)) and TICKETS[2] not in next(iter(left))
 
-    cli = copy_of(synced, tmp_path / "cli")
-    delete_tickets(cli, 2)
-    proc = synthex("sync", "--project", str(cli))
+    by_cli = copy_of(synced, tmp_path / "cli")
+    delete_tickets(by_cli, 2)
+    proc = cli("sync", "--project", by_cli)  # the command, in this process: what it prints and does
     assert "tickets: 0 new, 0 changed, 1 deleted" in proc.stdout
-    assert only_the_first_ticket(cli)
+    assert only_the_first_ticket(by_cli)
 
     api = copy_of(synced, tmp_path / "api")
     delete_tickets(api, 2)
@@ -215,11 +215,12 @@ def test_an_emptied_export_is_held_back_on_every_door_with_the_same_line(synced,
     assert str(refused.value) == line
     pipe.close()
 
-    # CLI: sync says it as its one error line; status lists the source as held back.
+    # CLI: sync says it as its one error line (a real process: its exit code and stderr); status lists the
+    # source as held back (what it prints: in this process).
     proc = synthex("sync", "--project", str(root), check=False)
     assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1] == f"error: {line}"
-    assert f"held back: {line}" in synthex("status", "--project", str(root)).stdout
-    [main] = json.loads(synthex("status", "--json", "--project", str(root)).stdout)["branches"]
+    assert f"held back: {line}" in cli("status", "--project", root).stdout
+    [main] = json.loads(cli("status", "--json", "--project", root).stdout)["branches"]
     [held] = main["held_back"]
     assert held["message"] == line and (held["source"], held["outcome"], held["deleted"]) == ("notes", "emptied", 10)
 
@@ -252,10 +253,10 @@ def test_an_emptied_export_is_held_back_on_every_door_with_the_same_line(synced,
     pipe.close()
 
     # --allow-deletions proceeds.
-    proc = synthex("sync", "--allow-deletions", "--project", str(root))
+    proc = cli("sync", "--allow-deletions", "--project", root)
     assert "notes: 0 new, 0 changed, 10 deleted" in proc.stdout
     assert contents(root, "notes") == set() and len(contents(root, "tickets")) == 2
-    assert "held back" not in synthex("status", "--project", str(root)).stdout
+    assert "held back" not in cli("status", "--project", root).stdout
 
 
 def test_ten_items_to_seven_is_held_back_and_ten_to_nine_is_not(synced, tmp_path):

@@ -41,8 +41,8 @@ from synthex.core.errors import SynthexError
 from synthex.core.project import load_pipeline
 from synthex.surfaces.mcp_server import LINEAGE_EXCERPT_CHARS, excerpt
 
-# One build per module: under `--dist loadgroup` its cells stay on one worker (under the default `load`,
-# each worker that gets some builds its own).
+# One build per module: the suite runs `--dist loadfile` (pyproject), so its cells stay on one worker (under
+# the default `load`, each worker that got some built its own). The mark says the same for `--dist loadgroup`.
 pytestmark = pytest.mark.xdist_group("door-parity")
 
 PIPELINE = '''

@@ -16,12 +16,12 @@ def counts(pipe):
     return {k: v["records"] for k, v in pipe.stats()["steps"].items()}
 
 
-def test_full_run_then_no_change_run(project):
-    pipe = load(project)
-    plan = pipe.plan()
+def test_full_run_then_no_change_run(project, ran_project, tmp_path):
+    plan = load(project).plan()  # the same project as the session's, before its run
     assert plan.steps == ["chatgpt", "transcripts", "summaries", "monthly", "world-model"]
     assert plan.estimates["records"] > 0 and plan.estimates["cost"] == 0.0
-    run = pipe.run()
+    pipe = load(ran_project.copy(tmp_path / "ran"))
+    run = ran_project.run
     assert run.status == "completed"
     c = counts(pipe)
     assert c["chatgpt"] == c["transcripts"] == c["summaries"] == 12
@@ -41,11 +41,12 @@ def test_full_run_then_no_change_run(project):
     assert counts(pipe) == c
 
 
-def test_prompt_change_recomputes_only_downstream(project, small_export):
+def test_prompt_change_recomputes_only_downstream(tmp_path, ran_project):
+    project = ran_project.copy(tmp_path / "proj")
     pipe = load(project)
-    first = pipe.run()
+    first = ran_project.run
     ids_before = {s: {r.id for r in pipe.records(s)} for s in pipe.steps}
-    write_project(project, small_export, PIPELINE_PY.replace("Summarize this conversation.", "Summarize briefly:"))
+    write_project(project, ran_project.export, PIPELINE_PY.replace("Summarize this conversation.", "Summarize briefly:"))
     pipe = load(project)
     run = pipe.run()
     created = {s: v.output for s, v in run.step_stats.items()}
@@ -59,9 +60,8 @@ def test_prompt_change_recomputes_only_downstream(project, small_export):
     assert len(after["summaries"]) == 12
 
 
-def test_provenance_get_sources_leaves_lineage(project):
-    pipe = load(project)
-    pipe.run()
+def test_provenance_get_sources_leaves_lineage(ran_project):
+    pipe = load(ran_project.root)  # read-only
     world = pipe.store().records.latest(BranchScope.own(), "world-model")
     monthly = world.sources()
     assert {r.step for r in monthly} <= {"monthly", "world-model"}
@@ -81,13 +81,13 @@ def test_provenance_get_sources_leaves_lineage(project):
     assert d["metadata"]["step"]["version_hash"] == pipe.steps["summaries"].version_hash()
 
 
-def test_failing_prompt_names_step_and_record_and_keeps_data(project, small_export):
+def test_failing_prompt_names_step_and_record_and_keeps_data(tmp_path, ran_project):
+    project = ran_project.copy(tmp_path / "proj")
     pipe = load(project)
-    pipe.run()
     before = counts(pipe)
     broken = PIPELINE_PY.replace('return "Summarize this conversation.', 'raise ValueError("boom")\n    return "')
     assert broken != PIPELINE_PY
-    write_project(project, small_export, broken)
+    write_project(project, ran_project.export, broken)
     pipe = load(project)
     with pytest.raises(StepError) as err:
         pipe.run()
@@ -136,9 +136,9 @@ pipeline.merge("unified", from_=["a", "b"])
     assert Counter(r.step for u in unified for r in u.sources()) == {"a": 12, "b": 12}
 
 
-def test_fold_failing_mid_sequence_keeps_stored_states(project, small_export):
+def test_fold_failing_mid_sequence_keeps_stored_states(tmp_path, ran_project):
+    project = ran_project.copy(tmp_path / "proj")
     pipe = load(project)
-    pipe.run()
     before = counts(pipe)
     body = PIPELINE_PY.replace(
         'pipeline.fold("world-model", from_="monthly", prompt=world_model_prompt)',
@@ -147,7 +147,7 @@ def test_fold_failing_mid_sequence_keeps_stored_states(project, small_export):
         '        raise RuntimeError("state too large")\n'
         '    return world_model_prompt(record, state)\n\n\n'
         'pipeline.fold("world-model", from_="monthly", prompt=picky)')
-    write_project(project, small_export, body)
+    write_project(project, ran_project.export, body)
     pipe = load(project)
     with pytest.raises(StepError, match=r"step 'world-model'.*RuntimeError: state too large"):
         pipe.run()

@@ -1,10 +1,13 @@
-"""`synthex eval locomo` end to end on a small fixture in the official format (the CLI in this process)."""
+"""`synthex eval locomo` end to end on a small fixture in the official format (the CLI in this process); then
+`--compare main,BRANCH` on the same project: both in one table, the branch computing only what it owns."""
 
 import json
 import sys
 from pathlib import Path
 
 from conftest import cli, locomo_conversation, write_json, write_project
+
+from synthex_resources.record_store import RECORDS, open_store
 
 
 def fixture():
@@ -48,3 +51,27 @@ def test_eval_locomo_compare_json_chart_and_report(tmp_path, small_export, monke
     assert Path(out["chart"]).stat().st_size > 10_000
     report = cli("eval", "report", "--project", project, check=False)
     assert report.returncode == 0 and "| raw-hybrid |" in report.stdout
+    compare_main_and_a_branch(project, data)  # the same project: main's workspaces are built already
+
+
+def compare_main_and_a_branch(project: Path, data: Path) -> None:
+    """`synthex eval locomo --compare main,BRANCH`: both in one table, the branch computing only what it owns
+    (was test_branch_eval, which built main's workspaces again on a project of its own)."""
+    from test_branches import make_branch
+
+    make_branch(project)
+    proc = cli("eval", "locomo", "--data", data, "--compare", "main,better-summaries", "--json", "--project", project,
+               check=False)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert [(r["architecture"], r["branch"]) for r in out["results"]] == [
+        ("main", "main"), ("better-summaries", "better-summaries")]
+    assert all(r["n_questions"] == 6 for r in out["results"]) and out["chart"].endswith(".png")
+    assert all(r["metrics"]["session"]["recall_any@10"] >= 0.8 for r in out["results"]), out["results"]
+    # One workspace per conversation holds both: the branch has rows only for the steps it overrides.
+    workspaces = sorted((project / ".synthex" / "evals" / "work" / "locomo" / "project").glob("conv-*"))
+    assert len(workspaces) == 2
+    store = open_store(str(workspaces[0] / ".synthex" / "lancedb"))
+    own = {r["step"] for r in store.tables.read(RECORDS, "branch = 'better-summaries'", ["step"])}
+    assert own == {"summaries", "monthly", "world-model"}
+    assert {r["step"] for r in store.tables.read(RECORDS, "branch = 'main'", ["step"])} >= {"chatgpt", "transcripts"}

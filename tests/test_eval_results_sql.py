@@ -1,6 +1,8 @@
 """Per-question eval results as the DuckDB table ``eval_results``: written by `synthex eval` (a plain DuckDB
 connection) and by the ``eval_locomo`` asset (dagster-duckdb's DuckDBResource), idempotent per eval run id,
-sliced with `synthex sql` by category, question, architecture and branch."""
+sliced with `synthex sql` by category, question, architecture and branch. Last, the ``eval_locomo`` asset's
+metadata and threshold check on the same project (was test_eval_assets: main's eval workspaces, built by the
+asset test above, are re-used instead of built again on a project of its own)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from dagster_duckdb import DuckDBResource
 from test_eval_cli import fixture
 
 from evals.architectures import resolve
-from evals.dagster_evals import eval_definitions
+from evals.dagster_evals import CHECK, eval_definitions
 from evals.locomo_eval import evaluate_locomo
 from evals.report import save_eval_results, write_eval_results
 from synthex.core.errors import BadInputError
@@ -163,3 +165,36 @@ def test_eval_asset_writes_through_its_duckdb_resource(evaluated, tmp_path):
     with resource.get_connection() as con:
         assert con.execute("select count(*), count(distinct mode) from eval_results").fetchone() == (6, 1)
         assert con.execute("select distinct mode from eval_results").fetchone() == ("bm25",)
+
+
+def run_eval(pipe, data, thresholds, search_mode="hybrid"):
+    defs = eval_definitions(pipe)
+    [eval_asset] = [a for a in defs.assets]
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("branch", ["main"])
+    return materialize([eval_asset], instance=instance, partition_key="main", raise_on_error=False,
+                       run_config={"ops": {"eval_locomo": {"config": {"data": str(data), "thresholds": thresholds,
+                                                                       "search_mode": search_mode}}}})
+
+
+def test_eval_asset_metadata_and_threshold_check(evaluated):
+    """The LoCoMo eval as a Dagster asset (partitioned by branch) with its threshold check."""
+    project, data, _ = evaluated
+    pipe = load(project)
+    result = run_eval(pipe, data, {"session/recall_any@10": 0.0})
+    assert result.success
+    [mat] = result.asset_materializations_for_node("eval_locomo")
+    assert mat.partition == "main"
+    assert {"turn/recall_any@10", "session/ndcg_any@10", "n_questions", "chart"} <= set(mat.metadata)
+    assert mat.metadata["chart"].value.startswith("![LoCoMo retrieval](data:image/png;base64,iVBORw0KGgo")  # a PNG
+    [check] = result.get_asset_check_evaluations()
+    assert check.check_name == CHECK and check.passed
+
+    failing = run_eval(pipe, data, {"turn/recall_all@10": 1.01})
+    [check] = failing.get_asset_check_evaluations()
+    assert not check.passed and "turn/recall_all@10" in check.metadata["failing"].value
+
+    # The same branch scored with another search recipe, from config (re-uses the ingested workspace).
+    conversational = run_eval(pipe, data, {"turn/recall_any@10": 0.5}, search_mode="conversational")
+    [mat] = conversational.asset_materializations_for_node("eval_locomo")
+    assert conversational.success and mat.metadata["turn/recall_any@10"].value >= 0.5

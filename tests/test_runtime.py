@@ -51,9 +51,9 @@ def failure_message(result) -> tuple[str, str]:
     return failure.step_key, failure.event_specific_data.error.message
 
 
-def test_a_synthex_run_is_one_dagster_run_of_the_pipeline_job(project):
-    pipe = load(project)
-    run = pipe.run()
+def test_a_synthex_run_is_one_dagster_run_of_the_pipeline_job(tmp_path, ran_project):
+    pipe = load(ran_project.root)  # read here; the job snapshot names the project's path, so not a copy
+    run = ran_project.run
     instance = pipe.app.instance
     [dagster_run] = instance.get_runs()
     assert dagster_run.run_id == run.id and run.dagster_run_ids == [run.id]
@@ -80,7 +80,8 @@ def test_a_synthex_run_is_one_dagster_run_of_the_pipeline_job(project):
         (s.replace("-", "_"), check) for s in STEPS for check in CHECKS}
     assert all(c.passed for c in checks)
     # A run with nothing to do launches nothing.
-    assert pipe.run().dagster_run_ids == [] and len(instance.get_runs()) == 1
+    again = load(ran_project.copy(tmp_path / "proj"))
+    assert again.run().dagster_run_ids == [] and len(again.app.instance.get_runs()) == 1
 
 
 def test_a_ui_launch_leaves_what_a_cli_run_leaves(tmp_path, small_export):
@@ -105,11 +106,10 @@ def test_a_ui_launch_leaves_what_a_cli_run_leaves(tmp_path, small_export):
     assert ui_run.id == result.run_id and ui_run.status == "completed" and ui_run.wall_s > 0
 
 
-def test_a_fold_refuses_to_run_ahead_of_a_stale_earlier_period(project, small_export):
-    pipe = load(project)
-    pipe.run()
+def test_a_fold_refuses_to_run_ahead_of_a_stale_earlier_period(tmp_path, ran_project):
+    project = ran_project.copy(tmp_path / "proj")  # after one run
     # A new summary prompt makes every period stale, the fold's chain included.
-    write_project(project, small_export, PIPELINE_PY.replace("Summarize this conversation.", "Summarize briefly:"))
+    write_project(project, ran_project.export, PIPELINE_PY.replace("Summarize this conversation.", "Summarize briefly:"))
     pipe = load(project)
     periods = pipe.plan().periods
     assert len(periods) >= 2
@@ -123,9 +123,9 @@ def test_a_fold_refuses_to_run_ahead_of_a_stale_earlier_period(project, small_ex
     assert pipe.plan().steps == []
 
 
-def test_run_wall_time_and_per_step_stats_are_recorded(project):
-    pipe = load(project)
-    run = pipe.run()
+def test_run_wall_time_and_per_step_stats_are_recorded(ran_project):
+    pipe = load(ran_project.root)  # read-only
+    run = ran_project.run
     assert run.wall_s > 0 and run.wall_s >= run.stats.duration * 0.5
     stored = pipe.runs()[0]
     assert stored.id == run.id and stored.wall_s == pytest.approx(run.wall_s, abs=1e-3)
@@ -145,10 +145,9 @@ def test_a_fold_refuses_a_gap_in_its_periods(tmp_path, small_export):
     assert pipe.run().status == "completed" and pipe.plan().steps == []  # the CLI run fills it in order
 
 
-def test_up_to_date_fails_when_a_step_is_materialized_over_stale_upstream(project, small_export):
-    pipe = load(project)
-    pipe.run()
-    write_project(project, small_export, PIPELINE_PY.replace("Summarize this conversation.", "Summarize briefly:"))
+def test_up_to_date_fails_when_a_step_is_materialized_over_stale_upstream(tmp_path, ran_project):
+    project = ran_project.copy(tmp_path / "proj")  # after one run
+    write_project(project, ran_project.export, PIPELINE_PY.replace("Summarize this conversation.", "Summarize briefly:"))
     pipe = load(project)
     result = launch_like_the_ui(pipe, pipe.plan().periods, steps=["monthly"])  # summaries are stale
     assert result.success
@@ -169,8 +168,8 @@ def test_an_undelivered_hook_fails_its_check_not_the_records(tmp_path, small_exp
     assert pipe.runs()[0].status == "failed"
 
 
-def test_a_run_with_nothing_to_do_loads_neither_dagster_nor_lancedb(project):
-    load(project).run()
+def test_a_run_with_nothing_to_do_loads_neither_dagster_nor_lancedb(tmp_path, ran_project):
+    project = ran_project.copy(tmp_path / "proj")  # after one run
     probe = (f"import sys; from synthex.core.project import load_pipeline; run = load_pipeline({str(project)!r}).run(); "
              "print(run.dagster_run_ids, 'dagster' in sys.modules, 'lancedb' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
@@ -190,13 +189,13 @@ def test_a_hook_url_must_be_http(tmp_path):
     pipe.output("ok", from_="notes", surface="projection", on_update="https://example.invalid/hook")
 
 
-def test_a_code_location_refuses_to_run_a_pipeline_py_that_changed_since_it_loaded(project):
+def test_a_code_location_refuses_to_run_a_pipeline_py_that_changed_since_it_loaded(tmp_path, ran_project):
     """After a promote (or any edit) from the CLI, a long-lived UI process must not run the old
     definition: it would take the new records for stale ones and delete them."""
     import os
 
+    project = ran_project.copy(tmp_path / "proj")  # after one run
     pipe = load(project)
-    pipe.run()
     path = project / "pipeline.py"
     os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000_000_000))
     result = launch_like_the_ui(pipe, pipe.plan(full=True).periods, steps=["chatgpt"])

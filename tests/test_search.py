@@ -2,22 +2,25 @@
 
 import json
 import random
-import subprocess
-import sys
 
 import pytest
-from conftest import env_without_openai, load, write_project
+from conftest import cli, load, write_project
 
 from synthex_resources import open_store
 from synthex_resources.search import BM25, HYBRID, SearchEngine
 from synthex_resources.search.tokenize import tokenize
 
 
+@pytest.fixture(scope="module")
+def ran_copy(tmp_path_factory, ran_project):
+    """The session's run project (PIPELINE_PY over the small export, run once), copied for this module."""
+    return ran_project.copy(tmp_path_factory.mktemp("search") / "proj")
+
+
 @pytest.fixture
-def built(project):
-    pipe = load(project)
-    pipe.run()
-    return pipe
+def built(ran_copy):
+    """The project after one run; the tests here only read it."""
+    return load(ran_copy)
 
 
 def test_tokenizer_is_regex_lowercase_no_stopwords_no_stemming():
@@ -137,9 +140,8 @@ def test_bm25_matches_the_reference_implementation_order(built):
 
 
 def test_cli_search_json(built):
-    proc = subprocess.run([sys.executable, "-m", "synthex.surfaces.cli", "search", "kyoto", "--step", "transcripts",
-                           "-k", "2", "--json", "--project", str(built.project_dir)],
-                          capture_output=True, text=True, env=env_without_openai(), timeout=120)
+    # What the command prints, in this process (the search command's process is test_search_registry's door).
+    proc = cli("search", "kyoto", "--step", "transcripts", "-k", "2", "--json", "--project", built.project_dir)
     assert proc.returncode == 0, proc.stderr
     hits = json.loads(proc.stdout)["hits"]
     assert len(hits) <= 2 and hits[0]["step"] == "transcripts"
