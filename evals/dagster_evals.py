@@ -97,15 +97,15 @@ def eval_asset(pipeline: PipelineDefinition, benchmark_cls: type[Benchmark], blo
         if eval_results_duckdb.database != ":memory:":
             Path(eval_results_duckdb.database).parent.mkdir(parents=True, exist_ok=True)
         with eval_results_duckdb.get_connection() as con:
-            n_rows = write_eval_results(con, context.run_id, [result])
-        [result] = strip_questions([result], context.run_id)
+            n_rows = write_eval_results(con, context.run.run_id, [result])
+        [result] = strip_questions([result], context.run.run_id)
         flat = {f"{level}/{metric}": value for level in ("turn", "session")
                 for metric, value in result["metrics"][level].items()}
         failing = {m: (flat.get(m), t) for m, t in config.thresholds.items() if flat.get(m, 0.0) < t}
         png = chart([result], pipeline.data_dir / "evals" / f"{name}-{branch}.png")
         metadata = {k: float(v) for k, v in flat.items() if k.split("/")[1] in
                     ("recall_any@5", "recall_any@10", "recall_all@5", "recall_all@10", "ndcg_any@10", "mrr")}
-        metadata |= {"eval_run_id": context.run_id, "question_rows": n_rows,
+        metadata |= {"eval_run_id": context.run.run_id, "question_rows": n_rows,
                      "eval_results": MetadataValue.path(eval_results_duckdb.database),
                      "n_questions": result["n_questions"], "wall_s": result["wall_s"],
                      "table": MetadataValue.md(table([result], "turn")),

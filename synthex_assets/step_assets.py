@@ -79,12 +79,12 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefiniti
     def _step_asset(context: AssetExecutionContext, store: ResourceParam[RecordStore],
                     llm: ResourceParam[LLMConfig], progress: ResourceParam[ProgressReporter]) -> MaterializeResult:
         partitions = [split_partition_key(k) for k in context.partition_keys]
-        executor = StepExecutor(pipeline, step, store, llm, progress, run_id=context.run_id,
+        executor = StepExecutor(pipeline, step, store, llm, progress, run_id=context.run.run_id,
                                 full=context.run.tags.get(FULL_TAG) == "1")
         try:
             # A source step's deletions: judged here unless the launching door did (synthex.core.deletions).
             enforce_for_step(pipeline, store, step.name, sorted({b for b, _ in partitions}),
-                             consent_from_tags(context.run.tags, context.run_id))
+                             consent_from_tags(context.run.tags, context.run.run_id))
             result = executor.run(partitions)
         except SynthexError as exc:
             # One line for the user: the step, the partition, the problem (the traceback stays in the log).
