@@ -132,28 +132,10 @@ def _architectures(compare: str | None, project: str) -> tuple[list, Path]:
 
 def _finish(results: list[dict], eval_dir: Path, compare: str | None, as_json: bool, run_id: str | None) -> None:
     """Per-question rows to the eval_results DuckDB table, the means to a JSON file, then the output."""
-    import time
+    from evals.report import category_table, chart, record_results, table
 
-    from evals.report import (
-        category_table,
-        chart,
-        default_eval_run_id,
-        save,
-        save_eval_results,
-        strip_questions,
-        table,
-    )
-    from synthex_resources.sql import EVAL_RESULTS_FILE
-
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    eval_run_id = run_id or default_eval_run_id(results, stamp)
-    database = eval_dir / EVAL_RESULTS_FILE
-    with_questions = [dict(r) for r in results]  # the per-question rows go to DuckDB, not to the JSON file
-    saved = save(strip_questions(results, eval_run_id), eval_dir, stamp)
-    try:
-        n_rows = save_eval_results(with_questions, database, eval_run_id)
-    except SynthexError as exc:
-        raise SynthexError(f"{exc}; the means are saved in {saved}") from None
+    recorded = record_results(results, eval_dir, run_id)
+    saved, database, eval_run_id, n_rows = recorded.means_file, recorded.database, recorded.eval_run_id, recorded.n_rows
     png = chart(results, saved.with_suffix(".png")) if len(results) > 1 or compare else None
     quoted = eval_run_id.replace("'", "''")
     if as_json:

@@ -33,6 +33,13 @@ def register_benchmarks(registry: Registry[type[Benchmark]]) -> None:
     registry.register(LongMemEval.name, LongMemEval)
 
 
+def register_evaluators(registry: Registry) -> None:
+    """``pipeline.eval(<benchmark>, data=...)``: one evaluator per registered benchmark (``evals.pipeline_eval``)."""
+    from evals.pipeline_eval import register
+
+    register(registry)
+
+
 def definitions(pipeline: PipelineDefinition) -> Definitions | None:
     try:
         import matplotlib  # noqa: F401 - the eval charts need it: part of the `dev` extra

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -121,6 +122,34 @@ def save_eval_results(results: list[dict[str, Any]], path: Path, eval_run_id: st
         return write_eval_results(con, eval_run_id, results)
     finally:
         con.close()
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    """Where one eval run's results were written (``record_results``)."""
+
+    eval_run_id: str
+    means_file: Path  # the JSON file of the means (``save``)
+    database: Path  # the eval_results DuckDB file
+    n_rows: int  # per-question rows written
+
+
+def record_results(results: list[dict[str, Any]], eval_dir: Path, run_id: str | None = None) -> RecordedRun:
+    """Every door's writer (``synthex eval`` and ``pipeline.eval``): the means to a JSON file, one row per
+    question to the ``eval_results`` table. ``results`` lose their ``questions`` (they are in DuckDB) and
+    gain their ``eval_run_id``: copy them first to keep the rows."""
+    from synthex_resources.sql import EVAL_RESULTS_FILE
+
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    eval_run_id = run_id or default_eval_run_id(results, stamp)
+    database = eval_dir / EVAL_RESULTS_FILE
+    with_questions = [dict(r) for r in results]  # the per-question rows go to DuckDB, not to the JSON file
+    saved = save(strip_questions(results, eval_run_id), eval_dir, stamp)
+    try:
+        n_rows = save_eval_results(with_questions, database, eval_run_id)
+    except SynthexError as exc:
+        raise SynthexError(f"{exc}; the means are saved in {saved}") from None
+    return RecordedRun(eval_run_id, saved, database, n_rows)
 
 
 def default_eval_run_id(results: list[dict[str, Any]], stamp: str) -> str:

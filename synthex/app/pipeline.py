@@ -6,6 +6,7 @@ that defines a pipeline and calls ``run()`` then ``search()`` reuses one store a
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from synthex.app.facade import ProjectApp
@@ -102,6 +103,16 @@ class Pipeline(PipelineDefinition):
 
     def deliver_hooks(self, branches: list[str] | None = None) -> Any:
         return self.app.deliver_hooks(branches)
+
+    # -- the experiment loop (design doc §4.5, §8.4) ---------------------------------------------------
+    def eval(self, benchmark: str, data: str | Path, **options: Any) -> Any:
+        """Score this pipeline as defined in this process (main, or this branch with its overrides) on a
+        registered benchmark: ``pipeline.eval("locomo", data="locomo10.json")``. The benchmark's runner comes
+        from a plugin (``synthex.core.evaluators``; the evals plugin's returns an ``EvalResult``); ``options``
+        are its own (``k``, ``limit``, ``run_id``, ...). An unknown name is one line naming the known ones."""
+        from synthex.core.evaluators import get_evaluator
+
+        return get_evaluator(benchmark)(self, data, **options)
 
     # -- branches (design doc §4.5) -------------------------------------------------------------------
     def diff(self) -> Any:
