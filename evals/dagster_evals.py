@@ -1,12 +1,19 @@
-"""Eval assets: each registered benchmark with a default data file (``Benchmark.default_data``; LoCoMo's
-dev split) scores the project's pipeline as a Dagster asset ``eval_<benchmark>`` partitioned by branch.
+"""Eval assets, opt-in: each benchmark the project declares in ``pipeline.py``
+(``pipeline.eval_asset("locomo", data="data/locomo10.json", schedule="0 3 * * *", thresholds={...})``, or
+``synthex init --with-evals``) scores the project's pipeline as a Dagster asset ``eval_<benchmark>``
+partitioned by branch (the ``branch`` dynamic partitions the step assets use). A project that declares
+none gets no eval asset, job or schedule.
 
-Metrics go to the materialization metadata (the UI plots them across materializations); an asset
-check compares them with thresholds from run config and can block downstream materializations.
+The data file is the declaration's, relative to the project folder (run config ``data`` may point
+elsewhere); a missing file fails the materialization with one line naming it. Metrics go to the
+materialization metadata (the UI plots them across materializations); an asset check compares them with
+the declaration's thresholds (run config may replace them) and fails, in one line naming each metric,
+its value and its threshold, when one is below; it can block downstream materializations.
 The per-question rows go to the project's ``eval_results`` DuckDB table through dagster-duckdb's
 ``DuckDBResource`` (key ``eval_results_duckdb``, bound to each asset so that the plugin's Definitions
 carry it and an asset materializes on its own; the eval run id is the Dagster run id).
-A schedule (off by default) re-runs the evals nightly on ``main``.
+Each declaration has a job ``eval_<benchmark>_job``; one with ``schedule`` also has a schedule
+``eval_<benchmark>_schedule`` that runs it on ``main`` (running by default: the project asked for it).
 """
 
 
@@ -25,6 +32,7 @@ from dagster import (
     Config,
     DefaultScheduleStatus,
     Definitions,
+    Failure,
     MaterializeResult,
     MetadataValue,
     MultiToSingleDimensionPartitionMapping,
@@ -38,7 +46,8 @@ from dagster_duckdb import DuckDBResource
 from evals.architectures import project_architecture
 from evals.benchmarks import Benchmark, benchmark_registry, evaluate
 from evals.report import chart, strip_questions, table, write_eval_results
-from synthex.core.definition import PipelineDefinition
+from synthex.core.definition import EvalDeclaration, PipelineDefinition, eval_metric_name
+from synthex.core.errors import PipelineDefinitionError
 from synthex_assets.naming import asset_name
 from synthex_assets.partitions import BRANCHES
 from synthex_resources.sql import eval_results_path
@@ -49,13 +58,26 @@ log = logging.getLogger(__name__)
 
 
 class EvalConfig(Config):
-    data: str | None = None  # None: the benchmark's default data file
+    data: str | None = None  # None: the declaration's data file (relative to the project folder)
     limit: int | None = None
     k: int = 10
     search_mode: str = "hybrid"  # a search strategy of the registry (`synthex search --help` lists them)
     options: dict[str, str] = {}  # the benchmark's own options (LongMemEval: {"protocol": "any"})
-    # metric name ("turn/recall_any@10", "session/ndcg_any@10", ...) -> minimum value
-    thresholds: dict[str, float] = {"turn/recall_any@10": 0.5}
+    # metric name ("turn/recall_any@10", "session/ndcg_any@10", ...) -> minimum value; None: the declaration's
+    thresholds: dict[str, float] | None = None
+
+
+def failing_thresholds(metrics: dict[str, float], thresholds: dict[str, float]) -> dict[str, tuple[float | None, float]]:
+    """metric -> (value, threshold) for each metric below its threshold (a metric not reported fails)."""
+    return {m: (metrics.get(m), t) for m, t in thresholds.items() if metrics.get(m, float("-inf")) < t}
+
+
+def check_description(failing: dict[str, tuple[float | None, float]], thresholds: dict[str, float]) -> str:
+    """One line: every failing metric with its value and threshold, or what passed."""
+    if not failing:
+        return f"all {len(thresholds)} thresholds met" if thresholds else "no thresholds configured"
+    return "; ".join(f"{m} = {'not reported' if v is None else f'{v:.4f}'} < threshold {t:g}"
+                     for m, (v, t) in failing.items())
 
 
 def chart_markdown(png: Path, title: str) -> str:
@@ -63,9 +85,11 @@ def chart_markdown(png: Path, title: str) -> str:
     return f"![{title} retrieval](data:image/png;base64,{base64.b64encode(png.read_bytes()).decode('ascii')})"
 
 
-def eval_asset(pipeline: PipelineDefinition, benchmark_cls: type[Benchmark], blocking: bool, results_db: DuckDBResource):
+def eval_asset(pipeline: PipelineDefinition, benchmark_cls: type[Benchmark], declaration: EvalDeclaration,
+               blocking: bool, results_db: DuckDBResource):
     """``eval_<benchmark>``: the benchmark scoring the pipeline's search steps on the partition's branch."""
-    name = f"eval_{benchmark_cls.name}"
+    name = eval_asset_name(benchmark_cls.name)
+    declared_data = declaration.data_path(pipeline.project_dir)
     # Lineage: the eval searches the pipeline's search steps on the same branch.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BetaWarning)  # a stable mapping in practice; "beta" in Dagster 1.13
@@ -78,9 +102,11 @@ def eval_asset(pipeline: PipelineDefinition, benchmark_cls: type[Benchmark], blo
             group_name="evals",
             kinds={"python"},
             description=f"{benchmark_cls.title} retrieval of pipeline `{pipeline.name}` on a branch "
-                        "(turn and session level).",
+                        f"(turn and session level), over `{declaration.data}` in the project.",
             check_specs=[AssetCheckSpec(CHECK, asset=name, blocking=blocking,
-                                        description="Every configured metric is at or above its threshold.")],
+                                        description="Every configured metric is at or above its threshold: "
+                                                    + ", ".join(f"{m} >= {t:g}" for m, t in
+                                                                declaration.thresholds.items()))],
             resource_defs={EVAL_RESULTS_RESOURCE: results_db},
         )
 
@@ -89,7 +115,13 @@ def eval_asset(pipeline: PipelineDefinition, benchmark_cls: type[Benchmark], blo
                        eval_results_duckdb: DuckDBResource) -> MaterializeResult:
         branch = context.partition_key
         benchmark = benchmark_cls(**config.options)
-        data = Path(config.data) if config.data else benchmark.default_data()
+        data = (pipeline.project_dir / Path(config.data).expanduser()).resolve() if config.data else declared_data
+        if not data.is_file():  # one line in the UI, before anything is ingested
+            raise Failure(description=f"{name}: data file {data} does not exist (pipeline.eval_asset"
+                                      f"({benchmark_cls.name!r}, data={declaration.data!r}) in "
+                                      f"{pipeline.project_dir / 'pipeline.py'})", allow_retries=False)
+        thresholds = declaration.thresholds if config.thresholds is None else {
+            eval_metric_name(m, f"{name} run config"): float(t) for m, t in config.thresholds.items()}
         work = pipeline.data_dir / "evals" / "work" / benchmark.name
         arch = project_architecture(pipeline.project_dir, branch)
         arch.mode = config.search_mode
@@ -101,7 +133,7 @@ def eval_asset(pipeline: PipelineDefinition, benchmark_cls: type[Benchmark], blo
         [result] = strip_questions([result], context.run.run_id)
         flat = {f"{level}/{metric}": value for level in ("turn", "session")
                 for metric, value in result["metrics"][level].items()}
-        failing = {m: (flat.get(m), t) for m, t in config.thresholds.items() if flat.get(m, 0.0) < t}
+        failing = failing_thresholds(flat, thresholds)
         png = chart([result], pipeline.data_dir / "evals" / f"{name}-{branch}.png")
         metadata = {k: float(v) for k, v in flat.items() if k.split("/")[1] in
                     ("recall_any@5", "recall_any@10", "recall_all@5", "recall_all@10", "ndcg_any@10", "mrr")}
@@ -115,31 +147,57 @@ def eval_asset(pipeline: PipelineDefinition, benchmark_cls: type[Benchmark], blo
             metadata=metadata,
             check_results=[AssetCheckResult(
                 check_name=CHECK, passed=not failing, severity=AssetCheckSeverity.ERROR,
+                description=check_description(failing, thresholds),
                 metadata={"failing": MetadataValue.json({m: {"value": v, "threshold": t} for m, (v, t) in failing.items()}),
-                          "thresholds": MetadataValue.json(config.thresholds)})],
+                          "thresholds": MetadataValue.json(thresholds)})],
         )
 
     return eval_benchmark
 
 
+def eval_asset_name(benchmark: str) -> str:
+    return f"eval_{benchmark}"
+
+
 def eval_definitions(pipeline: PipelineDefinition, blocking: bool = False,
                      eval_results: DuckDBResource | None = None) -> Definitions:
-    """One eval asset per registered benchmark that has default data, a nightly job over them and its schedule.
-    ``eval_results``: where the per-question rows go (default: the project's
-    ``.synthex/evals/eval_results.duckdb``, the file ``synthex sql`` reads)."""
+    """The eval assets the pipeline declares (``pipeline.evals``; none: empty Definitions), one job each and,
+    where the declaration has ``schedule``, its schedule. ``eval_results``: where the per-question rows go
+    (default: the project's ``.synthex/evals/eval_results.duckdb``, the file ``synthex sql`` reads).
+    An undeclared benchmark name raises one line listing the registered ones."""
+    if not pipeline.evals:
+        return Definitions()
     results_db = eval_results or DuckDBResource(database=str(eval_results_path(pipeline.data_dir)))
     registry = benchmark_registry()
     for failure in registry.failures:  # reported in the code server's log, never skipped in silence
         log.warning("%s", failure)
-    assets = [eval_asset(pipeline, cls, blocking, results_db) for _, cls in registry.items()
-              if cls.default_data() is not None]
-    if not assets:
-        return Definitions()
-    job = define_asset_job("nightly_evals", selection=assets, partitions_def=BRANCHES)
+    known = dict(registry.items())
+    assets, jobs, schedules = [], [], []
+    for benchmark, declaration in pipeline.evals.items():
+        if benchmark not in known:
+            raise PipelineDefinitionError(f"pipeline.eval_asset({benchmark!r}): unknown benchmark; registered: "
+                                          f"{', '.join(sorted(known)) or 'none'}")
+        asset_def = eval_asset(pipeline, known[benchmark], declaration, blocking or declaration.blocking, results_db)
+        job = define_asset_job(
+            f"{eval_asset_name(benchmark)}_job", selection=[asset_def], partitions_def=BRANCHES,
+            description=f"Score pipeline `{pipeline.name}` on {known[benchmark].title} ({declaration.data}) on the "
+                        f"chosen branch partition; metrics in the asset's metadata, threshold check "
+                        f"`{CHECK}`, per-question rows in the eval_results table.")
+        assets.append(asset_def)
+        jobs.append(job)
+        if declaration.schedule:
+            schedules.append(eval_schedule(job, benchmark, declaration.schedule))
+    return Definitions(assets=assets, jobs=jobs, schedules=schedules)
 
-    @schedule(job=job, cron_schedule="0 3 * * *", default_status=DefaultScheduleStatus.STOPPED)
-    def nightly_eval_schedule(context):
-        """Re-run the evals on main every night (turn it on in the UI)."""
+
+def eval_schedule(job, benchmark: str, cron: str):
+    """``eval_<benchmark>_schedule``: the eval job on ``main`` at ``cron`` (declared in pipeline.py, so on)."""
+
+    @schedule(name=f"{eval_asset_name(benchmark)}_schedule", job=job, cron_schedule=cron,
+              default_status=DefaultScheduleStatus.RUNNING,
+              description=f"Runs {job.name} on branch main at `{cron}` (pipeline.eval_asset({benchmark!r}, "
+                          f"schedule=...) in pipeline.py); stop it in the UI.")
+    def eval_on_main(context):
         return RunRequest(partition_key="main")
 
-    return Definitions(assets=assets, jobs=[job], schedules=[nightly_eval_schedule])
+    return eval_on_main

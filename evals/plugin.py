@@ -41,10 +41,13 @@ def register_evaluators(registry: Registry) -> None:
 
 
 def definitions(pipeline: PipelineDefinition) -> Definitions | None:
+    """The eval assets, jobs and schedules the project declares (``pipeline.eval_asset``); none: nothing."""
+    if not pipeline.evals:  # opt-in: a project that asks for no eval gets no eval definitions
+        return None
     try:
         import matplotlib  # noqa: F401 - the eval charts need it: part of the `dev` extra
-    except ImportError:
-        return None
+    except ImportError as exc:  # asked for but not installable here: reported by the code location
+        raise ImportError("the eval assets need matplotlib (pip install 'synthex[dev]')") from exc
     from evals.dagster_evals import eval_definitions
 
     return eval_definitions(pipeline)

@@ -132,6 +132,7 @@ def test_eval_results_are_read_only_from_sql(evaluated):
 def test_eval_asset_writes_through_its_duckdb_resource(evaluated, tmp_path):
     project, data, _ = evaluated
     pipe = load(project)
+    pipe.eval_asset("locomo", data=str(data))  # opt-in (test_evalui.py: what pipeline.py declares)
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("branch", ["main"])
     config = {"ops": {"eval_locomo": {"config": {"data": str(data), "thresholds": {}}}}}
@@ -168,6 +169,8 @@ def test_eval_asset_writes_through_its_duckdb_resource(evaluated, tmp_path):
 
 
 def run_eval(pipe, data, thresholds, search_mode="hybrid"):
+    if "locomo" not in pipe.evals:
+        pipe.eval_asset("locomo", data=str(data))
     defs = eval_definitions(pipe)
     [eval_asset] = [a for a in defs.assets]
     instance = DagsterInstance.ephemeral()

@@ -60,6 +60,45 @@ class Plan:
                 "per_step": self.per_step, "partitions": self.partitions, "periods": self.periods}
 
 
+EVAL_LEVELS = ("turn", "session")
+DEFAULT_EVAL_THRESHOLDS = {"turn/recall_any@10": 0.5}
+
+
+@dataclass(frozen=True)
+class EvalDeclaration:
+    """``pipeline.eval_asset(...)``: a benchmark this project scores in the Dagster UI (an ``eval_<benchmark>``
+    asset per branch, its job and, with ``schedule``, a schedule on main). Plain data: the evals plugin
+    builds the assets; core never imports it."""
+
+    benchmark: str
+    data: str  # as written; relative paths are relative to the project folder
+    schedule: str | None = None  # a cron expression; None: no schedule
+    thresholds: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_EVAL_THRESHOLDS))
+    blocking: bool = False  # a failing threshold check blocks downstream materializations
+
+    def data_path(self, project_dir: Path) -> Path:
+        """The data file, taken from the project (never from where the evals package is installed)."""
+        path = Path(self.data).expanduser()
+        return path if path.is_absolute() else (project_dir / path).resolve()
+
+    def to_toml_dict(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {"benchmark": self.benchmark, "data": self.data, "thresholds": dict(self.thresholds)}
+        if self.schedule:
+            entry["schedule"] = self.schedule
+        if self.blocking:
+            entry["blocking"] = True
+        return entry
+
+
+def eval_metric_name(metric: str, where: str) -> str:
+    """``turn/recall_all@10`` (the eval asset's metadata keys); ``turn.recall_all@10`` is read the same."""
+    level, sep, name = metric.partition("/") if "/" in metric else metric.partition(".")
+    if not sep or level not in EVAL_LEVELS or not name:
+        raise PipelineDefinitionError(f"{where}: threshold metric {metric!r}: expected '<level>/<metric>' with level "
+                                      f"one of {', '.join(EVAL_LEVELS)} (e.g. 'turn/recall_any@10')")
+    return f"{level}/{name}"
+
+
 def _as_list(value: str | list[str] | tuple[str, ...]) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
@@ -90,6 +129,8 @@ class PipelineDefinition:
         self.project_dir = Path(project_dir).resolve() if project_dir else Path.cwd()
         self._store_uri = store_uri
         self.outputs: dict[str, Output] = {}
+        # Benchmarks scored in the Dagster UI (opt-in: no declaration, no eval assets, jobs or schedules).
+        self.evals: dict[str, EvalDeclaration] = {}
         # Branching (docs/architecture.md, "Branches"): a branch is a copy of its parent's definition
         # that may override steps; steps it leaves as they are read the parent's records.
         self.branch_name = MAIN
@@ -183,7 +224,7 @@ class PipelineDefinition:
         if name == MAIN:
             raise PipelineDefinitionError("'main' is the trunk, not a branch name")
         child = copy.copy(self)
-        child.steps, child.outputs = dict(self.steps), dict(self.outputs)
+        child.steps, child.outputs, child.evals = dict(self.steps), dict(self.outputs), dict(self.evals)
         child.branch_name, child.parent, child._overriding = name, self, False
         child.applied_branches = list(self.applied_branches)
         return child
@@ -360,6 +401,31 @@ class PipelineDefinition:
         self.outputs[name] = out
         return out
 
+    def eval_asset(self, benchmark: str, data: str | Path, schedule: str | None = None,
+                   thresholds: dict[str, float] | None = None, blocking: bool = False) -> EvalDeclaration:
+        """Score this pipeline on ``benchmark`` in the Dagster UI: an ``eval_<benchmark>`` asset partitioned by
+        branch over ``data`` (relative to the project folder), a job, and with ``schedule`` (cron) a
+        schedule on main; ``thresholds`` (metric -> minimum, e.g. ``{"turn/recall_all@10": 0.7}``; default
+        turn recall_any@10 >= 0.5) become an asset check that fails below them."""
+        where = f"pipeline {self.name!r}: eval_asset({benchmark!r})"
+        if not isinstance(benchmark, str) or not benchmark.strip() or not benchmark.replace("_", "").replace("-", "").isalnum():
+            raise PipelineDefinitionError(f"{where}: the benchmark is a registered name such as 'locomo'")
+        if benchmark in self.evals:
+            raise PipelineDefinitionError(f"{where}: already declared; one eval_asset per benchmark")
+        if not isinstance(data, (str, Path)) or not str(data).strip():
+            raise PipelineDefinitionError(f"{where}: data= names the benchmark's data file (relative to the project)")
+        if schedule is not None and (not isinstance(schedule, str) or len(schedule.split()) not in (5, 6)):
+            raise PipelineDefinitionError(f"{where}: schedule={schedule!r}: expected a cron expression such as "
+                                          f"'0 3 * * *'")
+        checked: dict[str, float] = {}
+        for metric, minimum in (DEFAULT_EVAL_THRESHOLDS if thresholds is None else thresholds).items():
+            if isinstance(minimum, bool) or not isinstance(minimum, (int, float)):
+                raise PipelineDefinitionError(f"{where}: threshold {metric!r}={minimum!r}: expected a number")
+            checked[eval_metric_name(str(metric), where)] = float(minimum)
+        declaration = EvalDeclaration(benchmark, str(data), schedule, checked, bool(blocking))
+        self.evals[benchmark] = declaration
+        return declaration
+
     # -- graph ----------------------------------------------------------------------------------
     def order(self) -> list[str]:
         """Steps in dependency order (definition order is already topological: from_ must exist)."""
@@ -429,8 +495,10 @@ class PipelineDefinition:
             head["lexical_stem"] = True
         if self.limits.to_dict():
             head["limits"] = self.limits.to_dict()
-        return {"pipeline": head,
-                "steps": steps, "outputs": outputs}
+        out: dict[str, Any] = {"pipeline": head, "steps": steps, "outputs": outputs}
+        if self.evals:
+            out["evals"] = [e.to_toml_dict() for e in self.evals.values()]
+        return out
 
     def to_toml(self, path: str | Path | None = None) -> str:
         import tomli_w
@@ -466,6 +534,13 @@ class PipelineDefinition:
         for out in data.get("outputs", []):
             pipe.output(out["name"], from_=out["from"], surface=out.get("surface", "search"),
                         on_update=out.get("on_update"))
+        for entry in data.get("evals", []):
+            unknown = set(entry) - {"benchmark", "data", "schedule", "thresholds", "blocking"}
+            if unknown or "benchmark" not in entry or "data" not in entry:
+                raise PipelineDefinitionError(f"{p}: [[evals]] needs benchmark and data (and may have schedule, "
+                                              f"thresholds, blocking); unknown: {', '.join(sorted(unknown)) or 'none'}")
+            pipe.eval_asset(entry["benchmark"], data=entry["data"], schedule=entry.get("schedule"),
+                            thresholds=entry.get("thresholds"), blocking=bool(entry.get("blocking", False)))
         return pipe
 
 

@@ -141,10 +141,18 @@ def write_example_table(root: Path) -> Path:
     return path
 
 
+EVALS_LINE = """
+# The LoCoMo eval in the Dagster UI (`synthex ui`): asset eval_locomo per branch, job eval_locomo_job and a
+# nightly schedule on main; put the benchmark's locomo10.json at data/locomo10.json (relative to this folder).
+pipeline.eval_asset("locomo", data="data/locomo10.json", schedule="0 3 * * *",
+                    thresholds={"turn/recall_any@10": 0.5})
+"""
+
+
 def init_project(target: str | Path, name: str, sources: list[str], agent: str = "",
-                 template: str = DEFAULT_TEMPLATE) -> Path:
+                 template: str = DEFAULT_TEMPLATE, with_evals: bool = False) -> Path:
     """Write ``pipeline.py`` from ``template`` over ``sources`` (the structured template: over the
-    example table it writes, and no sources)."""
+    example table it writes, and no sources); ``with_evals`` adds the LoCoMo eval declaration."""
     from synthex.core.importers import detect_format
 
     if not str(name).strip() or not str(target).strip():
@@ -171,6 +179,8 @@ def init_project(target: str | Path, name: str, sources: list[str], agent: str =
         step = base if base not in [c[0] for c in chosen] else f"{base}{i + 1}"
         chosen.append((step, str(src_path), fmt))
     text = render_template(name, chosen, agent=agent, template=template)
+    if with_evals:
+        text = text.rstrip("\n") + "\n" + EVALS_LINE
     if path.exists():
         if path.read_text(encoding="utf-8") == text:
             return path  # the same init again: nothing to do

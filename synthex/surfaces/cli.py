@@ -136,14 +136,18 @@ def main() -> None:
                    "conversational: chat turns in context, no model. enriched: transcripts with the dates and "
                    "names they mention. structured: a DuckDB/SQLite table (writes data/example.sqlite).")
 @click.option("--dir", "target", default=None, help="Folder to create (default: NAME).")
-def init(name: str, sources: tuple[str, ...], demo: bool, template: str, target: str | None) -> None:
+@click.option("--with-evals", is_flag=True,
+              help="Add the LoCoMo eval to the Dagster UI: asset eval_locomo per branch over data/locomo10.json, "
+                   "job eval_locomo_job, schedule eval_locomo_schedule (03:00 on main).")
+def init(name: str, sources: tuple[str, ...], demo: bool, template: str, target: str | None,
+         with_evals: bool) -> None:
     """Create a project from a template (default: source -> transcripts -> summaries -> monthly -> world-model)."""
     from synthex.core.project import DEMO_EXPORT, init_project
 
     chosen = list(sources) + ([str(DEMO_EXPORT)] if demo and template != "structured" else [])
     if not chosen and template != "structured":
         raise click.UsageError("give --from FILE (repeatable) or --demo")
-    path = init_project(target or name, Path(name).name, chosen, template=template)
+    path = init_project(target or name, Path(name).name, chosen, template=template, with_evals=with_evals)
     workspace = path.parent / "workspace.yaml"
     if not workspace.exists():  # `dagster dev` in the project shows the location `synthex ui` shows
         from synthex.surfaces.ui_launch import workspace_yaml
