@@ -16,6 +16,7 @@ through its sources and queried through its search.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,11 +43,13 @@ class Architecture:
     def work_key(self) -> str:
         return self.workspace or self.name
 
-    def ingest(self, root: Path, filename: str, payload: str, fmt: str, embedder: Embedder | None = None) -> Pipeline:
+    def ingest(self, root: Path, filename: str, payload: str, fmt: str, embedder: Embedder | None = None,
+               run_times: list[float] | None = None) -> Pipeline:
         """Feed ``payload`` (benchmark JSON) through this architecture's pipeline in workspace ``root``.
 
         The file is rewritten only when its content changed, so a re-run is incremental like any run.
-        The caller closes the returned pipeline when done with it (``pipe.close()``).
+        The caller closes the returned pipeline when done with it (``pipe.close()``). ``run_times``: the
+        seconds of each run are appended to it (opening the store is not counted).
         """
         root.mkdir(parents=True, exist_ok=True)
         data = root / filename
@@ -54,9 +57,11 @@ class Architecture:
             data.write_text(payload)
         pipe = self.build(data, root, fmt)
         pipe.open(embedder=embedder)
-        if self.branch != MAIN:
-            pipe.run(branch=MAIN)  # a branch reads the steps it does not override through main
-        pipe.run(branch=self.branch)
+        for branch in ([MAIN] if self.branch != MAIN else []) + [self.branch]:  # a branch reads the steps
+            started = time.perf_counter()                                      # it does not override via main
+            pipe.run(branch=branch)
+            if run_times is not None:
+                run_times.append(time.perf_counter() - started)
         return pipe
 
 

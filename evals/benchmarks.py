@@ -19,6 +19,7 @@ plugin adds its own. ``synthex eval <name>`` and the Dagster eval assets are bui
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -91,6 +92,10 @@ class Benchmark(ABC, Generic[C]):
     category_level: ClassVar[Literal["turn", "session"]] = "turn"  # the level ``by_category`` averages
     turn_id_field: ClassVar[str] = "chat.message_id"  # the record metadata holding a turn's id
     progress_every: ClassVar[int] = 1  # log after every N conversations
+    # The scorecard (``evals.scorecard``): the question categories of temporal accuracy, and those whose
+    # ``score`` gives freshness figures (``fresh@k`` in ``QuestionScore.extra``); empty: not measurable here.
+    temporal_categories: ClassVar[tuple[str, ...]] = ()
+    knowledge_update_categories: ClassVar[tuple[str, ...]] = ()
 
     @property
     def result_name(self) -> str:
@@ -181,6 +186,7 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
     workspace, each question searched there, its ranked turns scored. ``qa``: also answer from the top
     ``qa_context`` hits and judge (a real LLM only; refused before any work)."""
     from evals.architectures import ranked_leaf_keys
+    from evals.scorecard import ProvenanceCheck, ScorecardCollector, source_steps_of
     from evals.shared_embedder import MemoEmbedder
 
     if qa:
@@ -200,18 +206,27 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
         scores: list[QuestionScore] = []
         qa_items = []
         pipeline_name = arch.name
+        card = ScorecardCollector(benchmark, k)
         for index, conversation in enumerate(conversations, start=1):
             source = benchmark.ingest(conversation)
             root = work_dir / benchmark.work_subdir / arch.work_key / path_segment(source.key)
-            pipe = arch.ingest(root, source.filename, source.payload, source.source_format, embedder)
+            fresh = index == 1 and not (root / ".synthex").exists()  # its first run is timed (the scorecard)
+            run_times: list[float] = []
+            pipe = arch.ingest(root, source.filename, source.payload, source.source_format, embedder,
+                               run_times=run_times)
+            if index == 1:
+                time_rerun(card, pipe, arch, fresh, sum(run_times))
+            provenance = ProvenanceCheck(source_steps_of(pipe))
             pipeline_name = pipe.name
             questions = benchmark.questions(conversation)
             for question in questions:
                 hits = pipe.search(question.text, step=arch.steps, k=k, mode=arch.mode, branch=arch.branch,
                                    as_of=question.as_of)
+                card.check_provenance(provenance, hits)
                 turns = ranked_leaf_keys(hits, question.text, lambda r: r.meta(benchmark.turn_id_field), k)
                 scored = benchmark.score(question, turns, conversation)
                 scores.append(scored)
+                card.record(question, scored)
                 tally.record(scored, question.gold_turns, question.gold_sessions, question.category,
                              question_id=question.question_id, question=question.text)
                 if qa and question.answer is not None:
@@ -229,5 +244,22 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
             head["qa"] = qa_accuracy(qa_items) if qa else None
         head |= {"benchmark": benchmark.result_name, "pipeline": pipeline_name, "architecture": arch.name,
                  "branch": arch.branch, "mode": arch.mode}
-        results.append(tally.result(**head, **benchmark.result_fields(data, conversations, scores)))
+        results.append(tally.result(**head, **benchmark.result_fields(data, conversations, scores),
+                                    scorecard=card.scorecard().to_dict()))
     return results
+
+
+def time_rerun(card: Any, pipe: Any, arch: Architecture, fresh: bool, first_run_s: float) -> None:
+    """The scorecard's incremental speedup: when the first conversation's workspace was fresh, its pipeline
+    is run once more with nothing changed and both run times go to ``card`` (``ScorecardCollector``)."""
+    from synthex.core.naming import MAIN
+
+    if not fresh:
+        card.speedup_reason = ("the workspaces were ingested by an earlier eval (no first run to time); "
+                               "delete .synthex/evals/work to measure it")
+        return
+    started = time.perf_counter()
+    if arch.branch != MAIN:
+        pipe.run(branch=MAIN)
+    pipe.run(branch=arch.branch)
+    card.first_run_s, card.rerun_s = first_run_s, time.perf_counter() - started

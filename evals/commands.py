@@ -133,16 +133,21 @@ def _architectures(compare: str | None, project: str) -> tuple[list, Path]:
 def _finish(results: list[dict], eval_dir: Path, compare: str | None, as_json: bool, run_id: str | None) -> None:
     """Per-question rows to the eval_results DuckDB table, the means to a JSON file, then the output."""
     from evals.report import category_table, chart, record_results, table
+    from evals.scorecard import Scorecard, scorecard_table
 
     recorded = record_results(results, eval_dir, run_id)
     saved, database, eval_run_id, n_rows = recorded.means_file, recorded.database, recorded.eval_run_id, recorded.n_rows
     png = chart(results, saved.with_suffix(".png")) if len(results) > 1 or compare else None
     quoted = eval_run_id.replace("'", "''")
+    carded = [r for r in results if r.get("scorecard")]  # a peer's result has none
+    cards = ("\n\nscorecard (design doc §9.5; protocols: --json key scorecard)\n"
+             + scorecard_table([r["architecture"] for r in carded], [Scorecard.from_dict(r["scorecard"]) for r in carded])
+             if carded else "")
     if as_json:
         emit_json(results[0] if len(results) == 1 else {"results": results, "chart": str(png) if png else None})
         return
     click.echo(f"Turn level\n{table(results, 'turn')}\n\nSession level\n{table(results, 'session')}\n\n"
-               f"recall_any@10 by category\n{category_table(results)}\n\nsaved {saved}"
+               f"recall_any@10 by category\n{category_table(results)}{cards}\n\nsaved {saved}"
                + (f"\nchart {png}" if png else "")
                + f"\n{n_rows} per-question rows in {database} (eval run {eval_run_id}): "
                  f"synthex sql \"select category, avg(recall_at_10) from eval_results "

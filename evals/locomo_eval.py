@@ -46,6 +46,7 @@ class LoCoMo(Benchmark[LoCoMoSample]):
     data_help = "The official locomo10.json (or a subset in the same format)."
     supports_qa = True
     peers = ("mem0",)
+    temporal_categories = ("temporal",)  # category 2; LoCoMo has no knowledge-update questions
 
     @classmethod
     def default_data(cls) -> Path | None:

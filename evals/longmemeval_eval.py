@@ -46,6 +46,8 @@ class LongMemEval(Benchmark[LMEQuestion]):
                                default="official", choices=PROTOCOLS),)
     category_level = "session"
     progress_every = 25
+    temporal_categories = ("temporal-reasoning",)
+    knowledge_update_categories = ("knowledge-update",)  # ``score`` gives them fresh@5
 
     def __init__(self, protocol: str = "official") -> None:
         if protocol not in PROTOCOLS:

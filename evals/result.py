@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evals.scorecard import Scorecard, ScoreEntry
+
 LEVELS = ("turn", "session")
 
 
@@ -18,8 +20,9 @@ class EvalResult:
     """``benchmark``, ``branch`` and ``architecture`` it scored; ``turn`` / ``session``: mean metrics
     (recall_any@k, recall_all@k, ndcg_any@k, mrr); ``by_category``: the means per question category (at the
     benchmark's category level); ``questions``: one row per question (hits, gold, metrics); ``protocol``:
-    for each figure group (``turn``, ``session``, ``by_category``), how it was produced; ``eval_run_id``:
-    its rows in the ``eval_results`` table."""
+    for each figure group (``turn``, ``session``, ``by_category``), how it was produced; ``scorecard``: the
+    design's §9.5 figures (``evals.scorecard.Scorecard``: each with its target, whether it is met, its state and
+    its own protocol; empty for a peer's result); ``eval_run_id``: its rows in the ``eval_results`` table."""
 
     benchmark: str
     branch: str
@@ -33,6 +36,7 @@ class EvalResult:
     questions: list[dict[str, Any]]
     protocol: dict[str, str]
     eval_run_id: str | None = None
+    scorecard: Scorecard = field(default_factory=Scorecard)
     extra: dict[str, Any] = field(default_factory=dict)  # the benchmark's other fields (qa, wall_s, ...)
 
     @classmethod
@@ -40,13 +44,14 @@ class EvalResult:
                     ) -> EvalResult:
         """From one result dict of ``evaluate`` (its ``questions`` taken out before it was recorded)."""
         known = {"benchmark", "branch", "architecture", "pipeline", "data", "n_questions", "metrics",
-                 "by_category", "questions", "eval_run_id"}
+                 "by_category", "questions", "eval_run_id", "scorecard"}
         return cls(benchmark=result["benchmark"], branch=result.get("branch", "main"),
                    architecture=result["architecture"], pipeline=result.get("pipeline", ""),
                    data=str(result.get("data", "")), n_questions=result["n_questions"],
                    turn=dict(result["metrics"].get("turn", {})), session=dict(result["metrics"].get("session", {})),
                    by_category={c: dict(v) for c, v in result["by_category"].items()}, questions=list(questions),
                    protocol=dict(protocol), eval_run_id=result.get("eval_run_id"),
+                   scorecard=Scorecard.from_dict(result.get("scorecard")),
                    extra={k: v for k, v in result.items() if k not in known})
 
     @property
@@ -60,7 +65,9 @@ class EvalResult:
 
     def compare(self, other: EvalResult, metrics: tuple[str, ...] | None = None) -> str:
         """A markdown table: level, metric, this result, ``other``, delta (this minus other), turn level then
-        session level; ``metrics``: the rows (default: every metric either result has)."""
+        session level, then the scorecard (``level`` "scorecard": each figure's value, or its state when it
+        was not measured); ``metrics``: the rows of the turn and session levels (default: every metric either
+        result has)."""
         from evals.report import HEADLINE
 
         if other.benchmark != self.benchmark:
@@ -73,6 +80,12 @@ class EvalResult:
                 a, b = mine.get(name), theirs.get(name)
                 delta = f"{a - b:+.4f}" if a is not None and b is not None else "n/a"
                 rows.append(f"| {level} | {name} | {_fmt(a)} | {_fmt(b)} | {delta} |")
+        for name in dict.fromkeys([*self.scorecard.names(), *other.scorecard.names()]):
+            a_entry = self.scorecard[name] if name in self.scorecard else None
+            b_entry = other.scorecard[name] if name in other.scorecard else None
+            a, b = (e.value if e is not None else None for e in (a_entry, b_entry))
+            delta = f"{a - b:+.4f}" if a is not None and b is not None else "n/a"
+            rows.append(f"| scorecard | {name} | {_card_cell(a_entry)} | {_card_cell(b_entry)} | {delta} |")
         return "\n".join(rows)
 
     def compare_chart(self, other: EvalResult, path: str | Path) -> Path:
@@ -91,8 +104,13 @@ class EvalResult:
                 "branch": self.branch, "data": self.data, "n_questions": self.n_questions,
                 "metrics": {"turn": dict(self.turn), "session": dict(self.session)},
                 "by_category": {c: dict(v) for c, v in self.by_category.items()}, "eval_run_id": self.eval_run_id,
-                "protocol": dict(self.protocol), "questions": list(self.questions), **self.extra}
+                "protocol": dict(self.protocol), "scorecard": self.scorecard.to_dict(),
+                "questions": list(self.questions), **self.extra}
 
 
 def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4f}"
+
+
+def _card_cell(entry: ScoreEntry | None) -> str:
+    return "n/a" if entry is None else entry.cell()
