@@ -15,11 +15,28 @@ import operator
 from collections.abc import Callable, Iterable, Sequence, Set
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from evals.benchmarks import Benchmark, BenchmarkQuestion
     from evals.scoring import QuestionScore
+
+
+class ScoredBenchmark(Protocol):
+    """What the scorecard reads of a benchmark (``evals.benchmarks.Benchmark``; a protocol here, since the
+    benchmarks module imports this one)."""
+
+    title: str
+    category_level: str
+    temporal_categories: tuple[str, ...]
+    knowledge_update_categories: tuple[str, ...]
+
+
+class AskedQuestion(Protocol):
+    """What the scorecard reads of a question (``evals.benchmarks.BenchmarkQuestion``)."""
+
+    gold_turns: frozenset[str]
+    gold_sessions: frozenset[str]
+    category: str
 
 PRECISION_K = 5
 
@@ -173,16 +190,16 @@ class ScorecardCollector:
     """Fed by ``evaluate`` for one architecture: each scored question, each workspace's hits, the first
     conversation's run times; ``scorecard()`` then builds the entries."""
 
-    benchmark: Benchmark[Any]
+    benchmark: ScoredBenchmark
     k: int
-    scored: list[tuple[BenchmarkQuestion, QuestionScore]] = field(default_factory=list)
+    scored: list[tuple[AskedQuestion, QuestionScore]] = field(default_factory=list)
     hits_checked: int = 0
     hits_complete: int = 0
     first_run_s: float | None = None
     rerun_s: float | None = None
     speedup_reason: str = "no conversation was evaluated"
 
-    def record(self, question: BenchmarkQuestion, scored: QuestionScore) -> None:
+    def record(self, question: AskedQuestion, scored: QuestionScore) -> None:
         self.scored.append((question, scored))
 
     def check_provenance(self, check: ProvenanceCheck, hits: Iterable[Any]) -> None:
