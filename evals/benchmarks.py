@@ -35,6 +35,7 @@ from synthex.core.plugins import GROUP, PluginFailure, Registry, populate
 
 if TYPE_CHECKING:
     from evals.architectures import Architecture
+    from evals.eval_progress import ConversationDone
 
 C = TypeVar("C")  # a benchmark's conversation: what one workspace ingests and its questions are asked of
 HOOK = "register_benchmarks"
@@ -176,11 +177,14 @@ def _not_a_benchmark(name: str, item: object) -> str | None:
 
 def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architecture], work_dir: Path, *,
              limit: int | None = None, k: int = 10, log: Callable[[str], None] = print, qa: bool = False,
-             qa_context: int = 5) -> list[dict[str, Any]]:
+             qa_context: int = 5, progress: Callable[[ConversationDone], None] | None = None) -> list[dict[str, Any]]:
     """One result per architecture: each conversation ingested through the architecture's pipeline in its own
     workspace, each question searched there, its ranked turns scored. ``qa``: also answer from the top
-    ``qa_context`` hits and judge (a real LLM only; refused before any work)."""
+    ``qa_context`` hits and judge (a real LLM only; refused before any work). ``progress`` gets a
+    ``ConversationDone`` (with an ETA) after each conversation; None: every ``progress_every``-th one is
+    logged as a line through ``log``."""
     from evals.architectures import ranked_leaf_keys
+    from evals.eval_progress import EtaClock
     from evals.shared_embedder import MemoEmbedder
 
     if qa:
@@ -200,6 +204,7 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
         scores: list[QuestionScore] = []
         qa_items = []
         pipeline_name = arch.name
+        clock = EtaClock(benchmark.result_name, arch.name, len(conversations))
         for index, conversation in enumerate(conversations, start=1):
             source = benchmark.ingest(conversation)
             root = work_dir / benchmark.work_subdir / arch.work_key / path_segment(source.key)
@@ -220,8 +225,11 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
                     qa_items.append(QAItem(question.text, question.answer, [h.content for h in hits[:qa_context]],
                                            question.category))
             pipe.close()  # its store, caches and Dagster instance: one workspace held at a time
-            if index % benchmark.progress_every == 0:
-                log(f"  {arch.name}: {source.key} done ({len(questions)} questions, {index}/{len(conversations)})")
+            done = clock.done(index, source.key, len(questions))
+            if progress is not None:
+                progress(done)
+            elif index % benchmark.progress_every == 0 or done.last:
+                log(f"  {done.line()}")
         head: dict[str, Any] = {}
         if benchmark.supports_qa:
             from evals.qa import qa_accuracy
