@@ -183,7 +183,7 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
     ``qa_context`` hits and judge (a real LLM only; refused before any work). ``progress`` gets a
     ``ConversationDone`` (with an ETA) after each conversation; None: every ``progress_every``-th one is
     logged as a line through ``log``."""
-    from evals.architectures import ranked_leaf_keys
+    from evals.architectures import LeafCache, ranked_leaf_keys
     from evals.eval_progress import EtaClock
     from evals.shared_embedder import MemoEmbedder
 
@@ -211,10 +211,12 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
             pipe = arch.ingest(root, source.filename, source.payload, source.source_format, embedder)
             pipeline_name = pipe.name
             questions = benchmark.questions(conversation)
+            leaf_cache = LeafCache()  # this workspace's records, read once for all its questions
             for question in questions:
                 hits = pipe.search(question.text, step=arch.steps, k=k, mode=arch.mode, branch=arch.branch,
                                    as_of=question.as_of)
-                turns = ranked_leaf_keys(hits, question.text, lambda r: r.meta(benchmark.turn_id_field), k)
+                turns = ranked_leaf_keys(hits, question.text, lambda r: r.meta(benchmark.turn_id_field), k,
+                                         leaf_cache)
                 scored = benchmark.score(question, turns, conversation)
                 scores.append(scored)
                 tally.record(scored, question.gold_turns, question.gold_sessions, question.category,
