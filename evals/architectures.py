@@ -16,7 +16,7 @@ through its sources and queried through its search.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -147,13 +147,18 @@ class LeafCache:
     (records are content addressed: any row of an id is that record). Lives for one workspace's questions:
     the workspace is not written while they are asked."""
 
-    def __init__(self) -> None:
+    def __init__(self, preload: Callable[[], Iterable[Record]] | None = None) -> None:
         self._records: dict[str, Record] = {}
         self._absent: set[str] = set()
         self._leaves: dict[str, list[Record]] = {}
+        self._preload = preload  # read at the first drill-down that misses (a raw hit never drills down)
 
     def _get_many(self, via: Record, ids: list[str]) -> list[Record]:
         wanted = list(dict.fromkeys(ids))
+        if self._preload is not None and any(i not in self._records for i in wanted):
+            for rec in self._preload():
+                self._records.setdefault(rec.id, rec)
+            self._preload = None
         missing = [i for i in wanted if i not in self._records and i not in self._absent]
         if missing:  # through the hit's own resolver: a copy of the hit whose sources are the missing ids
             for rec in replace(via, source_ids=missing).sources():
@@ -180,6 +185,19 @@ class LeafCache:
             self._leaves[hit.id] = sorted((r for r in seen.values() if not r.source_ids),
                                           key=lambda r: (r.created_at, r.id))
         return list(self._leaves[hit.id])
+
+
+def unambiguous_records(pipe: Pipeline) -> list[Record]:
+    """Every record of ``pipe``'s store whose id has one row, in one read (for ``LeafCache``). An id with a
+    row per branch is left to the store's resolver, so the row a drill-down reads stays the resolver's choice."""
+    from collections import Counter
+
+    from synthex_resources.store.filters import RecordFilter
+
+    records = pipe.store().records
+    rows = records.rows(RecordFilter())
+    count = Counter(row["id"] for row in rows)
+    return [records.to_record(row) for row in rows if count[row["id"]] == 1]
 
 
 def ranked_leaf_keys(hits: list, query: str, key: Callable, k: int, leaf_cache: LeafCache | None = None) -> list[str]:

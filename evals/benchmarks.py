@@ -22,6 +22,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from importlib.metadata import entry_points
 from inspect import isabstract
 from pathlib import Path
@@ -183,7 +184,7 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
     ``qa_context`` hits and judge (a real LLM only; refused before any work). ``progress`` gets a
     ``ConversationDone`` (with an ETA) after each conversation; None: every ``progress_every``-th one is
     logged as a line through ``log``."""
-    from evals.architectures import LeafCache, ranked_leaf_keys
+    from evals.architectures import LeafCache, ranked_leaf_keys, unambiguous_records
     from evals.eval_progress import EtaClock
     from evals.shared_embedder import MemoEmbedder
 
@@ -211,7 +212,7 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
             pipe = arch.ingest(root, source.filename, source.payload, source.source_format, embedder)
             pipeline_name = pipe.name
             questions = benchmark.questions(conversation)
-            leaf_cache = LeafCache()  # this workspace's records, read once for all its questions
+            leaf_cache = LeafCache(partial(unambiguous_records, pipe))  # read once for all its questions
             for question in questions:
                 hits = pipe.search(question.text, step=arch.steps, k=k, mode=arch.mode, branch=arch.branch,
                                    as_of=question.as_of)
