@@ -6,10 +6,12 @@ from __future__ import annotations
 import io
 import json
 import re
+from functools import partial
 
-from conftest import cli, write_json
+from conftest import cli, load, write_json
 from test_evalloop import locomo_small
 
+from evals.architectures import LeafCache, unambiguous_records
 from evals.eval_progress import ConversationDone, EtaClock, ProgressLine, duration_text
 
 LINE = re.compile(r"^\[locomo (raw-bm25|raw-dense)\] conv (\d)/2 \((conv-\d)\) \d+ s, (ETA \d+ s|done)$")
@@ -60,3 +62,22 @@ def test_eval_progress_on_stderr_one_line_per_conversation_and_json_stdout_clean
     assert [(arch, index, key) for arch, index, key, _ in progress] == [
         ("raw-bm25", "1", "conv-0"), ("raw-bm25", "2", "conv-1"), ("raw-dense", "1", "conv-0"), ("raw-dense", "2", "conv-1")]
     assert [when == "done" for *_, when in progress] == [False, True, False, True]
+
+
+def test_leaf_cache_drills_down_to_the_same_leaves_as_the_store_in_the_same_order(tmp_path, ran_project):
+    """The second-run speed-up (``LeafCache``: records read once per workspace) leaves the figures unchanged
+    because every hit drills down to exactly ``Record.leaves()``, from summaries, monthly and world model."""
+    root = ran_project.copy(tmp_path / "proj")
+    pipe = load(root)
+    try:
+        derived = [rec for step in ("summaries", "monthly", "world-model") for rec in pipe.records(step)]
+        assert derived and all(rec.source_ids for rec in derived)  # the drill-down is really exercised
+        cache = LeafCache(partial(unambiguous_records, pipe))
+        for rec in derived + derived:  # the second pass answers from what the first read
+            expected = [leaf.id for leaf in rec.leaves()]
+            assert expected and [leaf.id for leaf in cache.leaves(rec)] == expected
+        hits = pipe.search("python", k=5)
+        assert hits and all([h.id for h in cache.leaves(hit)] == [h.id for h in (hit.leaves() if hit.source_ids
+                                                                                 else [hit])] for hit in hits)
+    finally:
+        pipe.close()
