@@ -182,8 +182,8 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
     """One result per architecture: each conversation ingested through the architecture's pipeline in its own
     workspace, each question searched there, its ranked turns scored. ``qa``: also answer from the top
     ``qa_context`` hits and judge (a real LLM only; refused before any work). ``progress`` gets a
-    ``ConversationDone`` (with an ETA) after each conversation; None: every ``progress_every``-th one is
-    logged as a line through ``log``."""
+    ``ConversationDone`` (with an ETA) after every ``progress_every``-th conversation and the last; None:
+    those are logged as lines through ``log``."""
     from evals.architectures import LeafCache, ranked_leaf_keys, unambiguous_records
     from evals.eval_progress import EtaClock
     from evals.shared_embedder import MemoEmbedder
@@ -229,10 +229,11 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
                                            question.category))
             pipe.close()  # its store, caches and Dagster instance: one workspace held at a time
             done = clock.done(index, source.key, len(questions))
-            if progress is not None:
-                progress(done)
-            elif index % benchmark.progress_every == 0 or done.last:
-                log(f"  {done.line()}")
+            if index % benchmark.progress_every == 0 or done.last:  # LongMemEval: every 25th of 500 items
+                if progress is not None:
+                    progress(done)
+                else:
+                    log(f"  {done.line()}")
         head: dict[str, Any] = {}
         if benchmark.supports_qa:
             from evals.qa import qa_accuracy
