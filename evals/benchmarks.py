@@ -23,6 +23,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from importlib.metadata import entry_points
 from inspect import isabstract
 from pathlib import Path
@@ -36,6 +37,7 @@ from synthex.core.plugins import GROUP, PluginFailure, Registry, populate
 
 if TYPE_CHECKING:
     from evals.architectures import Architecture
+    from evals.eval_progress import ConversationDone
 
 C = TypeVar("C")  # a benchmark's conversation: what one workspace ingests and its questions are asked of
 HOOK = "register_benchmarks"
@@ -181,11 +183,14 @@ def _not_a_benchmark(name: str, item: object) -> str | None:
 
 def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architecture], work_dir: Path, *,
              limit: int | None = None, k: int = 10, log: Callable[[str], None] = print, qa: bool = False,
-             qa_context: int = 5) -> list[dict[str, Any]]:
+             qa_context: int = 5, progress: Callable[[ConversationDone], None] | None = None) -> list[dict[str, Any]]:
     """One result per architecture: each conversation ingested through the architecture's pipeline in its own
     workspace, each question searched there, its ranked turns scored. ``qa``: also answer from the top
-    ``qa_context`` hits and judge (a real LLM only; refused before any work)."""
-    from evals.architectures import ranked_leaf_keys
+    ``qa_context`` hits and judge (a real LLM only; refused before any work). ``progress`` gets a
+    ``ConversationDone`` (with an ETA) after every ``progress_every``-th conversation and the last; None:
+    those are logged as lines through ``log``."""
+    from evals.architectures import LeafCache, ranked_leaf_keys, unambiguous_records
+    from evals.eval_progress import EtaClock
     from evals.scorecard import ProvenanceCheck, ScorecardCollector, source_steps_of
     from evals.shared_embedder import MemoEmbedder
 
@@ -207,6 +212,7 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
         qa_items = []
         pipeline_name = arch.name
         card = ScorecardCollector(benchmark, k)
+        clock = EtaClock(benchmark.result_name, arch.name, len(conversations))
         for index, conversation in enumerate(conversations, start=1):
             source = benchmark.ingest(conversation)
             root = work_dir / benchmark.work_subdir / arch.work_key / path_segment(source.key)
@@ -219,11 +225,13 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
             provenance = ProvenanceCheck(source_steps_of(pipe))
             pipeline_name = pipe.name
             questions = benchmark.questions(conversation)
+            leaf_cache = LeafCache(partial(unambiguous_records, pipe))  # read once for all its questions
             for question in questions:
                 hits = pipe.search(question.text, step=arch.steps, k=k, mode=arch.mode, branch=arch.branch,
                                    as_of=question.as_of)
                 card.check_provenance(provenance, hits)
-                turns = ranked_leaf_keys(hits, question.text, lambda r: r.meta(benchmark.turn_id_field), k)
+                turns = ranked_leaf_keys(hits, question.text, lambda r: r.meta(benchmark.turn_id_field), k,
+                                         leaf_cache)
                 scored = benchmark.score(question, turns, conversation)
                 scores.append(scored)
                 card.record(question, scored)
@@ -235,8 +243,12 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
                     qa_items.append(QAItem(question.text, question.answer, [h.content for h in hits[:qa_context]],
                                            question.category))
             pipe.close()  # its store, caches and Dagster instance: one workspace held at a time
-            if index % benchmark.progress_every == 0:
-                log(f"  {arch.name}: {source.key} done ({len(questions)} questions, {index}/{len(conversations)})")
+            done = clock.done(index, source.key, len(questions))
+            if index % benchmark.progress_every == 0 or done.last:  # LongMemEval: every 25th of 500 items
+                if progress is not None:
+                    progress(done)
+                else:
+                    log(f"  {done.line()}")
         head: dict[str, Any] = {}
         if benchmark.supports_qa:
             from evals.qa import qa_accuracy

@@ -69,9 +69,11 @@ def benchmark_command(benchmark_cls: type[Benchmark]) -> click.Command:
                 raise BadInputError(f"benchmark {benchmark.name!r} has no peer {peer!r}; "
                                     f"peers: {', '.join(benchmark.peers) or 'none'}")
         from evals.benchmarks import evaluate
+        from evals.eval_progress import ProgressLine
 
         work_dir = eval_dir / "work" / benchmark.name
-        results = evaluate(benchmark, Path(data), archs, work_dir, limit=limit, k=k, log=_log, qa=qa)
+        results = evaluate(benchmark, Path(data), archs, work_dir, limit=limit, k=k, log=_log, qa=qa,
+                           progress=ProgressLine(click.get_text_stream("stderr")))
         for peer in peers:
             results.append(benchmark.evaluate_peer(peer, Path(data), work_dir, limit=limit, k=k, log=_log))
         _finish(results, eval_dir, compare, as_json, run_id)
