@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -73,7 +74,7 @@ def benchmark_command(benchmark_cls: type[Benchmark]) -> click.Command:
 
         work_dir = eval_dir / "work" / benchmark.name
         results = evaluate(benchmark, Path(data), archs, work_dir, limit=limit, k=k, log=_log, qa=qa,
-                           progress=ProgressLine(click.get_text_stream("stderr")))
+                           progress=ProgressLine(sys.stderr))
         for peer in peers:
             results.append(benchmark.evaluate_peer(peer, Path(data), work_dir, limit=limit, k=k, log=_log))
         _finish(results, eval_dir, compare, as_json, run_id)

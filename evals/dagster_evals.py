@@ -179,7 +179,7 @@ def eval_definitions(pipeline: PipelineDefinition, blocking: bool = False,
                                           f"{', '.join(sorted(known)) or 'none'}")
         asset_def = eval_asset(pipeline, known[benchmark], declaration, blocking or declaration.blocking, results_db)
         job = define_asset_job(
-            f"{eval_asset_name(benchmark)}_job", selection=[asset_def], partitions_def=BRANCHES,
+            f"{eval_asset_name(benchmark)}_job", selection=[asset_def],  # partitioned by BRANCHES, inferred
             description=f"Score pipeline `{pipeline.name}` on {known[benchmark].title} ({declaration.data}) on the "
                         f"chosen branch partition; metrics in the asset's metadata, threshold check "
                         f"`{CHECK}`, per-question rows in the eval_results table.")

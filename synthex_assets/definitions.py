@@ -9,7 +9,6 @@ from dagster import AssetSelection, Definitions, define_asset_job, in_process_ex
 
 from synthex.core.definition import PipelineDefinition
 from synthex_assets.naming import job_name
-from synthex_assets.partitions import STEP_PARTITIONS
 from synthex_assets.resources import build_resources
 from synthex_assets.sensors import build_live_definitions
 from synthex_assets.step_assets import build_step_assets
@@ -25,8 +24,7 @@ def build_definitions(pipeline: PipelineDefinition, resources: Mapping[str, Any]
     assets = build_step_assets(pipeline)
     job = define_asset_job(
         job_name(pipeline.name),
-        selection=AssetSelection.assets(*assets),
-        partitions_def=STEP_PARTITIONS,
+        selection=AssetSelection.assets(*assets),  # partitioned by STEP_PARTITIONS, inferred from the assets
         description=f"Every step of pipeline `{pipeline.name}`: pick a branch and a range of periods; "
                     f"each step runs its periods in order in one run.",
         # One process, one writer, as for a CLI run: the steps form a chain, each step's periods already
