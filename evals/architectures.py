@@ -149,7 +149,8 @@ class LeafCache:
     A drill-down reads the store once per provenance level per hit; the questions of a conversation hit the
     same records again and again, so without this the drill-down was 45 s of a 65 s second run of
     ``synthex eval locomo --limit 2`` (5,753 store reads). Same walk, same order as ``Record.leaves``
-    (records are content addressed: any row of an id is that record). Lives for one workspace's questions:
+    (records are content addressed: any row of an id is that record): the walk is ``Record.leaves`` read
+    through this cache as its resolver. Lives for one workspace's questions:
     the workspace is not written while they are asked."""
 
     def __init__(self, preload: Callable[[], Iterable[Record]] | None = None) -> None:
@@ -157,38 +158,29 @@ class LeafCache:
         self._absent: set[str] = set()
         self._leaves: dict[str, list[Record]] = {}
         self._preload = preload  # read at the first drill-down that misses (a raw hit never drills down)
+        self._via: Record | None = None  # the hit being drilled: its resolver reads what memory lacks
 
-    def _get_many(self, via: Record, ids: list[str]) -> list[Record]:
+    def get_many(self, ids: list[str]) -> list[Record]:
+        """``RecordResolver`` for ``Record.leaves``: from memory, else through the current hit's own resolver
+        (a copy of the hit whose sources are the missing ids), remembered either way."""
         wanted = list(dict.fromkeys(ids))
         if self._preload is not None and any(i not in self._records for i in wanted):
             for rec in self._preload():
                 self._records.setdefault(rec.id, rec)
             self._preload = None
         missing = [i for i in wanted if i not in self._records and i not in self._absent]
-        if missing:  # through the hit's own resolver: a copy of the hit whose sources are the missing ids
-            for rec in replace(via, source_ids=missing).sources():
+        if missing and self._via is not None:
+            for rec in replace(self._via, source_ids=missing).sources():
                 self._records[rec.id] = rec
             self._absent.update(i for i in missing if i not in self._records)
         return [self._records[i] for i in wanted if i in self._records]
 
     def leaves(self, hit: Record) -> list[Record]:
-        """The source-step records under ``hit`` (``[hit]`` when it is one), oldest first (a new list)."""
-        if not hit.source_ids:
-            return [hit]
+        """The source-step records under ``hit`` (``[hit]`` when it is one), oldest first (a new list):
+        ``Record.leaves`` itself, read through this cache."""
         if hit.id not in self._leaves:
-            seen: dict[str, Record] = {}
-            frontier = [hit]
-            while frontier:
-                next_frontier: list[Record] = []
-                for rec in self._get_many(hit, [s for r in frontier for s in r.source_ids]):
-                    if rec.id in seen:
-                        continue
-                    seen[rec.id] = rec
-                    if rec.source_ids:
-                        next_frontier.append(rec)
-                frontier = next_frontier
-            self._leaves[hit.id] = sorted((r for r in seen.values() if not r.source_ids),
-                                          key=lambda r: (r.created_at, r.id))
+            self._via = hit
+            self._leaves[hit.id] = hit.leaves(resolver=self)
         return list(self._leaves[hit.id])
 
 

@@ -109,11 +109,6 @@ class Benchmark(ABC, Generic[C]):
         """A folder under the work dir that keeps apart workspaces the options make different."""
         return ""
 
-    @classmethod
-    def default_data(cls) -> Path | None:
-        """The data file the Dagster eval asset scores by default; None: no asset (nothing to score nightly)."""
-        return None
-
     @abstractmethod
     def load(self, data: Path) -> Sequence[C]:
         """The conversations in ``data``; bad data: one-line ``SourceError`` naming the file and the item."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,6 @@ from synthex.core.naming import path_segment
 from synthex_resources.embedder import Embedder
 
 # The 7-conversation dev split beside the repository (the Dagster eval asset's default data).
-DEFAULT_LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10_dev7.json"
 
 
 @dataclass(frozen=True)
@@ -47,10 +45,6 @@ class LoCoMo(Benchmark[LoCoMoSample]):
     supports_qa = True
     peers = ("mem0",)
     temporal_categories = ("temporal",)  # category 2; LoCoMo has no knowledge-update questions
-
-    @classmethod
-    def default_data(cls) -> Path | None:
-        return Path(os.environ.get("SYNTHEX_LOCOMO_DATA", str(DEFAULT_LOCOMO)))
 
     def load(self, data: Path) -> list[LoCoMoSample]:
         conversations = load_locomo(data)  # validates; raises a one-line SourceError

@@ -58,9 +58,10 @@ class Record:
         """The input records this record was made from."""
         return self._need_resolver().get_many(self.source_ids)
 
-    def leaves(self) -> list[Record]:
-        """The source-step records at the bottom of this record's provenance."""
-        resolver = self._need_resolver()
+    def leaves(self, resolver: RecordResolver | None = None) -> list[Record]:
+        """The source-step records at the bottom of this record's provenance. ``resolver``: read through
+        another resolver than the record's own (a cache that serves many drill-downs: evals' ``LeafCache``)."""
+        resolver = resolver or self._need_resolver()
         if not self.source_ids:
             return [self]
         seen: dict[str, Record] = {}
