@@ -1,5 +1,6 @@
 """Public alias of ``synthex.core.prompts``: the path a project's pipeline.py imports prompt functions from."""
 
+from synthex.core.digest import key_profile
 from synthex.core.prompts import (
     anticipate_questions,
     extract_transcript,
@@ -8,5 +9,6 @@ from synthex.core.prompts import (
     world_model_prompt,
 )
 
-__all__ = ["anticipate_questions", "extract_transcript", "monthly_reflection", "summarize_conversation",
+__all__ = ["anticipate_questions", "extract_transcript", "key_profile", "monthly_reflection",
+           "summarize_conversation",
            "world_model_prompt"]

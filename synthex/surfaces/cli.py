@@ -131,9 +131,12 @@ def main() -> None:
               help="An export file or folder (repeatable): ChatGPT/Claude conversations.json, .jsonl, folder.")
 @click.option("--demo", is_flag=True, help="Use the bundled synthetic ChatGPT export (200 conversations).")
 @click.option("--template", default="hierarchical", show_default=True,
-              type=click.Choice(["hierarchical", "raw", "conversational", "enriched", "structured"]),
+              type=click.Choice(["hierarchical", "raw", "conversational", "hierarchical-conversational", "enriched",
+                                 "structured"]),
               help="hierarchical: summaries, monthly reflections, a world model. raw: verbatim transcripts. "
-                   "conversational: chat turns in context, no model. enriched: transcripts with the dates and "
+                   "conversational: chat turns in context, no model. hierarchical-conversational: chat turns plus "
+                   "one record per speaker, session, entity and topic, searched with --mode hierarchical (no "
+                   "model). enriched: transcripts with the dates and "
                    "names they mention. structured: a DuckDB/SQLite table (writes data/example.sqlite).")
 @click.option("--dir", "target", default=None, help="Folder to create (default: NAME).")
 @click.option("--with-evals", is_flag=True,

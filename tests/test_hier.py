@@ -1,0 +1,105 @@
+"""Issue 22, parts 3-5: records with no text never match; the hierarchical (drill-down) strategy is a
+registered, switchable search mode that reaches the turns an aggregate gathers; its template runs offline.
+
+Real LanceDB, real embedder, real runs, on tiny hand-made data (one project per module where tests read).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import cli, write_json
+
+from evals.locomo import with_previous_turn  # importing it also registers the locomo-turns format
+from synthex import Pipeline
+from synthex.core.digest import key_digest
+from synthex_resources.search.builtin_strategies import CONVERSATIONAL, HIERARCHICAL
+from synthex_resources.search.strategies import DrillDown, load_search_strategies
+
+# -- part 5: records with no text ----------------------------------------------------------------------
+
+OFFER = "Ferrous Labs sent the offer letter: a senior engineer role, start in March."
+
+
+def chatgpt_conversation(cid: str, title: str, messages: list[tuple[str, str]], when: float) -> dict:
+    mapping, parent = {}, None
+    for i, (role, text) in enumerate(messages):
+        node = f"{cid}-{i}"
+        mapping[node] = {"id": node, "parent": parent, "children": [],
+                         "message": {"id": node, "author": {"role": role}, "create_time": when + i,
+                                     "content": {"content_type": "text", "parts": [text]}}}
+        if parent is not None:
+            mapping[parent]["children"].append(node)
+        parent = node
+    return {"id": cid, "conversation_id": cid, "title": title, "create_time": when, "update_time": when,
+            "mapping": mapping, "current_node": parent}
+
+
+@pytest.fixture(scope="module")
+def empty_export_project(tmp_path_factory):
+    """The default template's steps over a hand-made export with one empty conversation: its transcript
+    and its (offline) summary are empty records."""
+    root = tmp_path_factory.mktemp("empty")
+    export = write_json(root / "conversations.json", [
+        chatgpt_conversation("c-offer", "Job offer", [("user", OFFER), ("assistant", "Congratulations on the offer!")],
+                             1_700_000_000),
+        chatgpt_conversation("c-bread", "Sourdough", [("user", "My sourdough starter smells of acetone."),
+                                                      ("assistant", "Feed it more often.")], 1_700_100_000),
+        chatgpt_conversation("c-garden", "Garden", [("user", "The tomatoes split after the rain."),
+                                                    ("assistant", "Water them evenly.")], 1_700_200_000),
+        chatgpt_conversation("c-empty", "", [], 1_700_300_000),
+    ])
+    (root / "pipeline.py").write_text(
+        "from synthex import Pipeline\n"
+        "from synthex.prompts import extract_transcript, summarize_conversation\n"
+        "pipeline = Pipeline('empty-test')\n"
+        f"pipeline.source('chatgpt', file={str(export)!r}, format='chatgpt-export')\n"
+        "pipeline.transform('transcripts', from_='chatgpt', fn=extract_transcript)\n"
+        "pipeline.transform('summaries', from_='transcripts', prompt=summarize_conversation)\n"
+        "pipeline.output('search', from_=['transcripts', 'summaries'], surface='search')\n")
+    cli("run", "--project", str(root))
+    return root
+
+
+def test_empty_records_never_match_in_any_strategy(empty_export_project):
+    from synthex.core.project import load_pipeline
+
+    pipe = load_pipeline(empty_export_project)
+    try:
+        blank = [r for step in ("transcripts", "summaries") for r in pipe.records(step) if not r.content.strip()]
+        assert blank, "the fixture must hold records with no text"
+        blank_ids = {r.id for r in blank}
+        for mode in ("dense", "bm25", "hybrid", "hybrid-equal", "conversational", "hierarchical"):
+            hits = pipe.search("Ferrous Labs offer", mode=mode, k=10)
+            assert hits, mode  # the offer is found ...
+            assert not blank_ids & {h.id for h in hits}, mode  # ... and no empty record, at any rank
+            assert all(h.content.strip() for h in hits), mode
+        dense = pipe.search("Ferrous Labs offer", mode="dense", k=10)
+        assert OFFER in dense[0].content or dense[0].step == "summaries"
+        # Before: the empty summary ranked second (its vector is near every query). Now every record
+        # with text still ranks, and only those.
+        with_text = {r.id for step in ("transcripts", "summaries") for r in pipe.records(step) if r.content.strip()}
+        assert {h.id for h in dense} == with_text
+    finally:
+        pipe.close()
+
+
+# -- part 3: the drill-down strategy --------------------------------------------------------------------
+
+def test_the_hierarchical_strategy_is_registered_validated_and_listed():
+    registry = load_search_strategies()
+    strategy = registry.get("hierarchical")
+    assert strategy is HIERARCHICAL and isinstance(strategy, DrillDown)
+    assert strategy.turns is CONVERSATIONAL  # the strong flat baseline is its turn leg
+    assert "hierarchical" in registry.describe()
+    with pytest.raises(Exception, match="altitude_weight must be at least 0"):
+        strategy.with_(altitude_weight=-1.0)
+    assert strategy.with_(altitude_weight=0.0).altitude_weight == 0.0
+
+
+def test_key_digest_is_the_key_then_the_members_words_most_frequent_first():
+    text = key_digest("Ann", ["I went camping at the lake.", "Camping again, by the lake, with Rex."])
+    assert text == "Ann: camping lake went rex"
+    assert key_digest("Ann", ["Camping again, by the lake, with Rex.", "I went camping at the lake."]) == \
+        "Ann: camping lake rex went"  # ties by first use
