@@ -120,8 +120,16 @@ def project_architecture(project: Path, branch: str) -> Architecture:
             node = node.parent
         return pipe  # type: ignore[return-value]
 
-    # Every branch of the project shares one workspace: a branch reuses main's records there.
-    return Architecture(name=branch, build=build, mode="hybrid", branch=branch, workspace="project")
+    from synthex.core.project import load_pipeline
+
+    # Searched as the project searches (its search output's mode=, else hybrid). Every branch of the
+    # project shares one workspace: a branch reuses main's records there.
+    definition = load_pipeline(project)
+    try:
+        mode = definition.for_branch(branch).search_mode()
+    finally:
+        definition.close()
+    return Architecture(name=branch, build=build, mode=mode, branch=branch, workspace="project")
 
 
 def check_mode(name: str, mode: str) -> None:
