@@ -4,11 +4,11 @@ from synthex.core.digest import key_profile
 from synthex.core.prompts import (
     anticipate_questions,
     extract_transcript,
+    member_digest,
     monthly_reflection,
     summarize_conversation,
     world_model_prompt,
 )
 
-__all__ = ["anticipate_questions", "extract_transcript", "key_profile", "monthly_reflection",
-           "summarize_conversation",
-           "world_model_prompt"]
+__all__ = ["anticipate_questions", "extract_transcript", "key_profile", "member_digest", "monthly_reflection",
+           "summarize_conversation", "world_model_prompt"]

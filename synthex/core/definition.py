@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -31,6 +31,7 @@ from synthex.core.steps import (
     step_kinds,
 )
 from synthex.core.steps.base import callable_ref
+from synthex.core.steps.group_keys import key_functions
 
 SURFACES = ("projection", "search")
 S = TypeVar("S", bound=Step)
@@ -353,14 +354,23 @@ class PipelineDefinition:
         self,
         name: str,
         from_: str | list[str],
-        period: str = "month",
-        prompt: Callable[[list[Record], str], str] | None = None,
+        period: str | None = None,
+        prompt: Callable[[list[Record], Any], str] | None = None,
         model: str | None = None,
         temperature: float = 0.0,
         pii: str | None = None,
+        *,
+        by: str | Callable[[Record], str | Iterable[str] | None] | None = None,
+        fn: Callable[[list[Record], Any], str] | None = None,
     ) -> AggregateStep:
+        """One record per group of ``from_``'s records, made by ``prompt(records, group)`` (a model) or
+        ``fn(records, group)`` (plain Python). Without ``by``: groups by ``period`` (default "month"), and
+        ``group`` is the period label. With ``by`` (a key function ``record -> key | keys | None``, or the
+        name of one: speaker, conversation, session, entity, topic; ``synthex.core.steps.group_keys``): one
+        group per key, ``group`` a ``KeyGroup``; per key and ``period`` group when ``period`` is given,
+        otherwise spanning every period (the step's records live in the period partition "all")."""
         return self._add(AggregateStep.build(name, from_=from_, period=period, prompt=prompt, model=model,
-                                             temperature=temperature, pii=pii))
+                                             temperature=temperature, pii=pii, by=by, fn=fn))
 
     def fold(
         self,
@@ -542,6 +552,9 @@ class PipelineDefinition:
             for attr in ("prompt", "fn"):
                 if attr in entry:
                     entry[attr] = resolve_callable(entry[attr], where=f"{p}: step {entry.get('name')!r}")
+            # by= is the name of a registered key function, or a key function's module:qualname.
+            if isinstance(entry.get("by"), str) and entry["by"] not in key_functions() and ":" in entry["by"]:
+                entry["by"] = resolve_callable(entry["by"], where=f"{p}: step {entry.get('name')!r}")
             pipe.step(kind, **entry)
         for out in data.get("outputs", []):
             pipe.output(out["name"], from_=out["from"], surface=out.get("surface", "search"),

@@ -222,6 +222,12 @@ class Step:
         carry their text); None when it is known only from stored records or an estimate."""
         return None
 
+    def single_partition_period(self) -> str | None:
+        """None: one partition per period, each made from its inputs of that period (every kind but one).
+        A period label (``ALL_PERIODS``): every record of the step lives in that one period partition of
+        its branch, made from its inputs of every period (a key aggregate without ``period=``)."""
+        return None
+
     def periods(self) -> list[str]:
         """The periods of the step's own data (a source's items); other steps get theirs from upstream."""
         return []
