@@ -10,7 +10,7 @@ through its sources and queried through its search.
 - ``conversational-enriched``: ``conversational`` with each context record also indexed with the turn's
   entities, resolved dates and topics (``synthex.core.enrich``, no model).
 - ``hierarchical-conversational``: ``conversational``'s turns plus key aggregates of them by speaker,
-  session, entity and topic (``pipeline.aggregate(by=...)``, each a deterministic profile of its members:
+  entity and topic (``pipeline.aggregate(by=...)``, each a deterministic profile of its members:
   ``synthex.core.digest.key_profile``, no model), searched with the ``hierarchical`` strategy (the
   aggregates scored at their altitude lift the turns they gather, search/drill_down.py).
 - any other name: the project's own pipeline (``pipeline.py``) on that branch, its sources pointed at
@@ -34,7 +34,9 @@ from synthex_resources.search.tokenize import tokenize
 BUILTIN = ("raw-bm25", "raw-dense", "raw-hybrid", "contextual-hybrid", "conversational", "conversational-enriched",
            "hierarchical-conversational")
 # The key aggregates of ``hierarchical-conversational`` (named key functions of ``pipeline.aggregate(by=)``).
-HIERARCHY_KEYS = ("speaker", "session", "entity", "topic")
+# Not "session": a session's aggregate lifted every turn of the best-matching session and cost recall
+# on LoCoMo (--limit 2, evals/ablate_hierarchical.py); the turn leg's neighbour credit already covers it.
+HIERARCHY_KEYS = ("speaker", "entity", "topic")
 PEERS = ("mem0",)  # other systems, fed the same data (evals/peers/)
 
 

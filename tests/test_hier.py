@@ -6,8 +6,6 @@ Real LanceDB, real embedder, real runs, on tiny hand-made data (one project per 
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from conftest import cli, write_json
 
@@ -103,3 +101,58 @@ def test_key_digest_is_the_key_then_the_members_words_most_frequent_first():
     assert text == "Ann: camping lake went rex"
     assert key_digest("Ann", ["Camping again, by the lake, with Rex.", "I went camping at the lake."]) == \
         "Ann: camping lake rex went"  # ties by first use
+
+
+# A conversation where a flat search fills the top with the other speaker's lexical match: Bob talks about
+# instruments; what Ann plays is said in two sessions in words the question does not use.
+INSTRUMENTS = {
+    "1:00 pm on 8 May, 2023": [("Ann", "I play the cello in a small quartet."),
+                               ("Bob", "Nice, I mostly listen to jazz records.")],
+    "2:00 pm on 4 June, 2023": [("Bob", "My cousin owns many instruments, mostly drums."),
+                                ("Bob", "She practises every evening."),
+                                ("Ann", "That sounds loud.")],
+    "3:00 pm on 9 September, 2023": [("Ann", "Guitar lessons start next week, I bought a used guitar."),
+                                     ("Bob", "Good luck with the lessons.")],
+}
+
+
+def instruments_fixture() -> list[dict]:
+    conv: dict = {"speaker_a": "Ann", "speaker_b": "Bob"}
+    for s, (date, turns) in enumerate(INSTRUMENTS.items(), start=1):
+        conv[f"session_{s}_date_time"] = date
+        conv[f"session_{s}"] = [{"speaker": who, "dia_id": f"D{s}:{t}", "text": text}
+                                for t, (who, text) in enumerate(turns, start=1)]
+    return [{"sample_id": "conv-h", "conversation": conv, "qa": []}]
+
+
+@pytest.fixture(scope="module")
+def hierarchy(tmp_path_factory):
+    from synthex.prompts import key_profile
+
+    root = tmp_path_factory.mktemp("hier")
+    data = write_json(root / "locomo.json", instruments_fixture())
+    pipe = Pipeline("hier", project_dir=root, lexical_stem=True)
+    pipe.source("turns", file=str(data), format="locomo-turns")
+    pipe.transform("turns-in-context", from_="turns", fn=with_previous_turn)
+    pipe.aggregate("by-speaker", from_="turns", by="speaker", fn=key_profile)
+    pipe.output("search", from_=["turns-in-context", "by-speaker"], surface="search", mode="hierarchical")
+    pipe.run()
+    yield pipe
+    pipe.close()
+
+
+def dia(hits) -> list[str]:
+    return [h.meta("chat.message_id") for h in hits]
+
+
+def test_drill_down_returns_the_turns_an_aggregate_gathers_that_flat_search_misses(hierarchy):
+    question = "Which instruments does Ann play?"
+    speakers = {r.meta("group.key"): r for r in hierarchy.records("by-speaker")}
+    assert set(speakers) == {"Ann", "Bob"} and speakers["Ann"].content.startswith("Ann: ")
+    flat = hierarchy.search(question, mode="conversational", k=3)
+    drilled = hierarchy.search(question, k=3)  # the search output's mode: hierarchical
+    assert drilled == hierarchy.search(question, mode="hierarchical", k=3)
+    assert all(h.step == "turns" for h in drilled)  # leaf turns, not aggregates
+    print(dia(flat), dia(drilled))
+    assert not {"D1:1", "D3:1"} <= set(dia(flat))  # flat search misses one of what Ann plays ...
+    assert dia(drilled)[:2] == ["D1:1", "D3:1"] or set(dia(drilled)[:2]) == {"D1:1", "D3:1"}  # ... drilled, both

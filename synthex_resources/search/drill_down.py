@@ -8,9 +8,10 @@ session, entity or topic; a monthly reflection). Then:
 
 1. the turn leg is a leaf-sum recipe (search/leaf_fusion.py, e.g. ``conversational``) over the turn
    level steps: every leaf's score;
-2. each altitude step's records are scored for the query by BM25 (normalized by the top score) and
-   cosine (``(s - median) / (max - median)``, clipped at 0), summed and divided by the step's best,
-   so the best-matching aggregate of each altitude scores 1;
+2. each altitude step's records are scored for the query: ``key_weight`` when the question names the
+   record's key (every token of a key aggregate's ``group.key``: "Melanie", "pottery class"), plus BM25
+   (normalized by the top score) and cosine (``(s - median) / (max - median)``, clipped at 0), divided
+   by the step's best, so the best-matching aggregate of each altitude scores 1;
 3. drill down: a leaf takes the best score among the aggregates of a step that contain it, summed
    over the altitude steps;
 4. fusion: ``turn score x (1 + altitude_weight x altitude score)``. Multiplicative on purpose: an
@@ -24,14 +25,18 @@ strategy is its turn leg.
 
 from __future__ import annotations
 
+import json
+import threading
 from typing import Protocol
 
 import numpy as np
 
 from synthex.core.scope import BranchScope
+from synthex_resources.record_store import RECORDS
 from synthex_resources.search.dense_index import dense_index
 from synthex_resources.search.leaf_fusion import LeafSumOptions, leaf_scores, ranked_leaves
 from synthex_resources.search.leaf_scope import scope_for
+from synthex_resources.search.tokenize import tokenize
 from synthex_resources.search.types import SearchBackend, SearchRequest, SearchResults
 
 
@@ -42,6 +47,7 @@ class DrillDownOptions(Protocol):
     altitude_weight: float
     altitude_lexical_pool: int
     altitude_dense_weight: float
+    key_weight: float
 
 
 def split_steps(engine: SearchBackend, steps: list[str], reads: BranchScope,
@@ -60,15 +66,49 @@ def _normalized(scores: dict[str, float]) -> dict[str, float]:
     return {rid: s / top for rid, s in scores.items()} if top > 0 else {}
 
 
+class _KeyCache:
+    """Each altitude record's key tokens (``group.key`` of a key aggregate), per (table version, scope)."""
+
+    def __init__(self) -> None:
+        self.keys: dict[tuple[int, str], dict[str, frozenset[str]]] = {}
+        self.lock = threading.Lock()
+
+
+def key_tokens(engine: SearchBackend, where: str) -> dict[str, frozenset[str]]:
+    """Record id -> the tokens of its key, for the records of ``where`` that have one."""
+    tbl = engine.store.records_table()
+    version = engine.store.records_version(tbl) if tbl is not None else -1
+    cache: _KeyCache = engine.store.derived("drill_down_keys", _KeyCache)
+    with cache.lock:
+        if (version, where) not in cache.keys:
+            for old in [k for k in cache.keys if k[1] == where]:
+                del cache.keys[old]
+            ds = engine.store.dataset(RECORDS)
+            rows = ds.to_table(columns=["id", "metadata"], filter=where).to_pylist() if ds is not None else []
+            found = {}
+            for row in rows:
+                key = (json.loads(row["metadata"] or "{}").get("group") or {}).get("key")
+                tokens = frozenset(tokenize(str(key))) if key else frozenset()
+                if tokens:
+                    found[row["id"]] = tokens
+            cache.keys[(version, where)] = found
+        return cache.keys[(version, where)]
+
+
 def altitude_scores(engine: SearchBackend, query: str, step: str, reads: BranchScope, periods: list[str] | None,
                     config: DrillDownOptions, qvec: np.ndarray | None) -> dict[str, float]:
     """Step 2: each record of an altitude step scored for ``query``, the best 1 (records scoring 0 left out)."""
     where = engine.where([step], reads, periods)
     scores: dict[str, float] = {}
+    if config.key_weight:  # an aggregate the question names by its key ("Melanie", "pottery class")
+        asked = set(tokenize(query))
+        for rid, tokens in key_tokens(engine, where).items():
+            if tokens <= asked:
+                scores[rid] = config.key_weight
     pairs = engine.lexical(query, where, config.altitude_lexical_pool)
     if pairs and pairs[0][1] > 0:
         for rid, s in pairs:
-            scores[rid] = s / pairs[0][1]
+            scores[rid] = scores.get(rid, 0.0) + s / pairs[0][1]
     if qvec is not None and config.altitude_dense_weight:
         ids, sims, _ = dense_index(engine.store).scores(qvec, [step], reads, periods)
         if len(sims):

@@ -315,9 +315,11 @@ class DrillDown(SearchStrategy):
     takes_metadata_filter: ClassVar[bool] = False
 
     turns: LeafSum = param(LeafSum(), doc="the turn leg: a leaf-sum recipe over the turn-level steps")
-    altitude_weight: float = param(0.5, low=0.0, doc="x a turn's score per unit of its aggregates' scores")
+    altitude_weight: float = param(0.25, low=0.0, doc="x a turn's score per unit of its aggregates' scores")
     altitude_lexical_pool: int = param(50, low=1, doc="aggregates taken from BM25 per altitude step")
     altitude_dense_weight: float = param(1.0, low=0.0, doc="weight of the aggregates' cosine against BM25")
+    key_weight: float = param(0.0, low=0.0, doc="score of an aggregate whose key the question names (off: "
+                                                "it lifted the wrong speaker on LoCoMo's adversarial questions)")
 
     def search(self, engine: SearchBackend, request: SearchRequest) -> SearchResults:
         if request.metadata:
