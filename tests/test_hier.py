@@ -6,6 +6,8 @@ Real LanceDB, real embedder, real runs, on tiny hand-made data (one project per 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import cli, write_json
 
@@ -127,6 +129,7 @@ def instruments_fixture() -> list[dict]:
 
 @pytest.fixture(scope="module")
 def hierarchy(tmp_path_factory):
+    """The hierarchical-conversational architecture on the conversation above (one build for the module)."""
     from synthex.prompts import key_profile
 
     root = tmp_path_factory.mktemp("hier")
@@ -134,8 +137,10 @@ def hierarchy(tmp_path_factory):
     pipe = Pipeline("hier", project_dir=root, lexical_stem=True)
     pipe.source("turns", file=str(data), format="locomo-turns")
     pipe.transform("turns-in-context", from_="turns", fn=with_previous_turn)
-    pipe.aggregate("by-speaker", from_="turns", by="speaker", fn=key_profile)
-    pipe.output("search", from_=["turns-in-context", "by-speaker"], surface="search", mode="hierarchical")
+    for key in ("speaker", "entity", "topic"):
+        pipe.aggregate(f"by-{key}", from_="turns", by=key, fn=key_profile)
+    pipe.output("search", from_=["turns-in-context", "by-speaker", "by-entity", "by-topic"], surface="search",
+                mode="hierarchical")
     pipe.run()
     yield pipe
     pipe.close()
@@ -146,13 +151,71 @@ def dia(hits) -> list[str]:
 
 
 def test_drill_down_returns_the_turns_an_aggregate_gathers_that_flat_search_misses(hierarchy):
+    from synthex_resources.search import SearchEngine
+    from synthex_resources.search.drill_down import altitude_scores, split_steps
+
     question = "Which instruments does Ann play?"
-    speakers = {r.meta("group.key"): r for r in hierarchy.records("by-speaker")}
-    assert set(speakers) == {"Ann", "Bob"} and speakers["Ann"].content.startswith("Ann: ")
-    flat = hierarchy.search(question, mode="conversational", k=3)
-    drilled = hierarchy.search(question, k=3)  # the search output's mode: hierarchical
-    assert drilled == hierarchy.search(question, mode="hierarchical", k=3)
+    engine = SearchEngine(hierarchy.store())
+    steps = hierarchy.search_steps()
+    with hierarchy.store().pinned_version():
+        assert split_steps(engine, steps, hierarchy.app.scope(None), None) == (
+            ["turns-in-context"], ["by-speaker", "by-topic"])  # no entity in these turns: by-entity is empty
+        assert hierarchy.records("by-entity") == []
+    flat = hierarchy.search(question, step="turns-in-context", mode="conversational", k=2)  # flat: the turns
+    drilled = hierarchy.search(question, k=2)  # the search output's mode=: hierarchical
+    assert dia(flat) == ["D2:1", "D2:2"]  # Bob's instruments and his next turn: Ann's cello is third
+    assert dia(drilled) == ["D2:1", "D1:1"]  # Ann's aggregate lifts her turn: "I play the cello"
     assert all(h.step == "turns" for h in drilled)  # leaf turns, not aggregates
-    print(dia(flat), dia(drilled))
-    assert not {"D1:1", "D3:1"} <= set(dia(flat))  # flat search misses one of what Ann plays ...
-    assert dia(drilled)[:2] == ["D1:1", "D3:1"] or set(dia(drilled)[:2]) == {"D1:1", "D3:1"}  # ... drilled, both
+    speakers = {r.meta("group.key"): r for r in hierarchy.records("by-speaker")}
+    cello = next(r for r in hierarchy.records("turns") if r.meta("chat.message_id") == "D1:1")
+    assert cello.id in speakers["Ann"].source_ids and cello.id not in speakers["Bob"].source_ids
+    ranked = altitude_scores(engine, question, "by-speaker", hierarchy.app.scope(None), None, HIERARCHICAL,
+                             hierarchy.store().embedder.embed([question])[0])
+    assert ranked[speakers["Ann"].id] == 1.0 > ranked.get(speakers["Bob"].id, 0.0)  # the aggregate that matched
+    # Without the altitude, the strategy is its turn leg: the conversational ranking exactly.
+    flat_again = SearchEngine(hierarchy.store()).search(question, steps=steps, k=2,
+                                                        strategy=HIERARCHICAL.with_(altitude_weight=0.0))
+    assert dia(flat_again) == dia(flat)
+
+
+def test_the_mode_is_switchable_from_every_door(hierarchy):
+    question = "Which instruments does Ann play?"
+    assert hierarchy.search_mode() == "hierarchical"
+    assert dia(hierarchy.search(question, mode="hierarchical", k=2)) == ["D2:1", "D1:1"]
+    assert dia(hierarchy.search(question, mode="hybrid", k=2)) != ["D2:1", "D1:1"]  # another strategy, another answer
+
+
+# -- part 4: the template ---------------------------------------------------------------------------------
+
+def test_the_hierarchical_conversational_template_runs_offline_and_searches(tmp_path):
+    from synthex.core.project import TEMPLATES
+
+    assert "hierarchical-conversational" in TEMPLATES
+    export = write_json(tmp_path / "conversations.json", [
+        chatgpt_conversation("c-music", "Music", [("user", "I play the cello in a small quartet."),
+                                                  ("assistant", "How long have you played?"),
+                                                  ("user", "Ten years; guitar lessons start next week.")],
+                             1_700_000_000),
+        chatgpt_conversation("c-trip", "Trip", [("user", "We booked a ryokan in Kyoto for April."),
+                                                ("assistant", "Kyoto in April has the cherry blossoms.")],
+                             1_700_100_000)])
+    cli("init", "mem", "--from", str(export), "--template", "hierarchical-conversational", cwd=tmp_path)
+    proj = tmp_path / "mem"
+    text = (proj / "pipeline.py").read_text()
+    assert "--template hierarchical-conversational" in text and 'mode="hierarchical"' in text
+    assert "0 errors" in cli("run", "--project", str(proj)).stdout
+    hits = json.loads(cli("search", "when is the ryokan booked", "--json", "--project", str(proj)).stdout)["hits"]
+    assert hits and hits[0]["step"] == "chatgpt" and "ryokan" in hits[0]["content"]  # a turn, through --mode's default
+    same = json.loads(cli("search", "when is the ryokan booked", "--mode", "hierarchical", "--json",
+                          "--project", str(proj)).stdout)["hits"]
+    assert [h["id"] for h in same] == [h["id"] for h in hits]
+    from synthex.core.project import load_pipeline
+
+    pipe = load_pipeline(proj)
+    try:
+        speakers = {r.meta("group.key"): r for r in pipe.records("by-speaker")}
+        assert set(speakers) == {"user", "assistant"}
+        turns = {r.id for r in pipe.records("chatgpt")}
+        assert sorted(i for r in speakers.values() for i in r.source_ids) == sorted(turns)  # provenance: every turn
+    finally:
+        pipe.close()

@@ -53,11 +53,16 @@ class DrillDownOptions(Protocol):
 def split_steps(engine: SearchBackend, steps: list[str], reads: BranchScope,
                 periods: list[str] | None) -> tuple[list[str], list[str]]:
     """(turn level steps, altitude steps): a step is an altitude when one of its records in scope stands
-    for several leaves (the per-step bookkeeping is cached per table version, search/leaf_scope.py)."""
+    for several leaves, or is a key aggregate's (``group.key``: a group may have one member). The per-step
+    bookkeeping is cached per table version (search/leaf_scope.py)."""
     turn_level, altitude = [], []
     for step in steps:
-        scope = scope_for(engine, engine.where([step], reads, periods))
-        (altitude if any(len(v) > 1 for v in scope.leaves_of.values()) else turn_level).append(step)
+        where = engine.where([step], reads, periods)
+        records = scope_for(engine, where).leaves_of
+        if not records:
+            continue  # nothing in scope (a key aggregate whose key function found no key): no part in it
+        several = any(len(v) > 1 for v in records.values())
+        (altitude if several or key_tokens(engine, where) else turn_level).append(step)
     return turn_level, altitude
 
 
@@ -123,6 +128,8 @@ def altitude_scores(engine: SearchBackend, query: str, step: str, reads: BranchS
 def drill_down_search(engine: SearchBackend, request: SearchRequest, config: DrillDownOptions) -> SearchResults:
     reads, periods = request.scope, request.periods
     turn_level, altitude = split_steps(engine, list(request.steps or []), reads, periods)
+    if not turn_level and not altitude:
+        return SearchResults()
     if not turn_level:  # only altitudes searched: the turn leg scores their leaves' own records
         turn_level = sorted({s for step in altitude
                              for s in scope_for(engine, engine.where([step], reads, periods)).leaf_steps})
