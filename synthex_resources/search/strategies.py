@@ -11,6 +11,9 @@ lists its modes from.
 - ``LeafSum``: ranks leaves (turns) through the records that stand for them (the ``conversational``
   strategy); its algorithm is search/leaf_fusion.py, loaded at its first search (numpy, scipy), so the
   registry itself is cheap to load (``synthex search --help`` lists it).
+- ``DrillDown``: scores records at a higher altitude (key aggregates) and drills down to their leaf turns,
+  fused with a ``LeafSum`` turn leg (the ``hierarchical`` strategy; search/drill_down.py, loaded at its
+  first search).
 - ``load_search_strategies()``: the registry, filled through ``register_search_strategies(registry)`` of
   the built-in module (search/builtin_strategies.py) and of every installed plugin
   (``synthex.plugins``); a plugin that fails is on ``registry.failures``.
