@@ -31,6 +31,7 @@ from synthex.core.steps import (
     step_kinds,
 )
 from synthex.core.steps.base import callable_ref
+from synthex.core.steps.fold_state import StateBound
 from synthex.core.steps.group_keys import key_functions
 
 SURFACES = ("projection", "search")
@@ -380,9 +381,15 @@ class PipelineDefinition:
         temperature: float = 0.0,
         initial_state: str = "",
         pii: str | None = None,
+        *,
+        fn: Callable[[Record, str], str] | None = None,
+        state: StateBound | dict[str, Any] | None = None,
     ) -> FoldStep:
+        """The state after each period, folded input by input with ``prompt(record, state)`` (a model) or
+        ``fn(record, state)`` (plain Python). ``state``: ``TruncateState(tokens=N)``, ``CompressState(every=K)``
+        or ``WindowState(inputs=N)`` (``synthex.core.steps.fold_state``) keeps it bounded."""
         return self._add(FoldStep.build(name, from_=from_, prompt=prompt, model=model, temperature=temperature,
-                                        initial_state=initial_state, pii=pii))
+                                        initial_state=initial_state, pii=pii, fn=fn, state=state))
 
     def merge(self, name: str, from_: list[str]) -> MergeStep:
         return self._add(MergeStep.build(name, from_=from_))
