@@ -207,7 +207,7 @@ def test_hostile_keys_are_one_line_naming_the_record(built):
     record = Record(id="r1", content="x", step="turns", branch="main", metadata={"chat": {"title": "T"}})
     about = "step 'k': record r1"
     limits = Limits(group_key_chars=10, group_keys_per_record=4)
-    assert keys_of(record, lambda r: ["  a  b ", "", "a b", "c"], "f", limits, about) == ["a b", "c"]
+    assert keys_of(record, lambda r: ["  a  b ", "", "a b", None], "f", limits, about) == ["a b"]
     assert keys_of(record, lambda r: None, "f", limits, about) == []
     cases = [
         (lambda r: "k" * 11, "over the group_key_chars bound of 10"),
