@@ -7,7 +7,6 @@ Nothing here runs, stores or searches: ``synthex.app.Pipeline`` adds that on top
 from __future__ import annotations
 
 import copy
-import importlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +29,7 @@ from synthex.core.steps import (
     get_step_kind,
     step_kinds,
 )
-from synthex.core.steps.base import callable_ref
+from synthex.core.steps.base import callable_ref, resolve_callable
 from synthex.core.steps.fold_state import StateBound
 from synthex.core.steps.group_keys import key_functions
 
@@ -562,15 +561,3 @@ class PipelineDefinition:
             pipe.eval_asset(entry["benchmark"], data=entry["data"], schedule=entry.get("schedule"),
                             thresholds=entry.get("thresholds"), blocking=bool(entry.get("blocking", False)))
         return pipe
-
-
-def resolve_callable(ref: str, where: str = "") -> Callable[..., Any]:
-    """Import ``module:qualname``."""
-    module_name, _, qualname = ref.partition(":")
-    try:
-        obj: Any = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as exc:
-        raise PipelineDefinitionError(f"{where}: cannot import prompt function {ref!r}: {exc}") from exc
-    return obj

@@ -28,6 +28,7 @@ from synthex.core.errors import PipelineDefinitionError
 from synthex.core.llm import CHARS_PER_TOKEN
 from synthex.core.plugins import Registry, populate
 from synthex.core.record import Record
+from synthex.core.steps.base import callable_ref, callable_source_hash, resolve_callable
 
 BUILTIN_MODULES = ("synthex.core.steps.fold_state",)
 
@@ -45,8 +46,6 @@ class StateBound:
 
     def to_dict(self) -> dict[str, Any]:
         """The TOML form: ``kind`` and the fields (a prompt function as ``module:qualname``)."""
-        from synthex.core.steps.base import callable_ref
-
         out: dict[str, Any] = {"kind": self.kind}
         for f in fields(self):
             value = getattr(self, f.name)
@@ -91,8 +90,6 @@ class CompressState(StateBound):
             raise PipelineDefinitionError(f"CompressState: prompt={self.prompt!r}; expected a function state -> str")
 
     def config(self) -> dict[str, Any]:
-        from synthex.core.steps.base import callable_source_hash
-
         return self.to_dict() | {"prompt_source": callable_source_hash(self.prompt)}
 
     def bound(self, state: str, folded: int, compress: Callable[[str], str]) -> str:
@@ -151,8 +148,6 @@ def state_bound(value: object, where: str) -> StateBound | None:
         raise PipelineDefinitionError(f"{where}: state {bound_class.kind!r}: unknown field {unknown[0]!r}; "
                                       f"fields: {', '.join(sorted(known))}")
     if isinstance(args.get("prompt"), str):
-        from synthex.core.definition import resolve_callable
-
         args["prompt"] = resolve_callable(args["prompt"], where=f"{where}: state")
     try:
         return bound_class(**args)

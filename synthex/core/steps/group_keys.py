@@ -30,6 +30,7 @@ from synthex.core.errors import PipelineDefinitionError, StepError
 from synthex.core.limits import Limits
 from synthex.core.plugins import Registry, populate
 from synthex.core.record import Record
+from synthex.core.steps.base import callable_ref
 
 KeyFunction = Callable[[Record], "str | Iterable[str] | None"]
 BUILTIN_MODULES = ("synthex.core.steps.group_keys",)
@@ -97,8 +98,6 @@ def key_functions() -> Registry[KeyFunction]:
 
 def resolve_key_function(by: object, where: str) -> tuple[str, KeyFunction]:
     """(its name for metadata and export, the function) of a ``by=`` value: a registered name or a callable."""
-    from synthex.core.steps.base import callable_ref
-
     if isinstance(by, str):
         try:
             return by, key_functions().get(by)
