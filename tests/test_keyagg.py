@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import go_offline
 
-from synthex import Pipeline
+from synthex import CompressState, Pipeline, TruncateState, WindowState
 from synthex.core.errors import PipelineDefinitionError, StepError
 from synthex.core.limits import Limits
 from synthex.core.periods import ALL_PERIODS
@@ -43,6 +43,11 @@ def speaker_prompt(records: list[Record], group: KeyGroup) -> str:
     return f"What does {group} say?\n" + "\n".join(r.content for r in records)
 
 
+def append_turn(record: Record, state: str) -> str:
+    """A plain-Python fold whose state grows with every input: what the state bounds are for."""
+    return f"{state}\n{record.content}" if state else record.content
+
+
 def write_turns(path: Path, turns: list[tuple[str, ...]]) -> Path:
     path.write_text("".join(json.dumps({"id": i, "content": text, "created_at": when, "metadata": {"chat": {
         "conversation_id": conv, "session_id": session, "author": who}}}) + "\n"
@@ -56,8 +61,10 @@ def key_pipeline(root: Path, data: Path, prompt=speaker_prompt) -> Pipeline:
     pipe.aggregate("people", from_="turns", by="speaker", prompt=prompt)
     pipe.aggregate("tags", from_="turns", by=hashtags, fn=member_digest)
     pipe.aggregate("entities", from_="turns", by="entity", fn=member_digest)
-    pipe.aggregate("sessions", from_="turns", by="session", fn=member_digest)
     pipe.aggregate("people-monthly", from_="turns", by="speaker", period="month", fn=member_digest)
+    pipe.fold("log-truncated", from_="turns", fn=append_turn, state=TruncateState(tokens=12))
+    pipe.fold("log-window", from_="turns", fn=append_turn, state=WindowState(inputs=2))
+    pipe.fold("log-compressed", from_="turns", fn=append_turn, state={"kind": "compress", "every": 2})
     pipe.output("search", from_=["people"], surface="search")  # only it is embedded when written
     return pipe
 
@@ -72,7 +79,7 @@ class Built:
     second_run: object
 
 
-STEPS = ("turns", "people", "tags", "entities", "sessions", "people-monthly")
+STEPS = ("turns", "people", "tags", "entities", "people-monthly", "log-truncated", "log-window", "log-compressed")
 
 
 @pytest.fixture(scope="module")
@@ -108,10 +115,9 @@ def by_key(records: list[Record]) -> dict[str, Record]:
     return {r.meta("group.key"): r for r in records}
 
 
-def members(record: Record, turns: list[Record]) -> set[str]:
-    """The source-item ids of a group record's members (provenance)."""
-    ids = {t.id: t.meta("source.item_key") or t.id for t in turns}
-    return {ids[s] for s in record.source_ids}
+def turns_by_item(built: Built) -> dict[str, Record]:
+    """The first run's turns by their source line's id."""
+    return {next(i for i, *_, text in TURNS if text == t.content): t for t in built.first["turns"]}
 
 
 def test_named_key_one_record_per_key_with_provenance_to_every_member(built):
@@ -124,8 +130,9 @@ def test_named_key_one_record_per_key_with_provenance_to_every_member(built):
         assert record.period == ALL_PERIODS and record.meta("time.period") == ALL_PERIODS
         assert record.meta("group.by") == "speaker" and record.meta("group.members") == len(expected)
     assert people["Jon"].meta("chat.conversation_id") == "c2"
-    sessions = by_key(built.first["sessions"])
-    assert {k: len(r.source_ids) for k, r in sessions.items()} == {"c1/S1": 2, "c1/S2": 2, "c2/S1": 1}
+    named = key_functions()
+    assert [named.get(n)(turns_by_item(built)["c1/3"]) for n in ("conversation", "session", "topic")] == [
+        "c1", "c1/S2", ["adoption agency"]]
     # A key group spans periods: Caroline's turns are from May and June, her record is one.
     assert {t.period for t in turns.values() if t.meta("chat.author") == "Caroline"} == {"2023-05", "2023-06"}
 
@@ -200,7 +207,7 @@ def test_hostile_keys_are_one_line_naming_the_record(built):
     record = Record(id="r1", content="x", step="turns", branch="main", metadata={"chat": {"title": "T"}})
     about = "step 'k': record r1"
     limits = Limits(group_key_chars=10, group_keys_per_record=4)
-    assert keys_of(record, lambda r: ["  a  b ", "", "a b", "c"], "f", limits, about) == ["a b", "c"]
+    assert keys_of(record, lambda r: ["  a  b ", "", "a b", None], "f", limits, about) == ["a b"]
     assert keys_of(record, lambda r: None, "f", limits, about) == []
     cases = [
         (lambda r: "k" * 11, "over the group_key_chars bound of 10"),
@@ -248,3 +255,56 @@ def test_definition_errors_and_toml_round_trip(tmp_path):
     assert set(key_functions().names()) >= {"speaker", "conversation", "session", "entity", "topic"}
     # A time aggregate keeps its version (so its record ids): no by= / fn= in its config.
     assert "by" not in pipe.steps["people"].__class__(name="m", from_=["turns"], prompt=speaker_prompt).config()
+
+
+def by_period(records: list[Record]) -> dict[str, Record]:
+    return {r.period: r for r in records}
+
+
+def test_fold_state_bounds_keep_the_state_small(built):
+    turns = sorted(built.second["turns"], key=lambda r: r.meta("time.created_at"))
+    # Unbounded, the state would be every turn so far (what append_turn makes).
+    log = {"2023-05": "\n".join(t.content for t in turns[:2]), "2023-06": "\n".join(t.content for t in turns)}
+    truncated = by_period(built.second["log-truncated"])
+    for period, record in truncated.items():
+        assert len(record.content) <= 12 * 4 and record.content
+        assert log[period].endswith(record.content)  # the last tokens, cut at a word
+        assert record.meta("step.state_bound") == "truncate"
+    window = by_period(built.second["log-window"])
+    assert window["2023-06"].content == "\n".join(t.content for t in turns[-2:])
+    assert window["2023-06"].source_ids == [t.id for t in turns[-2:]] == window["2023-06"].meta("step.window")
+    assert window["2023-05"].source_ids == [t.id for t in turns[:2]]  # May: both of its turns
+    compressed = by_period(built.second["log-compressed"])
+    june = compressed["2023-06"]
+    assert june.meta("step.inputs_folded") == len(turns) == 6  # compressed after the 2nd, 4th and 6th input
+    assert len(june.content) < len(log["2023-06"]) and june.content
+    assert june.audit["prompt_function"] == "synthex.core.prompts:compress_state"
+    assert "offline" in june.audit["model"]
+    assert built.first["log-compressed"][0].audit["tokens_in"] > 0
+
+
+def test_fold_state_definition_errors_and_toml(tmp_path):
+    pipe = Pipeline("f", project_dir=tmp_path)
+    pipe.source("turns", file=str(write_turns(tmp_path / "t.jsonl", TURNS[:1])), format="jsonl")
+    for bad, problem in [(TruncateState, "TruncateState: tokens=0; expected a positive integer"),
+                         (WindowState, "WindowState: inputs=0")]:
+        with pytest.raises(PipelineDefinitionError, match=problem):
+            bad(0)
+    with pytest.raises(PipelineDefinitionError, match="CompressState: every=True"):
+        CompressState(every=True)
+    with pytest.raises(PipelineDefinitionError, match="fold 'x': state: unknown fold state bound 'lossy'"):
+        pipe.fold("x", from_="turns", fn=append_turn, state={"kind": "lossy"})
+    with pytest.raises(PipelineDefinitionError, match="fold 'x': state='short'"):
+        pipe.fold("x", from_="turns", fn=append_turn, state="short")
+    with pytest.raises(PipelineDefinitionError, match="unknown field 'token'"):
+        pipe.fold("x", from_="turns", fn=append_turn, state={"kind": "truncate", "token": 5})
+    plain = pipe.fold("plain", from_="turns", prompt=append_turn)
+    assert "state" not in plain.config() and "fn" not in plain.config()  # an unbounded fold keeps its version
+    pipe.fold("t", from_="turns", fn=append_turn, state=TruncateState(tokens=50))
+    pipe.fold("c", from_="turns", fn=append_turn, state=CompressState(every=3))
+    text = pipe.to_toml(tmp_path / "p.toml")
+    assert 'kind = "truncate"' in text and "tokens = 50" in text
+    again = Pipeline.from_toml(tmp_path / "p.toml", project_dir=tmp_path)
+    assert again.steps["t"].state == TruncateState(tokens=50) and again.steps["c"].state == CompressState(every=3)
+    assert again.steps["t"].version_hash() == pipe.steps["t"].version_hash()
+    assert again.steps["c"].version_hash() == pipe.steps["c"].version_hash()

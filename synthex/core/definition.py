@@ -7,7 +7,6 @@ Nothing here runs, stores or searches: ``synthex.app.Pipeline`` adds that on top
 from __future__ import annotations
 
 import copy
-import importlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +29,8 @@ from synthex.core.steps import (
     get_step_kind,
     step_kinds,
 )
-from synthex.core.steps.base import callable_ref
+from synthex.core.steps.base import callable_ref, resolve_callable
+from synthex.core.steps.fold_state import StateBound
 from synthex.core.steps.group_keys import key_functions
 
 SURFACES = ("projection", "search")
@@ -381,9 +381,15 @@ class PipelineDefinition:
         temperature: float = 0.0,
         initial_state: str = "",
         pii: str | None = None,
+        *,
+        fn: Callable[[Record, str], str] | None = None,
+        state: StateBound | dict[str, Any] | None = None,
     ) -> FoldStep:
+        """The state after each period, folded input by input with ``prompt(record, state)`` (a model) or
+        ``fn(record, state)`` (plain Python). ``state``: ``TruncateState(tokens=N)``, ``CompressState(every=K)``
+        or ``WindowState(inputs=N)`` (``synthex.core.steps.fold_state``) keeps it bounded."""
         return self._add(FoldStep.build(name, from_=from_, prompt=prompt, model=model, temperature=temperature,
-                                        initial_state=initial_state, pii=pii))
+                                        initial_state=initial_state, pii=pii, fn=fn, state=state))
 
     def merge(self, name: str, from_: list[str]) -> MergeStep:
         return self._add(MergeStep.build(name, from_=from_))
@@ -567,15 +573,3 @@ class PipelineDefinition:
             pipe.eval_asset(entry["benchmark"], data=entry["data"], schedule=entry.get("schedule"),
                             thresholds=entry.get("thresholds"), blocking=bool(entry.get("blocking", False)))
         return pipe
-
-
-def resolve_callable(ref: str, where: str = "") -> Callable[..., Any]:
-    """Import ``module:qualname``."""
-    module_name, _, qualname = ref.partition(":")
-    try:
-        obj: Any = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as exc:
-        raise PipelineDefinitionError(f"{where}: cannot import prompt function {ref!r}: {exc}") from exc
-    return obj

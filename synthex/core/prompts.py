@@ -100,3 +100,15 @@ def member_digest(records: list[Record], group: object) -> str:
         lines.append(line)
         size += len(line) + 1
     return "\n".join(lines)
+
+
+def compress_state(state: str) -> str:
+    """The default prompt of ``CompressState``: a fold's running state rewritten shorter by the model."""
+    return f"""Rewrite this running summary in at most half its length. Keep every name, date, number and
+decision; drop repetition.
+
+## Summary
+{state}
+
+## Shorter summary
+"""

@@ -17,6 +17,7 @@ arguments (``pipeline.step(kind, name, ...)``, a TOML file).
 from __future__ import annotations
 
 import hashlib
+import importlib
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -37,6 +38,18 @@ def callable_ref(fn: Callable[..., Any] | None) -> str | None:
     if fn is None:
         return None
     return f"{fn.__module__}:{fn.__qualname__}"
+
+
+def resolve_callable(ref: str, where: str = "") -> Callable[..., Any]:
+    """Import ``module:qualname``."""
+    module_name, _, qualname = ref.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise PipelineDefinitionError(f"{where}: cannot import prompt function {ref!r}: {exc}") from exc
+    return obj
 
 
 def callable_source_hash(fn: Callable[..., Any] | None) -> str | None:

@@ -30,6 +30,7 @@ from synthex.core.errors import PipelineDefinitionError, StepError
 from synthex.core.limits import Limits
 from synthex.core.plugins import Registry, populate
 from synthex.core.record import Record
+from synthex.core.steps.base import callable_ref
 
 KeyFunction = Callable[[Record], "str | Iterable[str] | None"]
 BUILTIN_MODULES = ("synthex.core.steps.group_keys",)
@@ -97,8 +98,6 @@ def key_functions() -> Registry[KeyFunction]:
 
 def resolve_key_function(by: object, where: str) -> tuple[str, KeyFunction]:
     """(its name for metadata and export, the function) of a ``by=`` value: a registered name or a callable."""
-    from synthex.core.steps.base import callable_ref
-
     if isinstance(by, str):
         try:
             return by, key_functions().get(by)
@@ -115,7 +114,7 @@ def _shown(key: str) -> str:
 
 
 def keys_of(record: Record, fn: KeyFunction, by: str, limits: Limits, about: str) -> list[str]:
-    """The groups ``record`` joins: ``fn``'s keys, whitespace runs made one space, empty ones dropped,
+    """The groups ``record`` joins: ``fn``'s keys, whitespace runs made one space, empty ones and None dropped,
     deduplicated in order. Over a bound, or not strings: a StepError line naming ``about`` (the step and
     the record). A generator is read no further than one past the count bound."""
     try:
@@ -133,6 +132,8 @@ def keys_of(record: Record, fn: KeyFunction, by: str, limits: Limits, about: str
     taken = list(itertools.islice(raw, bound + 1))
     keys: list[str] = []
     for key in taken:
+        if key is None:  # an absent value (a metadata field a record lacks) joins no group
+            continue
         if not isinstance(key, str):
             raise StepError(f"{about}: key function {by} gave a key of type {type(key).__name__}; keys are str")
         if len(key) > limits.group_key_chars:
