@@ -35,6 +35,8 @@ class SqliteEventLog(SqliteEventLogStorage):
 
     def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None) -> None:
         self._engines: OrderedDict[str, Any] = OrderedDict()  # shard -> its engine (one pooled connection)
+        self._tables_present: set[str] = set()  # index tables seen (a schema migration only adds tables)
+        self._tables_present_columns: set[tuple[str, str]] = set()  # (table, column) seen, likewise
         super().__init__(base_dir, inst_data)
 
     @classmethod
@@ -71,6 +73,25 @@ class SqliteEventLog(SqliteEventLogStorage):
             with engine.connect() as conn, conn.begin():
                 yield conn
 
+    def has_table(self, table_name: str) -> bool:
+        """Dagster asks before every partition lookup and asset event (~550 times in the demo run), each time
+        through a new engine; a table once there stays there (until ``wipe``)."""
+        if table_name in self._tables_present:
+            return True
+        present = super().has_table(table_name)
+        if present:
+            self._tables_present.add(table_name)
+        return present
+
+    def _has_asset_key_col_on_connection(self, conn: Any, column_name: str) -> bool:
+        """Dagster reflects the asset-key table's columns on every asset event; a column once there stays."""
+        if ("asset_keys", column_name) in self._tables_present_columns:
+            return True
+        present = super()._has_asset_key_col_on_connection(conn, column_name)
+        if present:
+            self._tables_present_columns.add(("asset_keys", column_name))
+        return present
+
     def close_connections(self) -> None:
         """Close every open database file (before files are removed, and when the instance is disposed)."""
         with self._db_lock:
@@ -79,6 +100,8 @@ class SqliteEventLog(SqliteEventLogStorage):
 
     def wipe(self) -> None:
         self.close_connections()
+        self._tables_present.clear()
+        self._tables_present_columns.clear()
         super().wipe()
 
     def dispose(self) -> None:
