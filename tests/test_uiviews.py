@@ -9,12 +9,11 @@ from dataclasses import fields, replace
 
 import pytest
 from conftest import PIPELINE_PY, load, write_project
-from dagster import AssetKey, DagsterEventType, DagsterInstance
-from dagster._core.definitions.partitions.subset.default import DefaultPartitionsSubset as DagsterSubset
-from dagster._serdes import deserialize_value, serialize_value
+from dagster import AssetKey, DagsterEventType, DagsterInstance, deserialize_value, serialize_value
 
 from synthex.core.record import Record
 from synthex.core.steps.transform import TransformStep
+from synthex_assets import dagster_internals as internals
 from synthex_assets.checks import HOOKS, PROVENANCE, UP_TO_DATE
 from synthex_assets.dagster_internals import (
     ASSET_PARTITION_RANGE_END_TAG,
@@ -97,7 +96,7 @@ def test_the_period_order_survives_dagsters_serialization():
     assert isinstance(subset, DefaultPartitionsSubset)
     assert list(subset.get_partition_keys()) == chronological  # a set's order would match 1 time in 12!
     back = deserialize_value(serialize_value(subset))
-    assert type(back) is DagsterSubset and back.subset == subset.subset
+    assert type(back) is internals._default_subset.DefaultPartitionsSubset and back.subset == subset.subset
 
 
 def test_an_invented_period_is_refused_and_nothing_is_materialized(ran_project, tmp_path):
