@@ -3,7 +3,8 @@
 Makes the demo project in a temporary folder (``synthex init demo --demo``, ``synthex run``), re-runs every
 period once the way a UI backfill does (nothing changes), starts ``synthex ui`` on a free port, waits
 until the code location answers, and has headless Chromium take one PNG per view (the asset lineage, a
-step's partitions, the latest materialization's metadata, the checks, the job graph) into
+step's partitions, the latest materialization's metadata, the checks, a model step's overview, the job
+graph) into
 ``docs/screenshots/`` (``--out``). The server is stopped at the end, whatever happened.
 
 Needs Chromium (Debian/Ubuntu: ``apt-get install -y chromium``; or set ``CHROMIUM=/path/to/chrome``).
@@ -13,6 +14,7 @@ The test suite does not depend on it.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import shutil
@@ -25,6 +27,8 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+from websockets.sync.client import connect
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_PNG_BYTES = 300_000
@@ -46,6 +50,8 @@ def views(location: str, job: str) -> list[View]:
         View("latest_materialization.png", "/assets/world_model?view=events",
              "world_model's latest materialization (its newest period) after a run that changed nothing"),
         View("checks.png", "/assets/summaries?view=checks", "the checks a step carries and their results"),
+        View("stand_in.png", "/assets/summaries?view=overview",
+             "a model step's description and config: the offline stand-in named, not \"model: None\""),
         View("job.png", f"/locations/{location}/jobs/{job}", "the pipeline's job graph"),
     ]
 
@@ -81,13 +87,14 @@ def rerun_every_period(project: Path) -> None:
     from synthex.core.project import load_pipeline
     from synthex_assets.dagster_internals import partition_range_tags
     from synthex_assets.definitions import build_definitions
+    from synthex_assets.launcher import console_config
     from synthex_assets.naming import job_name
 
     pipe = load_pipeline(project)
     try:
         periods = pipe.app.instance.get_dynamic_partitions("period")
         job = build_definitions(pipe).resolve_job_def(job_name(pipe.name))
-        result = job.execute_in_process(instance=pipe.app.instance,
+        result = job.execute_in_process(instance=pipe.app.instance, run_config=console_config(verbose=False),
                                         tags=partition_range_tags(f"main|{periods[0]}", f"main|{periods[-1]}"))
         assert result.success
     finally:
@@ -116,15 +123,61 @@ def wait_until_loaded(url: str, server: subprocess.Popen, timeout: float = 300.0
     raise RuntimeError(f"the UI at {url} did not load the code location within {timeout:.0f} s")
 
 
-def screenshot(chromium: str, url: str, out: Path, size: tuple[int, int], settle_ms: int) -> None:
-    out.unlink(missing_ok=True)
-    with tempfile.TemporaryDirectory(prefix="synthex-chromium-") as profile:
-        subprocess.run([chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                        "--no-first-run", f"--user-data-dir={profile}", f"--window-size={size[0]},{size[1]}",
-                        f"--virtual-time-budget={settle_ms}", f"--screenshot={out}", url],
-                       check=True, capture_output=True, timeout=180)
-    if not out.exists():
-        raise RuntimeError(f"chromium wrote no screenshot of {url}")
+class Browser:
+    """Headless Chromium driven over the DevTools protocol (``websockets``, installed with Dagster's
+    webserver): the Dagster UI keeps polling, so "page loaded" never comes; each view is given
+    ``settle_s`` seconds to render, then captured. A process of our own, stopped by ``close``."""
+
+    def __init__(self, chromium: str, profile: Path) -> None:
+        port = free_port()
+        self.process = subprocess.Popen(
+            [chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
+             "--remote-allow-origins=*", f"--remote-debugging-port={port}", f"--user-data-dir={profile}",
+             "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        self._connection = connect(self._page_socket(port), max_size=None)
+        self.page = self._connection.__enter__()  # left in close()
+        self._next_id = 0
+
+    def _page_socket(self, port: int, timeout: float = 60.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=2) as response:
+                    pages = [t for t in json.loads(response.read()) if t.get("type") == "page"]
+                if pages:
+                    return pages[0]["webSocketDebuggerUrl"]
+            except OSError:
+                pass
+            time.sleep(0.5)
+        raise RuntimeError("Chromium's DevTools endpoint did not answer")
+
+    def call(self, method: str, **params: object) -> dict:
+        self._next_id += 1
+        self.page.send(json.dumps({"id": self._next_id, "method": method, "params": params}))
+        while True:  # events arrive in between; the answer carries our id
+            message = json.loads(self.page.recv(timeout=120))
+            if message.get("id") == self._next_id:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return message.get("result", {})
+
+    def shoot(self, url: str, out: Path, size: tuple[int, int], settle_s: float) -> None:
+        self.call("Emulation.setDeviceMetricsOverride", width=size[0], height=size[1], deviceScaleFactor=1,
+                  mobile=False)
+        self.call("Page.navigate", url=url)
+        time.sleep(settle_s)
+        shot = self.call("Page.captureScreenshot", format="png")
+        out.write_bytes(base64.b64decode(shot["data"]))
+
+    def close(self) -> None:
+        self._connection.__exit__(None, None, None)
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
 
 
 def stop(server: subprocess.Popen) -> None:
@@ -143,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
     parser.add_argument("--project", type=Path, help="an existing project (default: a new demo in a temp dir)")
-    parser.add_argument("--settle-ms", type=int, default=15000, help="how long the page renders before the shot")
+    parser.add_argument("--url", help="a `synthex ui` already serving --project (default: start one)")
+    parser.add_argument("--settle-s", type=float, default=12.0, help="how long each view renders before the shot")
     args = parser.parse_args(argv)
     chromium = find_chromium()
     if chromium is None:
@@ -158,23 +212,31 @@ def main(argv: list[str] | None = None) -> int:
 
         pipe = load_pipeline(project)
         location, job = location_name(pipe.name), job_name(pipe.name)
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
+        server, browser = None, None
         log = open(Path(tmp) / "ui.log", "wb")  # noqa: SIM115 - closed below, after the server stopped
-        server = subprocess.Popen([sys.executable, "-m", "synthex.surfaces.cli", "ui", "--port", str(port),
-                                   "--project", str(project)], stdout=log, stderr=subprocess.STDOUT,
-                                  start_new_session=True)
         try:
-            wait_until_loaded(url, server)
+            if args.url:
+                url = args.url.rstrip("/")
+            else:
+                port = free_port()
+                url = f"http://127.0.0.1:{port}"
+                server = subprocess.Popen([sys.executable, "-m", "synthex.surfaces.cli", "ui", "--port", str(port),
+                                           "--project", str(project)], stdout=log, stderr=subprocess.STDOUT,
+                                          start_new_session=True)
+                wait_until_loaded(url, server)
+            browser = Browser(chromium, Path(tmp) / "chromium-profile")
             for view in views(location, job):
                 out = args.out / view.file
-                screenshot(chromium, url + view.path, out, view.size, args.settle_ms)
+                browser.shoot(url + view.path, out, view.size, args.settle_s)
                 size = out.stat().st_size
                 flag = "" if size <= MAX_PNG_BYTES else f"  (over {MAX_PNG_BYTES // 1000} KB)"
                 print(f"{out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}: {view.what}, "
                       f"{size // 1000} KB{flag}")
         finally:
-            stop(server)
+            if browser is not None:
+                browser.close()
+            if server is not None:
+                stop(server)
             log.close()
     return 0
 
