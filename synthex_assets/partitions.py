@@ -15,19 +15,21 @@ from collections.abc import Iterable
 
 from dagster import DagsterInstance, DynamicPartitionsDefinition, MultiPartitionKey
 
+from synthex.core.periods import ALL_PERIODS
 from synthex_assets.dagster_internals import PeriodOrderedPartitions
 
 BRANCHES = DynamicPartitionsDefinition(name="branch")
 PERIODS = DynamicPartitionsDefinition(name="period")
 STEP_PARTITIONS = PeriodOrderedPartitions({"branch": BRANCHES, "period": PERIODS})
 
-# The pipeline's partition grain is the calendar month (synthex.core.periods): "YYYY-MM", years 1000-9999.
+# The pipeline's partition grain is the calendar month (synthex.core.periods): "YYYY-MM", years 1000-9999;
+# and ALL_PERIODS, the one partition of a key aggregate whose groups span periods.
 _MONTH = re.compile(r"[1-9]\d{3}-(0[1-9]|1[0-2])\Z")
 
 
 def is_period(key: str) -> bool:
-    """Whether ``key`` is a period partition of the pipeline's grain (a calendar month, ``YYYY-MM``)."""
-    return bool(_MONTH.match(key))
+    """Whether ``key`` is a period partition: a calendar month (``YYYY-MM``) or ``ALL_PERIODS``."""
+    return key == ALL_PERIODS or bool(_MONTH.match(key))
 
 
 def invalid_periods(partitions: Iterable[tuple[str, str]]) -> list[str]:

@@ -29,6 +29,7 @@ from dagster import (
 from synthex.core.definition import PipelineDefinition
 from synthex.core.deletions import consent_from_tags
 from synthex.core.errors import SynthexError
+from synthex.core.periods import ALL_PERIODS
 from synthex.core.progress import ProgressReporter
 from synthex.core.record import Record
 from synthex.core.steps import Step
@@ -82,16 +83,26 @@ def held_records(store: RecordStore, outcomes: list[PartitionOutcome]) -> dict[t
     return {key: [found[i] for i in ids if i in found] for key, ids in wanted.items()}
 
 
-def span(keys: list[str]) -> str:
+def partition_span(keys: list[str]) -> str:
     """The partitions a check covered, compact: ``main|2024-01 .. main|2024-10 (10)``."""
     return keys[0] if len(keys) == 1 else f"{keys[0]} .. {keys[-1]} ({len(keys)})"
+
+
+def partitions_note(step: Step) -> str:
+    """What the step's (branch, period) partitions hold, for the UI (description and metadata)."""
+    span = step.single_partition_period()
+    if span is not None:
+        return (f"Partitions: branch x period, but a key group spans periods: every record of this step is in "
+                f"the period partition `{span}` of its branch, made from its inputs of every period; its other "
+                f"period partitions stay empty.")
+    return "Partitions: branch x period (calendar month); each period is made from its inputs of that period."
 
 
 def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefinition:
     name = asset_name(step.name)
     uses_model = step.uses_model()
     description = f"Synthex {step.kind} step `{step.name}`" + (
-        f" from {', '.join(step.from_)}" if step.from_ else "") + f" (pipeline `{pipeline.name}`)."
+        f" from {', '.join(step.from_)}" if step.from_ else "") + f" (pipeline `{pipeline.name}`). " + partitions_note(step)
     config = step.config()
     if uses_model:
         # Decided where the code location loads (its environment): a model step's records come from the
@@ -112,7 +123,8 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefiniti
         group_name=asset_name(pipeline.name),
         description=description,
         kinds={"lancedb", "python"},
-        metadata={"synthex/step": step.name, "synthex/kind": step.kind, "synthex/config": str(config)},
+        metadata={"synthex/step": step.name, "synthex/kind": step.kind, "synthex/config": str(config),
+                  "synthex/partitions": partitions_note(step)},
         check_specs=[AssetCheckSpec(check, asset=name, description=text)
                      for check, text in check_descriptions(pipeline, step).items()],
     )
@@ -123,7 +135,8 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefiniti
         if invented:  # before anything is read or written: the run fails here, nothing is materialized
             raise Failure(description=f"step {step.name!r}: {', '.join(invented[:3])}"
                                       f"{' ...' if len(invented) > 3 else ''}: not a period (a calendar month, "
-                                      f"YYYY-MM); periods are registered from the data, not added by hand",
+                                      f"YYYY-MM, or {ALL_PERIODS!r}); periods are registered from the data, "
+                                      f"not added by hand",
                           allow_retries=False)
         executor = StepExecutor(pipeline, step, store, llm, progress, run_id=context.run.run_id,
                                 full=context.run.tags.get(FULL_TAG) == "1")
@@ -146,7 +159,7 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefiniti
             context.add_asset_metadata(partition_metadata(outcome, held[(outcome.branch, outcome.period)], model),
                                        partition_key=f"{outcome.branch}|{outcome.period}")
         context.log.info(f"{step.name}: {len(result.outcomes)} partition(s), index {result.index}")
-        covered = span(sorted(context.partition_keys, key=lambda k: split_partition_key(k)[::-1]))
+        covered = partition_span(sorted(context.partition_keys, key=lambda k: split_partition_key(k)[::-1]))
         return MaterializeResult(check_results=[
             AssetCheckResult(check_name=str(outcome.check), passed=outcome.passed, severity=AssetCheckSeverity.ERROR,
                              metadata={"detail": MetadataValue.text(outcome.detail),
