@@ -51,6 +51,10 @@ from dagster._core.execution.context_creation_job import (
     orchestration_context_event_generator,
 )
 
+# Why private: a CLI process opens the project's instance with its own event log (synthex_assets/event_log.py)
+# through ``InstanceRef.from_dir(overrides=...)``; no public API takes overrides or builds a ref.
+from dagster._core.instance.ref import InstanceRef as InstanceRef
+
 # Why private: the origin of a run as the UI's code location knows it (location, repository, job);
 # the public API never lets a caller set a run's origin.
 from dagster._core.remote_origin import (
@@ -62,6 +66,13 @@ from dagster._core.remote_origin import (
 # Why private: the execution-plan snapshot recorded with the run, against the location's job snapshot.
 from dagster._core.snap import snapshot_from_execution_plan
 
+# Why private: synthex_assets/event_log.py is Dagster's own SQLite event storage with its connections kept
+# open; Dagster exports neither the class nor the timeout it opens its files with.
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
+    SqliteEventLogStorage as SqliteEventLogStorage,
+)
+from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS as SQLITE_BUSY_TIMEOUT_SECONDS
+
 # Why private: no public module exports the names of the partition-range run tags (RunRequest and
 # execute_in_process take one partition_key, no range).
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
@@ -69,6 +80,9 @@ from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PART
 # Why private: how a code location is loaded (``python -m <module>`` in a working directory), the target
 # part of its origin.
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+
+# Why private: what a configurable storage class is built from (its constructor's second argument).
+from dagster._serdes import ConfigurableClassData as ConfigurableClassData
 
 DAGSTER_VERSION = "1.13.27"
 
@@ -157,3 +171,4 @@ def execute_as_location_run(job: JobDefinition, location_job: JobDefinition, ins
             raise_on_error=True),
     ):
         pass
+

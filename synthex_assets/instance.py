@@ -9,6 +9,7 @@ from pathlib import Path
 from dagster import DagsterInstance
 
 from synthex.core.definition import PipelineDefinition
+from synthex_assets.dagster_internals import InstanceRef
 
 INSTANCE_YAML = """\
 # Written by synthex: a project-local Dagster instance.
@@ -52,4 +53,14 @@ def open_instance(pipeline: PipelineDefinition) -> DagsterInstance:
     home = instance_home(pipeline)
     ensure_instance_yaml(home)
     logging.getLogger("dagster").setLevel(logging.ERROR)
-    return DagsterInstance.from_config(str(home))
+    return DagsterInstance.from_ref(InstanceRef.from_dir(str(home), overrides=storage_overrides(home)))
+
+
+def storage_overrides(home: Path) -> dict:
+    """The project's event log (synthex_assets/event_log.py: Dagster's SQLite storage, same files, with its
+    connections kept open) for an instance whose dagster.yaml is synthex's own; a user's own storage
+    settings are left as they are. The UI's process reads the same files with Dagster's stock class."""
+    if (home / "dagster.yaml").read_text(encoding="utf-8") != INSTANCE_YAML:
+        return {}
+    return {"event_log_storage": {"module": "synthex_assets.event_log", "class": "SqliteEventLog",
+                                  "config": {"base_dir": str(home / "history" / "runs")}}}
