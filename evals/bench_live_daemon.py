@@ -105,8 +105,10 @@ def _note(root: Path, n: int, w: str) -> None:
 
 def _row(root: Path, n: int, w: str) -> None:
     with sqlite3.connect(root / "crm.sqlite") as db:
-        db.execute("UPDATE tickets SET subject = ?, updated_at = ? WHERE id = ?",
-                   (f"ticket {n}: the aquarium pump {w} is humming", time.strftime("%Y-%m-%d %H:%M:%S"), 1 + n))
+        changed = db.execute("UPDATE tickets SET subject = ?, updated_at = ? WHERE id = (SELECT min(id) + ? % count(*) "
+                             "FROM tickets)", (f"ticket {n}: the aquarium pump {w} is humming",
+                                               time.strftime("%Y-%m-%d %H:%M:%S"), n)).rowcount
+    assert changed == 1, f"no ticket row changed for change {n}"
 
 
 CHANGES = [Change("stream line", "inbox", "digest", _line), Change("new note", "notes", "notes", _note),

@@ -66,6 +66,17 @@ from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 DAGSTER_VERSION = "1.13.27"
 
 
+def execute_run_by_id(run_id: str, instance: DagsterInstance) -> None:
+    """Execute the run ``run_id`` (created and launched already) in this process: what the process Dagster's
+    DefaultRunLauncher spawns does (``dagster api execute_run``); failures are recorded on the run."""
+    # Why private: that command's body is the only function that executes an existing run by id with its
+    # code origin; the warm run launcher (synthex_assets.run_launcher) calls it in a process forked from
+    # one with the run's libraries already imported. Imported here, not at the top: only run workers need it.
+    from dagster._cli.api import _execute_run_command_body
+
+    _execute_run_command_body(run_id, instance, lambda _event: None, set_exit_code_on_failure=False)
+
+
 def partition_range_tags(start: str, end: str) -> dict[str, str]:
     """Run tags selecting the partitions ``start`` .. ``end`` (in the partitions definition's order)."""
     return {ASSET_PARTITION_RANGE_START_TAG: start, ASSET_PARTITION_RANGE_END_TAG: end}

@@ -22,6 +22,10 @@ nux:
 run_coordinator:
   module: dagster._core.run_coordinator
   class: DefaultRunCoordinator
+# ... in a process forked from one that imported the run's libraries already (seconds saved per run).
+run_launcher:
+  module: synthex_assets.run_launcher
+  class: WarmRunLauncher
 """
 
 # What earlier versions of synthex wrote. A dagster.yaml equal to one of these is brought up to date;

@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 from dagster import DagsterInstance, SensorResult, SkipReason, build_sensor_context
 from dagster._core.instance.ref import InstanceRef
+from dagster._core.launcher import RunLauncher
 from dagster._core.run_coordinator import DefaultRunCoordinator, RunCoordinator
 
 from synthex.core.definition import SENSOR_INTERVAL_S, PipelineDefinition
@@ -23,6 +24,7 @@ from synthex.core.sources.stream import append_lines
 from synthex.surfaces.cli import main as cli
 from synthex_assets.definitions import build_definitions
 from synthex_assets.instance import EARLIER_INSTANCE_YAMLS, INSTANCE_YAML, ensure_instance_yaml, open_instance
+from synthex_assets.run_launcher import PRELOAD, WarmRunLauncher
 from synthex_assets.sensors import SourceCursor, sensor_name
 
 PIPELINE = '''
@@ -154,6 +156,11 @@ def test_instance_launches_runs_without_a_queue(tmp_path):
     for name in ("new", "earlier"):
         assert (homes[name] / "dagster.yaml").read_text() == INSTANCE_YAML
         # What DagsterInstance.from_config(home) would build, without creating its storage.
-        coordinator = InstanceRef.from_dir(str(homes[name])).run_coordinator_data.rehydrate(as_type=RunCoordinator)
-        assert isinstance(coordinator, DefaultRunCoordinator)
+        ref = InstanceRef.from_dir(str(homes[name]))
+        assert isinstance(ref.run_coordinator_data.rehydrate(as_type=RunCoordinator), DefaultRunCoordinator)
+        assert isinstance(ref.run_launcher_data.rehydrate(as_type=RunLauncher), WarmRunLauncher)
     assert (homes["own"] / "dagster.yaml").read_text() == own  # the user's own file is never rewritten
+    # lancedb starts a native runtime thread at import, which a fork must not copy: its REST models
+    # (most of its import time, no thread) are preloaded instead.
+    assert "lancedb" not in PRELOAD and "lance_namespace" in PRELOAD
+
