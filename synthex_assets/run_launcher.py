@@ -19,19 +19,24 @@ import multiprocessing
 import os
 import signal
 import time
+import warnings
 from typing import Any
 
 from dagster import DagsterInstance, DefaultRunLauncher
 
-from synthex_assets.dagster_internals import execute_run_by_id
+from synthex_assets.dagster_internals import RUN_WORKER_MODULES, execute_run_by_id
 
 # The libraries a run imports, loaded once in the forkserver (a module that fails to import is skipped).
-# Not lancedb itself: its import starts a native runtime thread, which a fork must not copy; its REST
-# client models (lance_namespace: 366 pydantic validators, most of lancedb's import time) start none.
-PRELOAD = ["dagster", "synthex", "synthex.core.project", "synthex.core.plugins", "synthex_assets.run_launcher",
-           "synthex_assets.dagster_internals", "synthex_assets.definitions", "synthex_assets.executor",
-           "synthex_resources.record_store", "synthex_resources.embedder", "lance_namespace", "pyarrow", "duckdb",
-           "onnxruntime", "evals.plugin"]
+# lancedb among them (4 s of class decoration at import, most of a run's start): it supports fork (an
+# at-fork hook restarts its event loop thread and native runtime in the child), and the forkserver never
+# uses it, so nothing of it is mid-operation when a run is forked.
+PRELOAD = ["dagster", "synthex", "synthex.core.project", "synthex.core.plugins", "synthex.core.pii",
+           "synthex_assets.run_launcher", "synthex_assets.dagster_internals", "synthex_assets.definitions",
+           "synthex_assets.executor", "synthex_resources.record_store", "synthex_resources.embedder", "lancedb",
+           "pyarrow", "duckdb", "onnxruntime", "evals.plugin", *RUN_WORKER_MODULES]
+# lancedb warns in every forked child that its fork support is experimental; see above for why it is safe
+# here. Only that message, only in the processes that import this module (the launcher's and the runs').
+warnings.filterwarnings("ignore", message="lancedb fork support is experimental", category=RuntimeWarning)
 PID_TAG = "synthex/run_worker_pid"
 TERMINATE_GRACE_S = 5.0
 

@@ -160,7 +160,5 @@ def test_instance_launches_runs_without_a_queue(tmp_path):
         assert isinstance(ref.run_coordinator_data.rehydrate(as_type=RunCoordinator), DefaultRunCoordinator)
         assert isinstance(ref.run_launcher_data.rehydrate(as_type=RunLauncher), WarmRunLauncher)
     assert (homes["own"] / "dagster.yaml").read_text() == own  # the user's own file is never rewritten
-    # lancedb starts a native runtime thread at import, which a fork must not copy: its REST models
-    # (most of its import time, no thread) are preloaded instead.
-    assert "lancedb" not in PRELOAD and "lance_namespace" in PRELOAD
+    assert {"dagster", "lancedb", "synthex_assets.definitions"} <= set(PRELOAD)  # what a run's start waited for
 
