@@ -8,7 +8,8 @@ from a change (a row, a file, a stream line) to its record being searchable.
 Everything runs as the product runs it: a project whose pipeline.py names a DuckDB table (watermark
 mode), a SQLite table (per-row hash mode), a folder and a stream; the sensors of its Definitions are
 evaluated against a real Dagster instance, and the runs they request are executed in process (the
-daemon would launch the same runs; its interval, ``SENSOR_INTERVAL_S``, adds at most that much).
+daemon would launch the same runs; its interval, ``Pipeline(sensor_interval_s=)``, adds at most that much;
+``--daemon`` measures through the real daemon instead).
 Source records get no vectors here (no search output names them), so the figures are about the
 source path, not the embedder (docs/benchmarks.md has the embedder's own figures).
 """
@@ -124,8 +125,8 @@ def main() -> None:
 
     from dagster import instance_for_test
 
+    from synthex.core.definition import SENSOR_INTERVAL_S
     from synthex.core.importers.tables import read_items
-    from synthex_assets.sensors import SENSOR_INTERVAL_S
 
     logging.getLogger("dagster").setLevel(logging.WARNING)
     work = Path(args.work or tempfile.mkdtemp(prefix="bench-live-"))
