@@ -214,20 +214,35 @@ def _detect(cdc: DuckDBResource, pipeline: PipelineDefinition, sources: list[str
         return detect_changes(pipeline, CdcState(conn), sources)
 
 
-def _commit(cdc: DuckDBResource, pipeline: PipelineDefinition, changes: list[SourceChanges]) -> None:
+def _detect_source(cdc: DuckDBResource, pipeline: PipelineDefinition,
+                   source: str) -> tuple[SourceChanges, SourceState | None]:
+    """What changed in ``source``, and its committed state (for the cursor), over one connection."""
+    Path(cdc.database).parent.mkdir(parents=True, exist_ok=True)
     with cdc.get_connection() as conn:
-        commit_changes(pipeline, CdcState(conn), changes)
+        cdc_state = CdcState(conn)
+        (change,) = detect_changes(pipeline, cdc_state, [source])
+        return change, cdc_state.source_state(source, change.origin)
 
 
-def _update_cursor(context: SensorEvaluationContext, cdc: DuckDBResource, pipeline: PipelineDefinition,
-                   source: str, change: SourceChanges, committed: bool) -> None:
-    """Write the readable cursor when this tick committed a change or the cursor is missing or of an
-    earlier version (an idle tick with a current cursor writes nothing)."""
+def _commit(cdc: DuckDBResource, pipeline: PipelineDefinition, changes: list[SourceChanges]) -> list[SourceState]:
+    """Commit ``changes``; the sources' committed states."""
+    with cdc.get_connection() as conn:
+        cdc_state = CdcState(conn)
+        commit_changes(pipeline, cdc_state, changes)
+        return [s for c in changes if (s := cdc_state.source_state(c.source, c.origin)) is not None]
+
+
+def _update_cursor(context: SensorEvaluationContext, pipeline: PipelineDefinition, state: SourceState | None,
+                   change: SourceChanges, committed: bool) -> None:
+    """Write the readable cursor when this tick committed a change, or the cursor is missing, of an earlier
+    version or behind the committed state (a `synthex run` or `sync` committed since). An idle tick whose
+    cursor is current writes nothing."""
     previous = SourceCursor.parse(context.cursor)
-    if previous is not None and not committed:
+    if state is None:
         return
-    with cdc.get_connection() as conn:
-        state = CdcState(conn).source_state(source, change.origin)
+    if (previous is not None and not committed and previous.source == state.source
+            and previous.synced_at == state.synced_at and previous.items == state.items):
+        return
     cursor = source_cursor(pipeline, state, change if committed else None, previous)
     if cursor is not None:
         context.update_cursor(cursor.to_json())
@@ -240,21 +255,23 @@ def build_source_sensor(pipeline: PipelineDefinition, source: str) -> SensorDefi
             description=f"Syncs source `{source}` of pipeline `{pipeline.name}`: requests runs of the partitions "
                         f"its changes make dirty (downstream steps included).")
     def _source_sensor(context: SensorEvaluationContext, cdc: DuckDBResource) -> SensorResult | SkipReason:
-        (change,) = _detect(cdc, pipeline, [source])
+        change, state = _detect_source(cdc, pipeline, source)
         for note in change.notes():  # lines set aside, lines left for the next tick: in the tick's log too
             context.log.warning(f"{source}: {note}")
         if not change.any:
             if not change.token_unchanged:
-                _commit(cdc, pipeline, [change])  # a new token for the same items (a touch): remember it
-            _update_cursor(context, cdc, pipeline, source, change, committed=not change.token_unchanged)
+                # A new token for the same items (a touch): remember it.
+                state = next(iter(_commit(cdc, pipeline, [change])), state)
+            _update_cursor(context, pipeline, state, change, committed=not change.token_unchanged)
             return SkipReason(change.summary())
         plan = plan_requests(pipeline, context.instance, f"sensor:{source}", source)
         if plan.held_back:  # not committed: the next tick judges again (and says so again)
             line = refusal_line(plan.held_back)
             context.log.warning(line)
             return SkipReason(line)
-        _commit(cdc, pipeline, [change])  # the runs are requested; a failed run is repaired by the next reconcile
-        _update_cursor(context, cdc, pipeline, source, change, committed=True)
+        # The runs are requested; a failed run is repaired by the next reconcile.
+        state = next(iter(_commit(cdc, pipeline, [change])), state)
+        _update_cursor(context, pipeline, state, change, committed=True)
         context.log.info(change.summary())
         return SensorResult(
             run_requests=plan.requests,

@@ -89,11 +89,15 @@ def test_run_and_sync_leave_change_tracking_current(project):
     for source in SOURCES:  # right after `synthex run`
         assert_nothing_new(project.tick(source)[0], source)
 
+    before = SourceCursor.parse(project.tick("inbox")[1])
     append_lines(project.root / "inbox.jsonl", [{"id": "m2", "text": "call the caterer", "created_at": "2024-04-21"}])
     (project.root / "notes" / "2024-05-02-retro.md").write_text("Retro: the demo went well")
     project.cli("sync")
     for source in SOURCES:
         assert_nothing_new(project.tick(source)[0], source)
+    # The cursor follows what the sync committed (an idle tick behind the state rewrites it).
+    after = SourceCursor.parse(project.tick("inbox", cursor=before.to_json())[1])
+    assert (before.items, after.items) == (1, 2) and after.synced_at >= before.synced_at
     assert "call the caterer" in {r.content for r in project.pipeline.records("digest")}
 
 
