@@ -33,7 +33,8 @@ from synthex_assets.dagster_internals import RUN_WORKER_MODULES, execute_run_by_
 PRELOAD = ["dagster", "synthex", "synthex.core.project", "synthex.core.plugins", "synthex.core.pii",
            "synthex_assets.run_launcher", "synthex_assets.dagster_internals", "synthex_assets.definitions",
            "synthex_assets.executor", "synthex_resources.record_store", "synthex_resources.embedder", "lancedb",
-           "pyarrow", "duckdb", "onnxruntime", "evals.plugin", *RUN_WORKER_MODULES]
+           "lance", "pyarrow", "duckdb", "onnxruntime", "upath", "fsspec", "synthex.app", "evals.plugin",
+           *RUN_WORKER_MODULES]
 # lancedb warns in every forked child that its fork support is experimental; see above for why it is safe
 # here. Only that message, only in the processes that import this module (the launcher's and the runs').
 warnings.filterwarnings("ignore", message="lancedb fork support is experimental", category=RuntimeWarning)
