@@ -10,6 +10,10 @@ Two things have no public API in Dagster 1.13:
 - A run over a *range* of partitions. ``RunRequest`` takes one ``partition_key`` (no range argument)
   and ``JobDefinition.execute_in_process`` one ``partition_key`` too; a single-run backfill of a range
   is expressed by two system run tags, which Dagster exports only from ``dagster._core.storage.tags``.
+- The order in which one run's partition materializations are recorded. A single-run backfill emits one
+  materialization per partition in the order of the output's partitions subset, a ``set`` for a
+  ``MultiPartitionsDefinition`` (hash order), so the asset's "latest materialization" was any period.
+  ``PeriodOrderedPartitions`` makes that order chronological: the newest period is recorded last.
 - A ``synthex run`` recorded as a run of the project's code location (so the UI lists, times and
   re-executes it) but executed in this process with the CLI's live resources (its open store, LLM
   client and progress bar). ``execute_in_process`` records no code-location origin and always records
@@ -22,11 +26,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Collection, Mapping
 
-from dagster import AssetKey, DagsterInstance, JobDefinition
+from dagster import AssetKey, DagsterInstance, JobDefinition, MultiPartitionsDefinition
 
 # Why private: executing a job definition under a run we created ourselves (with a code-location
 # origin and the location's job snapshot) needs the job wrapped as an IJob; only InMemoryJob does that.
 from dagster._core.definitions.job_base import InMemoryJob
+
+# Why private: the partitions subset a multi-partitioned output iterates (in set order); subclassed below.
+from dagster._core.definitions.partitions.subset import default as _default_subset
 
 # Why private: the name Dagster gives the single repository a ``Definitions`` object becomes (part of
 # the origin below).
@@ -87,6 +94,40 @@ def execute_run_by_id(run_id: str, instance: DagsterInstance) -> None:
     from dagster._cli.api import _execute_run_command_body
 
     _execute_run_command_body(run_id, instance, lambda _event: None, set_exit_code_on_failure=False)
+
+
+def _chronological(key: str) -> tuple[str, str]:
+    """A ``branch|period`` key as (period, branch): periods sort chronologically ("YYYY-MM")."""
+    branch, _, period = str(key).partition("|")
+    return period, branch
+
+
+class DefaultPartitionsSubset(_default_subset.DefaultPartitionsSubset):
+    """Dagster's set of partition keys, iterated in period order (then branch).
+
+    Why the same class name: Dagster's serdes writes an object under its class name, so this subclass is
+    stored as (and read back anywhere, e.g. by the webserver, which never imports Synthex, as) Dagster's
+    own ``DefaultPartitionsSubset``; only the iteration order differs, and only in this process."""
+
+    def get_partition_keys(self) -> list[str]:
+        return sorted(self.subset, key=_chronological)
+
+    def with_partition_keys(self, partition_keys: Collection[str]) -> DefaultPartitionsSubset:
+        return DefaultPartitionsSubset(self.subset | set(partition_keys))
+
+    @classmethod
+    def create_empty_subset(cls, partitions_def: object = None) -> DefaultPartitionsSubset:
+        return cls()
+
+
+class PeriodOrderedPartitions(MultiPartitionsDefinition):
+    """A ``MultiPartitionsDefinition`` whose subsets iterate in period order: the per-partition
+    materializations of one run are recorded oldest period first, so the newest is the latest. Shown and
+    stored exactly as a MultiPartitionsDefinition (Dagster snapshots it by ``isinstance``)."""
+
+    @property
+    def partitions_subset_class(self) -> type[DefaultPartitionsSubset]:
+        return DefaultPartitionsSubset
 
 
 def partition_range_tags(start: str, end: str) -> dict[str, str]:
