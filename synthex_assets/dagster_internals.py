@@ -87,6 +87,29 @@ from dagster._serdes import ConfigurableClassData as ConfigurableClassData
 DAGSTER_VERSION = "1.13.27"
 
 
+# Why private: Dagster's own modules a run process imports before its first event (the instance's SQLite
+# storages with SQLAlchemy and Alembic, the run-execution entry points), by name: the warm run launcher's
+# forkserver imports them once (synthex_assets.run_launcher.PRELOAD); a name that moved is skipped there
+# (a slower start, nothing else).
+RUN_WORKER_MODULES = [
+    "dagster._core.storage.sqlite_storage", "dagster._core.storage.event_log.sqlite",
+    "dagster._core.storage.runs.sqlite", "dagster._core.storage.schedules.sqlite",
+    "dagster._core.storage.local_compute_log_manager", "dagster._core.execution.api", "dagster._grpc.impl",
+    "dagster._cli.api", "dagster._daemon", "sqlalchemy", "alembic", "structlog",
+]
+
+
+def execute_run_by_id(run_id: str, instance: DagsterInstance) -> None:
+    """Execute the run ``run_id`` (created and launched already) in this process: what the process Dagster's
+    DefaultRunLauncher spawns does (``dagster api execute_run``); failures are recorded on the run."""
+    # Why private: that command's body is the only function that executes an existing run by id with its
+    # code origin; the warm run launcher (synthex_assets.run_launcher) calls it in a process forked from
+    # one with the run's libraries already imported. Imported here, not at the top: only run workers need it.
+    from dagster._cli.api import _execute_run_command_body
+
+    _execute_run_command_body(run_id, instance, lambda _event: None, set_exit_code_on_failure=False)
+
+
 def _chronological(key: str) -> tuple[str, str]:
     """A ``branch|period`` key as (period, branch): periods sort chronologically ("YYYY-MM")."""
     branch, _, period = str(key).partition("|")
