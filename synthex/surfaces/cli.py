@@ -135,7 +135,7 @@ def main() -> None:
                                  "structured"]),
               help="hierarchical: summaries, monthly reflections, a world model. raw: verbatim transcripts. "
                    "conversational: chat turns in context, no model. hierarchical-conversational: chat turns plus "
-                   "one record per speaker, session, entity and topic, searched with --mode hierarchical (no "
+                   "one record per speaker, entity and topic, searched with --mode hierarchical (no "
                    "model). enriched: transcripts with the dates and "
                    "names they mention. structured: a DuckDB/SQLite table (writes data/example.sqlite).")
 @click.option("--dir", "target", default=None, help="Folder to create (default: NAME).")
