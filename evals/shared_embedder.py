@@ -18,6 +18,7 @@ import hashlib
 import os
 import re
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,7 @@ import numpy as np
 from synthex_resources.embedder import Embedder, EmbedderConfig
 
 KEY_BYTES = 32  # sha256 of the text
-DEFAULT_CACHE_BYTES = 512 * 1024 * 1024  # ~340,000 MiniLM vectors: every LoCoMo and LongMemEval-S text, several times
+DEFAULT_CACHE_BYTES = 512 * 1024 * 1024  # ~340,000 MiniLM vectors (384 float32 + a 32-byte key each)
 
 
 def text_key(text: str) -> bytes:
@@ -36,69 +37,111 @@ def text_key(text: str) -> bytes:
 
 @dataclass(frozen=True)
 class CacheLoad:
-    """What ``EmbeddingCache.load`` read: the vectors by text key, oldest first, and why nothing was read
-    (None: the file was read, or there was none)."""
+    """What ``EmbeddingCache.load`` read: the vectors by text key, oldest first, and the problems of the
+    shard files that could not be read (each: ``<file>: <problem>``; their vectors are recomputed)."""
 
     vectors: dict[bytes, np.ndarray]
-    problem: str | None = None
+    problems: tuple[str, ...] = ()
 
 
 class EmbeddingCache:
-    """Vectors of one embedding model by text hash, in one ``.npz`` file under ``directory``.
+    """Vectors of one embedding model by text hash: ``.npz`` shard files in one folder per model.
 
-    The file holds ``keys`` (n x 32 sha256 digests), ``vectors`` (n x dim float32) and ``checksum`` (the
-    sha256 of both), so a truncated or altered file is detected and recomputed, never served. It is
-    rewritten whole through a temporary file and ``os.replace`` (a kill leaves the old file or the new one),
-    and bounded by ``max_bytes``: the least recently used vectors are dropped first."""
+    A shard holds ``keys`` (n x 32 sha256 digests), ``vectors`` (n x dim float32) and ``checksum`` (the
+    sha256 of both), so a truncated or altered shard is detected, skipped and recomputed, never served.
+    ``save`` writes only the vectors no shard holds yet, as a new shard (through a temporary file and
+    ``os.replace``: a kill leaves no partial shard), so saving after every workspace costs what that
+    workspace embedded, not the whole cache. Bounded by ``max_bytes``: past it the shards are compacted
+    into one holding the most recently used vectors (written before the others are deleted: a kill in
+    between leaves duplicates, which the next load reads once and the next compaction removes)."""
 
     def __init__(self, directory: Path, model: str, dim: int, max_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         if max_bytes <= 0:
             raise ValueError(f"embedding cache: max_bytes must be positive, got {max_bytes}")
-        self.directory = Path(directory)
         self.model, self.dim, self.max_bytes = model, dim, max_bytes
         slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("._") or "model"
         # The model id's own hash too: two ids that slug alike ("a/b", "a_b") keep apart.
-        self.path = self.directory / f"{slug}-{dim}-{hashlib.sha256(model.encode()).hexdigest()[:12]}.npz"
+        self.path = Path(directory) / f"{slug}-{dim}-{hashlib.sha256(model.encode()).hexdigest()[:12]}"
+        self._on_disk: set[bytes] = set()  # keys some readable shard holds (as of the last load / save)
+        self._bad: list[Path] = []  # unreadable shards: deleted at the next save, which rewrites their vectors
 
     @property
     def max_vectors(self) -> int:
         return max(1, self.max_bytes // (self.dim * 4 + KEY_BYTES))
 
+    def shards(self) -> list[Path]:
+        return sorted(self.path.glob("shard-*.npz")) if self.path.is_dir() else []
+
     def load(self) -> CacheLoad:
-        """The stored vectors; a missing file is an empty cache, an unreadable one an empty cache and a problem."""
-        if not self.path.exists():
-            return CacheLoad({})
+        """The stored vectors, oldest shard first; an unreadable shard is skipped and named in ``problems``."""
+        vectors: dict[bytes, np.ndarray] = {}
+        problems = []
+        self._bad = []
+        for shard in self.shards():
+            try:
+                found = self._read(shard)
+            except ValueError as exc:
+                problems.append(f"{shard}: {exc}")
+                self._bad.append(shard)
+                continue
+            for key, vec in found.items():
+                vectors.pop(key, None)  # a key in a later shard was used later
+                vectors[key] = vec
+        self._on_disk = set(vectors)
+        return CacheLoad(vectors, tuple(problems))
+
+    def _read(self, shard: Path) -> dict[bytes, np.ndarray]:
         try:
-            with np.load(self.path, allow_pickle=False) as data:
+            with np.load(shard, allow_pickle=False) as data:
                 keys, vectors, checksum = data["keys"], data["vectors"], str(data["checksum"])
         except Exception as exc:  # noqa: BLE001 - a truncated zip, a missing member, garbage: all recomputed
-            return CacheLoad({}, f"unreadable ({type(exc).__name__}: {str(exc)[:120]})")
+            raise ValueError(f"unreadable ({type(exc).__name__}: {str(exc)[:120]})") from exc
         if keys.dtype != np.uint8 or keys.ndim != 2 or keys.shape[1] != KEY_BYTES:
-            return CacheLoad({}, f"keys have shape {keys.shape} {keys.dtype}, expected (n, {KEY_BYTES}) uint8")
+            raise ValueError(f"keys have shape {keys.shape} {keys.dtype}, expected (n, {KEY_BYTES}) uint8")
         if vectors.dtype != np.float32 or vectors.shape != (len(keys), self.dim):
-            return CacheLoad({}, f"vectors have shape {vectors.shape} {vectors.dtype}, "
-                                 f"expected ({len(keys)}, {self.dim}) float32")
+            raise ValueError(f"vectors have shape {vectors.shape} {vectors.dtype}, "
+                             f"expected ({len(keys)}, {self.dim}) float32")
         if _checksum(keys, vectors) != checksum:
-            return CacheLoad({}, "checksum mismatch (the file was altered or partly written)")
-        return CacheLoad({bytes(k): v for k, v in zip(keys, vectors, strict=True)})
+            raise ValueError("checksum mismatch (the file was altered or partly written)")
+        return {bytes(k): v for k, v in zip(keys, vectors, strict=True)}
 
     def save(self, vectors: dict[bytes, np.ndarray]) -> None:
-        """Write ``vectors`` (least recently used first), keeping the newest ``max_vectors``."""
-        items = list(vectors.items())[-self.max_vectors:]
+        """Write the vectors of ``vectors`` (least recently used first) that no shard holds, as a new shard;
+        past the bound, compact to the newest ``max_vectors``."""
+        new = [(k, v) for k, v in vectors.items() if k not in self._on_disk]
+        if new:
+            self._write(new)
+            self._on_disk.update(k for k, _ in new)
+        for shard in self._bad:
+            shard.unlink(missing_ok=True)
+        self._bad = []
+        if len(self._on_disk) > self.max_vectors:
+            old = self.shards()
+            kept = [(k, v) for k, v in vectors.items() if k in self._on_disk][-self.max_vectors:]
+            written = self._write(kept)
+            for shard in old:
+                if shard != written:
+                    shard.unlink(missing_ok=True)
+            self._on_disk = {k for k, _ in kept}
+
+    def _write(self, items: list[tuple[bytes, np.ndarray]]) -> Path:
         keys = np.frombuffer(b"".join(k for k, _ in items), dtype=np.uint8).reshape(len(items), KEY_BYTES)
         matrix = (np.stack([v for _, v in items]).astype(np.float32, copy=False) if items
                   else np.zeros((0, self.dim), dtype=np.float32))
-        self.directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".embeddings-", suffix=".npz.tmp", dir=self.directory)
+        self.path.mkdir(parents=True, exist_ok=True)
+        # Named by time then pid: shards sort in the order they were written, two evals never collide.
+        target = self.path / f"shard-{time.time_ns():020d}-{os.getpid()}.npz"
+        fd, tmp = tempfile.mkstemp(prefix=".shard-", suffix=".tmp", dir=self.path)
         try:
             with os.fdopen(fd, "wb") as out:
                 np.savez(out, keys=keys, vectors=matrix, checksum=np.array(_checksum(keys, matrix)))
                 out.flush()
                 os.fsync(out.fileno())
-            os.replace(tmp, self.path)
+            os.replace(tmp, target)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+        return target
 
 
 def _checksum(keys: np.ndarray, vectors: np.ndarray) -> str:
@@ -138,9 +181,9 @@ class MemoEmbedder:
         self._cache_read = True
         assert self.cache is not None
         loaded = self.cache.load()
-        if loaded.problem is not None:
-            self._warn(f"warning: embedding cache {self.cache.path}: {loaded.problem}; its vectors are recomputed")
-            self._dirty = True  # rewritten whole at the next save
+        for problem in loaded.problems:
+            self._warn(f"warning: embedding cache {problem}; its vectors are recomputed")
+            self._dirty = True  # the next save deletes that shard and writes what was recomputed
         self._vectors = loaded.vectors | self._vectors
 
     def embed(self, texts: list[str]) -> np.ndarray:
@@ -162,7 +205,7 @@ class MemoEmbedder:
         return np.stack([self._vectors[k] for k in keys]).astype(np.float32)
 
     def save(self) -> None:
-        """Write the vectors to the disk cache when some are new (or the file was unreadable)."""
+        """Write the new vectors to the disk cache (and drop an unreadable shard)."""
         if self.cache is not None and self._dirty:
             self.cache.save(self._vectors)
             self._dirty = False
