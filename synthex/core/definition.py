@@ -34,6 +34,9 @@ from synthex.core.steps.fold_state import StateBound
 from synthex.core.steps.group_keys import key_functions
 
 SURFACES = ("projection", "search")
+# How often Dagster's daemon ticks each source sensor (`synthex ui`), in seconds: the wait between a change
+# and the run that brings it in. Dagster's sensor daemon loops every 5 s, so less than 5 is no faster.
+SENSOR_INTERVAL_S = 5
 S = TypeVar("S", bound=Step)
 
 
@@ -117,8 +120,14 @@ class PipelineDefinition:
         store_uri: str | None = None,
         lexical_stem: bool = False,
         limits: Limits | None = None,
+        sensor_interval_s: int = SENSOR_INTERVAL_S,
     ) -> None:
         self.name = name
+        if isinstance(sensor_interval_s, bool) or not isinstance(sensor_interval_s, int) or sensor_interval_s <= 0:
+            raise PipelineDefinitionError(f"pipeline {name!r}: sensor_interval_s: {sensor_interval_s!r} is not a "
+                                          f"positive whole number of seconds")
+        # Live memory: the source sensors' minimum interval (synthex_assets.sensors; docs/architecture.md).
+        self.sensor_interval_s = sensor_interval_s
         self.steps: dict[str, Step] = {}
         # Bounds on what enters memory (synthex.core.limits): sources, remember and the MCP server read them.
         self.limits = limits if limits is not None else Limits()
@@ -511,6 +520,8 @@ class PipelineDefinition:
             head["lexical_stem"] = True
         if self.limits.to_dict():
             head["limits"] = self.limits.to_dict()
+        if self.sensor_interval_s != SENSOR_INTERVAL_S:
+            head["sensor_interval_s"] = self.sensor_interval_s
         out: dict[str, Any] = {"pipeline": head, "steps": steps, "outputs": outputs}
         if self.evals:
             out["evals"] = [e.to_toml_dict() for e in self.evals.values()]
@@ -535,7 +546,8 @@ class PipelineDefinition:
             raise PipelineDefinitionError(f"{p}: [pipeline] needs a name")
         pipe = cls(head["name"], agent=head.get("agent", ""), description=head.get("description", ""),
                    project_dir=project_dir or p.parent, lexical_stem=bool(head.get("lexical_stem", False)),
-                   limits=Limits.from_dict(head.get("limits", {}), where=f"{p}: [pipeline.limits]"))
+                   limits=Limits.from_dict(head.get("limits", {}), where=f"{p}: [pipeline.limits]"),
+                   sensor_interval_s=head.get("sensor_interval_s", SENSOR_INTERVAL_S))
         for entry in data.get("steps", []):
             entry = dict(entry)
             kind = entry.pop("kind", None)
