@@ -38,10 +38,12 @@ from synthex.core.plugins import GROUP, PluginFailure, Registry, populate
 if TYPE_CHECKING:
     from evals.architectures import Architecture
     from evals.eval_progress import ConversationDone
+    from evals.shared_embedder import MemoEmbedder
 
 C = TypeVar("C")  # a benchmark's conversation: what one workspace ingests and its questions are asked of
 HOOK = "register_benchmarks"
 PLUGIN_MODULE = "evals.plugin"
+EMBEDDING_CACHE = "embedding-cache"  # the folder under an eval dir keeping every text's vector across eval runs
 
 
 @dataclass(frozen=True)
@@ -178,12 +180,16 @@ def _not_a_benchmark(name: str, item: object) -> str | None:
 
 def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architecture], work_dir: Path, *,
              limit: int | None = None, k: int = 10, log: Callable[[str], None] = print, qa: bool = False,
-             qa_context: int = 5, progress: Callable[[ConversationDone], None] | None = None) -> list[dict[str, Any]]:
+             qa_context: int = 5, progress: Callable[[ConversationDone], None] | None = None,
+             embedding_cache: Path | None = None, embedder: MemoEmbedder | None = None) -> list[dict[str, Any]]:
     """One result per architecture: each conversation ingested through the architecture's pipeline in its own
     workspace, each question searched there, its ranked turns scored. ``qa``: also answer from the top
     ``qa_context`` hits and judge (a real LLM only; refused before any work). ``progress`` gets a
     ``ConversationDone`` (with an ETA) after every ``progress_every``-th conversation and the last; None:
-    those are logged as lines through ``log``."""
+    those are logged as lines through ``log``. ``embedding_cache``: a folder keeping every text's vector
+    across eval runs (``evals.shared_embedder.EmbeddingCache``; None: this run's memory only). ``embedder``:
+    the memo every workspace embeds through (its ``computed`` counts what the model embedded); None: one
+    over the configured model with ``embedding_cache``."""
     from evals.architectures import LeafCache, ranked_leaf_keys, unambiguous_records
     from evals.eval_progress import EtaClock
     from evals.scorecard import ProvenanceCheck, ScorecardCollector, source_steps_of
@@ -200,7 +206,9 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
             qa_accuracy([])  # raises the clear "needs a real LLM" error before any work
     conversations = list(benchmark.load(data))[: limit or None]
     results = []
-    embedder = MemoEmbedder()  # one model, and one embedding per distinct text, for every workspace
+    # One model, and one embedding per distinct text, for every workspace (and, with the cache, every run).
+    if embedder is None:
+        embedder = MemoEmbedder.with_disk_cache(embedding_cache, warn=log)
     for arch in architectures:
         tally = Tally(category_level=benchmark.category_level)
         scores: list[QuestionScore] = []
@@ -238,6 +246,7 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
                     qa_items.append(QAItem(question.text, question.answer, [h.content for h in hits[:qa_context]],
                                            question.category))
             pipe.close()  # its store, caches and Dagster instance: one workspace held at a time
+            embedder.save()  # after each workspace: a killed eval keeps what it embedded
             done = clock.done(index, source.key, len(questions))
             if index % benchmark.progress_every == 0 or done.last:  # LongMemEval: every 25th of 500 items
                 if progress is not None:

@@ -69,12 +69,12 @@ def benchmark_command(benchmark_cls: type[Benchmark]) -> click.Command:
             if peer not in benchmark.peers:
                 raise BadInputError(f"benchmark {benchmark.name!r} has no peer {peer!r}; "
                                     f"peers: {', '.join(benchmark.peers) or 'none'}")
-        from evals.benchmarks import evaluate
+        from evals.benchmarks import EMBEDDING_CACHE, evaluate
         from evals.eval_progress import ProgressLine
 
         work_dir = eval_dir / "work" / benchmark.name
         results = evaluate(benchmark, Path(data), archs, work_dir, limit=limit, k=k, log=_log, qa=qa,
-                           progress=ProgressLine(sys.stderr))
+                           progress=ProgressLine(sys.stderr), embedding_cache=eval_dir / EMBEDDING_CACHE)
         for peer in peers:
             results.append(benchmark.evaluate_peer(peer, Path(data), work_dir, limit=limit, k=k, log=_log))
         _finish(results, eval_dir, compare, as_json, run_id)

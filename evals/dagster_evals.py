@@ -44,7 +44,7 @@ from dagster import (
 from dagster_duckdb import DuckDBResource
 
 from evals.architectures import project_architecture
-from evals.benchmarks import Benchmark, benchmark_registry, evaluate
+from evals.benchmarks import EMBEDDING_CACHE, Benchmark, benchmark_registry, evaluate
 from evals.report import chart, strip_questions, table, write_eval_results
 from synthex.core.definition import EvalDeclaration, PipelineDefinition, eval_metric_name
 from synthex.core.errors import PipelineDefinitionError
@@ -125,7 +125,8 @@ def eval_asset(pipeline: PipelineDefinition, benchmark_cls: type[Benchmark], dec
         work = pipeline.data_dir / "evals" / "work" / benchmark.name
         arch = project_architecture(pipeline.project_dir, branch)
         arch.mode = config.search_mode
-        [result] = evaluate(benchmark, data, [arch], work, limit=config.limit, k=config.k, log=context.log.info)
+        [result] = evaluate(benchmark, data, [arch], work, limit=config.limit, k=config.k, log=context.log.info,
+                            embedding_cache=pipeline.data_dir / "evals" / EMBEDDING_CACHE)
         if eval_results_duckdb.database != ":memory:":
             Path(eval_results_duckdb.database).parent.mkdir(parents=True, exist_ok=True)
         with eval_results_duckdb.get_connection() as con:

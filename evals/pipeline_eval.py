@@ -78,7 +78,7 @@ def evaluate_definition(definition: PipelineDefinition, benchmark_name: str, dat
                         limit: int | None = None, run_id: str | None = None, qa: bool = False,
                         log: Callable[[str], None] | None = None, **options: str) -> EvalResult:
     """Score ``definition`` on benchmark ``benchmark_name`` and record the result as ``synthex eval`` does."""
-    from evals.benchmarks import benchmark_registry, evaluate
+    from evals.benchmarks import EMBEDDING_CACHE, benchmark_registry, evaluate
     from evals.report import record_results
 
     benchmark = benchmark_registry().get(benchmark_name)(**options)  # a bad option: refused before any work
@@ -90,7 +90,7 @@ def evaluate_definition(definition: PipelineDefinition, benchmark_name: str, dat
     arch = definition_architecture(definition)
     eval_dir = Path(definition.project_dir).resolve() / ".synthex" / "evals"
     results = evaluate(benchmark, path, [arch], eval_dir / "work" / benchmark.name, limit=limit, k=k,
-                       log=log or _stderr, qa=qa)
+                       log=log or _stderr, qa=qa, embedding_cache=eval_dir / EMBEDDING_CACHE)
     questions = list(results[0].get("questions", []))
     recorded = record_results(results, eval_dir, run_id.strip() if run_id else None)
     result = dict(results[0], eval_run_id=recorded.eval_run_id)

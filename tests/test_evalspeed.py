@@ -14,7 +14,8 @@ from test_evalloop import locomo_small
 from evals.architectures import LeafCache, unambiguous_records
 from evals.eval_progress import ConversationDone, EtaClock, ProgressLine, duration_text
 
-LINE = re.compile(r"^\[locomo (raw-bm25|raw-dense)\] conv (\d)/2 \((conv-\d)\) \d+ s, (ETA \d+ s|done)$")
+DURATION = r"\d+ [hms](?: \d+ [ms])?"  # duration_text: "59 s", "1 m 10 s" (a loaded machine), "1 h 2 m"
+LINE = re.compile(rf"^\[locomo (raw-bm25|raw-dense)\] conv (\d)/2 \((conv-\d)\) {DURATION}, (ETA {DURATION}|done)$")
 
 
 class FakeClock:
