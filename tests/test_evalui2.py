@@ -198,3 +198,13 @@ def test_eval_report_prints_the_latest_rows_with_the_scorecard_and_writes_the_ch
 
     missing = cli("eval", "report", "--project", root, "--branch", "nope", check=False)
     assert missing.returncode != 0 and "no eval result on branch 'nope'" in missing.stderr
+
+
+def test_the_schedule_requests_main_on_the_declared_data(evaluated):
+    from dagster import build_schedule_context
+
+    root, instance, _, _ = evaluated
+    repository = location_definitions(load(root)).get_repository_def()
+    schedule = repository.get_schedule_def("eval_locomo_schedule")
+    [request] = schedule.evaluate_tick(build_schedule_context(instance=instance, repository_def=repository)).run_requests
+    assert request.partition_key == "main|locomo10"
