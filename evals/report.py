@@ -270,8 +270,9 @@ def chart(results: list[dict[str, Any]], path: Path, level: str = "turn") -> Pat
 
 
 def labelled(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Copies whose ``architecture`` names the branch too when it differs (``raw-bm25 (main)``), as table rows."""
-    return [r | {"architecture": r["architecture"] if r.get("branch") in (None, r["architecture"])
+    """Copies whose ``architecture`` names the branch too when it is neither main nor the architecture's own
+    name (``raw-bm25 (exp)``), as table rows."""
+    return [r | {"architecture": r["architecture"] if r.get("branch") in (None, "main", r["architecture"])
                  else f"{r['architecture']} ({r['branch']})"} for r in results]
 
 
