@@ -58,10 +58,20 @@ def partition_metadata(outcome: PartitionOutcome) -> dict[str, object]:
     }
 
 
+def partitions_note(step: Step) -> str:
+    """What the step's (branch, period) partitions hold, for the UI (description and metadata)."""
+    span = step.single_partition_period()
+    if span is not None:
+        return (f"Partitions: branch x period, but a key group spans periods: every record of this step is in "
+                f"the period partition `{span}` of its branch, made from its inputs of every period; its other "
+                f"period partitions stay empty.")
+    return "Partitions: branch x period (calendar month); each period is made from its inputs of that period."
+
+
 def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefinition:
     name = asset_name(step.name)
     description = f"Synthex {step.kind} step `{step.name}`" + (
-        f" from {', '.join(step.from_)}" if step.from_ else "") + f" (pipeline `{pipeline.name}`)."
+        f" from {', '.join(step.from_)}" if step.from_ else "") + f" (pipeline `{pipeline.name}`). " + partitions_note(step)
 
     @asset(
         name=name,
@@ -72,7 +82,8 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefiniti
         group_name=asset_name(pipeline.name),
         description=description,
         kinds={"lancedb", "python"},
-        metadata={"synthex/step": step.name, "synthex/kind": step.kind, "synthex/config": str(step.config())},
+        metadata={"synthex/step": step.name, "synthex/kind": step.kind, "synthex/config": str(step.config()),
+                  "synthex/partitions": partitions_note(step)},
         check_specs=[AssetCheckSpec(check, asset=name, description=text)
                      for check, text in check_descriptions(step).items()],
     )

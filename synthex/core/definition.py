@@ -7,8 +7,7 @@ Nothing here runs, stores or searches: ``synthex.app.Pipeline`` adds that on top
 from __future__ import annotations
 
 import copy
-import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -30,7 +29,9 @@ from synthex.core.steps import (
     get_step_kind,
     step_kinds,
 )
-from synthex.core.steps.base import callable_ref
+from synthex.core.steps.base import callable_ref, resolve_callable
+from synthex.core.steps.fold_state import StateBound
+from synthex.core.steps.group_keys import key_functions
 
 SURFACES = ("projection", "search")
 S = TypeVar("S", bound=Step)
@@ -352,14 +353,23 @@ class PipelineDefinition:
         self,
         name: str,
         from_: str | list[str],
-        period: str = "month",
-        prompt: Callable[[list[Record], str], str] | None = None,
+        period: str | None = None,
+        prompt: Callable[[list[Record], Any], str] | None = None,
         model: str | None = None,
         temperature: float = 0.0,
         pii: str | None = None,
+        *,
+        by: str | Callable[[Record], str | Iterable[str] | None] | None = None,
+        fn: Callable[[list[Record], Any], str] | None = None,
     ) -> AggregateStep:
+        """One record per group of ``from_``'s records, made by ``prompt(records, group)`` (a model) or
+        ``fn(records, group)`` (plain Python). Without ``by``: groups by ``period`` (default "month"), and
+        ``group`` is the period label. With ``by`` (a key function ``record -> key | keys | None``, or the
+        name of one: speaker, conversation, session, entity, topic; ``synthex.core.steps.group_keys``): one
+        group per key, ``group`` a ``KeyGroup``; per key and ``period`` group when ``period`` is given,
+        otherwise spanning every period (the step's records live in the period partition "all")."""
         return self._add(AggregateStep.build(name, from_=from_, period=period, prompt=prompt, model=model,
-                                             temperature=temperature, pii=pii))
+                                             temperature=temperature, pii=pii, by=by, fn=fn))
 
     def fold(
         self,
@@ -370,9 +380,15 @@ class PipelineDefinition:
         temperature: float = 0.0,
         initial_state: str = "",
         pii: str | None = None,
+        *,
+        fn: Callable[[Record, str], str] | None = None,
+        state: StateBound | dict[str, Any] | None = None,
     ) -> FoldStep:
+        """The state after each period, folded input by input with ``prompt(record, state)`` (a model) or
+        ``fn(record, state)`` (plain Python). ``state``: ``TruncateState(tokens=N)``, ``CompressState(every=K)``
+        or ``WindowState(inputs=N)`` (``synthex.core.steps.fold_state``) keeps it bounded."""
         return self._add(FoldStep.build(name, from_=from_, prompt=prompt, model=model, temperature=temperature,
-                                        initial_state=initial_state, pii=pii))
+                                        initial_state=initial_state, pii=pii, fn=fn, state=state))
 
     def merge(self, name: str, from_: list[str]) -> MergeStep:
         return self._add(MergeStep.build(name, from_=from_))
@@ -530,6 +546,9 @@ class PipelineDefinition:
             for attr in ("prompt", "fn"):
                 if attr in entry:
                     entry[attr] = resolve_callable(entry[attr], where=f"{p}: step {entry.get('name')!r}")
+            # by= is the name of a registered key function, or a key function's module:qualname.
+            if isinstance(entry.get("by"), str) and entry["by"] not in key_functions() and ":" in entry["by"]:
+                entry["by"] = resolve_callable(entry["by"], where=f"{p}: step {entry.get('name')!r}")
             pipe.step(kind, **entry)
         for out in data.get("outputs", []):
             pipe.output(out["name"], from_=out["from"], surface=out.get("surface", "search"),
@@ -542,15 +561,3 @@ class PipelineDefinition:
             pipe.eval_asset(entry["benchmark"], data=entry["data"], schedule=entry.get("schedule"),
                             thresholds=entry.get("thresholds"), blocking=bool(entry.get("blocking", False)))
         return pipe
-
-
-def resolve_callable(ref: str, where: str = "") -> Callable[..., Any]:
-    """Import ``module:qualname``."""
-    module_name, _, qualname = ref.partition(":")
-    try:
-        obj: Any = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as exc:
-        raise PipelineDefinitionError(f"{where}: cannot import prompt function {ref!r}: {exc}") from exc
-    return obj
