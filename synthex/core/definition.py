@@ -34,6 +34,9 @@ from synthex.core.steps.fold_state import StateBound
 from synthex.core.steps.group_keys import key_functions
 
 SURFACES = ("projection", "search")
+# How often Dagster's daemon ticks each source sensor (`synthex ui`), in seconds: the wait between a change
+# and the run that brings it in. Dagster's sensor daemon loops every 5 s, so less than 5 is no faster.
+SENSOR_INTERVAL_S = 5
 S = TypeVar("S", bound=Step)
 
 
@@ -43,6 +46,7 @@ class Output:
     from_: list[str]
     surface: str
     on_update: Callable[[dict[str, Any]], Any] | str | None = None
+    mode: str | None = None  # a search output's default search strategy (None: hybrid)
 
 
 @dataclass
@@ -117,8 +121,14 @@ class PipelineDefinition:
         store_uri: str | None = None,
         lexical_stem: bool = False,
         limits: Limits | None = None,
+        sensor_interval_s: int = SENSOR_INTERVAL_S,
     ) -> None:
         self.name = name
+        if isinstance(sensor_interval_s, bool) or not isinstance(sensor_interval_s, int) or sensor_interval_s <= 0:
+            raise PipelineDefinitionError(f"pipeline {name!r}: sensor_interval_s: {sensor_interval_s!r} is not a "
+                                          f"positive whole number of seconds")
+        # Live memory: the source sensors' minimum interval (synthex_assets.sensors; docs/architecture.md).
+        self.sensor_interval_s = sensor_interval_s
         self.steps: dict[str, Step] = {}
         # Bounds on what enters memory (synthex.core.limits): sources, remember and the MCP server read them.
         self.limits = limits if limits is not None else Limits()
@@ -399,7 +409,10 @@ class PipelineDefinition:
         from_: str | list[str],
         surface: str = "search",
         on_update: Callable[[dict[str, Any]], Any] | str | None = None,
+        mode: str | None = None,
     ) -> Output:
+        """``mode``: the search strategy a search that names none uses (a name of the strategy registry,
+        e.g. ``"hierarchical"``; checked when a search runs: the registry lives above the core)."""
         if surface not in SURFACES:
             raise PipelineDefinitionError(f"output {name!r}: surface={surface!r}; expected one of {SURFACES}")
         if name in self.outputs or name in self.steps:
@@ -413,7 +426,10 @@ class PipelineDefinition:
         if isinstance(on_update, str) and not on_update.lower().startswith(("http://", "https://")):
             raise PipelineDefinitionError(f"output {name!r}: on_update={on_update!r}: a hook is a callable or an "
                                           f"http(s) URL")
-        out = Output(name=name, from_=sources, surface=surface, on_update=on_update)
+        if mode is not None and (surface != "search" or not isinstance(mode, str) or not mode.strip()):
+            raise PipelineDefinitionError(f"output {name!r}: mode={mode!r}: a search output's mode is the name of a "
+                                          f"search strategy")
+        out = Output(name=name, from_=sources, surface=surface, on_update=on_update, mode=mode)
         self.outputs[name] = out
         return out
 
@@ -480,6 +496,10 @@ class PipelineDefinition:
         steps = [s for o in self.outputs.values() if o.surface == "search" for s in o.from_]
         return list(dict.fromkeys(steps)) or self.order()
 
+    def search_mode(self) -> str:
+        """The search strategy a search that names none uses: the first search output's ``mode``, else hybrid."""
+        return next((o.mode for o in self.outputs.values() if o.surface == "search" and o.mode), "hybrid")
+
     def projection_step(self, name: str) -> str:
         """The step a ``surface="projection"`` output reads (e.g. the world model)."""
         out = self.outputs.get(name)
@@ -505,12 +525,15 @@ class PipelineDefinition:
             steps.append(entry)
         outputs = [{"name": o.name, "from": o.from_, "surface": o.surface}
                    | ({"on_update": o.on_update} if isinstance(o.on_update, str) else {})
+                   | ({"mode": o.mode} if o.mode else {})
                    for o in self.outputs.values()]
         head = {"name": self.name, "agent": self.agent, "description": self.description}
         if self.lexical_stem:
             head["lexical_stem"] = True
         if self.limits.to_dict():
             head["limits"] = self.limits.to_dict()
+        if self.sensor_interval_s != SENSOR_INTERVAL_S:
+            head["sensor_interval_s"] = self.sensor_interval_s
         out: dict[str, Any] = {"pipeline": head, "steps": steps, "outputs": outputs}
         if self.evals:
             out["evals"] = [e.to_toml_dict() for e in self.evals.values()]
@@ -535,7 +558,8 @@ class PipelineDefinition:
             raise PipelineDefinitionError(f"{p}: [pipeline] needs a name")
         pipe = cls(head["name"], agent=head.get("agent", ""), description=head.get("description", ""),
                    project_dir=project_dir or p.parent, lexical_stem=bool(head.get("lexical_stem", False)),
-                   limits=Limits.from_dict(head.get("limits", {}), where=f"{p}: [pipeline.limits]"))
+                   limits=Limits.from_dict(head.get("limits", {}), where=f"{p}: [pipeline.limits]"),
+                   sensor_interval_s=head.get("sensor_interval_s", SENSOR_INTERVAL_S))
         for entry in data.get("steps", []):
             entry = dict(entry)
             kind = entry.pop("kind", None)
@@ -552,7 +576,7 @@ class PipelineDefinition:
             pipe.step(kind, **entry)
         for out in data.get("outputs", []):
             pipe.output(out["name"], from_=out["from"], surface=out.get("surface", "search"),
-                        on_update=out.get("on_update"))
+                        on_update=out.get("on_update"), mode=out.get("mode"))
         for entry in data.get("evals", []):
             unknown = set(entry) - {"benchmark", "data", "schedule", "thresholds", "blocking"}
             if unknown or "benchmark" not in entry or "data" not in entry:
