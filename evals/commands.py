@@ -103,12 +103,45 @@ def benchmark_command(benchmark_cls: type[Benchmark]) -> click.Command:
 
 
 @eval_group.command("report")
+@click.option("--benchmark", default=None, help="Only this benchmark's results (needed by --chart when there are several).")
+@click.option("--branch", default=None, help="Only results on this branch.")
+@click.option("--chart", "chart_file", type=click.Path(dir_okay=False), default=None,
+              help="Also write the comparison chart of the reported results as this PNG file.")
 @project_option
-def eval_report(project: str) -> None:
-    """Markdown report of the latest eval runs."""
-    from evals.report import report
+@json_option
+def eval_report(benchmark: str | None, branch: str | None, chart_file: str | None, project: str, as_json: bool) -> None:
+    """The latest eval result per benchmark x architecture x branch (the eval_results DuckDB file, written by
+    `synthex eval`, pipeline.eval and the eval assets), with the scorecard; --chart FILE.png writes the chart."""
+    from evals.report import chart, connect_eval_results, latest_results, report, results_report
+    from synthex_resources.sql import eval_results_path
 
-    click.echo(report(Path(project).resolve() / ".synthex" / "evals"))
+    eval_dir = Path(project).resolve() / ".synthex" / "evals"
+    database = eval_results_path(eval_dir.parent)
+    results: list[dict] = []
+    if database.is_file():
+        con = connect_eval_results(database, read_only=True)
+        try:
+            results = latest_results(con, benchmark=benchmark, branch=branch)
+        finally:
+            con.close()
+    if not results and (benchmark or branch or chart_file or as_json):
+        raise BadInputError(f"{database}: no eval result" + (f" of benchmark {benchmark!r}" if benchmark else "")
+                            + (f" on branch {branch!r}" if branch else "") + ": run `synthex eval <benchmark>` first")
+    if chart_file:
+        benchmarks = sorted({r["benchmark"] for r in results})
+        if len(benchmarks) > 1:
+            raise BadInputError(f"--chart draws one benchmark; these results have {', '.join(benchmarks)}: "
+                                f"add --benchmark")
+        from evals.report import labelled
+
+        png = chart(labelled(results), Path(chart_file).expanduser().resolve())
+    if as_json:
+        emit_json({"database": str(database), "results": results, "chart": str(png) if chart_file else None})
+        return
+    # An eval results file from before the eval_runs table: the JSON files of the means, as before.
+    click.echo(results_report(results, database) if results else report(eval_dir))
+    if chart_file:
+        click.echo(f"\nchart {png}")
 
 
 def _log(msg: str) -> None:

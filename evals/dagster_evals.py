@@ -1,12 +1,18 @@
 """Eval assets, opt-in: each benchmark the project declares in ``pipeline.py``
 (``pipeline.eval_asset("locomo", data="data/locomo10.json", schedule="0 3 * * *", thresholds={...})``, or
 ``synthex init --with-evals``) scores the project's pipeline as a Dagster asset ``eval_<benchmark>``
-partitioned by branch (the ``branch`` dynamic partitions the step assets use). A project that declares
-none gets no eval asset, job or schedule.
+partitioned by branch x dataset: the ``branch`` dimension is the dynamic partitions the step assets use, the
+``dataset`` dimension has one key, the declared data file's stem. Two dimensions because Dagster names the
+dimension of a one-dimension partitions definition "default" in its UI and GraphQL API whatever the
+definition is called; a dataset dimension is the one that means something here (a second data file per
+benchmark would be a second key). A project that declares none gets no eval asset, job or schedule.
 
 The data file is the declaration's, relative to the project folder (run config ``data`` may point
 elsewhere); a missing file fails the materialization with one line naming it. Metrics go to the
-materialization metadata (the UI plots them across materializations); an asset check compares them with
+materialization metadata (the UI plots them across materializations), with the design's scorecard (each
+figure's protocol in the ``scorecard`` table) and, on a branch other than main when main has a result on the
+same data file (from any door: the ``eval_runs`` table), the comparison with main as a table and an inline
+chart (Dagster's Markdown renderer allows ``data:`` image sources); an asset check compares them with
 the declaration's thresholds (run config may replace them) and fails, in one line naming each metric,
 its value and its threshold, when one is below; it can block downstream materializations.
 The per-question rows go to the project's ``eval_results`` DuckDB table through dagster-duckdb's
@@ -19,8 +25,10 @@ Each declaration has a job ``eval_<benchmark>_job``; one with ``schedule`` also 
 
 import base64
 import logging
+import re
 import warnings
 from pathlib import Path
+from typing import Any
 
 from dagster import (
     AssetCheckResult,
@@ -32,11 +40,17 @@ from dagster import (
     Config,
     DefaultScheduleStatus,
     Definitions,
+    DimensionPartitionMapping,
     Failure,
+    IdentityPartitionMapping,
     MaterializeResult,
     MetadataValue,
-    MultiToSingleDimensionPartitionMapping,
+    MultiPartitionKey,
+    MultiPartitionMapping,
+    MultiPartitionsDefinition,
+    PreviewWarning,
     RunRequest,
+    StaticPartitionsDefinition,
     asset,
     define_asset_job,
     schedule,
@@ -45,15 +59,23 @@ from dagster_duckdb import DuckDBResource
 
 from evals.architectures import project_architecture
 from evals.benchmarks import EMBEDDING_CACHE, Benchmark, benchmark_registry, evaluate
-from evals.report import chart, strip_questions, table, write_eval_results
+from evals.pipeline_eval import protocol
+from evals.report import chart, latest_results, strip_questions, table, write_eval_results
+from evals.result import EvalResult
+from evals.scorecard import Scorecard
 from synthex.core.definition import EvalDeclaration, PipelineDefinition, eval_metric_name
 from synthex.core.errors import PipelineDefinitionError
+from synthex.core.naming import MAIN
 from synthex_assets.naming import asset_name
 from synthex_assets.partitions import BRANCHES
 from synthex_resources.sql import eval_results_path
 
 CHECK = "retrieval_thresholds"
 EVAL_RESULTS_RESOURCE = "eval_results_duckdb"
+BRANCH_DIMENSION = "branch"  # the step assets' dimension (``synthex_assets.partitions.BRANCHES``)
+DATASET_DIMENSION = "dataset"
+# The metrics of each level that become float metadata (the UI plots them across materializations).
+PLOTTED = ("recall_any@5", "recall_any@10", "recall_all@5", "recall_all@10", "ndcg_any@10", "mrr")
 log = logging.getLogger(__name__)
 
 
@@ -80,6 +102,40 @@ def check_description(failing: dict[str, tuple[float | None, float]], thresholds
                      for m, (v, t) in failing.items())
 
 
+def dataset_key(declaration: EvalDeclaration) -> str:
+    """The ``dataset`` partition key of a declaration: its data file's stem (``data/locomo10.json`` ->
+    ``locomo10``), with what Dagster refuses in a partition key (``|``, ``,``, brackets...) replaced by ``_``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", Path(declaration.data).stem).strip("_") or "data"
+
+
+def eval_partitions(declaration: EvalDeclaration) -> MultiPartitionsDefinition:
+    """branch x dataset (see the module docstring for why two dimensions)."""
+    return MultiPartitionsDefinition({BRANCH_DIMENSION: BRANCHES,
+                                      DATASET_DIMENSION: StaticPartitionsDefinition([dataset_key(declaration)])})
+
+
+def eval_partition_key(declaration: EvalDeclaration, branch: str = MAIN) -> MultiPartitionKey:
+    """The partition of the eval of ``branch`` on the declared data (``main|locomo10``)."""
+    return MultiPartitionKey({BRANCH_DIMENSION: branch, DATASET_DIMENSION: dataset_key(declaration)})
+
+
+def scorecard_metadata(card: Scorecard) -> dict[str, Any]:
+    """``scorecard/<figure>`` floats (the measured ones: the UI plots them) and a ``scorecard`` table: every
+    figure's value or state, target, whether met, and the protocol that produced it."""
+    floats = {f"scorecard/{e.name}": MetadataValue.float(float(e.value)) for e in card.entries if e.value is not None}
+    rows = ["| figure | value | target | met | protocol |", "|---|---:|---|---|---|"]
+    for e in card.entries:
+        value = f"{e.value:.4f}" if e.value is not None else e.state.value
+        met = "n/a" if e.met is None else ("yes" if e.met else "no")
+        rows.append(f"| {e.name} | {value} | {e.target_text} | {met} | {e.protocol.replace('|', '/')} |")
+    return floats | {"scorecard": MetadataValue.md("\n".join(rows))} if card.entries else floats
+
+
+def protocol_markdown(protocols: dict[str, str]) -> str:
+    """Which protocol produced each metric group of the metadata (turn/..., session/..., by category)."""
+    return "\n".join(f"- **{group}**: {text}" for group, text in protocols.items())
+
+
 def chart_markdown(png: Path, title: str) -> str:
     """The chart inline in the asset's metadata, so the UI shows the image, not a file path."""
     return f"![{title} retrieval](data:image/png;base64,{base64.b64encode(png.read_bytes()).decode('ascii')})"
@@ -91,19 +147,24 @@ def eval_asset(pipeline: PipelineDefinition, benchmark_cls: type[Benchmark], dec
     name = eval_asset_name(benchmark_cls.name)
     declared_data = declaration.data_path(pipeline.project_dir)
     # Lineage: the eval searches the pipeline's search steps on the same branch.
+    partitions = eval_partitions(declaration)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BetaWarning)  # a stable mapping in practice; "beta" in Dagster 1.13
-        by_branch = MultiToSingleDimensionPartitionMapping(partition_dimension_name="branch")
+        # a partitioned check ("preview" in 1.13): its evaluation names the partition it judged, in the UI too
+        warnings.simplefilter("ignore", PreviewWarning)
+        # each eval partition reads its branch's partitions of every period (a dimension left out maps to all)
+        by_branch = MultiPartitionMapping({BRANCH_DIMENSION: DimensionPartitionMapping(
+            dimension_name=BRANCH_DIMENSION, partition_mapping=IdentityPartitionMapping())})
         # ``resource_defs`` on an asset is "beta" too: bound so the asset materializes on its own.
         decorate = asset(
             name=name,
             deps=[AssetDep(asset_name(s), partition_mapping=by_branch) for s in pipeline.search_steps()],
-            partitions_def=BRANCHES,
+            partitions_def=partitions,
             group_name="evals",
             kinds={"python"},
             description=f"{benchmark_cls.title} retrieval of pipeline `{pipeline.name}` on a branch "
                         f"(turn and session level), over `{declaration.data}` in the project.",
-            check_specs=[AssetCheckSpec(CHECK, asset=name, blocking=blocking,
+            check_specs=[AssetCheckSpec(CHECK, asset=name, blocking=blocking, partitions_def=partitions,
                                         description="Every configured metric is at or above its threshold: "
                                                     + ", ".join(f"{m} >= {t:g}" for m, t in
                                                                 declaration.thresholds.items()))],
@@ -113,7 +174,7 @@ def eval_asset(pipeline: PipelineDefinition, benchmark_cls: type[Benchmark], dec
     @decorate
     def eval_benchmark(context: AssetExecutionContext, config: EvalConfig,
                        eval_results_duckdb: DuckDBResource) -> MaterializeResult:
-        branch = context.partition_key
+        branch = context.partition_key.keys_by_dimension[BRANCH_DIMENSION]
         benchmark = benchmark_cls(**config.options)
         data = (pipeline.project_dir / Path(config.data).expanduser()).resolve() if config.data else declared_data
         if not data.is_file():  # one line in the UI, before anything is ingested
@@ -129,21 +190,31 @@ def eval_asset(pipeline: PipelineDefinition, benchmark_cls: type[Benchmark], dec
                             embedding_cache=pipeline.data_dir / "evals" / EMBEDDING_CACHE)
         if eval_results_duckdb.database != ":memory:":
             Path(eval_results_duckdb.database).parent.mkdir(parents=True, exist_ok=True)
+        card = Scorecard.from_dict(result.get("scorecard"))
+        protocols = protocol(benchmark, arch, config.k)
         with eval_results_duckdb.get_connection() as con:
             n_rows = write_eval_results(con, context.run.run_id, [result])
+            # main's latest result on the same data file (whichever door wrote it), for the comparison
+            on_main = latest_results(con, benchmark=result["benchmark"], branch=MAIN, architecture=MAIN,
+                                     data_file=data) if branch != MAIN else []
         [result] = strip_questions([result], context.run.run_id)
         flat = {f"{level}/{metric}": value for level in ("turn", "session")
                 for metric, value in result["metrics"][level].items()}
         failing = failing_thresholds(flat, thresholds)
         png = chart([result], pipeline.data_dir / "evals" / f"{name}-{branch}.png")
-        metadata = {k: float(v) for k, v in flat.items() if k.split("/")[1] in
-                    ("recall_any@5", "recall_any@10", "recall_all@5", "recall_all@10", "ndcg_any@10", "mrr")}
+        metadata: dict[str, Any] = {k: MetadataValue.float(float(v)) for k, v in flat.items() if k.split("/")[1] in PLOTTED}
+        metadata |= scorecard_metadata(card)
         metadata |= {"eval_run_id": context.run.run_id, "question_rows": n_rows,
                      "eval_results": MetadataValue.path(eval_results_duckdb.database),
+                     "data": MetadataValue.path(str(data)),
                      "n_questions": result["n_questions"], "wall_s": result["wall_s"],
                      "table": MetadataValue.md(table([result], "turn")),
+                     "protocol": MetadataValue.md(protocol_markdown(protocols)),
                      "chart": MetadataValue.md(chart_markdown(png, benchmark_cls.title)),
                      "chart_file": MetadataValue.path(str(png))}
+        if branch != MAIN:
+            metadata |= comparison_metadata(EvalResult.from_result(result, [], protocols), next(iter(on_main), None),
+                                            pipeline.data_dir / "evals" / f"{name}-{branch}-vs-main.png", name, data)
         return MaterializeResult(
             metadata=metadata,
             check_results=[AssetCheckResult(
@@ -154,6 +225,23 @@ def eval_asset(pipeline: PipelineDefinition, benchmark_cls: type[Benchmark], dec
         )
 
     return eval_benchmark
+
+
+def comparison_metadata(branch_result: EvalResult, main_result: dict[str, Any] | None, png: Path, name: str,
+                        data: Path) -> dict[str, Any]:
+    """The branch against main: ``compare_main`` (``EvalResult.compare``'s table: metric, branch, main,
+    delta, with the scorecard), ``compare_chart`` inline and ``compare_chart_file``; or one line saying
+    main has no result on this data file yet."""
+    if main_result is None:
+        return {"compare_main": MetadataValue.text(f"main has no {name} result on {data} yet: materialize the "
+                                                   f"main partition (or run `synthex eval`) to compare")}
+    main = EvalResult.from_result(main_result, [], {})
+    chart_file = branch_result.compare_chart(main, png)
+    return {"compare_main": MetadataValue.md(f"Against main's eval run {main.eval_run_id} "
+                                             f"({main_result.get('evaluated_at', '')[:19]} UTC):\n\n"
+                                             + branch_result.compare(main)),
+            "compare_chart": MetadataValue.md(chart_markdown(chart_file, f"{branch_result.label} vs main")),
+            "compare_chart_file": MetadataValue.path(str(chart_file))}
 
 
 def eval_asset_name(benchmark: str) -> str:
@@ -180,25 +268,28 @@ def eval_definitions(pipeline: PipelineDefinition, blocking: bool = False,
                                           f"{', '.join(sorted(known)) or 'none'}")
         asset_def = eval_asset(pipeline, known[benchmark], declaration, blocking or declaration.blocking, results_db)
         job = define_asset_job(
-            f"{eval_asset_name(benchmark)}_job", selection=[asset_def],  # partitioned by BRANCHES, inferred
+            f"{eval_asset_name(benchmark)}_job", selection=[asset_def],  # branch x dataset, inferred
             description=f"Score pipeline `{pipeline.name}` on {known[benchmark].title} ({declaration.data}) on the "
                         f"chosen branch partition; metrics in the asset's metadata, threshold check "
                         f"`{CHECK}`, per-question rows in the eval_results table.")
         assets.append(asset_def)
         jobs.append(job)
         if declaration.schedule:
-            schedules.append(eval_schedule(job, benchmark, declaration.schedule))
+            schedules.append(eval_schedule(job, benchmark, declaration))
     return Definitions(assets=assets, jobs=jobs, schedules=schedules)
 
 
-def eval_schedule(job, benchmark: str, cron: str):
-    """``eval_<benchmark>_schedule``: the eval job on ``main`` at ``cron`` (declared in pipeline.py, so on)."""
+def eval_schedule(job, benchmark: str, declaration: EvalDeclaration):
+    """``eval_<benchmark>_schedule``: the eval job on ``main`` (and the declared data) at the declared cron
+    (declared in pipeline.py, so on)."""
+    cron = declaration.schedule
+    partition = eval_partition_key(declaration, MAIN)
 
     @schedule(name=f"{eval_asset_name(benchmark)}_schedule", job=job, cron_schedule=cron,
               default_status=DefaultScheduleStatus.RUNNING,
               description=f"Runs {job.name} on branch main at `{cron}` (pipeline.eval_asset({benchmark!r}, "
                           f"schedule=...) in pipeline.py); stop it in the UI.")
     def eval_on_main(context):
-        return RunRequest(partition_key="main")
+        return RunRequest(partition_key=partition)
 
     return eval_on_main

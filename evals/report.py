@@ -4,7 +4,10 @@ charts, markdown report.
 
 ``write_eval_results(con, eval_run_id, results)`` takes a DuckDB connection and knows nothing of
 Dagster: the CLI passes a plain ``duckdb.connect``, the ``eval_locomo`` asset the connection of its
-``DuckDBResource`` (``evals/dagster_evals.py``).
+``DuckDBResource`` (``evals/dagster_evals.py``). In the same transaction it writes one row per result to
+``eval_runs`` (the result's means, by category and scorecard as JSON, exactly the dict the JSON file holds), so
+``latest_results`` reads back the figures every door printed, not recomputed from the question rows:
+``synthex eval report`` and the eval asset's comparison with main read them there.
 """
 
 from __future__ import annotations
@@ -28,6 +31,14 @@ ID_COLUMNS = (("eval_run_id", "VARCHAR"), ("benchmark", "VARCHAR"), ("architectu
               ("mode", "VARCHAR"), ("pipeline", "VARCHAR"), ("data", "VARCHAR"), ("question_id", "VARCHAR"),
               ("question", "VARCHAR"), ("category", "VARCHAR"), ("hits", "VARCHAR[]"), ("gold_turns", "VARCHAR[]"),
               ("gold_sessions", "VARCHAR[]"))
+
+
+EVAL_RUNS_TABLE = "eval_runs"
+# One row per (eval run, benchmark, architecture): ``result`` is the result dict without its questions (JSON);
+# ``data_file``: its data file resolved when written (``data`` keeps the path as the door was given it).
+EVAL_RUNS_COLUMNS = (("eval_run_id", "VARCHAR"), ("benchmark", "VARCHAR"), ("architecture", "VARCHAR"),
+                     ("branch", "VARCHAR"), ("data_file", "VARCHAR"), ("result", "VARCHAR"),
+                     ("evaluated_at", "TIMESTAMP"))
 
 
 def metric_column(metric: str, level: str) -> str:
@@ -80,15 +91,24 @@ def write_eval_results(con: Any, eval_run_id: str, results: list[dict[str, Any]]
                 + ", ".join(f'"{n}" {t}' for n, t in columns) + ")")
     for name, kind in columns:
         con.execute(f'ALTER TABLE {EVAL_RESULTS_TABLE} ADD COLUMN IF NOT EXISTS "{name}" {kind}')
+    con.execute(f"CREATE TABLE IF NOT EXISTS {EVAL_RUNS_TABLE} ("
+                + ", ".join(f'"{n}" {t}' for n, t in EVAL_RUNS_COLUMNS) + ")")
     scopes = sorted({(str(r.get("benchmark")), str(r.get("architecture"))) for r in results})
+    summaries = [[eval_run_id, r.get("benchmark"), r.get("architecture"), r.get("branch"), _data_file(r.get("data")),
+                  json.dumps({k: v for k, v in r.items() if k != "questions"} | {"eval_run_id": eval_run_id}), when]
+                 for r in results]
     con.register("_synthex_eval_rows", table)
     try:
         con.execute("BEGIN TRANSACTION")
         try:
             for benchmark, architecture in scopes:
-                con.execute(f"DELETE FROM {EVAL_RESULTS_TABLE} WHERE eval_run_id = ? AND benchmark = ? "
-                            "AND architecture = ?", [eval_run_id, benchmark, architecture])
+                for name in (EVAL_RESULTS_TABLE, EVAL_RUNS_TABLE):
+                    con.execute(f"DELETE FROM {name} WHERE eval_run_id = ? AND benchmark = ? "
+                                "AND architecture = ?", [eval_run_id, benchmark, architecture])
             con.execute(f"INSERT INTO {EVAL_RESULTS_TABLE} BY NAME SELECT * FROM _synthex_eval_rows")
+            if summaries:
+                con.executemany(f"INSERT INTO {EVAL_RUNS_TABLE} VALUES ({', '.join('?' * len(EVAL_RUNS_COLUMNS))})",
+                                summaries)
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
@@ -98,15 +118,41 @@ def write_eval_results(con: Any, eval_run_id: str, results: list[dict[str, Any]]
     return len(rows)
 
 
-def connect_eval_results(path: Path, attempts: int = 10) -> Any:
-    """A read-write DuckDB connection on the eval results file (another process may hold it a moment)."""
+def _data_file(data: Any) -> str | None:
+    return str(Path(data).expanduser().resolve()) if data else None
+
+
+def latest_results(con: Any, *, benchmark: str | None = None, branch: str | None = None,
+                   architecture: str | None = None, data_file: str | Path | None = None) -> list[dict[str, Any]]:
+    """The latest result (``eval_runs``) per benchmark x architecture x branch, optionally only those of
+    ``benchmark`` / ``branch`` / ``architecture`` / ``data_file`` (resolved); ordered by benchmark,
+    architecture, branch. Each is the dict the eval printed (means, by category, scorecard, ``eval_run_id``)
+    plus ``evaluated_at``. Empty when the file has no ``eval_runs`` table (written before it existed)."""
+    if not con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?",
+                       [EVAL_RUNS_TABLE]).fetchone()[0]:
+        return []
+    filters = {"benchmark": benchmark, "branch": branch, "architecture": architecture,
+               "data_file": _data_file(data_file)}
+    where = [f"{column} = ?" for column, value in filters.items() if value is not None]
+    rows = con.execute(
+        f"SELECT result, evaluated_at FROM (SELECT *, row_number() OVER (PARTITION BY benchmark, architecture, branch "
+        f"ORDER BY evaluated_at DESC, eval_run_id DESC) AS newest FROM {EVAL_RUNS_TABLE}"
+        + (f" WHERE {' AND '.join(where)}" if where else "")
+        + ") WHERE newest = 1 ORDER BY benchmark, architecture, branch",
+        [v for v in filters.values() if v is not None]).fetchall()
+    return [json.loads(result) | {"evaluated_at": str(at)} for result, at in rows]
+
+
+def connect_eval_results(path: Path, attempts: int = 10, read_only: bool = False) -> Any:
+    """A DuckDB connection on the eval results file (another process may hold it a moment)."""
     import duckdb
 
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if not read_only:
+        path.parent.mkdir(parents=True, exist_ok=True)
     delay = 0.05
     for attempt in range(attempts):
         try:
-            return duckdb.connect(str(path))
+            return duckdb.connect(str(path), read_only=read_only)
         except duckdb.IOException as exc:
             if attempt == attempts - 1:
                 raise SynthexError(f"{path}: cannot open the eval results ({str(exc).splitlines()[0]})") from None
@@ -223,8 +269,41 @@ def chart(results: list[dict[str, Any]], path: Path, level: str = "turn") -> Pat
     return path
 
 
+def labelled(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Copies whose ``architecture`` names the branch too when it is neither main nor the architecture's own
+    name (``raw-bm25 (exp)``), as table rows."""
+    return [r | {"architecture": r["architecture"] if r.get("branch") in (None, "main", r["architecture"])
+                 else f"{r['architecture']} ({r['branch']})"} for r in results]
+
+
+def results_report(results: list[dict[str, Any]], database: Path) -> str:
+    """Markdown of the latest result per benchmark x architecture x branch (``latest_results``): per benchmark,
+    which eval run each row comes from, the turn and session tables, recall by category and the scorecard
+    with the protocol of each figure."""
+    from evals.scorecard import Scorecard, scorecard_table
+
+    parts = [f"# Synthex eval report\n\nThe latest result per benchmark, architecture and branch in {database}."]
+    for bench in sorted({r["benchmark"] for r in results}):
+        rows = labelled([r for r in results if r["benchmark"] == bench])
+        runs = "\n".join(f"| {r['architecture']} | {r.get('eval_run_id')} | {r.get('evaluated_at', '')[:19]} | "
+                         f"{r.get('data', '')} |" for r in rows)
+        parts.append(f"\n## {bench}\n\n| result | eval run | evaluated at (UTC) | data |\n|---|---|---|---|\n{runs}\n\n"
+                     f"Turn level:\n\n{table(rows, 'turn')}\n\nSession level:\n\n{table(rows, 'session')}\n\n"
+                     f"Turn recall_any@10 by category:\n\n{category_table(rows)}")
+        carded = [(r["architecture"], Scorecard.from_dict(r["scorecard"])) for r in rows if r.get("scorecard")]
+        if carded:
+            protocols: dict[str, str] = {}
+            for _, card in carded:
+                for entry in card.entries:
+                    protocols.setdefault(entry.name, entry.protocol)
+            parts.append("\nScorecard (design doc §9.5):\n\n" + scorecard_table([a for a, _ in carded], [c for _, c in carded])
+                         + "\n\nProtocols (of the first result having each figure):\n\n"
+                         + "\n".join(f"- {name}: {text}" for name, text in protocols.items()))
+    return "\n".join(parts)
+
+
 def report(eval_dir: Path) -> str:
-    """Markdown of the latest result file per benchmark."""
+    """Markdown of the latest result file per benchmark (the JSON files; ``results_report`` reads the table)."""
     latest: dict[str, Path] = {}
     for path in sorted(eval_dir.glob("*.json")):
         latest[path.stem.split("-", 2)[-1]] = path

@@ -139,7 +139,7 @@ def test_eval_asset_writes_through_its_duckdb_resource(evaluated, tmp_path):
 
     # The plugin's default resource: the project's eval results file, the one `synthex sql` reads.
     [asset] = eval_definitions(pipe).assets
-    default_run = materialize([asset], instance=instance, partition_key="main", run_config=config)
+    default_run = materialize([asset], instance=instance, partition_key="main|locomo10", run_config=config)
     assert default_run.success
     rows = sql(project, f"select architecture, branch, mode, count(*) as n from eval_results "
                         f"where eval_run_id = '{default_run.run_id}' group by all")
@@ -148,7 +148,7 @@ def test_eval_asset_writes_through_its_duckdb_resource(evaluated, tmp_path):
     # A DuckDBResource pointed elsewhere: the rows land there, keyed by the Dagster run id.
     database = tmp_path / "results" / "dagster.duckdb"
     [asset] = eval_definitions(pipe, eval_results=DuckDBResource(database=str(database))).assets
-    run = materialize([asset], instance=instance, partition_key="main", run_config=config)
+    run = materialize([asset], instance=instance, partition_key="main|locomo10", run_config=config)
     [mat] = run.asset_materializations_for_node("eval_locomo")
     assert mat.metadata["eval_run_id"].value == run.run_id and mat.metadata["question_rows"].value == 6
     assert mat.metadata["eval_results"].value == str(database)
@@ -175,7 +175,7 @@ def run_eval(pipe, data, thresholds, search_mode="hybrid"):
     [eval_asset] = [a for a in defs.assets]
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("branch", ["main"])
-    return materialize([eval_asset], instance=instance, partition_key="main", raise_on_error=False,
+    return materialize([eval_asset], instance=instance, partition_key="main|locomo10", raise_on_error=False,
                        run_config={"ops": {"eval_locomo": {"config": {"data": str(data), "thresholds": thresholds,
                                                                        "search_mode": search_mode}}}})
 
@@ -187,7 +187,7 @@ def test_eval_asset_metadata_and_threshold_check(evaluated):
     result = run_eval(pipe, data, {"session/recall_any@10": 0.0})
     assert result.success
     [mat] = result.asset_materializations_for_node("eval_locomo")
-    assert mat.partition == "main"
+    assert mat.partition == "main|locomo10"
     assert {"turn/recall_any@10", "session/ndcg_any@10", "n_questions", "chart"} <= set(mat.metadata)
     assert mat.metadata["chart"].value.startswith("![LoCoMo retrieval](data:image/png;base64,iVBORw0KGgo")  # a PNG
     [check] = result.get_asset_check_evaluations()

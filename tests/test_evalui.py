@@ -58,11 +58,13 @@ def test_init_with_evals_declares_the_asset_job_and_schedule(initialized):
     defs = location_definitions(pipe)
     assert eval_names(defs) == ({"eval_locomo"}, {"eval_locomo_job"}, {"eval_locomo_schedule"})
     asset = defs.get_assets_def("eval_locomo")
-    assert asset.partitions_def is BRANCHES and asset.partitions_def.name == "branch"
+    # branch x dataset: a dimension named "branch" in the UI (test_evalui2), the step assets' BRANCHES
+    assert asset.partitions_def.get_partitions_def_for_dimension("branch") is BRANCHES and BRANCHES.name == "branch"
+    assert asset.partitions_def.partition_dimension_names == ["branch", "dataset"]
     assert "data/locomo10.json" in asset.descriptions_by_key[asset.key]
     repo = defs.get_repository_def()
     job = repo.get_job("eval_locomo_job")
-    assert job.partitions_def.name == "branch" and "LoCoMo" in job.description
+    assert job.partitions_def == asset.partitions_def and "LoCoMo" in job.description
     schedule = repo.get_schedule_def("eval_locomo_schedule")
     assert schedule.cron_schedule == "0 3 * * *" and schedule.job_name == "eval_locomo_job"
     assert "main" in schedule.description
@@ -88,7 +90,7 @@ def materialize_eval(project, **config):
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("branch", ["main"])
     defs = location_definitions(load(project))
-    return materialize([defs.get_assets_def("eval_locomo")], instance=instance, partition_key="main",
+    return materialize([defs.get_assets_def("eval_locomo")], instance=instance, partition_key="main|locomo10",
                        raise_on_error=False, run_config={"ops": {"eval_locomo": {"config": config}}} if config else None)
 
 
@@ -112,7 +114,7 @@ def test_a_threshold_above_the_score_fails_the_check_naming_metric_value_and_thr
     assert result.success  # a non-blocking check: the asset materializes, the check fails
     [mat] = result.asset_materializations_for_node("eval_locomo")
     score = mat.metadata["turn/recall_all@10"].value
-    assert mat.partition == "main" and 0.0 < score < 1.01
+    assert mat.partition == "main|locomo10" and 0.0 < score < 1.01
     [check] = result.get_asset_check_evaluations()
     assert check.check_name == CHECK and not check.passed
     assert check.description == f"turn/recall_all@10 = {score:.4f} < threshold 1.01"
