@@ -66,6 +66,13 @@ from dagster._core.remote_origin import (
 # Why private: the execution-plan snapshot recorded with the run, against the location's job snapshot.
 from dagster._core.snap import snapshot_from_execution_plan
 
+# Why private: Dagster keeps a process-wide "current defs-state storage" (a ContextVar) that entering any
+# instance sets; it holds a weak reference to that instance, so once that instance is collected every later
+# Definitions load in the process fails ("Attempted to resolve undefined DagsterInstance weakref"). A
+# long-lived process (the MCP server, a notebook, the test suite) opens and closes many instances: a run
+# resolves its definitions with its own instance's storage set, whatever an earlier instance left.
+from dagster._core.storage.defs_state.base import set_defs_state_storage as set_defs_state_storage
+
 # Why private: synthex_assets/event_log.py is Dagster's own SQLite event storage with its connections kept
 # open; Dagster exports neither the class nor the timeout it opens its files with.
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import (

@@ -29,6 +29,7 @@ from synthex_assets.dagster_internals import (
     code_location_job_origin,
     execute_as_location_run,
     partition_range_tags,
+    set_defs_state_storage,
 )
 from synthex_assets.definitions import build_definitions
 from synthex_assets.naming import CODE_LOCATION_MODULE, asset_name, job_name, location_name
@@ -63,6 +64,14 @@ def launch_pipeline_run(defs: Definitions, pipeline: PipelineDefinition, instanc
     register(instance, branch, periods)
     dirty = sorted({p for ps in partitions.values() for p in ps})
     start, end = period_range(instance, branch, dirty)
+    with set_defs_state_storage(instance.defs_state_storage):
+        return _launch(defs, pipeline, instance, deletions=deletions, run_id=run_id, branch=branch,
+                       partitions=partitions, start=start, end=end, full=full, verbose=verbose)
+
+
+def _launch(defs: Definitions, pipeline: PipelineDefinition, instance: DagsterInstance, *,
+            deletions: DeletionConsent | None, run_id: str, branch: str, partitions: Mapping[str, list[str]],
+            start: str, end: str, full: bool, verbose: bool) -> list[CheckOutcome]:
     selection = frozenset(AssetKey(asset_name(s)) for s in pipeline.order() if partitions.get(s))
     job = defs.resolve_job_def(job_name(pipeline.name))
     run_tags = {**partition_range_tags(start, end), FULL_TAG: "1" if full else "0", LAUNCHED_BY_TAG: "synthex",

@@ -47,6 +47,9 @@ def synced(ran_project, tmp_path_factory) -> Path:
     """The shared ran project (conftest.ran_project), copied, after one `synthex sync` (so it has CDC state)."""
     base = tmp_path_factory.mktemp("hostile-sql")
     root = ran_project.copy(base / "proj")
+    # `synthex run` commits the CDC state of the export it read (issue 23); this copy reads its own export,
+    # so it starts without the shared run's state and the sync below writes the only one.
+    (root / ".synthex" / CDC_FILE).unlink(missing_ok=True)
     own_export(ran_project, root, base / "conversations.json")
     with pytest.MonkeyPatch.context() as mp:  # module fixtures run before the autouse offline_env
         go_offline(mp)
