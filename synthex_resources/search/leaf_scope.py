@@ -268,8 +268,8 @@ def _persisted(engine: SearchEngine, where: str, state: TableState, incremental_
 
 def scope_for(engine: SearchEngine, where: str) -> Scope:
     """The bookkeeping of ``where`` at the table's current version (built, extended or cached)."""
-    tbl = engine.store.records_table()
-    key = (engine.store.records_version(tbl) if tbl is not None else -1, where)
+    version = engine.store.records_read_version()
+    key = (version if version is not None else -1, where)
     cache: ScopeCache = engine.store.derived("leaf_sum_scopes", ScopeCache)
     with cache.lock:
         if key not in cache.scopes:

@@ -185,8 +185,8 @@ def lexicon(engine: SearchBackend, where: str, scope: Any, rare_df: int) -> Lexi
     leaves to the one it was made for, else loaded from beside the table when an earlier process made it
     for this scope (or padded when for the scope this one extends: search/sidecar.py), else built from
     the leaves' text."""
-    tbl = engine.store.records_table()
-    key = (engine.store.records_version(tbl) if tbl is not None else -1, f"{where}|{rare_df}")
+    version = engine.store.records_read_version()
+    key = (version if version is not None else -1, f"{where}|{rare_df}")
     cache: _LexiconCache = engine.store.derived("multihop_lexicons", _LexiconCache)
     with cache.lock:
         if key not in cache.scopes:

@@ -100,6 +100,10 @@ class Sidecar:
         name = f"{kind}-{hashlib.sha256(key.encode()).hexdigest()[:20]}"
         return self.folder / f"{name}.npz", self.folder / f"{name}.json"
 
+    @staticmethod
+    def _mapped_path(arrays_path: Path, token: str, name: str) -> Path:
+        return arrays_path.with_name(f"{arrays_path.stem}-{token}.{name}.npy")
+
     def load(self, kind: str, key: str) -> Entry | None:
         """The entry saved for ``key``, or None (none, unreadable, another format or key)."""
         if self.folder is None:
@@ -113,17 +117,22 @@ class Sidecar:
                 if str(data["token"]) != meta["token"]:
                     return None  # the arrays of another save (a kill between the two renames)
                 arrays = {name: data[name] for name in data.files}
+            for name in meta.get("mapped", []):  # large arrays: mapped, read by the pages a search touches
+                arrays[name] = np.load(self._mapped_path(arrays_path, meta["token"], name), mmap_mode="r",
+                                       allow_pickle=False)
         except (OSError, ValueError, KeyError, json.JSONDecodeError):
             return None
         self.loads += 1
         return Entry(TableState.from_json(meta["state"]), meta["meta"], arrays)
 
     def save(self, kind: str, key: str, state: TableState,
-             contents: Callable[[], tuple[dict[str, Any], dict[str, np.ndarray]]], background: bool = True) -> None:
+             contents: Callable[[], tuple[dict[str, Any], dict[str, np.ndarray]]], background: bool = True,
+             mapped: tuple[str, ...] = ()) -> None:
         """Write the entry for ``key``: ``contents()`` gives its description and arrays (called in a background
         thread unless told otherwise, so the query that built the structure does not wait on its
         serialization; ``wait`` joins it). A failure to write (read-only disk, full disk) leaves the
-        structure in memory only."""
+        structure in memory only. ``mapped``: arrays written to their own ``.npy`` file (named by the save),
+        which ``load`` maps instead of reading (the dense matrix: 1.5 GB at 1M records)."""
         if self.folder is None:
             return
 
@@ -133,23 +142,30 @@ class Sidecar:
             meta, arrays = contents()
             try:
                 self.folder.mkdir(exist_ok=True)
+                for name in mapped:  # named by this save's token: never overwritten while mapped elsewhere
+                    np.save(self._mapped_path(arrays_path, token, name), arrays[name], allow_pickle=False)
+                small = {name: value for name, value in arrays.items() if name not in mapped}
                 tmp_arrays = arrays_path.with_suffix(".npz.tmp")
                 with open(tmp_arrays, "wb") as f:
-                    np.savez(f, token=np.asarray(token), **arrays)
+                    np.savez(f, token=np.asarray(token), **small)
                 tmp_meta = meta_path.with_suffix(".json.tmp")
-                tmp_meta.write_text(json.dumps({"format": FORMAT, "key": key, "token": token,
+                tmp_meta.write_text(json.dumps({"format": FORMAT, "key": key, "token": token, "mapped": list(mapped),
                                                 "state": state.to_json(), "meta": meta}))
                 with self._lock:  # two saves of one key: each pair renamed whole
                     os.replace(tmp_arrays, arrays_path)
                     os.replace(tmp_meta, meta_path)
                     self.saves += 1
+                    for stale in arrays_path.parent.glob(f"{arrays_path.stem}-*.npy"):
+                        if f"-{token}." not in stale.name:  # an earlier save's (a reader's mapping survives)
+                            stale.unlink(missing_ok=True)
             except OSError:
                 return
 
         if not background:
             write()
             return
-        thread = threading.Thread(target=write, name="synthex-search-sidecar", daemon=True)
+        # not a daemon: a one-off command (`synthex search`) finishes its save before the process exits
+        thread = threading.Thread(target=write, name="synthex-search-sidecar", daemon=False)
         with self._lock:
             self._writers = [t for t in self._writers if t.is_alive()] + [thread]
         thread.start()
