@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -49,6 +50,13 @@ def one_scale(scale: int) -> dict:
     changed = pipe.run()
     changed_s = time.perf_counter() - t0
     steps = list(pipe.steps)
+    from synthex_assets.instance import open_instance
+
+    instance = open_instance(pipe)
+    try:  # what the full run wrote to Dagster's event log (tests/test_clispeed.py bounds it)
+        full_events = len(instance.all_logs(full.dagster_run_ids[0])) if full.dagster_run_ids else 0
+    finally:
+        instance.dispose()
     return {
         "scale": scale,
         "conversations": 200 * scale,
@@ -60,6 +68,7 @@ def one_scale(scale: int) -> dict:
         "no_change_ratio": round(noop_s / full_s, 4),
         "no_change_dagster_runs": len(noop.dagster_run_ids),
         "full_run_dagster_runs": len(full.dagster_run_ids),
+        "full_run_dagster_events": full_events,
         "prompt_change_run_s": round(changed_s, 2),
         "prompt_change_recomputed": {s: changed.step_stats.get(s).output if s in changed.step_stats else 0
                                      for s in steps},
@@ -76,6 +85,7 @@ def main() -> None:
     if args.one is not None:
         print(json.dumps(one_scale(args.one)))
         return
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     results = []
     for scale in (int(s) for s in args.scales.split(",")):
         out = subprocess.run([sys.executable, "-m", "evals.bench_engine", "--one", str(scale)],
@@ -83,12 +93,14 @@ def main() -> None:
         results.append(json.loads(out.stdout.strip().splitlines()[-1]))
     for r in results:
         print(f"\n== {r['conversations']} conversations ({r['scale']}x), {r['records']} records ==")
-        print(f"full run           {r['full_run_s']:>8.2f} s   peak RSS {r['peak_rss_mb']} MB")
+        print(f"full run           {r['full_run_s']:>8.2f} s   peak RSS {r['peak_rss_mb']} MB   "
+              f"{r['full_run_dagster_events']} Dagster events")
         print(f"records/s by step  {r['per_step_records_per_s']}")
         print(f"no-change re-run   {r['no_change_run_s']:>8.3f} s   ratio {r['no_change_ratio']:.4f}x "
               f"({r['no_change_dagster_runs']} Dagster runs)")
         print(f"prompt change      {r['prompt_change_run_s']:>8.2f} s   recomputed {r['prompt_change_recomputed']}")
         print(f"                   (full run made {r['prompt_change_expected_all']})")
+    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(json.dumps(results))
 
 

@@ -3,11 +3,13 @@ from a change (a row, a file, a stream line) to its record being searchable.
 
     python -m evals.bench_live                    # 100,000-row tables, 20 idle ticks each
     python -m evals.bench_live --rows 20000 --ticks 10
+    python -m evals.bench_live --daemon --changes 5   # through `synthex ui`'s daemon (evals/bench_live_daemon.py)
 
 Everything runs as the product runs it: a project whose pipeline.py names a DuckDB table (watermark
 mode), a SQLite table (per-row hash mode), a folder and a stream; the sensors of its Definitions are
 evaluated against a real Dagster instance, and the runs they request are executed in process (the
-daemon would launch the same runs; its interval, ``SENSOR_INTERVAL_S``, adds at most that much).
+daemon would launch the same runs; its interval, ``Pipeline(sensor_interval_s=)``, adds at most that much;
+``--daemon`` measures through the real daemon instead).
 Source records get no vectors here (no search output names them), so the figures are about the
 source path, not the embedder (docs/benchmarks.md has the embedder's own figures).
 """
@@ -106,13 +108,25 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--ticks", type=int, default=20)
     parser.add_argument("--work", default=None, help="work dir (default: a temp dir)")
+    parser.add_argument("--daemon", action="store_true",
+                        help="change -> searchable through `synthex ui`'s daemon (--rows default: 200)")
+    parser.add_argument("--changes", type=int, default=5, help="with --daemon: changes per kind")
     args = parser.parse_args()
+    if args.daemon:
+        from evals.bench_live_daemon import run_daemon_bench
+
+        work = Path(args.work or tempfile.mkdtemp(prefix="bench-live-daemon-"))
+        rows = args.rows if args.rows != parser.get_default("rows") else 200
+        figures = run_daemon_bench(work, rows, args.changes)
+        (work / "bench_live_daemon.json").write_text(json.dumps(figures, indent=2))
+        print(f"figures: {work / 'bench_live_daemon.json'}")
+        return
     import logging
 
     from dagster import instance_for_test
 
+    from synthex.core.definition import SENSOR_INTERVAL_S
     from synthex.core.importers.tables import read_items
-    from synthex_assets.sensors import SENSOR_INTERVAL_S
 
     logging.getLogger("dagster").setLevel(logging.WARNING)
     work = Path(args.work or tempfile.mkdtemp(prefix="bench-live-"))

@@ -2,11 +2,13 @@
 
 from synthex.core.prompts import (
     anticipate_questions,
+    compress_state,
     extract_transcript,
+    member_digest,
     monthly_reflection,
     summarize_conversation,
     world_model_prompt,
 )
 
-__all__ = ["anticipate_questions", "extract_transcript", "monthly_reflection", "summarize_conversation",
+__all__ = ["anticipate_questions", "compress_state", "extract_transcript", "member_digest", "monthly_reflection", "summarize_conversation",
            "world_model_prompt"]

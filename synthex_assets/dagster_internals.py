@@ -10,6 +10,10 @@ Two things have no public API in Dagster 1.13:
 - A run over a *range* of partitions. ``RunRequest`` takes one ``partition_key`` (no range argument)
   and ``JobDefinition.execute_in_process`` one ``partition_key`` too; a single-run backfill of a range
   is expressed by two system run tags, which Dagster exports only from ``dagster._core.storage.tags``.
+- The order in which one run's partition materializations are recorded. A single-run backfill emits one
+  materialization per partition in the order of the output's partitions subset, a ``set`` for a
+  ``MultiPartitionsDefinition`` (hash order), so the asset's "latest materialization" was any period.
+  ``PeriodOrderedPartitions`` makes that order chronological: the newest period is recorded last.
 - A ``synthex run`` recorded as a run of the project's code location (so the UI lists, times and
   re-executes it) but executed in this process with the CLI's live resources (its open store, LLM
   client and progress bar). ``execute_in_process`` records no code-location origin and always records
@@ -22,11 +26,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Collection, Mapping
 
-from dagster import AssetKey, DagsterInstance, JobDefinition
+from dagster import AssetKey, DagsterInstance, JobDefinition, MultiPartitionsDefinition
 
 # Why private: executing a job definition under a run we created ourselves (with a code-location
 # origin and the location's job snapshot) needs the job wrapped as an IJob; only InMemoryJob does that.
 from dagster._core.definitions.job_base import InMemoryJob
+
+# Why private: the partitions subset a multi-partitioned output iterates (in set order); subclassed below.
+from dagster._core.definitions.partitions.subset import default as _default_subset
 
 # Why private: the name Dagster gives the single repository a ``Definitions`` object becomes (part of
 # the origin below).
@@ -44,6 +51,10 @@ from dagster._core.execution.context_creation_job import (
     orchestration_context_event_generator,
 )
 
+# Why private: a CLI process opens the project's instance with its own event log (synthex_assets/event_log.py)
+# through ``InstanceRef.from_dir(overrides=...)``; no public API takes overrides or builds a ref.
+from dagster._core.instance.ref import InstanceRef as InstanceRef
+
 # Why private: the origin of a run as the UI's code location knows it (location, repository, job);
 # the public API never lets a caller set a run's origin.
 from dagster._core.remote_origin import (
@@ -55,6 +66,13 @@ from dagster._core.remote_origin import (
 # Why private: the execution-plan snapshot recorded with the run, against the location's job snapshot.
 from dagster._core.snap import snapshot_from_execution_plan
 
+# Why private: synthex_assets/event_log.py is Dagster's own SQLite event storage with its connections kept
+# open; Dagster exports neither the class nor the timeout it opens its files with.
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
+    SqliteEventLogStorage as SqliteEventLogStorage,
+)
+from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS as SQLITE_BUSY_TIMEOUT_SECONDS
+
 # Why private: no public module exports the names of the partition-range run tags (RunRequest and
 # execute_in_process take one partition_key, no range).
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
@@ -63,7 +81,67 @@ from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PART
 # part of its origin.
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
+# Why private: what a configurable storage class is built from (its constructor's second argument).
+from dagster._serdes import ConfigurableClassData as ConfigurableClassData
+
 DAGSTER_VERSION = "1.13.27"
+
+
+# Why private: Dagster's own modules a run process imports before its first event (the instance's SQLite
+# storages with SQLAlchemy and Alembic, the run-execution entry points), by name: the warm run launcher's
+# forkserver imports them once (synthex_assets.run_launcher.PRELOAD); a name that moved is skipped there
+# (a slower start, nothing else).
+RUN_WORKER_MODULES = [
+    "dagster._core.storage.sqlite_storage", "dagster._core.storage.event_log.sqlite",
+    "dagster._core.storage.runs.sqlite", "dagster._core.storage.schedules.sqlite",
+    "dagster._core.storage.local_compute_log_manager", "dagster._core.execution.api", "dagster._grpc.impl",
+    "dagster._cli.api", "dagster._daemon", "sqlalchemy", "alembic", "structlog",
+]
+
+
+def execute_run_by_id(run_id: str, instance: DagsterInstance) -> None:
+    """Execute the run ``run_id`` (created and launched already) in this process: what the process Dagster's
+    DefaultRunLauncher spawns does (``dagster api execute_run``); failures are recorded on the run."""
+    # Why private: that command's body is the only function that executes an existing run by id with its
+    # code origin; the warm run launcher (synthex_assets.run_launcher) calls it in a process forked from
+    # one with the run's libraries already imported. Imported here, not at the top: only run workers need it.
+    from dagster._cli.api import _execute_run_command_body
+
+    _execute_run_command_body(run_id, instance, lambda _event: None, set_exit_code_on_failure=False)
+
+
+def _chronological(key: str) -> tuple[str, str]:
+    """A ``branch|period`` key as (period, branch): periods sort chronologically ("YYYY-MM")."""
+    branch, _, period = str(key).partition("|")
+    return period, branch
+
+
+class DefaultPartitionsSubset(_default_subset.DefaultPartitionsSubset):
+    """Dagster's set of partition keys, iterated in period order (then branch).
+
+    Why the same class name: Dagster's serdes writes an object under its class name, so this subclass is
+    stored as (and read back anywhere, e.g. by the webserver, which never imports Synthex, as) Dagster's
+    own ``DefaultPartitionsSubset``; only the iteration order differs, and only in this process."""
+
+    def get_partition_keys(self) -> list[str]:
+        return sorted(self.subset, key=_chronological)
+
+    def with_partition_keys(self, partition_keys: Collection[str]) -> DefaultPartitionsSubset:
+        return DefaultPartitionsSubset(self.subset | set(partition_keys))
+
+    @classmethod
+    def create_empty_subset(cls, partitions_def: object = None) -> DefaultPartitionsSubset:
+        return cls()
+
+
+class PeriodOrderedPartitions(MultiPartitionsDefinition):
+    """A ``MultiPartitionsDefinition`` whose subsets iterate in period order: the per-partition
+    materializations of one run are recorded oldest period first, so the newest is the latest. Shown and
+    stored exactly as a MultiPartitionsDefinition (Dagster snapshots it by ``isinstance``)."""
+
+    @property
+    def partitions_subset_class(self) -> type[DefaultPartitionsSubset]:
+        return DefaultPartitionsSubset
 
 
 def partition_range_tags(start: str, end: str) -> dict[str, str]:
@@ -116,3 +194,4 @@ def execute_as_location_run(job: JobDefinition, location_job: JobDefinition, ins
             raise_on_error=True),
     ):
         pass
+

@@ -162,8 +162,13 @@ class StepExecutor:
     def _run_chunk(self, scope: BranchScope, periods: list[str], completer: object) -> list[PartitionOutcome]:
         branch = scope.branch
         upstream: dict[tuple[str, str], list[Record]] = defaultdict(list)
-        for rec in self.store.records.list_periods(scope, list(self.step.from_), periods):
-            upstream[(rec.step, rec.period)].append(rec)
+        span = self.step.single_partition_period()
+        if span is None:
+            for rec in self.store.records.list_periods(scope, list(self.step.from_), periods):
+                upstream[(rec.step, rec.period)].append(rec)
+        elif span in periods:  # its one partition reads the inputs of every period; the others read none
+            for rec in self.store.records.list(scope, steps=list(self.step.from_)):
+                upstream[(rec.step, span)].append(rec)
         existing = self.store.records.partition_id_sets(scope, self.step.name, periods)
         outcomes = []
         for period in periods:

@@ -1,12 +1,40 @@
-"""Every step asset is partitioned by (branch, period): both dynamic, registered from the data."""
+"""Every step asset is partitioned by (branch, period): both dynamic, registered from the data.
+
+Both stay dynamic (a time-window definition would need one start date for every project and a grain per
+step; the keys ``branch|YYYY-MM`` and every record id stay as they are). A period key that is not a
+calendar month, e.g. one typed into the UI's "Add a partition", is refused when a run reaches a step
+(``invalid_periods``): the run fails before anything is read or written. One run records its partitions'
+materializations in period order (``PeriodOrderedPartitions``), so a step's latest materialization is
+its newest period.
+"""
 
 from __future__ import annotations
 
-from dagster import DagsterInstance, DynamicPartitionsDefinition, MultiPartitionKey, MultiPartitionsDefinition
+import re
+from collections.abc import Iterable
+
+from dagster import DagsterInstance, DynamicPartitionsDefinition, MultiPartitionKey
+
+from synthex.core.periods import ALL_PERIODS
+from synthex_assets.dagster_internals import PeriodOrderedPartitions
 
 BRANCHES = DynamicPartitionsDefinition(name="branch")
 PERIODS = DynamicPartitionsDefinition(name="period")
-STEP_PARTITIONS = MultiPartitionsDefinition({"branch": BRANCHES, "period": PERIODS})
+STEP_PARTITIONS = PeriodOrderedPartitions({"branch": BRANCHES, "period": PERIODS})
+
+# The pipeline's partition grain is the calendar month (synthex.core.periods): "YYYY-MM", years 1000-9999;
+# and ALL_PERIODS, the one partition of a key aggregate whose groups span periods.
+_MONTH = re.compile(r"[1-9]\d{3}-(0[1-9]|1[0-2])\Z")
+
+
+def is_period(key: str) -> bool:
+    """Whether ``key`` is a period partition: a calendar month (``YYYY-MM``) or ``ALL_PERIODS``."""
+    return key == ALL_PERIODS or bool(_MONTH.match(key))
+
+
+def invalid_periods(partitions: Iterable[tuple[str, str]]) -> list[str]:
+    """The ``branch|period`` keys among ``partitions`` whose period is not a calendar month, sorted."""
+    return sorted({f"{b}|{p}" for b, p in partitions if not is_period(p)})
 
 
 def partition_key(branch: str, period: str) -> MultiPartitionKey:

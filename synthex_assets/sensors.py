@@ -12,12 +12,21 @@ Both apply the deletion guard (``synthex.core.deletions``) before requesting any
 deletions are held back (an export emptied, a snapshot shrunk by more than 20 %) gets no run and its
 change is not committed, so every tick says the guard's line again (the tick log, the SkipReason) until
 the source is restored or a run with ``--allow-deletions`` applies it; ``synthex status`` lists it.
+
+A sensor's cursor (shown, and editable, in the UI) is JSON a user can read and act on: the source, where
+it is (relative to the project), its item count, when it last changed (ISO), when it was last synced and
+what the last change was (``SourceCursor``). It is a report, not the state: the CDC state in DuckDB is
+what a tick compares with, so editing or clearing the cursor never loses or replays a change; a cursor
+of an earlier version (the raw change token) is replaced by the JSON one at the next tick.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from dagster import (
     AddDynamicPartitionsRequest,
@@ -41,7 +50,7 @@ from synthex.core.deletions import DeletionVerdict, refusal_line
 from synthex_assets.dagster_internals import partition_range_tags
 from synthex_assets.naming import asset_name, job_name
 from synthex_assets.partitions import register
-from synthex_resources.cdc_state import CdcState, SourceChanges
+from synthex_resources.cdc_state import CdcState, SourceChanges, SourceState
 from synthex_resources.record_store import open_store
 from synthex_resources.source_sync import (
     BranchWork,
@@ -52,13 +61,108 @@ from synthex_resources.source_sync import (
     pending_work,
 )
 
-SENSOR_INTERVAL_S = 30  # how often Dagster's daemon ticks each source sensor
 RECONCILE_CRON = "0 3 * * *"  # nightly
 TRIGGER_TAG = "synthex/trigger"
 
 
 def sensor_name(source: str) -> str:
     return f"{asset_name(source)}_changes"
+
+
+CURSOR_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class LastChange:
+    """What the last tick that found a change saw (counts of items, the periods they touch)."""
+
+    new: int
+    changed: int
+    deleted: int
+    periods: list[str]
+
+
+@dataclass(frozen=True)
+class SourceCursor:
+    """A source sensor's cursor, as JSON in the UI: what the sensor last saw of its source."""
+
+    source: str
+    where: str  # the file, folder or stream relative to the project (absolute outside it); dsn#table; api:name
+    items: int  # items the source held when it was last synced
+    modified_at: str | None  # when the source last changed (the newest file's mtime; a table's newest updated_at)
+    synced_at: str | None  # when its state was last committed (a sensor tick, `synthex run` / `sync`)
+    last_change: LastChange | None = None  # None: no tick has seen a change since the cursor was written
+    format: int = CURSOR_FORMAT
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False, sort_keys=False)
+
+    @classmethod
+    def parse(cls, text: str | None) -> SourceCursor | None:
+        """The cursor ``text`` holds; None when there is none or it is of an earlier version (the raw change
+        token: a tuple's repr with absolute paths and nanoseconds, a stream's ``dev:inode:size:mtime``, a
+        table's ``w:count:newest``), which the tick then replaces. Never raises: the cursor is editable."""
+        if not text:
+            return None
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return None
+        if not isinstance(data, dict) or data.get("format") != CURSOR_FORMAT:
+            return None
+        try:
+            last = data.get("last_change")
+            return cls(source=str(data["source"]), where=str(data["where"]), items=int(data["items"]),
+                       modified_at=data.get("modified_at"), synced_at=data.get("synced_at"),
+                       last_change=LastChange(**last) if isinstance(last, dict) else None)
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+def _iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _where(origin: Any, project_dir: Path) -> str:
+    path = getattr(origin, "path", None)  # files, folders, streams (a BoundedOrigin passes it through)
+    if isinstance(path, Path):
+        try:
+            return str(path.resolve().relative_to(project_dir))
+        except ValueError:
+            return str(path)
+    return origin.describe()
+
+
+def _modified_at(origin: Any, watermark: str | None) -> str | None:
+    """When the source last changed: a table's watermark, else the newest mtime of the files it reads."""
+    if watermark:
+        return watermark
+    path = getattr(origin, "path", None)
+    if not isinstance(path, Path):
+        return None
+    from synthex.core.importers.base import source_files
+
+    try:
+        files = source_files(path)
+        return _iso(max(f.stat().st_mtime for f in files)) if files else None
+    except (OSError, ValueError):
+        return None
+
+
+def source_cursor(pipeline: PipelineDefinition, state: SourceState | None, change: SourceChanges | None,
+                  previous: SourceCursor | None) -> SourceCursor | None:
+    """The cursor for a source's committed ``state``; ``change``: what this tick found (else the last
+    change the ``previous`` cursor recorded is kept)."""
+    if state is None:
+        return None
+    root = pipeline.root()
+    origin = root.steps[state.source].reader()  # type: ignore[attr-defined]
+    last = previous.last_change if previous and previous.source == state.source else None
+    if change is not None and change.any:
+        last = LastChange(len(change.new), len(change.changed), len(change.deleted), list(change.periods))
+    return SourceCursor(source=state.source, where=_where(origin, root.project_dir), items=state.items,
+                        modified_at=_modified_at(origin, state.watermark), synced_at=state.synced_at,
+                        last_change=last)
 
 
 def run_requests(pipeline: PipelineDefinition, work: list[BranchWork], known_periods: list[str],
@@ -110,33 +214,67 @@ def _detect(cdc: DuckDBResource, pipeline: PipelineDefinition, sources: list[str
         return detect_changes(pipeline, CdcState(conn), sources)
 
 
-def _commit(cdc: DuckDBResource, pipeline: PipelineDefinition, changes: list[SourceChanges]) -> None:
+def _detect_source(cdc: DuckDBResource, pipeline: PipelineDefinition,
+                   source: str) -> tuple[SourceChanges, SourceState | None]:
+    """What changed in ``source``, and its committed state (for the cursor), over one connection."""
+    Path(cdc.database).parent.mkdir(parents=True, exist_ok=True)
     with cdc.get_connection() as conn:
-        commit_changes(pipeline, CdcState(conn), changes)
+        cdc_state = CdcState(conn)
+        (change,) = detect_changes(pipeline, cdc_state, [source])
+        return change, cdc_state.source_state(source, change.origin)
+
+
+def _commit(cdc: DuckDBResource, pipeline: PipelineDefinition, changes: list[SourceChanges]) -> list[SourceState]:
+    """Commit ``changes``; the sources' committed states."""
+    with cdc.get_connection() as conn:
+        cdc_state = CdcState(conn)
+        commit_changes(pipeline, cdc_state, changes)
+        return [s for c in changes if (s := cdc_state.source_state(c.source, c.origin)) is not None]
+
+
+def _update_cursor(context: SensorEvaluationContext, pipeline: PipelineDefinition, state: SourceState | None,
+                   change: SourceChanges, committed: bool) -> None:
+    """Write the readable cursor when this tick committed a change, or the cursor is missing, of an earlier
+    version or behind the committed state (a `synthex run` or `sync` committed since). An idle tick whose
+    cursor is current writes nothing."""
+    previous = SourceCursor.parse(context.cursor)
+    if state is None:
+        return
+    if (previous is not None and not committed and previous.source == state.source
+            and previous.synced_at == state.synced_at and previous.items == state.items):
+        return
+    cursor = source_cursor(pipeline, state, change if committed else None, previous)
+    if cursor is not None:
+        context.update_cursor(cursor.to_json())
 
 
 def build_source_sensor(pipeline: PipelineDefinition, source: str) -> SensorDefinition:
-    @sensor(name=sensor_name(source), job_name=job_name(pipeline.name), minimum_interval_seconds=SENSOR_INTERVAL_S,
+    @sensor(name=sensor_name(source), job_name=job_name(pipeline.name),
+            minimum_interval_seconds=pipeline.sensor_interval_s,
             default_status=DefaultSensorStatus.RUNNING,
             description=f"Syncs source `{source}` of pipeline `{pipeline.name}`: requests runs of the partitions "
                         f"its changes make dirty (downstream steps included).")
     def _source_sensor(context: SensorEvaluationContext, cdc: DuckDBResource) -> SensorResult | SkipReason:
-        (change,) = _detect(cdc, pipeline, [source])
+        change, state = _detect_source(cdc, pipeline, source)
         for note in change.notes():  # lines set aside, lines left for the next tick: in the tick's log too
             context.log.warning(f"{source}: {note}")
         if not change.any:
             if not change.token_unchanged:
-                _commit(cdc, pipeline, [change])  # a new token for the same items (a touch): remember it
+                # A new token for the same items (a touch): remember it.
+                state = next(iter(_commit(cdc, pipeline, [change])), state)
+            _update_cursor(context, pipeline, state, change, committed=not change.token_unchanged)
             return SkipReason(change.summary())
         plan = plan_requests(pipeline, context.instance, f"sensor:{source}", source)
         if plan.held_back:  # not committed: the next tick judges again (and says so again)
             line = refusal_line(plan.held_back)
             context.log.warning(line)
             return SkipReason(line)
-        _commit(cdc, pipeline, [change])  # the runs are requested; a failed run is repaired by the next reconcile
+        # The runs are requested; a failed run is repaired by the next reconcile.
+        state = next(iter(_commit(cdc, pipeline, [change])), state)
+        _update_cursor(context, pipeline, state, change, committed=True)
         context.log.info(change.summary())
         return SensorResult(
-            run_requests=plan.requests, cursor=change.token,
+            run_requests=plan.requests,
             dynamic_partitions_requests=[AddDynamicPartitionsRequest("period", plan.new_periods),
                                          AddDynamicPartitionsRequest("branch", plan.branches)])
 

@@ -29,24 +29,36 @@ from dagster import (
 from synthex.core.definition import PipelineDefinition
 from synthex.core.deletions import consent_from_tags
 from synthex.core.errors import SynthexError
+from synthex.core.periods import ALL_PERIODS
 from synthex.core.progress import ProgressReporter
+from synthex.core.record import Record
 from synthex.core.steps import Step
-from synthex_assets.checks import CHECKS, check_descriptions
+from synthex_assets.checks import check_descriptions, step_checks
 from synthex_assets.executor import PartitionOutcome, StepExecutor
 from synthex_assets.naming import asset_name, check_asset_names
-from synthex_assets.partitions import STEP_PARTITIONS, split_partition_key
-from synthex_assets.preview import preview_markdown
-from synthex_resources.llm import LLMConfig
+from synthex_assets.partitions import STEP_PARTITIONS, invalid_periods, split_partition_key
+from synthex_assets.preview import PREVIEW_RECORDS, preview_markdown
+from synthex_resources.llm import OFFLINE_STAND_IN, LLMConfig
 from synthex_resources.record_store import RecordStore
 from synthex_resources.source_sync import enforce_for_step
 
 FULL_TAG = "synthex/full"
+LLM_TAG = "synthex/llm"  # on a run whose model steps the offline stand-in wrote (set by the step op)
+OFFLINE_TAG_VALUE = "offline-stand-in"
 
 
-def partition_metadata(outcome: PartitionOutcome) -> dict[str, object]:
-    """What the UI shows for one (branch, period) partition: that partition's own figures."""
+def partition_metadata(outcome: PartitionOutcome, held: list[Record], model: str | None) -> dict[str, object]:
+    """What the UI shows for one (branch, period) partition: that partition's own figures, whether this
+    run changed it, and a preview of what it holds (its new records first), so a run that changed
+    nothing still shows the content; ``model``: who wrote a model step's records (None: no model)."""
     stats = outcome.stats
+    changed = bool(outcome.new_records or outcome.removed)
+    shown = [*outcome.new_records, *held][:PREVIEW_RECORDS]
+    note = (f"_{len(outcome.new_records)} new, {outcome.removed} removed by this run; "
+            f"{outcome.total} record(s) held_" if changed
+            else f"_unchanged by this run; {outcome.total} record(s) held_")
     return {
+        "changed": changed,
         "records_created": stats.output,
         "records_skipped": stats.skipped,
         "records_removed": outcome.removed,
@@ -54,14 +66,53 @@ def partition_metadata(outcome: PartitionOutcome) -> dict[str, object]:
         "errors": stats.errors,
         "tokens": stats.tokens,
         "duration_s": round(stats.duration, 3),
-        "preview": MetadataValue.md(preview_markdown(outcome.new_records)),
+        **({LLM_TAG: model} if model is not None else {}),
+        "preview": MetadataValue.md(f"{note}\n\n{preview_markdown(shown)}" if shown else note),
     }
+
+
+def held_records(store: RecordStore, outcomes: list[PartitionOutcome]) -> dict[tuple[str, str], list[Record]]:
+    """(branch, period) -> the first records the partition holds besides its new ones, for its preview
+    (one read for the whole run)."""
+    wanted: dict[tuple[str, str], list[str]] = {}
+    for o in outcomes:
+        new_ids = {r.id for r in o.new_records}
+        room = PREVIEW_RECORDS - len(new_ids)
+        wanted[(o.branch, o.period)] = sorted(o.keep_ids - new_ids)[:room] if room > 0 else []
+    found = {r.id: r for r in store.records.get_many(i for ids in wanted.values() for i in ids)}
+    return {key: [found[i] for i in ids if i in found] for key, ids in wanted.items()}
+
+
+def partition_span(keys: list[str]) -> str:
+    """The partitions a check covered, compact: ``main|2024-01 .. main|2024-10 (10)``."""
+    return keys[0] if len(keys) == 1 else f"{keys[0]} .. {keys[-1]} ({len(keys)})"
+
+
+def partitions_note(step: Step) -> str:
+    """What the step's (branch, period) partitions hold, for the UI (description and metadata)."""
+    span = step.single_partition_period()
+    if span is not None:
+        return (f"Partitions: branch x period, but a key group spans periods: every record of this step is in "
+                f"the period partition `{span}` of its branch, made from its inputs of every period; its other "
+                f"period partitions stay empty.")
+    return "Partitions: branch x period (calendar month); each period is made from its inputs of that period."
 
 
 def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefinition:
     name = asset_name(step.name)
+    uses_model = step.uses_model()
     description = f"Synthex {step.kind} step `{step.name}`" + (
-        f" from {', '.join(step.from_)}" if step.from_ else "") + f" (pipeline `{pipeline.name}`)."
+        f" from {', '.join(step.from_)}" if step.from_ else "") + f" (pipeline `{pipeline.name}`). " + partitions_note(step)
+    config = step.config()
+    if uses_model:
+        # Decided where the code location loads (its environment): a model step's records come from the
+        # offline stand-in unless a key or base URL is set; the UI says so instead of "model: None".
+        shown = LLMConfig(model=config.get("model")).model_shown()
+        config = {**config, "model": shown}
+        description += (f" Model: {shown}; with no OPENAI_API_KEY / OPENAI_BASE_URL its records are "
+                        f"extractive summaries of the input, labelled in each record's audit.model."
+                        if shown == OFFLINE_STAND_IN else f" Model: {shown}.")
+    checks = step_checks(pipeline, step)
 
     @asset(
         name=name,
@@ -72,13 +123,21 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefiniti
         group_name=asset_name(pipeline.name),
         description=description,
         kinds={"lancedb", "python"},
-        metadata={"synthex/step": step.name, "synthex/kind": step.kind, "synthex/config": str(step.config())},
+        metadata={"synthex/step": step.name, "synthex/kind": step.kind, "synthex/config": str(config),
+                  "synthex/partitions": partitions_note(step)},
         check_specs=[AssetCheckSpec(check, asset=name, description=text)
-                     for check, text in check_descriptions(step).items()],
+                     for check, text in check_descriptions(pipeline, step).items()],
     )
     def _step_asset(context: AssetExecutionContext, store: ResourceParam[RecordStore],
                     llm: ResourceParam[LLMConfig], progress: ResourceParam[ProgressReporter]) -> MaterializeResult:
         partitions = [split_partition_key(k) for k in context.partition_keys]
+        invented = invalid_periods(partitions)
+        if invented:  # before anything is read or written: the run fails here, nothing is materialized
+            raise Failure(description=f"step {step.name!r}: {', '.join(invented[:3])}"
+                                      f"{' ...' if len(invented) > 3 else ''}: not a period (a calendar month, "
+                                      f"YYYY-MM, or {ALL_PERIODS!r}); periods are registered from the data, "
+                                      f"not added by hand",
+                          allow_retries=False)
         executor = StepExecutor(pipeline, step, store, llm, progress, run_id=context.run.run_id,
                                 full=context.run.tags.get(FULL_TAG) == "1")
         try:
@@ -92,14 +151,20 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefiniti
         except Exception as exc:  # storage, network, the embedder: still one line, naming the step
             raise Failure(description=f"step {step.name!r}: {type(exc).__name__}: {exc}",
                           allow_retries=False) from exc
+        model = llm.model_shown() if uses_model else None
+        if model == OFFLINE_STAND_IN and context.run.tags.get(LLM_TAG) != OFFLINE_TAG_VALUE:
+            context.instance.add_run_tags(context.run.run_id, {LLM_TAG: OFFLINE_TAG_VALUE})
+        held = held_records(store, result.outcomes)
         for outcome in result.outcomes:
-            context.add_asset_metadata(partition_metadata(outcome),
+            context.add_asset_metadata(partition_metadata(outcome, held[(outcome.branch, outcome.period)], model),
                                        partition_key=f"{outcome.branch}|{outcome.period}")
         context.log.info(f"{step.name}: {len(result.outcomes)} partition(s), index {result.index}")
+        covered = partition_span(sorted(context.partition_keys, key=lambda k: split_partition_key(k)[::-1]))
         return MaterializeResult(check_results=[
             AssetCheckResult(check_name=str(outcome.check), passed=outcome.passed, severity=AssetCheckSeverity.ERROR,
-                             metadata={"detail": MetadataValue.text(outcome.detail)})
-            for outcome in result.checks.values() if outcome.check in CHECKS
+                             metadata={"detail": MetadataValue.text(outcome.detail),
+                                       "partitions": MetadataValue.text(covered)})
+            for outcome in result.checks.values() if outcome.check in checks
         ])
 
     return _step_asset

@@ -98,6 +98,17 @@ class SourceChanges:
                 "quarantined": self.quarantine.to_dict() if self.quarantine else None, "waiting": self.waiting}
 
 
+@dataclass(frozen=True)
+class SourceState:
+    """One source's committed state (what a sensor's readable cursor reports)."""
+
+    source: str
+    origin: str
+    items: int
+    watermark: str | None
+    synced_at: str | None
+
+
 class CdcState:
     def __init__(self, connection: duckdb.DuckDBPyConnection) -> None:
         self.conn = connection
@@ -195,6 +206,11 @@ class CdcState:
         before = self.conn.execute("SELECT count(*) FROM cdc_items WHERE source = ?", [source]).fetchone()[0]
         self.conn.execute("DELETE FROM cdc_items WHERE source = ? AND key IN (SELECT key FROM gone)", [source])
         return before - self.conn.execute("SELECT count(*) FROM cdc_items WHERE source = ?", [source]).fetchone()[0]
+
+    def source_state(self, source: str, origin: str) -> SourceState | None:
+        row = self.conn.execute("SELECT items, watermark, synced_at FROM cdc_sources WHERE source = ? AND origin = ?",
+                                [source, origin]).fetchone()
+        return SourceState(source, origin, int(row[0] or 0), row[1], row[2]) if row else None
 
     def sources(self) -> list[dict[str, Any]]:
         rows = self.conn.execute("SELECT source, origin, token, watermark, items, synced_at FROM cdc_sources "

@@ -20,6 +20,8 @@ from synthex.core.llm import Completer, Completion, OfflineExtractiveCompleter
 from synthex.core.redact import redact
 
 DEFAULT_MODEL = "gpt-4o-mini"
+# What the UI shows as the model when no API key or base URL is set (not a model name: never sent).
+OFFLINE_STAND_IN = "offline extractive stand-in (not an LLM)"
 # USD per 1M tokens (input, output), for `synthex plan` estimates only.
 PRICES = {"gpt-4o-mini": (0.15, 0.60), "gpt-4o": (2.50, 10.00), "gpt-4.1-mini": (0.40, 1.60),
           "gpt-4.1": (2.00, 8.00), "gpt-4.1-nano": (0.10, 0.40)}
@@ -133,7 +135,8 @@ class LLMConfig:
 
     def resolved(self) -> dict[str, Any]:
         return {
-            "model": self.model or os.environ.get("SYNTHEX_MODEL") or DEFAULT_MODEL,
+            "model": (self.model if self.model != OFFLINE_STAND_IN else None) or os.environ.get("SYNTHEX_MODEL")
+                     or DEFAULT_MODEL,
             "base_url": self.base_url or os.environ.get("OPENAI_BASE_URL") or None,
             "api_key": self.api_key or os.environ.get("OPENAI_API_KEY") or None,
         }
@@ -141,6 +144,10 @@ class LLMConfig:
     def is_offline(self) -> bool:
         cfg = self.resolved()
         return not cfg["api_key"] and not cfg["base_url"]
+
+    def model_shown(self) -> str:
+        """The model as the UI names it: the resolved model, or that the offline stand-in writes instead."""
+        return OFFLINE_STAND_IN if self.is_offline() else self.resolved()["model"]
 
     def get_completer(self, cache: Any = None) -> Completer:
         cfg = self.resolved()

@@ -63,9 +63,13 @@ def compute_partition_plan(pipeline: PipelineDefinition, store: RecordStore, bra
     needed = {u for s in selected for u in pipeline.upstream(s)}
     snapshot = SnapshotContext.of(store.records.list(scope, steps=sorted(needed)) if needed else [], branch)
     periods = set(snapshot.periods())
+    spans = set()  # the partitions of steps whose records span every period (key aggregates): planned last
     for name in needed:
         periods.update(pipeline.steps[name].periods())  # a source's items' periods; other steps have none
-    plan = PartitionPlan(periods=sorted(periods))
+        span = pipeline.steps[name].single_partition_period()
+        if span is not None:
+            spans.add(span)
+    plan = PartitionPlan(periods=sorted(periods | spans, key=lambda p: (p in spans, p)))
     purged = PurgeLedger(pipeline.data_dir).load()
     expected: dict[tuple[str, str], int] = {}
     chars: dict[tuple[str, str], int] = {}
@@ -74,7 +78,16 @@ def compute_partition_plan(pipeline: PipelineDefinition, store: RecordStore, bra
         for name in pipeline.order():
             step = pipeline.steps[name]
             existing = snapshot.ids(name, period)
-            up_dirty = any((u, period) in plan.work for u in step.from_)
+            span = step.single_partition_period()
+            if span is not None and period != span:
+                # Its records live in the one partition ``span``; any left here (it was a time aggregate) go.
+                expected[(name, period)], chars[(name, period)] = 0, 0
+                if name in selected and existing:
+                    plan.work[(name, period)] = PartitionWork(name, period, 0, 0, len(existing), PlanReason.STALE)
+                continue
+            # What the step reads: its inputs of this period, or of every period for a spanning step.
+            reads = plan.periods if span is not None else [period]
+            up_dirty = any((u, p) in plan.work for u in step.from_ for p in reads)
             prev_dirty = step.sequential_periods and any(
                 (name, p) in plan.work for p in plan.periods if p < period)
             if name not in selected:
@@ -82,7 +95,7 @@ def compute_partition_plan(pipeline: PipelineDefinition, store: RecordStore, bra
                 chars[(name, period)] = sum(len(r.content) for r in ctx.upstream(name))
                 continue
             if up_dirty or prev_dirty:
-                inputs = _input_volume(step, period, expected, chars)
+                inputs = _input_volume(step, reads, expected, chars)
                 out = step.estimate_outputs(inputs)
                 expected[(name, period)], chars[(name, period)] = out.records, out.chars
                 tokens = step.estimate_unstored_tokens(inputs, out.records)
@@ -90,12 +103,12 @@ def compute_partition_plan(pipeline: PipelineDefinition, store: RecordStore, bra
                     plan.work[(name, period)] = PartitionWork(name, period, out.records, tokens,
                                                               reason=PlanReason.UPSTREAM_CHANGED)
                 continue
-            items = visible_work(step, ctx, purged)
+            items = visible_work(step, snapshot.spanning(period) if span is not None else ctx, purged)
             expected[(name, period)] = len(items)
             known = step.output_chars(items)
             chars[(name, period)] = known if known is not None else (
                 sum(len(r.content) for r in ctx.upstream(name))
-                or step.estimate_outputs(_input_volume(step, period, expected, chars)).chars)
+                or step.estimate_outputs(_input_volume(step, reads, expected, chars)).chars)
             todo = items if full else [i for i in items if i.id not in existing]
             stale = existing - {i.id for i in items}
             if todo or stale:
@@ -105,10 +118,10 @@ def compute_partition_plan(pipeline: PipelineDefinition, store: RecordStore, bra
     return plan
 
 
-def _input_volume(step: Step, period: str, expected: dict, chars: dict) -> Volume:
-    """What a step reads in ``period``: its inputs' expected records and characters (stored or estimated)."""
-    return Volume(sum(expected.get((u, period), 0) for u in step.from_),
-                  sum(chars.get((u, period), 0) for u in step.from_))
+def _input_volume(step: Step, periods: list[str], expected: dict, chars: dict) -> Volume:
+    """What a step reads in ``periods``: its inputs' expected records and characters (stored or estimated)."""
+    return Volume(sum(expected.get((u, p), 0) for u in step.from_ for p in periods),
+                  sum(chars.get((u, p), 0) for u in step.from_ for p in periods))
 
 
 def plan_pipeline(pipeline: PipelineDefinition, branch: str = "main", step: str | None = None, from_: str | None = None,

@@ -45,6 +45,7 @@ class SnapshotContext:
     period: str = ""
     run_id: str = "plan"
     completer: Completer | None = None
+    every_period: bool = False  # upstream() reads every period (a step whose records span them)
 
     @classmethod
     def of(cls, records: list[Record], branch: str) -> SnapshotContext:
@@ -54,7 +55,11 @@ class SnapshotContext:
         return cls(dict(index), branch)
 
     def at(self, period: str) -> SnapshotContext:
-        return replace(self, period=period)
+        return replace(self, period=period, every_period=False)
+
+    def spanning(self, period: str) -> SnapshotContext:
+        """The context of partition ``period`` of a step that reads its inputs of every period."""
+        return replace(self, period=period, every_period=True)
 
     def ids(self, step: str, period: str) -> set[str]:
         return {r.id for r in self.index.get((step, period), [])}
@@ -63,6 +68,8 @@ class SnapshotContext:
         return {p for (_, p) in self.index}
 
     def upstream(self, step: str) -> list[Record]:
+        if self.every_period:
+            return [r for (s, p) in sorted(self.index) if s == step for r in self.index[(s, p)]]
         return self.index.get((step, self.period), [])
 
     def previous_state(self, step: str) -> Record | None:

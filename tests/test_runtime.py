@@ -73,11 +73,11 @@ def test_a_synthex_run_is_one_dagster_run_of_the_pipeline_job(tmp_path, ran_proj
                for e in instance.fetch_materializations(AssetKey("summaries"), limit=100).records]
     per_partition = {m.partition: m.metadata["records_total"].value for m in records}
     assert sum(per_partition.values()) == 12 and len(per_partition) == len(periods)
-    # Every step asset's checks ran and passed.
+    # Every step asset's checks ran and passed (hooks_delivered only where a hook can fire: none here).
     checks = [e.dagster_event.event_specific_data
               for e in instance.all_logs(run.id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION)]
     assert {(c.asset_key.to_user_string(), c.check_name) for c in checks} == {
-        (s.replace("-", "_"), check) for s in STEPS for check in CHECKS}
+        (s.replace("-", "_"), check) for s in STEPS for check in CHECKS if check != "hooks_delivered"}
     assert all(c.passed for c in checks)
     # A run with nothing to do launches nothing.
     again = load(ran_project.copy(tmp_path / "proj"))

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from synthex.core.definition import PipelineDefinition, Plan
 from synthex.core.deletions import DeletionConsent, DeletionVerdict, enforce
 from synthex.core.errors import BadInputError, PipelineDefinitionError, SynthexError
-from synthex.core.naming import check_branch_name
+from synthex.core.naming import MAIN, check_branch_name
 from synthex.core.periods import now_iso
 from synthex.core.progress import NullProgress, ProgressReporter
 from synthex.core.record import CheckName, CheckOutcome, Record, Run, RunStats, RunStatus
@@ -142,12 +142,15 @@ class ProjectApp:
     def run(self, step: str | None = None, from_: str | None = None, full: bool = False, branch: str | None = None,
             progress: ProgressReporter | None = None, wait: bool = False,
             on_wait: Callable[[str], None] | None = None, allow_deletions: bool = False,
-            verbose: bool = False, resume_purge: bool = True, say: Callable[[str], None] | None = None) -> Run:
+            verbose: bool = False, resume_purge: bool = True, say: Callable[[str], None] | None = None,
+            track_changes: bool = True) -> Run:
         """Plan, then one Dagster run of the pipeline's job over every dirty partition. The Synthex run
         id is the Dagster run id. When nothing changed there is no Dagster run and nothing is recorded.
 
         A purge that was killed before it finished is finished first (``resume_purge``; off for the
-        purge's own re-runs); ``say`` is told about it."""
+        purge's own re-runs); ``say`` is told about it. A completed run on main leaves the change-tracking
+        (CDC) state of the sources it read current (``track_changes``; ``sync`` tracks them itself), so the
+        next sensor tick finds nothing new."""
         branch = self.use_branch(branch).branch_name
         if resume_purge:
             self.finish_interrupted_purge(say=say)
@@ -161,7 +164,35 @@ class ProjectApp:
             # of the run launched below are told it was judged (or allowed) under this lock.
             enforce(self.deletion_verdicts(branch), allow_deletions)
             consent = DeletionConsent.ALLOWED if allow_deletions else DeletionConsent.GUARDED
-            return self._run_locked(run, step, from_, full, branch, progress, verbose, consent)
+            tracked = self._detect_source_changes(branch, step, from_) if track_changes else []
+            done = self._run_locked(run, step, from_, full, branch, progress, verbose, consent)
+            self._commit_source_changes(tracked)
+            return done
+
+    def _detect_source_changes(self, branch: str, step: str | None, from_: str | None) -> list[SourceChanges]:
+        """What the sources this run reads on main changed since their committed CDC state, detected before
+        the run plans (a change after this is seen again by the next tick or sync: at least once). None on
+        another branch: the CDC state is main's (the sensors plan every branch from it)."""
+        if branch != MAIN:
+            return []
+        selected = set(self.pipeline.select(step, from_))
+        sources = [s for s in self.pipeline.root().source_steps() if s in selected]
+        if not sources:
+            return []
+        from synthex_resources.cdc_state import open_cdc_state
+        from synthex_resources.source_sync import detect_changes
+
+        with open_cdc_state(self.pipeline.data_dir) as cdc:  # held for milliseconds, never during the run
+            return detect_changes(self.pipeline, cdc, sources, pull=False)  # a run never calls an API
+
+    def _commit_source_changes(self, changes: list[SourceChanges]) -> None:
+        if not changes or all(c.token_unchanged for c in changes):
+            return
+        from synthex_resources.cdc_state import open_cdc_state
+        from synthex_resources.source_sync import commit_changes
+
+        with open_cdc_state(self.pipeline.data_dir) as cdc:
+            commit_changes(self.pipeline, cdc, changes)
 
     def _run_locked(self, run: Run, step: str | None, from_: str | None, full: bool, branch: str,
                     progress: ProgressReporter | None, verbose: bool = False,
@@ -257,7 +288,7 @@ class ProjectApp:
         with open_cdc_state(self.pipeline.data_dir) as cdc:  # held for milliseconds, never during the run
             changes = detect_changes(self.pipeline, cdc, [source] if source else None)
         run = self.run(from_=source, branch=branch, progress=progress, wait=wait, on_wait=on_wait,
-                       allow_deletions=allow_deletions, verbose=verbose, say=say)
+                       allow_deletions=allow_deletions, verbose=verbose, say=say, track_changes=False)
         with open_cdc_state(self.pipeline.data_dir) as cdc:
             commit_changes(self.pipeline, cdc, changes)
         return SyncReport(changes=changes, run=run)

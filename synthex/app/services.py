@@ -35,7 +35,8 @@ class AppServices(Protocol):
     def run(self, step: str | None = None, from_: str | None = None, full: bool = False, branch: str | None = None,
             progress: ProgressReporter | None = None, wait: bool = False,
             on_wait: Callable[[str], None] | None = None, allow_deletions: bool = False,
-            verbose: bool = False, resume_purge: bool = True, say: Callable[[str], None] | None = None) -> Run: ...
+            verbose: bool = False, resume_purge: bool = True, say: Callable[[str], None] | None = None,
+            track_changes: bool = True) -> Run: ...
 
     def finish_interrupted_purge(self, say: Callable[[str], None] | None = None,
                                  on_event: Callable[[Any], None] | None = None,

@@ -7,8 +7,7 @@ Nothing here runs, stores or searches: ``synthex.app.Pipeline`` adds that on top
 from __future__ import annotations
 
 import copy
-import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -30,9 +29,14 @@ from synthex.core.steps import (
     get_step_kind,
     step_kinds,
 )
-from synthex.core.steps.base import callable_ref
+from synthex.core.steps.base import callable_ref, resolve_callable
+from synthex.core.steps.fold_state import StateBound
+from synthex.core.steps.group_keys import key_functions
 
 SURFACES = ("projection", "search")
+# How often Dagster's daemon ticks each source sensor (`synthex ui`), in seconds: the wait between a change
+# and the run that brings it in. Dagster's sensor daemon loops every 5 s, so less than 5 is no faster.
+SENSOR_INTERVAL_S = 5
 S = TypeVar("S", bound=Step)
 
 
@@ -116,8 +120,14 @@ class PipelineDefinition:
         store_uri: str | None = None,
         lexical_stem: bool = False,
         limits: Limits | None = None,
+        sensor_interval_s: int = SENSOR_INTERVAL_S,
     ) -> None:
         self.name = name
+        if isinstance(sensor_interval_s, bool) or not isinstance(sensor_interval_s, int) or sensor_interval_s <= 0:
+            raise PipelineDefinitionError(f"pipeline {name!r}: sensor_interval_s: {sensor_interval_s!r} is not a "
+                                          f"positive whole number of seconds")
+        # Live memory: the source sensors' minimum interval (synthex_assets.sensors; docs/architecture.md).
+        self.sensor_interval_s = sensor_interval_s
         self.steps: dict[str, Step] = {}
         # Bounds on what enters memory (synthex.core.limits): sources, remember and the MCP server read them.
         self.limits = limits if limits is not None else Limits()
@@ -352,14 +362,23 @@ class PipelineDefinition:
         self,
         name: str,
         from_: str | list[str],
-        period: str = "month",
-        prompt: Callable[[list[Record], str], str] | None = None,
+        period: str | None = None,
+        prompt: Callable[[list[Record], Any], str] | None = None,
         model: str | None = None,
         temperature: float = 0.0,
         pii: str | None = None,
+        *,
+        by: str | Callable[[Record], str | Iterable[str] | None] | None = None,
+        fn: Callable[[list[Record], Any], str] | None = None,
     ) -> AggregateStep:
+        """One record per group of ``from_``'s records, made by ``prompt(records, group)`` (a model) or
+        ``fn(records, group)`` (plain Python). Without ``by``: groups by ``period`` (default "month"), and
+        ``group`` is the period label. With ``by`` (a key function ``record -> key | keys | None``, or the
+        name of one: speaker, conversation, session, entity, topic; ``synthex.core.steps.group_keys``): one
+        group per key, ``group`` a ``KeyGroup``; per key and ``period`` group when ``period`` is given,
+        otherwise spanning every period (the step's records live in the period partition "all")."""
         return self._add(AggregateStep.build(name, from_=from_, period=period, prompt=prompt, model=model,
-                                             temperature=temperature, pii=pii))
+                                             temperature=temperature, pii=pii, by=by, fn=fn))
 
     def fold(
         self,
@@ -370,9 +389,15 @@ class PipelineDefinition:
         temperature: float = 0.0,
         initial_state: str = "",
         pii: str | None = None,
+        *,
+        fn: Callable[[Record, str], str] | None = None,
+        state: StateBound | dict[str, Any] | None = None,
     ) -> FoldStep:
+        """The state after each period, folded input by input with ``prompt(record, state)`` (a model) or
+        ``fn(record, state)`` (plain Python). ``state``: ``TruncateState(tokens=N)``, ``CompressState(every=K)``
+        or ``WindowState(inputs=N)`` (``synthex.core.steps.fold_state``) keeps it bounded."""
         return self._add(FoldStep.build(name, from_=from_, prompt=prompt, model=model, temperature=temperature,
-                                        initial_state=initial_state, pii=pii))
+                                        initial_state=initial_state, pii=pii, fn=fn, state=state))
 
     def merge(self, name: str, from_: list[str]) -> MergeStep:
         return self._add(MergeStep.build(name, from_=from_))
@@ -495,6 +520,8 @@ class PipelineDefinition:
             head["lexical_stem"] = True
         if self.limits.to_dict():
             head["limits"] = self.limits.to_dict()
+        if self.sensor_interval_s != SENSOR_INTERVAL_S:
+            head["sensor_interval_s"] = self.sensor_interval_s
         out: dict[str, Any] = {"pipeline": head, "steps": steps, "outputs": outputs}
         if self.evals:
             out["evals"] = [e.to_toml_dict() for e in self.evals.values()]
@@ -519,7 +546,8 @@ class PipelineDefinition:
             raise PipelineDefinitionError(f"{p}: [pipeline] needs a name")
         pipe = cls(head["name"], agent=head.get("agent", ""), description=head.get("description", ""),
                    project_dir=project_dir or p.parent, lexical_stem=bool(head.get("lexical_stem", False)),
-                   limits=Limits.from_dict(head.get("limits", {}), where=f"{p}: [pipeline.limits]"))
+                   limits=Limits.from_dict(head.get("limits", {}), where=f"{p}: [pipeline.limits]"),
+                   sensor_interval_s=head.get("sensor_interval_s", SENSOR_INTERVAL_S))
         for entry in data.get("steps", []):
             entry = dict(entry)
             kind = entry.pop("kind", None)
@@ -530,6 +558,9 @@ class PipelineDefinition:
             for attr in ("prompt", "fn"):
                 if attr in entry:
                     entry[attr] = resolve_callable(entry[attr], where=f"{p}: step {entry.get('name')!r}")
+            # by= is the name of a registered key function, or a key function's module:qualname.
+            if isinstance(entry.get("by"), str) and entry["by"] not in key_functions() and ":" in entry["by"]:
+                entry["by"] = resolve_callable(entry["by"], where=f"{p}: step {entry.get('name')!r}")
             pipe.step(kind, **entry)
         for out in data.get("outputs", []):
             pipe.output(out["name"], from_=out["from"], surface=out.get("surface", "search"),
@@ -542,15 +573,3 @@ class PipelineDefinition:
             pipe.eval_asset(entry["benchmark"], data=entry["data"], schedule=entry.get("schedule"),
                             thresholds=entry.get("thresholds"), blocking=bool(entry.get("blocking", False)))
         return pipe
-
-
-def resolve_callable(ref: str, where: str = "") -> Callable[..., Any]:
-    """Import ``module:qualname``."""
-    module_name, _, qualname = ref.partition(":")
-    try:
-        obj: Any = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as exc:
-        raise PipelineDefinitionError(f"{where}: cannot import prompt function {ref!r}: {exc}") from exc
-    return obj

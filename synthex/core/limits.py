@@ -39,6 +39,9 @@ class Limits:
     stream_line_bytes: int = 8 * MB
     # A record dated more than this many days after "now" is flagged and never the latest projection.
     future_days: float = 1.0
+    # A key aggregate's group key (``by=``): its characters, and how many groups one record may join.
+    group_key_chars: int = 256
+    group_keys_per_record: int = 64
 
     def __post_init__(self) -> None:
         for field in fields(self):
@@ -54,7 +57,7 @@ class Limits:
     def over(self, bound: str, what: str, size: float) -> str:
         """The one-line message for ``what`` (a file, a record) being ``size`` over the bound named
         ``bound``, saying how to raise it."""
-        unit = "characters" if bound == "record_chars" else "bytes"
+        unit = "characters" if bound in ("record_chars", "group_key_chars") else "bytes"
         limit = getattr(self, bound)
         return (f"{what} is {_amount(size, unit)}, over the {bound} bound of {_amount(limit, unit)} "
                 f"(raise it with Pipeline(limits=Limits({bound}=...)))")

@@ -11,6 +11,9 @@ import re
 from datetime import UTC, datetime
 
 PERIOD_KINDS = ("month", "week", "day")
+# The period partition of a step whose records span every period (a key aggregate without period=): it
+# sorts after every month ("YYYY-MM"), so it is planned and run after the periods its inputs come from.
+ALL_PERIODS = "all"
 
 
 def now_iso() -> str:

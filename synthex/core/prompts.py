@@ -76,3 +76,39 @@ Date: {when}
 ## Gist and questions
 """
 
+
+
+# A digest's bounds: each member on one line of at most this many characters, the digest at most this many.
+DIGEST_MEMBER_CHARS = 400
+DIGEST_CHARS = 20_000
+
+
+def member_digest(records: list[Record], group: object) -> str:
+    """Deterministic (no model; ``fn=`` of an aggregate): the group's name, then its members' texts in time
+    order, one line each (whitespace made single spaces, cut at ``DIGEST_MEMBER_CHARS``), the whole cut at
+    ``DIGEST_CHARS`` with the number of members left out. Every member stays in the record's provenance."""
+    by = getattr(group, "by", "")
+    lines = [f"{group}" + (f" ({by}, {len(records)} records)" if by else f" ({len(records)} records)")]
+    size = len(lines[0])
+    for index, record in enumerate(records):
+        line = " ".join(record.content.split())
+        if len(line) > DIGEST_MEMBER_CHARS:
+            line = line[:DIGEST_MEMBER_CHARS - 3] + "..."
+        if size + len(line) + 1 > DIGEST_CHARS:
+            lines.append(f"(+{len(records) - index} more)")
+            break
+        lines.append(line)
+        size += len(line) + 1
+    return "\n".join(lines)
+
+
+def compress_state(state: str) -> str:
+    """The default prompt of ``CompressState``: a fold's running state rewritten shorter by the model."""
+    return f"""Rewrite this running summary in at most half its length. Keep every name, date, number and
+decision; drop repetition.
+
+## Summary
+{state}
+
+## Shorter summary
+"""

@@ -23,7 +23,7 @@ from synthex.core.enrich.phrases import noun_phrases
 from synthex.core.enrich.words import MONTH_NAMES, WEEKDAY_NAMES
 
 __all__ = ["ResolvedDate", "entities", "noun_phrases", "resolve_dates", "enrichment_text", "parse_anchor",
-           "format_date"]
+           "format_date", "topics"]
 
 MAX_ENTITIES = 8
 MAX_DATES = 6
@@ -55,6 +55,13 @@ def format_date(resolved: ResolvedDate) -> str:
     return f"{_day(start, start.year != end.year)} to {_day(end)}"
 
 
+def topics(text: str, names: list[str] | None = None) -> list[str]:
+    """At most ``MAX_TOPICS`` multi-word content phrases of ``text``, leaving out any that shares a word with
+    one of ``names`` (its entities; found here when None)."""
+    named = {word for name in (entities(text) if names is None else names) for word in name.lower().split()}
+    return [p for p in noun_phrases(text) if " " in p and named.isdisjoint(p.split())][:MAX_TOPICS]
+
+
 def enrichment_text(text: str, created_at: str | datetime | date | None) -> str:
     """One line of entities, resolved dates and topics for the index; "" when there is nothing.
 
@@ -83,13 +90,12 @@ def enrichment_text(text: str, created_at: str | datetime | date | None) -> str:
         dates.append(written if expression.lower() in written.lower() else f"{written} ({expression})")
         if len(dates) == MAX_DATES:
             break
-    named = {word for name in names for word in name.lower().split()}
-    topics = [p for p in noun_phrases(text) if " " in p and named.isdisjoint(p.split())][:MAX_TOPICS]
+    found_topics = topics(text, names)
     parts = []
     if names:
         parts.append("entities: " + "; ".join(names))
     if dates:
         parts.append("dates: " + "; ".join(dates))
-    if topics:
-        parts.append("topics: " + ", ".join(topics))
+    if found_topics:
+        parts.append("topics: " + ", ".join(found_topics))
     return " | ".join(parts)

@@ -17,6 +17,7 @@ arguments (``pipeline.step(kind, name, ...)``, a TOML file).
 from __future__ import annotations
 
 import hashlib
+import importlib
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -37,6 +38,18 @@ def callable_ref(fn: Callable[..., Any] | None) -> str | None:
     if fn is None:
         return None
     return f"{fn.__module__}:{fn.__qualname__}"
+
+
+def resolve_callable(ref: str, where: str = "") -> Callable[..., Any]:
+    """Import ``module:qualname``."""
+    module_name, _, qualname = ref.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise PipelineDefinitionError(f"{where}: cannot import prompt function {ref!r}: {exc}") from exc
+    return obj
 
 
 def callable_source_hash(fn: Callable[..., Any] | None) -> str | None:
@@ -220,6 +233,12 @@ class Step:
     def output_chars(self, items: list[WorkItem]) -> int | None:
         """The size of the outputs ``items`` will make when the items already hold it (a source's items
         carry their text); None when it is known only from stored records or an estimate."""
+        return None
+
+    def single_partition_period(self) -> str | None:
+        """None: one partition per period, each made from its inputs of that period (every kind but one).
+        A period label (``ALL_PERIODS``): every record of the step lives in that one period partition of
+        its branch, made from its inputs of every period (a key aggregate without ``period=``)."""
         return None
 
     def periods(self) -> list[str]:

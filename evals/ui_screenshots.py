@@ -1,0 +1,245 @@
+"""Screenshots of the Dagster UI on the demo, from a real (headless) browser: ``python -m evals.ui_screenshots``.
+
+Makes the demo project in a temporary folder (``synthex init demo --demo``, ``synthex run``), re-runs every
+period once the way a UI backfill does (nothing changes), starts ``synthex ui`` on a free port, waits
+until the code location answers, and has headless Chromium take one PNG per view (the asset lineage, a
+step's partitions, the latest materialization's metadata, the checks, a model step's overview, the job
+graph) into ``docs/screenshots/`` (``--out``). The server and the browser are stopped at the end,
+whatever happened. About 6 minutes on 2 busy cores, most of it the demo's first run.
+
+Needs Chromium (Debian/Ubuntu: ``apt-get install -y chromium``; or set ``CHROMIUM=/path/to/chrome``).
+The test suite does not depend on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from websockets.sync.client import connect
+
+ROOT = Path(__file__).resolve().parents[1]
+MAX_PNG_BYTES = 300_000
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+
+
+@dataclass(frozen=True)
+class View:
+    file: str
+    path: str  # URL path on the UI server
+    what: str
+    size: tuple[int, int] = (1440, 900)
+
+
+def views(location: str, job: str) -> list[View]:
+    return [
+        View("lineage.png", "/asset-groups", "the asset lineage: every step an asset, branch x period"),
+        View("partitions.png", "/assets/summaries?view=partitions", "a step's branch x period partitions"),
+        View("latest_materialization.png", "/assets/world_model?view=events",
+             "world_model's latest materialization (its newest period) after a run that changed nothing"),
+        View("checks.png", "/assets/summaries?view=checks", "the checks a step carries and their results"),
+        View("stand_in.png", "/assets/summaries?view=overview",
+             "a model step's description and config: the offline stand-in named, not \"model: None\""),
+        View("job.png", f"/locations/{location}/jobs/{job}", "the pipeline's job graph"),
+    ]
+
+
+def find_chromium() -> str | None:
+    explicit = os.environ.get("CHROMIUM")
+    if explicit:
+        return explicit if Path(explicit).exists() else None
+    return next((p for p in (shutil.which(b) for b in BROWSERS) if p), None)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def synthex(*args: str, cwd: Path) -> None:
+    subprocess.run([sys.executable, "-m", "synthex.surfaces.cli", *args], cwd=cwd, check=True)
+
+
+def make_demo(parent: Path) -> Path:
+    """The demo project after one run, then a UI-style backfill of every period that changes nothing."""
+    synthex("init", "demo", "--demo", cwd=parent)
+    project = parent / "demo"
+    synthex("run", "--project", str(project), cwd=parent)
+    rerun_every_period(project)
+    return project
+
+
+def rerun_every_period(project: Path) -> None:
+    """What a single-run backfill from the UI does over every period: the location's job, one range."""
+    from synthex.core.project import load_pipeline
+    from synthex_assets.dagster_internals import partition_range_tags
+    from synthex_assets.definitions import build_definitions
+    from synthex_assets.launcher import console_config
+    from synthex_assets.naming import job_name
+
+    pipe = load_pipeline(project)
+    try:
+        periods = pipe.app.instance.get_dynamic_partitions("period")
+        job = build_definitions(pipe).resolve_job_def(job_name(pipe.name))
+        result = job.execute_in_process(instance=pipe.app.instance, run_config=console_config(verbose=False),
+                                        tags=partition_range_tags(f"main|{periods[0]}", f"main|{periods[-1]}"))
+        assert result.success
+    finally:
+        pipe.close()
+
+
+def graphql(url: str, query: str) -> dict:
+    request = urllib.request.Request(url + "/graphql", data=json.dumps({"query": query}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def wait_until_loaded(url: str, server: subprocess.Popen, timeout: float = 300.0) -> None:
+    """Until the webserver answers and the code location has loaded its assets."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"`synthex ui` exited with {server.returncode} before it answered")
+        try:
+            if graphql(url, "{ assetNodes { id } }").get("data", {}).get("assetNodes"):
+                return
+        except (OSError, ValueError):
+            pass
+        time.sleep(1.0)
+    raise RuntimeError(f"the UI at {url} did not load the code location within {timeout:.0f} s")
+
+
+class Browser:
+    """Headless Chromium driven over the DevTools protocol (``websockets``, installed with Dagster's
+    webserver): the Dagster UI keeps polling, so "page loaded" never comes; each view is given
+    ``settle_s`` seconds to render, then captured. A process of our own, stopped by ``close``."""
+
+    def __init__(self, chromium: str, profile: Path) -> None:
+        port = free_port()
+        self.process = subprocess.Popen(
+            [chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
+             "--remote-allow-origins=*", f"--remote-debugging-port={port}", f"--user-data-dir={profile}",
+             "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        self._connection = connect(self._page_socket(port), max_size=None)
+        self.page = self._connection.__enter__()  # left in close()
+        self._next_id = 0
+
+    def _page_socket(self, port: int, timeout: float = 60.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=2) as response:
+                    pages = [t for t in json.loads(response.read()) if t.get("type") == "page"]
+                if pages:
+                    return pages[0]["webSocketDebuggerUrl"]
+            except OSError:
+                pass
+            time.sleep(0.5)
+        raise RuntimeError("Chromium's DevTools endpoint did not answer")
+
+    def call(self, method: str, **params: object) -> dict:
+        self._next_id += 1
+        self.page.send(json.dumps({"id": self._next_id, "method": method, "params": params}))
+        while True:  # events arrive in between; the answer carries our id
+            message = json.loads(self.page.recv(timeout=120))
+            if message.get("id") == self._next_id:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return message.get("result", {})
+
+    def shoot(self, url: str, out: Path, size: tuple[int, int], settle_s: float) -> None:
+        self.call("Emulation.setDeviceMetricsOverride", width=size[0], height=size[1], deviceScaleFactor=1,
+                  mobile=False)
+        self.call("Page.navigate", url=url)
+        time.sleep(settle_s)
+        shot = self.call("Page.captureScreenshot", format="png")
+        out.write_bytes(base64.b64decode(shot["data"]))
+
+    def close(self) -> None:
+        self._connection.__exit__(None, None, None)
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+
+
+def stop(server: subprocess.Popen) -> None:
+    """Stop `synthex ui` (dagster dev and the processes it started: one process group, ours)."""
+    if server.poll() is not None:
+        return
+    os.killpg(server.pid, signal.SIGINT)  # dagster dev shuts its webserver, daemon and code server down
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait(timeout=10)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
+    parser.add_argument("--project", type=Path, help="an existing project (default: a new demo in a temp dir)")
+    parser.add_argument("--url", help="a `synthex ui` already serving --project (default: start one)")
+    parser.add_argument("--settle-s", type=float, default=12.0, help="how long each view renders before the shot")
+    args = parser.parse_args(argv)
+    chromium = find_chromium()
+    if chromium is None:
+        print("ui_screenshots: no Chromium found. Install it (Debian/Ubuntu: `apt-get install -y chromium`) "
+              "or set CHROMIUM=/path/to/chrome, then run again.", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="synthex-screens-") as tmp:
+        project = args.project.resolve() if args.project else make_demo(Path(tmp))
+        from synthex.core.project import load_pipeline
+        from synthex_assets.naming import job_name, location_name
+
+        pipe = load_pipeline(project)
+        location, job = location_name(pipe.name), job_name(pipe.name)
+        server, browser = None, None
+        log = open(Path(tmp) / "ui.log", "wb")  # noqa: SIM115 - closed below, after the server stopped
+        try:
+            if args.url:
+                url = args.url.rstrip("/")
+            else:
+                port = free_port()
+                url = f"http://127.0.0.1:{port}"
+                server = subprocess.Popen([sys.executable, "-m", "synthex.surfaces.cli", "ui", "--port", str(port),
+                                           "--project", str(project)], stdout=log, stderr=subprocess.STDOUT,
+                                          start_new_session=True)
+                wait_until_loaded(url, server)
+            browser = Browser(chromium, Path(tmp) / "chromium-profile")
+            for view in views(location, job):
+                out = args.out / view.file
+                browser.shoot(url + view.path, out, view.size, args.settle_s)
+                size = out.stat().st_size
+                flag = "" if size <= MAX_PNG_BYTES else f"  (over {MAX_PNG_BYTES // 1000} KB)"
+                print(f"{out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}: {view.what}, "
+                      f"{size // 1000} KB{flag}")
+        finally:
+            if browser is not None:
+                browser.close()
+            if server is not None:
+                stop(server)
+            log.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

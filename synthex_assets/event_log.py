@@ -1,0 +1,119 @@
+"""The project's Dagster event log: Dagster's own SQLite storage (same files, same schema, so runs written
+before it read back and the UI reads what it writes), keeping one open connection per database file.
+
+Why: Dagster's ``SqliteEventLogStorage`` opens a new SQLite engine and connection for every read and
+every write and closes it afterwards. On a WAL database closing the last connection checkpoints the WAL
+and fsyncs, so each of a run's ~200 events cost several opens, commits and checkpoints (~5 s of the demo's
+20 s run on a quiet 2-core machine, docs/benchmarks.md, issue 24). Here a connection stays open per file
+(run shard or index), so an event costs one commit; what each commit guarantees is unchanged (the
+database's own journal and synchronous settings).
+
+Configured in the project's ``dagster.yaml`` (synthex_assets/instance.py), so the UI's process uses it too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import Any
+
+from sqlalchemy import create_engine, event
+
+from synthex_assets.dagster_internals import (
+    SQLITE_BUSY_TIMEOUT_SECONDS,
+    ConfigurableClassData,
+    SqliteEventLogStorage,
+)
+
+OPEN_SHARDS = 4  # run shards kept open besides the index: the run being written and a few the UI reads
+
+
+class SqliteEventLog(SqliteEventLogStorage):
+    """``SqliteEventLogStorage`` with one long-lived connection per database file (the index, and the
+    ``OPEN_SHARDS`` run shards used last)."""
+
+    def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None) -> None:
+        self._engines: OrderedDict[str, Any] = OrderedDict()  # shard -> its engine (one pooled connection)
+        self._tables_present: set[str] = set()  # index tables seen (a schema migration only adds tables)
+        self._tables_present_columns: set[tuple[str, str]] = set()  # (table, column) seen, likewise
+        super().__init__(base_dir, inst_data)
+
+    @classmethod
+    def from_config_value(cls, inst_data: ConfigurableClassData | None, config_value: dict) -> SqliteEventLog:
+        return cls(inst_data=inst_data, **config_value)  # Dagster's own returns its base class
+
+    def _engine(self, shard: str) -> Any:
+        """The open engine of ``shard`` (the caller holds ``_db_lock``, as Dagster's ``_connect`` does)."""
+        engine = self._engines.get(shard)
+        if engine is not None:
+            self._engines.move_to_end(shard)
+            return engine
+        engine = create_engine(
+            self.conn_string_for_shard(shard),
+            # One connection, reused (the storage serializes its users with its own lock); overflow only
+            # for Dagster's schema check on a new file, which inspects while a connection is out.
+            pool_size=1, max_overflow=4, pool_pre_ping=False,
+            connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS, "check_same_thread": False},
+        )
+        event.listen(engine, "connect", _relaxed_sync)
+        self._engines[shard] = engine
+        runs_open = [s for s in self._engines if s != "index"]
+        for stale in runs_open[:-OPEN_SHARDS]:
+            self._engines.pop(stale).dispose()
+        return engine
+
+    @contextlib.contextmanager
+    def _connect(self, shard: str) -> Iterator[Any]:
+        with self._db_lock:
+            engine = self._engine(shard)
+            if shard not in self._initialized_dbs:
+                self._initdb(engine)
+                self._initialized_dbs.add(shard)
+            with engine.connect() as conn, conn.begin():
+                yield conn
+
+    def has_table(self, table_name: str) -> bool:
+        """Dagster asks before every partition lookup and asset event (~550 times in the demo run), each time
+        through a new engine; a table once there stays there (until ``wipe``)."""
+        if table_name in self._tables_present:
+            return True
+        present = super().has_table(table_name)
+        if present:
+            self._tables_present.add(table_name)
+        return present
+
+    def _has_asset_key_col_on_connection(self, conn: Any, column_name: str) -> bool:
+        """Dagster reflects the asset-key table's columns on every asset event; a column once there stays."""
+        if ("asset_keys", column_name) in self._tables_present_columns:
+            return True
+        present = super()._has_asset_key_col_on_connection(conn, column_name)
+        if present:
+            self._tables_present_columns.add(("asset_keys", column_name))
+        return present
+
+    def close_connections(self) -> None:
+        """Close every open database file (before files are removed, and when the instance is disposed)."""
+        with self._db_lock:
+            while self._engines:
+                self._engines.popitem()[1].dispose()
+
+    def wipe(self) -> None:
+        self.close_connections()
+        self._tables_present.clear()
+        self._tables_present_columns.clear()
+        super().wipe()
+
+    def dispose(self) -> None:
+        self.close_connections()
+        super().dispose()
+
+
+def _relaxed_sync(dbapi_connection: Any, _record: Any) -> None:
+    """WAL with synchronous=NORMAL: a commit survives the process being killed (the WAL is written before
+    the commit returns) and the file is never corrupted; only an OS crash or power loss can drop the last
+    few events of a run (the records themselves are in LanceDB, not here). FULL fsyncs every commit:
+    ~5 commits per event."""
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
