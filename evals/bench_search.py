@@ -283,7 +283,7 @@ def cold_one(root: str, mode: str, query: str) -> dict[str, float]:
     second = time.perf_counter() - t0
     return {"first_s": round(first, 2), "second_s": round(second, 3),
             "dense": dense_index(store).last_update, "scope": store.derived("leaf_sum_scopes", ScopeCache).last,
-            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+            "rss_mb": rss_mb()}  # now, not the peak: a child's ru_maxrss starts from its parent's (fork)
 
 
 def main() -> None:
@@ -350,7 +350,7 @@ def main() -> None:
         for mode, v in r.get("cold_first_query_s", {}).items():
             print(f"  first {mode} query in a new process: {v['first_s']} s (process wall {v['process_wall_s']} s) "
                   f"(second {v['second_s']} s; dense {v['dense'] or '-'}, bookkeeping {v['scope'] or '-'}, "
-                  f"peak RSS {v['peak_rss_mb']} MB)")
+                  f"RSS {v['rss_mb']} MB)")
     print(json.dumps(results))
 
 
