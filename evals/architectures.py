@@ -9,6 +9,10 @@ through its sources and queried through its search.
   over adjacent turns, date prior, speakers' names dropped from the query). No model anywhere.
 - ``conversational-enriched``: ``conversational`` with each context record also indexed with the turn's
   entities, resolved dates and topics (``synthex.core.enrich``, no model).
+- ``hierarchical-conversational``: ``conversational``'s turns plus key aggregates of them by speaker,
+  entity and topic (``pipeline.aggregate(by=...)``, each a deterministic profile of its members:
+  ``synthex.core.digest.key_profile``, no model), searched with the ``hierarchical`` strategy (the
+  aggregates scored at their altitude lift the turns they gather, search/drill_down.py).
 - any other name: the project's own pipeline (``pipeline.py``) on that branch, its sources pointed at
   the benchmark data; hits are drilled down to their leaves to score turns. ``branch@recipe``
   searches that branch with another search strategy of the registry (e.g. ``main@conversational``).
@@ -27,7 +31,12 @@ from synthex.core.record import Record
 from synthex_resources.embedder import Embedder
 from synthex_resources.search.tokenize import tokenize
 
-BUILTIN = ("raw-bm25", "raw-dense", "raw-hybrid", "contextual-hybrid", "conversational", "conversational-enriched")
+BUILTIN = ("raw-bm25", "raw-dense", "raw-hybrid", "contextual-hybrid", "conversational", "conversational-enriched",
+           "hierarchical-conversational")
+# The key aggregates of ``hierarchical-conversational`` (named key functions of ``pipeline.aggregate(by=)``).
+# Not "session": a session's aggregate lifted every turn of the best-matching session and cost recall
+# on LoCoMo (--limit 2, evals/ablate_hierarchical.py); the turn leg's neighbour credit already covers it.
+HIERARCHY_KEYS = ("speaker", "entity", "topic")
 PEERS = ("mem0",)  # other systems, fed the same data (evals/peers/)
 
 
@@ -84,6 +93,19 @@ def _contextual(data: Path, root: Path, fmt: str, stem: bool = False, enriched: 
     return pipe
 
 
+def _hierarchical(data: Path, root: Path, fmt: str, keys: tuple[str, ...] = HIERARCHY_KEYS) -> Pipeline:
+    from evals.locomo import with_previous_turn
+    from synthex.core.digest import key_profile
+
+    pipe = Pipeline("hierarchical-conversational", project_dir=root, lexical_stem=True)
+    pipe.source("turns", file=str(data), format=fmt)
+    pipe.transform("turns-in-context", from_="turns", fn=with_previous_turn)
+    for key in keys:
+        pipe.aggregate(f"by-{key}", from_="turns", by=key, fn=key_profile)
+    pipe.output("search", from_=["turns-in-context", *(f"by-{key}" for key in keys)], surface="search")
+    return pipe
+
+
 def project_architecture(project: Path, branch: str) -> Architecture:
     """The user's pipeline with every source reading the benchmark file instead of their exports."""
 
@@ -100,8 +122,16 @@ def project_architecture(project: Path, branch: str) -> Architecture:
             node = node.parent
         return pipe  # type: ignore[return-value]
 
-    # Every branch of the project shares one workspace: a branch reuses main's records there.
-    return Architecture(name=branch, build=build, mode="hybrid", branch=branch, workspace="project")
+    from synthex.core.project import load_pipeline
+
+    # Searched as the project searches (its search output's mode=, else hybrid). Every branch of the
+    # project shares one workspace: a branch reuses main's records there.
+    definition = load_pipeline(project)
+    try:
+        mode = definition.for_branch(branch).search_mode()
+    finally:
+        definition.close()
+    return Architecture(name=branch, build=build, mode=mode, branch=branch, workspace="project")
 
 
 def check_mode(name: str, mode: str) -> None:
@@ -130,6 +160,8 @@ def resolve(names: list[str], project: Path | None) -> list[Architecture]:
         elif name == "conversational-enriched":
             out.append(Architecture(name, lambda d, r, f: _contextual(d, r, f, stem=True, enriched=True),
                                     mode="conversational", workspace="contextual-stemmed-enriched"))
+        elif name == "hierarchical-conversational":
+            out.append(Architecture(name, _hierarchical, mode="hierarchical", workspace="hierarchical"))
         else:
             branch, _, mode = name.partition("@")  # "main@conversational": the branch searched with that recipe
             if project is None or not (project / "pipeline.py").exists():

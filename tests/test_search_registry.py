@@ -26,7 +26,14 @@ from fake_openai import FakeOpenAI
 
 from synthex.core.errors import PipelineDefinitionError
 from synthex_resources.llm import OpenAICompleter
-from synthex_resources.search.builtin_strategies import BM25, CONVERSATIONAL, DENSE, HYBRID, HYBRID_EQUAL
+from synthex_resources.search.builtin_strategies import (
+    BM25,
+    CONVERSATIONAL,
+    DENSE,
+    HIERARCHICAL,
+    HYBRID,
+    HYBRID_EQUAL,
+)
 from synthex_resources.search.rerank import LLMReranker
 from synthex_resources.search.strategies import (
     DenseOnly,
@@ -38,7 +45,7 @@ from synthex_resources.search.strategies import (
 )
 from synthex_resources.search.types import Decompose, Diversify, Fusion, SearchProblem, SearchWarning
 
-BUILTIN = ["bm25", "dense", "hybrid", "hybrid-equal", "conversational"]
+BUILTIN = ["bm25", "dense", "hybrid", "hybrid-equal", "conversational", "hierarchical"]
 QUERY = "postgres migrations for the billing service"
 
 TOY = '''
@@ -107,7 +114,7 @@ def raw_project(tmp_path_factory) -> Path:
 def test_the_builtins_are_registered_with_todays_parameters():
     registry = load_search_strategies()
     assert registry.names()[: len(BUILTIN)] == BUILTIN
-    assert [registry.get(n) for n in BUILTIN] == [BM25, DENSE, HYBRID, HYBRID_EQUAL, CONVERSATIONAL]
+    assert [registry.get(n) for n in BUILTIN] == [BM25, DENSE, HYBRID, HYBRID_EQUAL, CONVERSATIONAL, HIERARCHICAL]
     assert isinstance(BM25, LexicalOnly) and BM25.parameters() == {"dedup_cosine": None, "lexical_pool": 50}
     assert isinstance(DENSE, DenseOnly) and DENSE.parameters() == {"dedup_cosine": None, "dense_pool": 50}
     assert isinstance(HYBRID, RRFHybrid) and HYBRID.parameters() == {

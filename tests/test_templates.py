@@ -20,6 +20,7 @@ SEARCHES = {
     "hierarchical": ("Kyoto trip", [], {"summaries", "monthly"}),
     "raw": ("Kyoto trip", [], {"transcripts"}),
     "conversational": ("what should I not miss in Kyoto", ["--mode", "conversational"], {"chatgpt"}),
+    "hierarchical-conversational": ("what should I not miss in Kyoto", [], {"chatgpt"}),  # its mode=: turns
     "enriched": ("Kyoto", [], {"enriched"}),
     "structured": ("login fails after password reset", [], {"tickets", "weekly"}),
 }

@@ -592,7 +592,7 @@ class ProjectApp:
         return load_search_strategies()
 
     def search(self, query: str, step: str | list[str] | None = None, exact: bool = False, branch: str | None = None,
-               k: int = 10, mode: str = "hybrid", periods: list[str] | None = None,
+               k: int = 10, mode: str | None = None, periods: list[str] | None = None,
                metadata: dict[str, Any] | None = None, rerank: str | None = None,
                rerank_top_n: int = 20, as_of: str | None = None) -> SearchResults:
         """Surface search at a step (altitude); ``exact=True`` is verbatim search in leaf steps by default.

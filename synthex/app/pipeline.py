@@ -73,9 +73,10 @@ class Pipeline(PipelineDefinition):
         return self.app.runs(limit)
 
     def search(self, query: str, step: str | list[str] | None = None, exact: bool = False, branch: str | None = None,
-               k: int = 10, mode: str = "hybrid", periods: list[str] | None = None,
+               k: int = 10, mode: str | None = None, periods: list[str] | None = None,
                metadata: dict[str, Any] | None = None, as_of: str | None = None) -> list[Any]:
-        """``as_of``: when the question is asked ("last week" in the query is resolved against it)."""
+        """``as_of``: when the question is asked ("last week" in the query is resolved against it). ``mode``:
+        a search strategy's name (default: the search output's ``mode``, else hybrid)."""
         return self.app.search(query, step=step, exact=exact, branch=branch, k=k, mode=mode, periods=periods,
                                metadata=metadata, as_of=as_of)
 

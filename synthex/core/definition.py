@@ -46,6 +46,7 @@ class Output:
     from_: list[str]
     surface: str
     on_update: Callable[[dict[str, Any]], Any] | str | None = None
+    mode: str | None = None  # a search output's default search strategy (None: hybrid)
 
 
 @dataclass
@@ -408,7 +409,10 @@ class PipelineDefinition:
         from_: str | list[str],
         surface: str = "search",
         on_update: Callable[[dict[str, Any]], Any] | str | None = None,
+        mode: str | None = None,
     ) -> Output:
+        """``mode``: the search strategy a search that names none uses (a name of the strategy registry,
+        e.g. ``"hierarchical"``; checked when a search runs: the registry lives above the core)."""
         if surface not in SURFACES:
             raise PipelineDefinitionError(f"output {name!r}: surface={surface!r}; expected one of {SURFACES}")
         if name in self.outputs or name in self.steps:
@@ -422,7 +426,10 @@ class PipelineDefinition:
         if isinstance(on_update, str) and not on_update.lower().startswith(("http://", "https://")):
             raise PipelineDefinitionError(f"output {name!r}: on_update={on_update!r}: a hook is a callable or an "
                                           f"http(s) URL")
-        out = Output(name=name, from_=sources, surface=surface, on_update=on_update)
+        if mode is not None and (surface != "search" or not isinstance(mode, str) or not mode.strip()):
+            raise PipelineDefinitionError(f"output {name!r}: mode={mode!r}: a search output's mode is the name of a "
+                                          f"search strategy")
+        out = Output(name=name, from_=sources, surface=surface, on_update=on_update, mode=mode)
         self.outputs[name] = out
         return out
 
@@ -489,6 +496,10 @@ class PipelineDefinition:
         steps = [s for o in self.outputs.values() if o.surface == "search" for s in o.from_]
         return list(dict.fromkeys(steps)) or self.order()
 
+    def search_mode(self) -> str:
+        """The search strategy a search that names none uses: the first search output's ``mode``, else hybrid."""
+        return next((o.mode for o in self.outputs.values() if o.surface == "search" and o.mode), "hybrid")
+
     def projection_step(self, name: str) -> str:
         """The step a ``surface="projection"`` output reads (e.g. the world model)."""
         out = self.outputs.get(name)
@@ -514,6 +525,7 @@ class PipelineDefinition:
             steps.append(entry)
         outputs = [{"name": o.name, "from": o.from_, "surface": o.surface}
                    | ({"on_update": o.on_update} if isinstance(o.on_update, str) else {})
+                   | ({"mode": o.mode} if o.mode else {})
                    for o in self.outputs.values()]
         head = {"name": self.name, "agent": self.agent, "description": self.description}
         if self.lexical_stem:
@@ -564,7 +576,7 @@ class PipelineDefinition:
             pipe.step(kind, **entry)
         for out in data.get("outputs", []):
             pipe.output(out["name"], from_=out["from"], surface=out.get("surface", "search"),
-                        on_update=out.get("on_update"))
+                        on_update=out.get("on_update"), mode=out.get("mode"))
         for entry in data.get("evals", []):
             unknown = set(entry) - {"benchmark", "data", "schedule", "thresholds", "blocking"}
             if unknown or "benchmark" not in entry or "data" not in entry:

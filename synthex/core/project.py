@@ -63,10 +63,10 @@ def pipeline_from_file(path: Path, root: Path) -> PipelineDefinition:
 TEMPLATES_DIR = Path(__file__).parent / "templates"
 # `synthex init --template NAME`: each a short pipeline.py, synthex/core/templates/NAME.py.tmpl, whose top comment
 # says what it is for (README, "Which template").
-TEMPLATES = ("hierarchical", "raw", "conversational", "enriched", "structured")
+TEMPLATES = ("hierarchical", "raw", "conversational", "hierarchical-conversational", "enriched", "structured")
 DEFAULT_TEMPLATE = "hierarchical"
 # Templates whose sources read every export with their own format (defined in the template).
-_SOURCE_FORMATS = {"conversational": "chat-turns"}
+_SOURCE_FORMATS = {"conversational": "chat-turns", "hierarchical-conversational": "chat-turns"}
 EXAMPLE_TABLE = Path("data") / "example.sqlite"  # what the structured template reads
 
 

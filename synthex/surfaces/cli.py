@@ -131,9 +131,12 @@ def main() -> None:
               help="An export file or folder (repeatable): ChatGPT/Claude conversations.json, .jsonl, folder.")
 @click.option("--demo", is_flag=True, help="Use the bundled synthetic ChatGPT export (200 conversations).")
 @click.option("--template", default="hierarchical", show_default=True,
-              type=click.Choice(["hierarchical", "raw", "conversational", "enriched", "structured"]),
+              type=click.Choice(["hierarchical", "raw", "conversational", "hierarchical-conversational", "enriched",
+                                 "structured"]),
               help="hierarchical: summaries, monthly reflections, a world model. raw: verbatim transcripts. "
-                   "conversational: chat turns in context, no model. enriched: transcripts with the dates and "
+                   "conversational: chat turns in context, no model. hierarchical-conversational: chat turns plus "
+                   "one record per speaker, entity and topic, searched with --mode hierarchical (no "
+                   "model). enriched: transcripts with the dates and "
                    "names they mention. structured: a DuckDB/SQLite table (writes data/example.sqlite).")
 @click.option("--dir", "target", default=None, help="Folder to create (default: NAME).")
 @click.option("--with-evals", is_flag=True,
@@ -602,7 +605,8 @@ class SearchModeOption(click.Option):
 @click.option("--step", "steps", multiple=True, help="Step(s) to search (default: the search output's steps).")
 @click.option("--exact", is_flag=True, help="Verbatim substring search (default steps: the leaf/source steps).")
 @click.option("-k", "k", default=10, show_default=True, type=click.IntRange(min=1), help="Number of hits.")
-@click.option("--mode", cls=SearchModeOption, type=SearchMode(), default="hybrid", show_default=True)
+@click.option("--mode", cls=SearchModeOption, type=SearchMode(), default=None,
+              show_default="the search output's mode=, else hybrid")
 @click.option("--period", "periods", multiple=True, help="Only records of this period, e.g. 2024-03 (repeatable).")
 @click.option("--metadata", "metadata", multiple=True, help="KEY=VALUE metadata filter (repeatable).")
 @click.option("--rerank", type=click.Choice(["llm"]), default=None,
@@ -610,7 +614,7 @@ class SearchModeOption(click.Option):
 @branch_option
 @project_option
 @json_option
-def search(query: str, steps: tuple[str, ...], exact: bool, k: int, mode: str, periods: tuple[str, ...],
+def search(query: str, steps: tuple[str, ...], exact: bool, k: int, mode: str | None, periods: tuple[str, ...],
            metadata: tuple[str, ...], rerank: str | None, branch: str, project: str, as_json: bool) -> None:
     """Search records at any altitude of the pipeline; drill down with `synthex lineage ID`."""
     if not query.strip():

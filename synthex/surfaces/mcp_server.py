@@ -320,6 +320,7 @@ def _add_read_tools(server: Any, app: "ProjectApp", branch: str) -> None:
     for failure in strategies.failures:  # a plugin that did not load: said on stderr (stdout is the protocol)
         click.echo(f"warning: {failure}", err=True)
     SearchModes = Literal[tuple(strategies.names())]  # type: ignore[valid-type]
+    default_mode = app.pipeline.search_mode()  # the search output's mode=, else hybrid
     Branch = Annotated[str | None, Field(description=f"Branch to read (default: {branch!r}, the server's branch).")]
     RecordId = Annotated[str, Field(description="A record id, or a unique prefix of it (the 8 characters search "
                                                 "hits and lineage nodes start with).", min_length=1)]
@@ -338,7 +339,7 @@ def _add_read_tools(server: Any, app: "ProjectApp", branch: str) -> None:
             "(with exact=True: the source steps)."))] = None,
         branch: Branch = None,
         mode: Annotated[SearchModes, Field(description=(  # type: ignore[valid-type]
-            f"Search strategy. {strategies.describe()}."))] = "hybrid",
+            f"Search strategy (default: {default_mode}). {strategies.describe()}."))] = default_mode,
         k: Annotated[int, Field(description="How many hits to return (at least 1).",
                                 json_schema_extra={"minimum": 1})] = 10,
         exact: Annotated[bool, Field(description="Case-insensitive verbatim substring match instead of ranking.")]

@@ -15,6 +15,7 @@ _EXPORTS = {
     "DENSE": "synthex_resources.search.builtin_strategies",
     "HYBRID": "synthex_resources.search.builtin_strategies",
     "HYBRID_EQUAL": "synthex_resources.search.builtin_strategies",
+    "HIERARCHICAL": "synthex_resources.search.builtin_strategies",
     "SearchEngine": "synthex_resources.search.engine",
     "SearchStrategy": "synthex_resources.search.strategies",
     "load_search_strategies": "synthex_resources.search.strategies",

@@ -7,7 +7,14 @@ engine's default, tests, evals' ablations) imports it; every door lists the regi
 
 from __future__ import annotations
 
-from synthex_resources.search.strategies import DenseOnly, LeafSum, LexicalOnly, RRFHybrid, StrategyRegistry
+from synthex_resources.search.strategies import (
+    DenseOnly,
+    DrillDown,
+    LeafSum,
+    LexicalOnly,
+    RRFHybrid,
+    StrategyRegistry,
+)
 
 BM25 = LexicalOnly(name="bm25", description="keywords only (BM25)", dedup_cosine=None)
 DENSE = DenseOnly(name="dense", description="meaning only (embeddings)", dedup_cosine=None)
@@ -31,7 +38,15 @@ CONVERSATIONAL = LeafSum(name="conversational",
                          lexical_pool=200, dense_weight=0.5, leaf_dense_weight=0.5, neighbour_weight=0.4,
                          date_weight=1.0, drop_participants=True, entity_weight=0.15)
 
+# Hierarchical memory (issue 22): the conversational recipe is the turn leg; key aggregates (by speaker,
+# session, entity, topic: ``pipeline.aggregate(by=...)``) searched with it lift the turns they gather
+# (search/drill_down.py). Measured on LoCoMo in docs/benchmarks.md.
+HIERARCHICAL = DrillDown(name="hierarchical",
+                         description="scores aggregates (by speaker, session, entity, topic) and drills down "
+                                     "to their turns, fused with the conversational turn scores",
+                         turns=CONVERSATIONAL)
+
 
 def register_search_strategies(registry: StrategyRegistry) -> None:
-    for strategy in (BM25, DENSE, HYBRID, HYBRID_EQUAL, CONVERSATIONAL):
+    for strategy in (BM25, DENSE, HYBRID, HYBRID_EQUAL, CONVERSATIONAL, HIERARCHICAL):
         registry.register(strategy.name, strategy)

@@ -58,6 +58,7 @@ class _Matrix:
     vectors: np.ndarray  # (n, dim) float32, L2-normalized (a view of a buffer with spare capacity)
     addr: np.ndarray  # uint64 Lance row address of each row (fragment id << 32 | offset)
     alive: np.ndarray | None  # None: every row; else False for rows deleted since the load
+    blank: np.ndarray  # True for records with no text (the zero vector, store/vectors.py): never in a scope
     bare: dict[int, tuple[str, str]]  # row address -> (step, branch) of records written without a vector
     fragments: dict[int, str]  # fragment id -> its deletion file at this version ("" when none)
     bits: np.ndarray | None = None  # (n, words) uint64 sign bits (binary mode)
@@ -192,6 +193,8 @@ class DenseIndex:
         def cat(old: np.ndarray | None, new: np.ndarray) -> np.ndarray:
             return np.concatenate([old, new]) if old is not None and len(old) else new
 
+        blank = ~new_vectors.any(axis=1)  # the zero vector: a record with no text (store/vectors.py)
+
         alive = None
         if base is not None and (base.alive is not None or dead is not None):
             alive = np.ones(keep + len(ids), dtype=bool)
@@ -209,6 +212,7 @@ class DenseIndex:
             vectors=self._store_vectors(new_vectors, keep),
             addr=cat(base.addr if base else None, addr),
             alive=alive,
+            blank=cat(base.blank if base else None, blank),
             bare=bare,
             fragments=_deletions(ds),
         )
@@ -322,6 +326,7 @@ class DenseIndex:
             mask &= np.isin(m.periods, [m.codes["period"].get(p, -1) for p in periods])
         if m.alive is not None:
             mask &= m.alive
+        mask &= ~m.blank  # no text, no meaning: it takes no part in dense ranking
         rows = np.flatnonzero(mask)
         entry = (rows, m.ids[rows], len(rows) == len(m.ids))
         if len(m._scopes) >= 64:
@@ -407,6 +412,14 @@ class DenseIndex:
             return {}
         row_of = m.row_of()
         return {rid: m.vectors[row_of[rid]] for rid in ids if rid in row_of}
+
+    def without_text(self) -> set[str]:
+        """Ids of the live records with no text (their zero vector, store/vectors.py); empty for most stores."""
+        m = self._current()
+        if m is None or not m.blank.any():
+            return set()
+        rows = np.flatnonzero(m.blank if m.alive is None else m.blank & m.alive)
+        return set(m.ids[rows].tolist())
 
     def scores(self, query_vector: np.ndarray, steps: list[str] | None, scope: BranchScope,
                periods: list[str] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

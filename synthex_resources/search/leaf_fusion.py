@@ -159,11 +159,23 @@ def _first_stage(engine: SearchBackend, scope: Scope, text: str, steps: list[str
 def leaf_sum_search(engine: SearchBackend, query: str, steps: list[str] | None, reads: BranchScope, k: int,
                     config: LeafSumOptions, periods: list[str] | None = None,
                     as_of: datetime | str | None = None) -> SearchResults:
+    scored = leaf_scores(engine, query, steps, reads, config, periods, as_of)
+    if scored is None:
+        return SearchResults()
+    scope, total = scored
+    return ranked_leaves(engine, scope, total, query, reads, k, config)
+
+
+def leaf_scores(engine: SearchBackend, query: str, steps: list[str] | None, reads: BranchScope,
+                config: LeafSumOptions, periods: list[str] | None = None,
+                as_of: datetime | str | None = None) -> tuple[Scope, np.ndarray] | None:
+    """Every leaf's score (steps 1-6 but the final selection), with the scope it indexes; None when
+    ``steps`` hold no leaves. The hierarchical strategy (search/drill_down.py) fuses it with altitude."""
     where = engine.where(steps, reads, periods)
     scope = scope_for(engine, where)
     n = len(scope.leaf_ids)
     if not n:
-        return SearchResults()
+        return None
     text = without_names(query, scope.participants) if config.drop_participants else query
     total = _first_stage(engine, scope, text, steps, reads, periods, config)
     total = multihop.rescore(engine, scope, where, text, total, config,  # multi-hop strategies, off by default
@@ -180,6 +192,15 @@ def leaf_sum_search(engine: SearchBackend, query: str, steps: list[str] | None, 
             inside |= (scope.times >= start.timestamp()) & (scope.times < end.timestamp())
         if inside.any() and not inside[known].all():  # a window that covers everything says nothing
             total = total + config.date_weight * total.max() * inside
+    return scope, total
+
+
+def ranked_leaves(engine: SearchBackend, scope: Scope, total: np.ndarray, query: str, reads: BranchScope, k: int,
+                  config: LeafSumOptions) -> SearchResults:
+    """The top ``k`` leaves by ``total`` (ties by time, then id), diversified and reranked as configured."""
+    silent = [scope.index_of[i] for i in dense_index(engine.store).without_text() if i in scope.index_of]
+    if silent:  # a turn with no text answers nothing, whatever its neighbours or context records score
+        total[silent] = 0.0
     candidates = np.flatnonzero(total > 0)
     # An extended scope may still hold leaves deleted since its build (search/leaf_scope.py): a few more
     # candidates are taken, and the deleted ones are skipped when the hits are read back.
@@ -194,6 +215,7 @@ def leaf_sum_search(engine: SearchBackend, query: str, steps: list[str] | None, 
     order = multihop.diversify(engine, scope, total, order, want, config)  # the first ones unless diversifying
     rows = engine.store.records.rows_by_id([scope.leaf_ids[i] for i in order], LIGHT_COLUMNS, scope=reads)
     hits = [engine._hit(rows[scope.leaf_ids[i]], float(total[i]), {}) for i in order if scope.leaf_ids[i] in rows]
+    hits = [h for h in hits if h.content.strip()]  # a leaf never embedded has no zero vector to tell
     hits, warnings = config.rerank(query, hits)
     return SearchResults(hits[:k], warnings)
 

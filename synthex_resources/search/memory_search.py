@@ -18,10 +18,11 @@ from synthex_resources.search.types import SearchResults
 
 def search_memory(pipeline: PipelineDefinition, store: RecordStore, scope: BranchScope, strategies: StrategyRegistry,
                   query: str, *, step: str | list[str] | None = None, exact: bool = False, k: int = 10,
-                  mode: str = "hybrid", periods: list[str] | None = None, metadata: dict[str, Any] | None = None,
+                  mode: str | None = None, periods: list[str] | None = None, metadata: dict[str, Any] | None = None,
                   rerank: str | None = None, rerank_top_n: int = 20, as_of: str | None = None) -> SearchResults:
     """Surface search at a step (altitude); ``exact=True`` is verbatim search in leaf steps by default.
-    ``mode``: a name of ``strategies`` (the registry every door lists). The hits come with the search's
+    ``mode``: a name of ``strategies`` (the registry every door lists; None: the pipeline's search output's
+    ``mode``, else hybrid). The hits come with the search's
     warnings (``SearchResults.warnings``: a reranker that could not rank).
 
     ``as_of``: when the question is asked; the conversational strategy resolves relative dates in the
@@ -35,6 +36,7 @@ def search_memory(pipeline: PipelineDefinition, store: RecordStore, scope: Branc
     for s in steps:
         if s not in pipeline.steps:
             raise PipelineDefinitionError(f"unknown step {s!r}; steps: {', '.join(pipeline.steps)}")
+    mode = mode or pipeline.search_mode()
     if mode not in strategies:
         raise PipelineDefinitionError(f"unknown search mode {mode!r}; expected one of {', '.join(strategies.names())}")
     strategy = strategies.get(mode)

@@ -11,6 +11,9 @@ lists its modes from.
 - ``LeafSum``: ranks leaves (turns) through the records that stand for them (the ``conversational``
   strategy); its algorithm is search/leaf_fusion.py, loaded at its first search (numpy, scipy), so the
   registry itself is cheap to load (``synthex search --help`` lists it).
+- ``DrillDown``: scores records at a higher altitude (key aggregates) and drills down to their leaf turns,
+  fused with a ``LeafSum`` turn leg (the ``hierarchical`` strategy; search/drill_down.py, loaded at its
+  first search).
 - ``load_search_strategies()``: the registry, filled through ``register_search_strategies(registry)`` of
   the built-in module (search/builtin_strategies.py) and of every installed plugin
   (``synthex.plugins``); a plugin that fails is on ``registry.failures``.
@@ -187,7 +190,7 @@ class RecordFusion(SearchStrategy):
                 continue
             hit = engine._hit(rows[rid], fused[rid], ranks.get(rid, {}))
             hit.collapsed = collapsed.get(rid, [])
-            if engine._meta_ok(hit, metadata):
+            if engine._meta_ok(hit, metadata) and hit.content.strip():  # no text: no part in any ranking
                 hits.append(hit)
         hits, warnings = self.rerank(query, hits)
         return SearchResults(hits[:k], warnings)
@@ -301,6 +304,35 @@ class LeafSum(SearchStrategy):
 
         return leaf_sum_search(engine, request.query, request.steps, request.scope, request.k, self,
                                request.periods, request.as_of)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DrillDown(SearchStrategy):
+    """Scores records at a higher altitude (key aggregates, sessions: records standing for several
+    leaves) and drills down to their leaf turns, fused with the turns' own scores from a leaf-sum recipe
+    (search/drill_down.py, its algorithm): the ``hierarchical`` strategy. Takes step, branch and period
+    filters, not metadata filters."""
+
+    fusion: ClassVar[Fusion] = Fusion.DRILL_DOWN
+    kind: ClassVar[str] = "drill-down"
+    takes_metadata_filter: ClassVar[bool] = False
+
+    turns: LeafSum = param(LeafSum(), doc="the turn leg: a leaf-sum recipe over the turn-level steps")
+    altitude_weight: float = param(0.25, low=0.0, doc="x a turn's score per unit of its aggregates' scores")
+    altitude_lexical_pool: int = param(50, low=1, doc="aggregates taken from BM25 per altitude step")
+    altitude_dense_weight: float = param(1.0, low=0.0, doc="weight of the aggregates' cosine against BM25")
+    key_weight: float = param(0.0, low=0.0, doc="score of an aggregate whose key the question names (off: "
+                                                "it lifted the wrong speaker on LoCoMo's adversarial questions)")
+
+    def search(self, engine: SearchBackend, request: SearchRequest) -> SearchResults:
+        if request.metadata:
+            raise ValueError("drill-down search (the hierarchical recipe) takes step, branch and period "
+                             "filters, not metadata filters")
+        # Imported here: drill-down search needs numpy and scipy, the registry (loaded by `--help`) does not.
+        from synthex_resources.search.drill_down import drill_down_search
+
+        config = self if self.reranker is None else replace(self, turns=self.turns.with_(reranker=self.reranker))
+        return drill_down_search(engine, request, config)
 
 
 # -- the registry -----------------------------------------------------------------------------------

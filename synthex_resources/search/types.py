@@ -35,6 +35,7 @@ class Fusion(StrEnum):
     SINGLE = "single"  # one candidate list, its own scores (BM25 score / cosine)
     RRF = "rrf"  # reciprocal rank fusion of the records' ranks in each list
     LEAF_SUM = "leaf-sum"  # records lend their normalized scores to their leaves (turns), summed
+    DRILL_DOWN = "drill-down"  # aggregates scored at their altitude lift their leaves' own scores
     CUSTOM = "custom"  # a plugin's own
 
 

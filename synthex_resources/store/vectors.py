@@ -27,8 +27,19 @@ class Vectors:
 
     def fill(self, records: list[Record]) -> None:
         """Give every record a vector, embedding each distinct text once: a text already stored (another
-        step, branch or step version with the same content) reuses its stored vector."""
+        step, branch or step version with the same content) reuses its stored vector.
+
+        A record with no text (empty or whitespace) gets the zero vector, not the embedding of nothing:
+        that embedding sits near every query (an empty summary ranked second for any question), while a
+        zero vector has no cosine to anything, so dense search leaves it out (search/dense_index.py; a
+        LanceDB cosine query skips it too)."""
         need = [r for r in records if r.embedding is None]
+        blank = [r for r in need if not r.content.strip()]
+        if blank:
+            zero = [0.0] * self._embedder().dim
+            for rec in blank:
+                rec.embedding = list(zero)
+            need = [r for r in need if r.content.strip()]
         if not need:
             return
         by_print: dict[str, list[Record]] = defaultdict(list)

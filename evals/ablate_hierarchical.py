@@ -1,0 +1,140 @@
+"""Ablation of the ``hierarchical`` strategy on LoCoMo (issue 22): each altitude alone, all of them, and
+the choices around them, on the ``hierarchical-conversational`` architecture's ingested workspaces.
+
+Every variant searches the same records (turns, turns in context, key aggregates by speaker, entity and
+topic: evals/architectures.py) through the real search engine; only the strategy and the searched steps
+change. The first row is the turn leg alone (the ``conversational`` recipe over the turns in context),
+so each row says what its altitude adds. A missing workspace is ingested (as ``synthex eval locomo
+--compare hierarchical-conversational`` does); an existing one is re-opened by its incremental run.
+Tables (turn and session level, by category; wall time; index on disk and in memory) as
+evals/ablate_conversational.py prints them; ``--json`` rows feed ``python -m evals.ablation_chart``.
+
+    python -m evals.ablate_hierarchical --data ../shared/data/locomo/locomo10_dev7.json \\
+        --work-dir <project>/.synthex/evals/work/locomo --json hier.json --markdown hier.md [--limit 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from evals.ablate_conversational import METRICS, _add, disk_bytes, memory_bytes, session_by_category, table
+from evals.architectures import HIERARCHY_KEYS, ranked_leaf_keys, resolve
+from evals.locomo import load_locomo
+from evals.locomo_eval import add_question, ingest_conversation
+from evals.scoring import Tally
+from synthex_resources.embedder import EmbedderConfig
+from synthex_resources.search import SearchEngine
+from synthex_resources.search.builtin_strategies import CONVERSATIONAL, HIERARCHICAL
+from synthex_resources.search.strategies import SearchStrategy
+
+ARCHITECTURE = "hierarchical-conversational"
+TURNS = ["turns-in-context"]
+ALTITUDES = [f"by-{key}" for key in HIERARCHY_KEYS]
+
+
+class Variant(NamedTuple):
+    config: SearchStrategy
+    steps: list[str]
+
+
+VARIANTS: dict[str, Variant] = {
+    "turn leg alone (conversational)": Variant(CONVERSATIONAL, TURNS),
+    **{f"+ {step[3:]} aggregates": Variant(HIERARCHICAL, TURNS + [step]) for step in ALTITUDES},
+    "hierarchical: speaker + entity + topic (kept)": Variant(HIERARCHICAL, TURNS + ALTITUDES),
+    "kept, altitude weight 0.5": Variant(HIERARCHICAL.with_(altitude_weight=0.5), TURNS + ALTITUDES),
+    "kept, + key match 1.0": Variant(HIERARCHICAL.with_(key_weight=1.0), TURNS + ALTITUDES),
+    "aggregates in leaf-sum (no drill-down fusion)": Variant(CONVERSATIONAL, TURNS + ALTITUDES),
+}
+
+
+def run(data: Path, work_dir: Path, limit: int | None = None, k: int = 10,
+        only: list[str] | None = None, log=print) -> list[dict]:
+    chosen = {name: v for name, v in VARIANTS.items() if not only or any(o.lower() in name.lower() for o in only)}
+    raw = json.loads(data.read_text(encoding="utf-8"))
+    conversations = load_locomo(data)[: limit or None]
+    embedder = EmbedderConfig().create()
+    arch = resolve([ARCHITECTURE], None)[0]
+    started = time.perf_counter()
+    pipes = {c.sample_id: ingest_conversation(arch, c.sample_id, raw, work_dir, embedder) for c in conversations}
+    print(f"# {arch.name}: {len(conversations)} workspaces under {work_dir / arch.work_key} opened in "
+          f"{time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+    rows = []
+    try:
+        for name, variant in chosen.items():
+            rows.append(_run_variant(name, variant, conversations, pipes, k))
+            log(json.dumps({key: value for key, value in rows[-1].items() if key != "questions"}))
+    finally:
+        for pipe in pipes.values():
+            pipe.close()
+    return rows
+
+
+def _run_variant(name: str, variant: Variant, conversations: list, pipes: dict[str, Any], k: int) -> dict:
+    tally = Tally()
+    searching = cold_s = 0.0
+    disk: dict[str, int] = {}
+    memory: dict[str, int] = {}
+    for conv in conversations:
+        store = pipes[conv.sample_id].app.store
+        store.close()  # each variant builds (and is measured with) its own caches
+        engine = SearchEngine(store)
+        session_of = {t.dia_id: t.session_id for t in conv.turns}
+        questions = [(i, q) for i, q in enumerate(conv.questions) if q.evidence]
+        if questions:
+            started = time.perf_counter()
+            engine.search(questions[0][1].question, steps=variant.steps, k=k, strategy=variant.config)
+            cold_s += time.perf_counter() - started
+        for index, question in questions:
+            started = time.perf_counter()
+            hits = engine.search(question.question, steps=variant.steps, k=k, strategy=variant.config)
+            searching += time.perf_counter() - started
+            turns = ranked_leaf_keys(hits, question.question, lambda r: r.meta("chat.message_id"), k)
+            add_question(tally, question, turns, session_of, question_id=f"{conv.sample_id}/q{index}")
+        _add(disk, disk_bytes(store))
+        _add(memory, memory_bytes(store))
+    m = tally.result()
+    turn, session = m["metrics"]["turn"], m["metrics"]["session"]
+    n = m["n_questions"]
+    return {
+        "variant": name, "architecture": ARCHITECTURE, "steps": variant.steps, "n": n,
+        **{key: turn[key] for key in METRICS},
+        "by_category": {c: {"recall_any@10": round(v["recall_any@10"], 4),
+                            "recall_all@10": round(v["recall_all@10"], 4), "n": v["n"]}
+                        for c, v in m["by_category"].items()},
+        "session": {**{key: session[key] for key in METRICS}, "by_category": session_by_category(m["questions"])},
+        "wall_s": m["wall_s"], "search_s": round(searching, 2), "index_s": 0.0,
+        "cold_s": round(cold_s, 2), "ms_per_query": round(1000 * searching / max(n, 1), 1),
+        "disk_bytes": disk, "memory_bytes": memory,
+        "questions": [{"id": q["question_id"], "hits": q["hits"]} for q in m["questions"]],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--work-dir", type=Path, default=Path(".synthex/evals/work/locomo"),
+                        help="the eval's work dir: holds the hierarchical-conversational workspaces")
+    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--only", action="append", default=None,
+                        help="run only the variants whose name contains this (repeatable)")
+    parser.add_argument("--json", type=Path, default=None, help="write the rows (with each question's hits) here")
+    parser.add_argument("--markdown", type=Path, default=None, help="write the tables here")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    rows = run(args.data, args.work_dir, args.limit, only=args.only)
+    text = table(rows)
+    print(text)
+    print(f"\n# total {time.perf_counter() - started:.0f} s", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+    if args.markdown:
+        args.markdown.write_text(text.lstrip() + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,153 @@
+"""Drill-down fusion: score records at a higher altitude, drill down to their leaf turns, and fuse that
+with the turns' own scores (the ``hierarchical`` strategy; design §2.4, issue 22).
+
+The searched steps split in two by what their records stand for (search/leaf_scope.py walks the
+provenance): a step whose records each stand for one leaf is turn level (a turn, a turn in context);
+a step with a record that stands for several leaves is an altitude (a key aggregate by speaker,
+session, entity or topic; a monthly reflection). Then:
+
+1. the turn leg is a leaf-sum recipe (search/leaf_fusion.py, e.g. ``conversational``) over the turn
+   level steps: every leaf's score;
+2. each altitude step's records are scored for the query: ``key_weight`` when the question names the
+   record's key (every token of a key aggregate's ``group.key``: "Melanie", "pottery class"), plus BM25
+   (normalized by the top score) and cosine (``(s - median) / (max - median)``, clipped at 0), divided
+   by the step's best, so the best-matching aggregate of each altitude scores 1;
+3. drill down: a leaf takes the best score among the aggregates of a step that contain it, summed
+   over the altitude steps;
+4. fusion: ``turn score x (1 + altitude_weight x altitude score)``. Multiplicative on purpose: an
+   aggregate lifts its members that the question also matches, so evidence that is spread over sessions
+   but gathered in one aggregate (everything one speaker said about camping) rises together; it does
+   not bring in members that match nothing (a speaker's aggregate holds half the conversation).
+
+Leaves with no text never rank (their zero vector, store/vectors.py). Without altitude steps the
+strategy is its turn leg.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Protocol
+
+import numpy as np
+
+from synthex.core.scope import BranchScope
+from synthex_resources.record_store import RECORDS
+from synthex_resources.search.dense_index import dense_index
+from synthex_resources.search.leaf_fusion import LeafSumOptions, leaf_scores, ranked_leaves
+from synthex_resources.search.leaf_scope import scope_for
+from synthex_resources.search.tokenize import tokenize
+from synthex_resources.search.types import SearchBackend, SearchRequest, SearchResults
+
+
+class DrillDownOptions(Protocol):
+    """The hierarchical strategy's parameters this module reads (``strategies.DrillDown``)."""
+
+    turns: LeafSumOptions
+    altitude_weight: float
+    altitude_lexical_pool: int
+    altitude_dense_weight: float
+    key_weight: float
+
+
+def split_steps(engine: SearchBackend, steps: list[str], reads: BranchScope,
+                periods: list[str] | None) -> tuple[list[str], list[str]]:
+    """(turn level steps, altitude steps): a step is an altitude when one of its records in scope stands
+    for several leaves, or is a key aggregate's (``group.key``: a group may have one member). The per-step
+    bookkeeping is cached per table version (search/leaf_scope.py)."""
+    turn_level, altitude = [], []
+    for step in steps:
+        where = engine.where([step], reads, periods)
+        records = scope_for(engine, where).leaves_of
+        if not records:
+            continue  # nothing in scope (a key aggregate whose key function found no key): no part in it
+        several = any(len(v) > 1 for v in records.values())
+        (altitude if several or key_tokens(engine, where) else turn_level).append(step)
+    return turn_level, altitude
+
+
+def _normalized(scores: dict[str, float]) -> dict[str, float]:
+    top = max(scores.values(), default=0.0)
+    return {rid: s / top for rid, s in scores.items()} if top > 0 else {}
+
+
+class _KeyCache:
+    """Each altitude record's key tokens (``group.key`` of a key aggregate), per (table version, scope)."""
+
+    def __init__(self) -> None:
+        self.keys: dict[tuple[int, str], dict[str, frozenset[str]]] = {}
+        self.lock = threading.Lock()
+
+
+def key_tokens(engine: SearchBackend, where: str) -> dict[str, frozenset[str]]:
+    """Record id -> the tokens of its key, for the records of ``where`` that have one."""
+    tbl = engine.store.records_table()
+    version = engine.store.records_version(tbl) if tbl is not None else -1
+    cache: _KeyCache = engine.store.derived("drill_down_keys", _KeyCache)
+    with cache.lock:
+        if (version, where) not in cache.keys:
+            for old in [k for k in cache.keys if k[1] == where]:
+                del cache.keys[old]
+            ds = engine.store.dataset(RECORDS)
+            rows = ds.to_table(columns=["id", "metadata"], filter=where).to_pylist() if ds is not None else []
+            found = {}
+            for row in rows:
+                key = (json.loads(row["metadata"] or "{}").get("group") or {}).get("key")
+                tokens = frozenset(tokenize(str(key))) if key else frozenset()
+                if tokens:
+                    found[row["id"]] = tokens
+            cache.keys[(version, where)] = found
+        return cache.keys[(version, where)]
+
+
+def altitude_scores(engine: SearchBackend, query: str, step: str, reads: BranchScope, periods: list[str] | None,
+                    config: DrillDownOptions, qvec: np.ndarray | None) -> dict[str, float]:
+    """Step 2: each record of an altitude step scored for ``query``, the best 1 (records scoring 0 left out)."""
+    where = engine.where([step], reads, periods)
+    scores: dict[str, float] = {}
+    if config.key_weight:  # an aggregate the question names by its key ("Melanie", "pottery class")
+        asked = set(tokenize(query))
+        for rid, tokens in key_tokens(engine, where).items():
+            if tokens <= asked:
+                scores[rid] = config.key_weight
+    pairs = engine.lexical(query, where, config.altitude_lexical_pool)
+    if pairs and pairs[0][1] > 0:
+        for rid, s in pairs:
+            scores[rid] = scores.get(rid, 0.0) + s / pairs[0][1]
+    if qvec is not None and config.altitude_dense_weight:
+        ids, sims, _ = dense_index(engine.store).scores(qvec, [step], reads, periods)
+        if len(sims):
+            median = float(np.median(sims))
+            dense = np.clip((sims - median) / (float(sims.max()) - median + 1e-9), 0.0, None)
+            for rid, s in zip(ids.tolist(), dense.tolist(), strict=True):
+                if s > 0:
+                    scores[rid] = scores.get(rid, 0.0) + config.altitude_dense_weight * s
+    return _normalized(scores)
+
+
+def drill_down_search(engine: SearchBackend, request: SearchRequest, config: DrillDownOptions) -> SearchResults:
+    reads, periods = request.scope, request.periods
+    turn_level, altitude = split_steps(engine, list(request.steps or []), reads, periods)
+    if not turn_level and not altitude:
+        return SearchResults()
+    if not turn_level:  # only altitudes searched: the turn leg scores their leaves' own records
+        turn_level = sorted({s for step in altitude
+                             for s in scope_for(engine, engine.where([step], reads, periods)).leaf_steps})
+    scored = leaf_scores(engine, request.query, turn_level, reads, config.turns, periods, request.as_of)
+    if scored is None:
+        return SearchResults()
+    scope, total = scored
+    if altitude and config.altitude_weight:
+        qvec = engine.store.embedder.embed([request.query])[0] if config.altitude_dense_weight else None
+        lift = np.zeros(len(scope.leaf_ids))
+        for step in altitude:
+            step_scope = scope_for(engine, engine.where([step], reads, periods))
+            best = np.zeros(len(scope.leaf_ids))
+            for rid, score in altitude_scores(engine, request.query, step, reads, periods, config, qvec).items():
+                for pos in step_scope.leaves_of.get(rid, ()):
+                    leaf = scope.index_of.get(step_scope.leaf_ids[pos])
+                    if leaf is not None and score > best[leaf]:
+                        best[leaf] = score
+            lift += best
+        total = total * (1.0 + config.altitude_weight * lift)
+    return ranked_leaves(engine, scope, total, request.query, reads, request.k, config.turns)
