@@ -94,7 +94,7 @@ def _to_entry(m: _Matrix) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     meta = {"codes": {col: [[k, v] for k, v in table.items()] for col, table in m.codes.items()},
             "bare": [[int(a), s, b] for a, (s, b) in m.bare.items()], "fragments": [[int(f), d] for f, d in m.fragments.items()]}
     arrays = {"ids": np.asarray(m.ids.tolist(), dtype=str), "steps": m.steps, "branches": m.branches,
-              "periods": m.periods, "addr": m.addr, "vectors": m.vectors}
+              "periods": m.periods, "addr": m.addr, "blank": m.blank, "vectors": m.vectors}
     if m.alive is not None:
         arrays["alive"] = m.alive
     return meta, arrays
@@ -106,6 +106,7 @@ def _from_entry(entry: Entry, version: int) -> _Matrix:
         version=version, ids=np.asarray(a["ids"].tolist(), dtype=object),
         codes={col: {k: int(v) for k, v in pairs} for col, pairs in meta["codes"].items()},
         steps=a["steps"], branches=a["branches"], periods=a["periods"], vectors=a["vectors"], addr=a["addr"],
+        blank=a["blank"],
         alive=a.get("alive"), bare={int(x): (s, b) for x, s, b in meta["bare"]},
         fragments={int(f): d for f, d in meta["fragments"]})
 

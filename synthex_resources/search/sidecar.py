@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 FOLDER = "_search"
-FORMAT = 1  # bumped when what an entry holds changes: older entries are then ignored
+FORMAT = 2  # bumped when what an entry holds changes: older entries are then ignored
 
 
 @dataclass(frozen=True)
