@@ -13,6 +13,11 @@ query filters by step and branch, as the product does. ``--store DIR`` keeps the
 reuses it on the next run (a 1M store takes minutes to write).
 Prints build/update times, p50/p95 per mode, and peak RSS. Each size runs in its own process.
 
+The first query of each mode on a freshly opened store (``cold_first_query_s``) is timed in a new
+process per mode, after the run above (so with whatever the store persisted beside its table,
+search/sidecar.py): from opening the store to the first hits, the lazy imports (lancedb, faiss) included;
+``process_wall_s`` is the whole process (its imports and exit too). ``--cold MODE --store DIR`` runs one of them alone.
+
 ``--dense-index`` lists the dense index modes to measure on the same store (search/dense_index.py):
 each is timed on dense and hybrid, with its recall against the exact float32 scan (the share of the
 exact dense top 10 it returns; for hybrid, the share of the float32 hybrid top 10).
@@ -37,6 +42,7 @@ from synthex_resources.record_store import RecordStore
 from synthex_resources.search import SearchEngine, load_search_strategies
 from synthex_resources.search.dense_index import DenseIndex, dense_index
 from synthex_resources.search.leaf_scope import ScopeCache
+from synthex_resources.search.sidecar import sidecar
 
 MAIN_SCOPE = BranchScope.own()
 
@@ -247,7 +253,37 @@ def one_size(n: int, queries_n: int = 100, modes: list[str] | None = None, vecto
     result["conversational_first_query_after_index_update_s"] = round(time.perf_counter() - t0, 3)
     result["dense_reload_kind"] = dense_index(store).last_update
     result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    sidecar(store).wait()  # what this process persisted, written before the cold processes read it
+    result["cold_first_query_s"] = {}
+    for mode in ("bm25", "dense", "hybrid", "conversational"):
+        result["cold_first_query_s"][mode] = cold_first_query(root, mode, probe)
     return result
+
+
+def cold_first_query(root: str, mode: str, query: str) -> dict[str, float]:
+    """The first ``mode`` query in a new process on the store at ``root`` (see the module doc)."""
+    cmd = [sys.executable, "-m", "evals.bench_search", "--cold", mode, "--store", root, "--probe", query]
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True)
+    wall = time.perf_counter() - t0
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result["process_wall_s"] = round(wall, 2)  # imports, the two queries, exit
+    return result
+
+
+def cold_one(root: str, mode: str, query: str) -> dict[str, float]:
+    t0 = time.perf_counter()
+    store = RecordStore(root)
+    engine = SearchEngine(store)
+    strategy = load_search_strategies().get(mode)
+    engine.search(query, steps=["turns"], strategy=strategy)
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    engine.search(query + " again", steps=["turns"], strategy=strategy)
+    second = time.perf_counter() - t0
+    return {"first_s": round(first, 2), "second_s": round(second, 3),
+            "dense": dense_index(store).last_update, "scope": store.derived("leaf_sum_scopes", ScopeCache).last,
+            "rss_mb": rss_mb()}  # now, not the peak: a child's ru_maxrss starts from its parent's (fork)
 
 
 def main() -> None:
@@ -262,7 +298,12 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--build-only", action="store_true", help="write the --store stores and stop")
     parser.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--cold", default=None, help="time the first query of this mode in this process (--store)")
+    parser.add_argument("--probe", default="w3 w17 w250 What did they talk about?", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.cold is not None:
+        print(json.dumps(cold_one(args.store, args.cold, args.probe)))
+        return
     modes = args.dense_index.split(",")
     if args.build_only:
         turns = locomo_texts(args.data)[0] if args.vectors == "anchored" else []
@@ -306,6 +347,10 @@ def main() -> None:
             print(f"  {mode} with the 1,000 not yet in the FTS index: p50/p95 {v['p50_ms']}/{v['p95_ms']} ms")
         print(f"  FTS update {r['fts_incremental_update_s']} s; first conversational query after it "
               f"{r['conversational_first_query_after_index_update_s']} s (dense: {r['dense_reload_kind']})")
+        for mode, v in r.get("cold_first_query_s", {}).items():
+            print(f"  first {mode} query in a new process: {v['first_s']} s (process wall {v['process_wall_s']} s) "
+                  f"(second {v['second_s']} s; dense {v['dense'] or '-'}, bookkeeping {v['scope'] or '-'}, "
+                  f"RSS {v['rss_mb']} MB)")
     print(json.dumps(results))
 
 

@@ -184,6 +184,7 @@ def compact_physically(store: RecordStore, stem: bool = False,
     import lance
 
     from synthex_resources.search.engine import FTS_COLUMN, SearchEngine
+    from synthex_resources.search.sidecar import sidecar
 
     report = Compaction()
     for name in store.tables.table_names():
@@ -211,5 +212,8 @@ def compact_physically(store: RecordStore, stem: bool = False,
         report.versions_removed += stats.old_versions
         if on_table is not None:
             on_table(name)
+    # The search structures persisted beside the table name the purged records (and their rare words); the
+    # fragments they were read from are gone anyway. Run again after a kill: removing is idempotent.
+    sidecar(store).clear()
     store.close()  # cached table handles point at removed versions
     return report

@@ -99,6 +99,10 @@ class RecordStore:
     def records_version(self, tbl: Any) -> int:
         return self.tables.records_version(tbl)
 
+    def records_read_version(self) -> int | None:
+        """The records table's version a search reads, without importing lancedb (``LanceTables.read_version``)."""
+        return self.tables.read_version()
+
     @contextmanager
     def pinned_version(self, holder: VersionPin | None = None) -> Iterator[VersionPin]:
         with self.tables.pinned_version(holder) as pin:

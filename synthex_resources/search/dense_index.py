@@ -38,7 +38,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from synthex.core.scope import BranchScope
-from synthex_resources.record_store import RecordStore
+from synthex_resources.record_store import RECORDS, RecordStore
+from synthex_resources.search.sidecar import Entry, TableState, sidecar
 
 MODES = ("auto", "float32", "binary")
 ANN_FROM = 200_000  # records in scope from which ``auto`` searches the IVF index
@@ -59,7 +60,7 @@ class _Matrix:
     alive: np.ndarray | None  # None: every row; else False for rows deleted since the load
     blank: np.ndarray  # True for records with no text (the zero vector, store/vectors.py): never in a scope
     bare: dict[int, tuple[str, str]]  # row address -> (step, branch) of records written without a vector
-    fragments: dict[int, Any]  # fragment id -> its deletion file at this version
+    fragments: dict[int, str]  # fragment id -> its deletion file at this version ("" when none)
     bits: np.ndarray | None = None  # (n, words) uint64 sign bits (binary mode)
     _row_of: dict[str, int] | None = None
     _scopes: dict[tuple, tuple[np.ndarray, np.ndarray, bool]] = field(default_factory=dict)
@@ -82,6 +83,32 @@ def _sign_bits(vectors: np.ndarray) -> np.ndarray:
     if pad:
         packed = np.pad(packed, ((0, 0), (0, pad)))
     return np.ascontiguousarray(packed).view(np.uint64)
+
+
+def _deletions(ds: Any) -> dict[int, str]:
+    return {f.fragment_id: str(f.metadata.deletion_file or "") for f in ds.get_fragments()}
+
+
+def _to_entry(m: _Matrix) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The matrix as a sidecar entry (search/sidecar.py); the vectors go to their own mapped file."""
+    meta = {"codes": {col: [[k, v] for k, v in table.items()] for col, table in m.codes.items()},
+            "bare": [[int(a), s, b] for a, (s, b) in m.bare.items()], "fragments": [[int(f), d] for f, d in m.fragments.items()]}
+    arrays = {"ids": np.asarray(m.ids.tolist(), dtype=str), "steps": m.steps, "branches": m.branches,
+              "periods": m.periods, "addr": m.addr, "blank": m.blank, "vectors": m.vectors}
+    if m.alive is not None:
+        arrays["alive"] = m.alive
+    return meta, arrays
+
+
+def _from_entry(entry: Entry, version: int) -> _Matrix:
+    a, meta = entry.arrays, entry.meta
+    return _Matrix(
+        version=version, ids=np.asarray(a["ids"].tolist(), dtype=object),
+        codes={col: {k: int(v) for k, v in pairs} for col, pairs in meta["codes"].items()},
+        steps=a["steps"], branches=a["branches"], periods=a["periods"], vectors=a["vectors"], addr=a["addr"],
+        blank=a["blank"],
+        alive=a.get("alive"), bare={int(x): (s, b) for x, s, b in meta["bare"]},
+        fragments={int(f): d for f, d in meta["fragments"]})
 
 
 def _encode(column: pa.ChunkedArray | pa.Array, table: dict[Any, int]) -> np.ndarray:
@@ -128,6 +155,8 @@ class DenseIndex:
         appends are cheap until then). Rows below ``keep`` are never written, so a search on an older
         matrix (a view of the same buffer) stays consistent."""
         need = keep + len(new)
+        if keep and not len(new) and self._buffer is not None and self._buffer.shape[0] >= keep:
+            return self._buffer[:keep]  # nothing appended (the buffer may be a read-only mapped file)
         buf = self._buffer if keep else None  # a full load starts a buffer with 1/8 spare rows
         if buf is None and not keep:
             buf = self._buffer = np.empty((need + max(1024, need // 8), new.shape[1]), np.float32)
@@ -186,7 +215,7 @@ class DenseIndex:
             alive=alive,
             blank=cat(base.blank if base else None, blank),
             bare=bare,
-            fragments={f.fragment_id: f.metadata.deletion_file for f in ds.get_fragments()},
+            fragments=_deletions(ds),
         )
         if self.mode == "binary":
             m.bits = cat(base.bits if base is not None and base.bits is not None else None, _sign_bits(new_vectors))
@@ -197,7 +226,7 @@ class DenseIndex:
         now = {f.fragment_id: f for f in ds.get_fragments()}
         if not set(base.fragments) <= set(now):
             return None  # fragments rewritten (compaction): reload
-        changed = [i for i, d in base.fragments.items() if now[i].metadata.deletion_file != d]
+        changed = [i for i, d in base.fragments.items() if str(now[i].metadata.deletion_file or "") != d]
         added = [now[i] for i in sorted(set(now) - set(base.fragments))]
         dead = None
         gone: set[int] = set()
@@ -214,14 +243,13 @@ class DenseIndex:
         return self._load(version, ds, base, added, dead, gone)
 
     def _current(self) -> _Matrix | None:
-        tbl = self.store.records_table()
-        if tbl is None:
+        version = self.store.records_read_version()  # through pylance: a search never imports lancedb
+        if version is None:
             return None
-        version = self.store.records_version(tbl)
         with self._lock:
             m = self._matrix
             if m is None or m.version != version:
-                ds = tbl.to_lance()
+                ds = self.store.dataset(RECORDS, version)
                 new = None
                 if m is not None:
                     try:
@@ -229,15 +257,46 @@ class DenseIndex:
                         self.last_update = "append" if new is not None else ""
                     except Exception:  # noqa: BLE001 - an unexpected layout: a full reload is always right
                         new = None
+                if new is None and m is None:
+                    new = self._persisted(version, ds)
                 if new is None:
                     self._buffer = None
                     new = self._load(version, ds, None, None, None, set())
                     self.last_update = "load"
                     self._generation += 1
+                    loaded = new
+                    sidecar(self.store).save("dense", "matrix", TableState.of(ds), lambda: _to_entry(loaded),
+                                             mapped=("vectors",))
                 self._matrix = m = new
             if self.mode == "binary" and m.bits is None:
                 m.bits = _sign_bits(m.vectors)
             return m
+
+    def _persisted(self, version: int, ds: Any) -> _Matrix | None:
+        """The matrix an earlier process saved beside the table (its vectors mapped, not read), brought up to
+        ``version`` when rows were only appended or deleted since; None when there is none or it no longer
+        fits (a compaction rewrote fragments)."""
+        entry = sidecar(self.store).load("dense", "matrix")
+        if entry is None:
+            return None
+        state = TableState.of(ds)
+        if not state.grew_from(entry.state):
+            return None
+        base = _from_entry(entry, entry.state.version)
+        if self.mode == "binary":
+            base.bits = _sign_bits(base.vectors)
+        self._buffer = base.vectors  # read-only: the first append copies it into a buffer with room
+        self._generation += 1
+        if state.same_rows(entry.state):
+            self.last_update = "persisted"
+            base.version = version
+            return base
+        try:
+            new = self._update(version, ds, base)
+        except Exception:  # noqa: BLE001 - an unexpected layout: a full reload is always right
+            new = None
+        self.last_update = "persisted+append" if new is not None else ""
+        return new
 
     def _ready(self, steps: list[str] | None, scope: BranchScope) -> _Matrix | None:
         """The matrix, after embedding any record in scope that was written without a vector."""

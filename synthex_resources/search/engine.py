@@ -190,17 +190,29 @@ class SearchEngine:
             return []
         if self.store.cipher is not None:
             return memory_bm25(self.store).search(tokens, where, n)
-        ds = self.store.dataset(RECORDS)
+        ds = self.store.dataset(RECORDS)  # the pinned version
         if ds is None:
             return []
+        text = " ".join(tokens)
 
         def fetch(limit: int) -> list[tuple[str, float]]:
             # pylance's own full-text query on the same index (what lancedb's FTS search runs, same scores
             # and order), so a lexical search never imports lancedb (~3-4 s: tests/test_clispeed.py).
-            rows = ds.to_table(columns=["id", "_score"], full_text_query={"query": " ".join(tokens),
-                                                                        "columns": [FTS_COLUMN]},
-                               filter=where, prefilter=True, limit=limit)
+            try:
+                rows = ds.to_table(columns=["id", "_score"], full_text_query={"query": text, "columns": [FTS_COLUMN]},
+                                   filter=where, prefilter=True, limit=limit)
+            except ValueError as exc:
+                if "INVERTED index" not in str(exc):
+                    raise
+                return unindexed(limit)  # no FTS index yet (before a step's first ensure_index)
             return list(zip(rows["id"].to_pylist(), (float(s) for s in rows["_score"].to_pylist()), strict=True))
+
+        def unindexed(limit: int) -> list[tuple[str, float]]:
+            # LanceDB searches a table without an FTS index by scanning it; pylance refuses to
+            tbl = self.store.records_table()
+            found = (tbl.search(text, query_type="fts", fts_columns=FTS_COLUMN)
+                     .where(where, prefilter=True).select(["id", "_score"]).limit(limit).to_list())
+            return [(r["id"], float(r["_score"])) for r in found]
 
         return top_with_ties(fetch, n)
 
@@ -208,13 +220,15 @@ class SearchEngine:
               steps: list[str] | None = None, scope: BranchScope | None = None, periods: list[str] | None = None,
               in_memory: bool = True) -> list[tuple[str, float]]:
         """Cosine top-n. Step/branch/period filters use the in-memory matrix; other filters use LanceDB."""
-        tbl = self.store.records_table()
-        if tbl is None:
+        if self.store.records_read_version() is None:  # no table (asked without importing lancedb)
             return []
         scope = scope or BranchScope.own()
         qvec = vector if vector is not None else self.store.embedder.embed([query])[0]
         if in_memory:
             return [(rid, sim) for rid, sim, _ in dense_index(self.store).search(qvec, steps, scope, periods, n)]
+        tbl = self.store.records_table()
+        if tbl is None:
+            return []
         self.store.vectors.ensure(scope, steps)
 
         def fetch(limit: int) -> list[tuple[str, float]]:

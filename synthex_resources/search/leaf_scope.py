@@ -16,6 +16,7 @@ appended turns are broken by write order rather than by (time, id). A rewrite of
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ import numpy as np
 
 from synthex.core.periods import parse_timestamp
 from synthex_resources.record_store import RECORDS
+from synthex_resources.search.sidecar import Entry, TableState, sidecar
 from synthex_resources.search.tokenize import tokenize
 
 if TYPE_CHECKING:
@@ -50,6 +52,10 @@ class Scope:
     fragments: frozenset[int] = frozenset()  # Lance fragments the rows were read from
     tails: dict[tuple[str, str], int] = field(default_factory=dict)  # (conversation, session) -> its last turn
     extended_from: list[str] | None = None  # the leaf_ids of the scope this one extends (None: a full build)
+    # Identity of this bookkeeping and of the one it extends: a persisted multi-hop lexicon names the
+    # scope it was made for (search/multihop.py), across processes.
+    token: str = field(default_factory=lambda: os.urandom(8).hex())
+    base_token: str | None = None
 
     def leaf_pairs(self, key: str, ids: np.ndarray, own: bool = False) -> tuple[np.ndarray, np.ndarray, bool]:
         """For a dense scope's ids (the same order every query at one table version): the leaf each row
@@ -73,7 +79,7 @@ class ScopeCache:
         self.scopes: dict[tuple[int, str], Scope] = {}
         self.lock = threading.Lock()
         self.incremental_from = incremental_from
-        self.last: str = ""  # "build" / "extend": how the last new version was handled
+        self.last: str = ""  # "build" / "extend" / "load": how the last new version was handled
 
 
 def _natural(text: str) -> tuple:
@@ -208,22 +214,84 @@ def extend_scope(engine: SearchEngine, old: Scope, where: str) -> Scope | None:
         leaf_steps=sorted(set(old.leaf_steps) | {x[1] for x in info}), prev=prev, next=nxt, times=times,
         participants=old.participants | {t for x in info for t in tokenize(str(x[2].get("author", "")))},
         tiebreak=np.concatenate([old.tiebreak, tiebreak_new]), pairs={}, fragments=frozenset(now),
-        tails=tails, extended_from=old.leaf_ids)
+        tails=tails, extended_from=old.leaf_ids, base_token=old.token)
+
+
+def _to_entry(scope: Scope) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The scope as a sidecar entry: arrays for what grows with the leaves, a description for the rest."""
+    records = list(scope.leaves_of)
+    sizes = np.fromiter((len(v) for v in scope.leaves_of.values()), np.int64, len(records))
+    positions = np.fromiter((p for v in scope.leaves_of.values() for p in v), np.int64, int(sizes.sum()))
+    meta = {"leaf_steps": scope.leaf_steps, "participants": sorted(scope.participants),
+            "tails": [[c, s, int(p)] for (c, s), p in scope.tails.items()],
+            "extended": scope.extended_from is not None, "token": scope.token, "base_token": scope.base_token}
+    arrays = {"leaf_ids": np.asarray(scope.leaf_ids, dtype=str), "records": np.asarray(records, dtype=str),
+              "sizes": sizes, "positions": positions, "prev": scope.prev, "next": scope.next, "times": scope.times,
+              "tiebreak": scope.tiebreak}
+    return meta, arrays
+
+
+def _from_entry(entry: Entry) -> Scope:
+    a, meta = entry.arrays, entry.meta
+    leaf_ids = a["leaf_ids"].tolist()
+    records, sizes, positions = a["records"].tolist(), a["sizes"], a["positions"].tolist()
+    if (sizes == 1).all():  # one leaf per record (the common case): no slicing
+        leaves_of = dict(zip(records, ([p] for p in positions), strict=True))
+    else:
+        ends = np.cumsum(sizes).tolist()
+        leaves_of = dict(zip(records, (positions[e - s:e] for s, e in zip(sizes.tolist(), ends, strict=True)),
+                             strict=True))
+    return Scope(
+        leaf_ids=leaf_ids, index_of=dict(zip(leaf_ids, range(len(leaf_ids)), strict=True)), leaves_of=leaves_of,
+        leaf_steps=list(meta["leaf_steps"]), prev=a["prev"], next=a["next"], times=a["times"],
+        participants=set(meta["participants"]), tiebreak=a["tiebreak"], pairs={},
+        fragments=frozenset(fid for fid, _, _ in entry.state.files),
+        tails={(c, s): int(p) for c, s, p in meta["tails"]},
+        # a loaded extension: deleted leaves may remain, as in the process that extended it
+        extended_from=[] if meta["extended"] else None, token=meta["token"], base_token=meta["base_token"])
+
+
+def _persisted(engine: SearchEngine, where: str, state: TableState, incremental_from: int) -> tuple[Scope, str] | None:
+    """The scope saved beside the table by an earlier process: as it is when the rows are the same, extended
+    when rows were only appended or deleted since (and it is large enough to be extended at all)."""
+    entry = sidecar(engine.store).load("leaf_scope", where)
+    if entry is None:
+        return None
+    if entry.state.same_rows(state):
+        return _from_entry(entry), "load"
+    if state.grew_from(entry.state) and len(entry.arrays["leaf_ids"]) >= incremental_from:
+        scope = extend_scope(engine, _from_entry(entry), where)
+        if scope is not None:
+            return scope, "extend"
+    return None
 
 
 def scope_for(engine: SearchEngine, where: str) -> Scope:
     """The bookkeeping of ``where`` at the table's current version (built, extended or cached)."""
-    tbl = engine.store.records_table()
-    key = (engine.store.records_version(tbl) if tbl is not None else -1, where)
+    version = engine.store.records_read_version()
+    key = (version if version is not None else -1, where)
     cache: ScopeCache = engine.store.derived("leaf_sum_scopes", ScopeCache)
     with cache.lock:
         if key not in cache.scopes:
             older = [k for k in cache.scopes if k[1] == where]
-            scope = None
+            scope, how = None, "build"
             if older and len(cache.scopes[older[-1]].leaf_ids) >= cache.incremental_from:
                 scope = extend_scope(engine, cache.scopes[older[-1]], where)
-            cache.last = "extend" if scope is not None else "build"
+                how = "extend" if scope is not None else "build"
+            ds = engine.store.dataset(RECORDS) if scope is None else None
+            state = TableState.of(ds) if ds is not None else None
+            if scope is None and state is not None:
+                found = _persisted(engine, where, state, cache.incremental_from)
+                if found is not None:
+                    scope, how = found
+            if scope is None:
+                scope = build_scope(engine, where)
+            cache.last = how
             for old in older:
                 del cache.scopes[old]  # an older table version of the same scope
-            cache.scopes[key] = scope if scope is not None else build_scope(engine, where)
+            cache.scopes[key] = scope
+            if how != "load":
+                ds = engine.store.dataset(RECORDS)
+                if ds is not None:
+                    sidecar(engine.store).save("leaf_scope", where, TableState.of(ds), lambda: _to_entry(scope))
         return cache.scopes[key]

@@ -32,12 +32,18 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from scipy import sparse
 
 from synthex.core.enrich.words import STOPWORDS
+from synthex_resources.record_store import RECORDS
 from synthex_resources.search.dense_index import dense_index
+from synthex_resources.search.sidecar import Entry, TableState, sidecar
 from synthex_resources.search.tokenize import tokenize
 from synthex_resources.search.types import Decompose, Diversify, SearchBackend
+from synthex_resources.store import filters
+from synthex_resources.store.filters import RecordFilter
 
 Scorer = Callable[[str], np.ndarray]  # sub-query text -> first-stage score per leaf
 
@@ -104,16 +110,32 @@ def _sessions(prev: np.ndarray) -> np.ndarray:
     return np.cumsum(prev < 0) - 1
 
 
+def _leaf_texts(engine: SearchBackend, leaf_ids: list[str], leaf_steps: list[str]) -> list[tuple[str, str]]:
+    """(content, metadata JSON) of each leaf, in ``leaf_ids`` order ("" for a leaf not found): one scan of
+    the leaf steps' rows, matched to the leaves by id in Arrow (any row of an id: the same content).
+    The ids looked up in chunks took most of a 1M-leaf build (a filtered query per 1,000 ids)."""
+    ds = engine.store.dataset(RECORDS)
+    if ds is None or not leaf_ids:
+        return [("", "")] * len(leaf_ids)
+    table = ds.to_table(columns=["id", "content", "metadata"],
+                        filter=filters.where(RecordFilter.of(steps=leaf_steps)) if leaf_steps else None)
+    at = pc.index_in(pa.array(leaf_ids, type=pa.string()), value_set=table.column("id").combine_chunks())
+    picked = table.take(pc.fill_null(at, 0)) if len(table) else None
+    found = at.is_valid().to_pylist()
+    contents = picked.column("content").to_pylist() if picked is not None else []
+    metas = picked.column("metadata").to_pylist() if picked is not None else []
+    return [(c or "", m or "") if ok else ("", "") for ok, c, m in zip(found, contents or [None] * len(found),
+                                                                   metas or [None] * len(found), strict=True)]
+
+
 def _build(engine: SearchBackend, leaf_ids: list[str], prev: np.ndarray, nxt: np.ndarray,
-           participants: set[str], rare_df: int) -> Lexicon:
-    rows = engine.store.records.rows_by_id(leaf_ids, ["id", "content", "metadata"])
+           participants: set[str], rare_df: int, leaf_steps: list[str] | None = None) -> Lexicon:
     n = len(leaf_ids)
     per_leaf: list[set[str]] = []
     entities: list[set[str]] = []
-    for rid in leaf_ids:
-        row = rows.get(rid) or {}
-        text = str(row.get("content") or "")
-        meta = json.loads(row.get("metadata") or "{}")
+    for content, metadata in _leaf_texts(engine, leaf_ids, list(leaf_steps or [])):
+        text = str(content)
+        meta = json.loads(metadata or "{}")
         for name in tokenize(str((meta.get("chat") or {}).get("author", ""))):
             participants.add(name)
         per_leaf.append({t for t in tokenize(text) if len(t) > 2 and not t.isdigit() and t not in STOPWORDS})
@@ -143,11 +165,28 @@ def _build(engine: SearchBackend, leaf_ids: list[str], prev: np.ndarray, nxt: np
                    session=_sessions(prev), adjacency=_adjacency(nxt), leaf_ids=leaf_ids)
 
 
+def _to_entry(lex: Lexicon, scope_token: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    vocab = sorted(lex.vocab, key=lex.vocab.__getitem__)
+    return ({"scope_token": scope_token, "shape": list(lex.terms.shape)},
+            {"data": lex.terms.data, "indices": lex.terms.indices, "indptr": lex.terms.indptr,
+             "vocab": np.asarray(vocab, dtype=str)})
+
+
+def _from_entry(entry: Entry, leaf_ids: list[str], prev: np.ndarray, nxt: np.ndarray) -> Lexicon:
+    a = entry.arrays
+    terms = sparse.csr_matrix((a["data"], a["indices"], a["indptr"]), shape=tuple(entry.meta["shape"]))
+    vocab = {t: i for i, t in enumerate(a["vocab"].tolist())}
+    return Lexicon(terms=terms, postings=terms.tocsc(), seed_norm=np.asarray(terms.sum(axis=1)).ravel(), vocab=vocab,
+                   session=_sessions(prev), adjacency=_adjacency(nxt), leaf_ids=leaf_ids)
+
+
 def lexicon(engine: SearchBackend, where: str, scope: Any, rare_df: int) -> Lexicon:
     """The scope's lexicon at the table's current version: cached, padded when the scope only appended
-    leaves to the one it was made for, else built from the leaves' text."""
-    tbl = engine.store.records_table()
-    key = (engine.store.records_version(tbl) if tbl is not None else -1, f"{where}|{rare_df}")
+    leaves to the one it was made for, else loaded from beside the table when an earlier process made it
+    for this scope (or padded when for the scope this one extends: search/sidecar.py), else built from
+    the leaves' text."""
+    version = engine.store.records_read_version()
+    key = (version if version is not None else -1, f"{where}|{rare_df}")
     cache: _LexiconCache = engine.store.derived("multihop_lexicons", _LexiconCache)
     with cache.lock:
         if key not in cache.scopes:
@@ -155,11 +194,27 @@ def lexicon(engine: SearchBackend, where: str, scope: Any, rare_df: int) -> Lexi
             base = cache.scopes[older[-1]] if older else None
             for old in older:
                 del cache.scopes[old]
+            persisted = sidecar(engine.store)
+            loaded = False
             if base is not None and scope.extended_from is not None and base.leaf_ids is scope.extended_from:
-                cache.scopes[key] = _padded(base, scope.leaf_ids, scope.prev, scope.next)
+                lex = _padded(base, scope.leaf_ids, scope.prev, scope.next)
             else:
-                cache.scopes[key] = _build(engine, scope.leaf_ids, scope.prev, scope.next, set(scope.participants),
-                                           rare_df)
+                entry = persisted.load("lexicon", key[1])
+                owner = entry.meta.get("scope_token") if entry is not None else None
+                if entry is not None and owner == scope.token and entry.meta["shape"][0] == len(scope.leaf_ids):
+                    lex, loaded = _from_entry(entry, scope.leaf_ids, scope.prev, scope.next), True
+                elif entry is not None and owner is not None and owner == scope.base_token \
+                        and entry.meta["shape"][0] <= len(scope.leaf_ids):
+                    lex = _padded(_from_entry(entry, scope.leaf_ids[:entry.meta["shape"][0]],
+                                              scope.prev[:entry.meta["shape"][0]], scope.next[:entry.meta["shape"][0]]),
+                                  scope.leaf_ids, scope.prev, scope.next)
+                else:
+                    lex = _build(engine, scope.leaf_ids, scope.prev, scope.next, set(scope.participants), rare_df,
+                                 scope.leaf_steps)
+            cache.scopes[key] = lex
+            ds = engine.store.dataset(RECORDS) if not loaded else None
+            if ds is not None:
+                persisted.save("lexicon", key[1], TableState.of(ds), lambda: _to_entry(lex, scope.token))
         return cache.scopes[key]
 
 

@@ -208,6 +208,24 @@ class LanceTables:
                 holder.version = tbl.version
             return holder.version
 
+    def read_version(self) -> int | None:
+        """The records table's version a search reads (None: no table), asked through pylance, not lancedb
+        (whose import took 3-4 s quiet, over 20 s under load here): the pinned one inside
+        ``pinned_version()``, which this sets on the first ask, else the latest."""
+        holder = getattr(self._pin, "holder", None)
+        if holder is not None and holder.version is not None:
+            return holder.version
+        ds = self.dataset(RECORDS)
+        if ds is None:
+            return None
+        if holder is None:
+            return ds.version
+        with holder.lock:
+            if holder.version is None:
+                holder.version = ds.version
+                self._pinned_dataset = ds  # opened at the version the search reads: reused by its reads
+            return holder.version
+
     @contextmanager
     def pinned_version(self, holder: VersionPin | None = None) -> Iterator[VersionPin]:
         """One search asks for the table version in several places (dense matrix, leaf bookkeeping,
