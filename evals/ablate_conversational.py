@@ -214,11 +214,19 @@ def _run_variant(name: str, variant: Variant, conversations: list, pipes: dict[s
             add_question(tally, question, turns, session_of, question_id=f"{conv.sample_id}/q{index}")
         _add(disk, disk_bytes(store))  # after the searches: the first dense search writes missing vectors
         _add(memory, memory_bytes(store))
+    return ablation_row(tally, {"variant": name, "architecture": variant.architecture, "stemmed": variant.stem},
+                        searching=searching, index_s=index_s, cold_s=cold_s, disk=disk, memory=memory)
+
+
+def ablation_row(tally: Tally, identity: dict[str, Any], *, searching: float, index_s: float, cold_s: float,
+                 disk: dict[str, int], memory: dict[str, int]) -> dict[str, Any]:
+    """One variant's row of an ablation table (``table``): its identity, then turn and session metrics by
+    category, its times (search, index, cold first query) and sizes, and each question's hits."""
     m = tally.result()
     turn, session = m["metrics"]["turn"], m["metrics"]["session"]
     n = m["n_questions"]
     return {
-        "variant": name, "architecture": variant.architecture, "stemmed": variant.stem, "n": n,
+        **identity, "n": n,
         **{key: turn[key] for key in METRICS},
         "by_category": {c: {"recall_any@10": round(v["recall_any@10"], 4),
                             "recall_all@10": round(v["recall_all@10"], 4), "n": v["n"]}
@@ -232,11 +240,13 @@ def _run_variant(name: str, variant: Variant, conversations: list, pipes: dict[s
 
 
 # -- output -----------------------------------------------------------------------------------------
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(run_ablation: Any = None, work_dir_help: str = "the eval's work dir: holds the conversational "
+         "(and conversational-enriched) workspaces", description: str | None = None) -> None:
+    """The command line of an ablation script: ``run_ablation(data, work_dir, limit, only=)`` gives the rows
+    (this module's ``run`` by default), printed as tables and optionally written as JSON / markdown."""
+    parser = argparse.ArgumentParser(description=description or __doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, required=True)
-    parser.add_argument("--work-dir", type=Path, default=Path(".synthex/evals/work/locomo"),
-                        help="the eval's work dir: holds the conversational (and conversational-enriched) workspaces")
+    parser.add_argument("--work-dir", type=Path, default=Path(".synthex/evals/work/locomo"), help=work_dir_help)
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--only", action="append", default=None,
                         help="run only the variants whose name contains this (repeatable)")
@@ -244,7 +254,7 @@ def main() -> None:
     parser.add_argument("--markdown", type=Path, default=None, help="write the tables here")
     args = parser.parse_args()
     started = time.perf_counter()
-    rows = run(args.data, args.work_dir, args.limit, only=args.only)
+    rows = (run_ablation or run)(args.data, args.work_dir, args.limit, only=args.only)
     text = table(rows)
     print(text)
     print(f"\n# total {time.perf_counter() - started:.0f} s", flush=True)

@@ -15,14 +15,14 @@ evals/ablate_conversational.py prints them; ``--json`` rows feed ``python -m eva
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from evals.ablate_conversational import METRICS, _add, disk_bytes, memory_bytes, session_by_category, table
+from evals.ablate_conversational import _add, ablation_row, disk_bytes, memory_bytes
+from evals.ablate_conversational import main as ablation_main
 from evals.architectures import HIERARCHY_KEYS, ranked_leaf_keys, resolve
 from evals.locomo import load_locomo
 from evals.locomo_eval import add_question, ingest_conversation
@@ -97,43 +97,13 @@ def _run_variant(name: str, variant: Variant, conversations: list, pipes: dict[s
             add_question(tally, question, turns, session_of, question_id=f"{conv.sample_id}/q{index}")
         _add(disk, disk_bytes(store))
         _add(memory, memory_bytes(store))
-    m = tally.result()
-    turn, session = m["metrics"]["turn"], m["metrics"]["session"]
-    n = m["n_questions"]
-    return {
-        "variant": name, "architecture": ARCHITECTURE, "steps": variant.steps, "n": n,
-        **{key: turn[key] for key in METRICS},
-        "by_category": {c: {"recall_any@10": round(v["recall_any@10"], 4),
-                            "recall_all@10": round(v["recall_all@10"], 4), "n": v["n"]}
-                        for c, v in m["by_category"].items()},
-        "session": {**{key: session[key] for key in METRICS}, "by_category": session_by_category(m["questions"])},
-        "wall_s": m["wall_s"], "search_s": round(searching, 2), "index_s": 0.0,
-        "cold_s": round(cold_s, 2), "ms_per_query": round(1000 * searching / max(n, 1), 1),
-        "disk_bytes": disk, "memory_bytes": memory,
-        "questions": [{"id": q["question_id"], "hits": q["hits"]} for q in m["questions"]],
-    }
+    return ablation_row(tally, {"variant": name, "architecture": ARCHITECTURE, "steps": variant.steps},
+                        searching=searching, index_s=0.0, cold_s=cold_s, disk=disk, memory=memory)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, required=True)
-    parser.add_argument("--work-dir", type=Path, default=Path(".synthex/evals/work/locomo"),
-                        help="the eval's work dir: holds the hierarchical-conversational workspaces")
-    parser.add_argument("--limit", type=int, default=None)
-    parser.add_argument("--only", action="append", default=None,
-                        help="run only the variants whose name contains this (repeatable)")
-    parser.add_argument("--json", type=Path, default=None, help="write the rows (with each question's hits) here")
-    parser.add_argument("--markdown", type=Path, default=None, help="write the tables here")
-    args = parser.parse_args()
-    started = time.perf_counter()
-    rows = run(args.data, args.work_dir, args.limit, only=args.only)
-    text = table(rows)
-    print(text)
-    print(f"\n# total {time.perf_counter() - started:.0f} s", flush=True)
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
-    if args.markdown:
-        args.markdown.write_text(text.lstrip() + "\n", encoding="utf-8")
+    ablation_main(run, "the eval's work dir: holds the hierarchical-conversational workspaces",
+                  description=__doc__.splitlines()[0])
 
 
 if __name__ == "__main__":
