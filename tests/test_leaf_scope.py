@@ -18,13 +18,15 @@ TOPICS = ["hiking at the lake", "a zebra finch that sings", "sourdough bread bak
           "the chess tournament", "painting the kitchen", "a trip to Lisbon", "the new puppy"]
 
 
-def turns(conv: str, session: int, count: int, start_day: int, first: int = 0) -> list[Record]:
+def turns(conv: str, session: int, count: int, start_day: int, first: int = 0,
+          said: str = "today we talked about") -> list[Record]:
+    """Turns of a made-up chat, ``<author>: <said> <topic> (<id>)``; test_search1m says it another way."""
     out = []
     for i in range(first, first + count):
         rid = f"{conv}-s{session}-t{i}"
         topic = TOPICS[(session * 3 + i) % len(TOPICS)]
         author = "Ann" if i % 2 == 0 else "Bob"
-        out.append(Record(id=rid, content=f"{author}: today we talked about {topic} ({rid})", step="turns",
+        out.append(Record(id=rid, content=f"{author}: {said} {topic} ({rid})", step="turns",
                           period="2023-05", materialization_key=rid,
                           metadata={"chat": {"conversation_id": conv, "session_id": f"s{session}", "author": author},
                                     "time": {"created_at": f"2023-05-{start_day:02d}T10:{i:02d}:00Z"}}))

@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_leaf_scope import context
+from test_leaf_scope import turns as leaf_scope_turns
 
 from synthex.core.record import Record
 from synthex.core.scope import BranchScope
@@ -23,28 +25,13 @@ from synthex_resources.search.dense_index import dense_index
 from synthex_resources.search.leaf_scope import ScopeCache, build_scope, scope_for
 from synthex_resources.search.sidecar import FOLDER, sidecar
 
-TOPICS = ["hiking at the lake", "a zebra finch that sings", "sourdough bread baking", "a broken bicycle chain",
-          "the chess tournament", "painting the kitchen", "a trip to Lisbon", "the new puppy"]
 MODES = ("bm25", "dense", "hybrid", "conversational")
 QUERIES = ["Where did Ann go on her trip?", "What happened to the bicycle chain?"]
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def turns(conv: str, session: int, count: int, day: int, first: int = 0) -> list[Record]:
-    out = []
-    for i in range(first, first + count):
-        rid = f"{conv}-s{session}-t{i}"
-        author = "Ann" if i % 2 == 0 else "Bob"
-        out.append(Record(id=rid, content=f"{author}: we talked about {TOPICS[(session * 3 + i) % len(TOPICS)]} ({rid})",
-                          step="turns", period="2023-05", materialization_key=rid,
-                          metadata={"chat": {"conversation_id": conv, "session_id": f"s{session}", "author": author},
-                                    "time": {"created_at": f"2023-05-{day:02d}T10:{i:02d}:00Z"}}))
-    return out
-
-
-def context(leaves: list[Record]) -> list[Record]:
-    return [Record(id=f"ctx-{t.id}", content=f"context: {t.content}", step="ctx", period=t.period,
-                   materialization_key=f"ctx-{t.id}", source_ids=[t.id], metadata=t.metadata) for t in leaves]
+    return leaf_scope_turns(conv, session, count, day, first, said="we talked about")
 
 
 def write(store: RecordStore, leaves: list[Record]) -> None:
