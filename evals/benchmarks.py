@@ -229,6 +229,8 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
             pipeline_name = pipe.name
             questions = benchmark.questions(conversation)
             leaf_cache = LeafCache(partial(unambiguous_records, pipe))  # read once for all its questions
+            snapshot = pipe.store().pinned_version()
+            snapshot.__enter__()
             for question in questions:
                 hits = pipe.search(question.text, step=arch.steps, k=k, mode=arch.mode, branch=arch.branch,
                                    as_of=question.as_of)
@@ -245,6 +247,7 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
 
                     qa_items.append(QAItem(question.text, question.answer, [h.content for h in hits[:qa_context]],
                                            question.category))
+            snapshot.__exit__(None, None, None)
             pipe.close()  # its store, caches and Dagster instance: one workspace held at a time
             embedder.save()  # after each workspace: a killed eval keeps what it embedded
             done = clock.done(index, source.key, len(questions))

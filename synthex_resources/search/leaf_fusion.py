@@ -29,10 +29,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from synthex.core.scope import BranchScope
-from synthex_resources.record_store import LIGHT_COLUMNS
 from synthex_resources.search import multihop
 from synthex_resources.search.dense_index import dense_index
-from synthex_resources.search.leaf_scope import Scope, scope_for
+from synthex_resources.search.leaf_scope import Scope, leaf_rows, scope_for
 from synthex_resources.search.temporal import time_window
 from synthex_resources.search.tokenize import tokenize
 from synthex_resources.search.types import Reranker, SearchBackend, SearchHit, SearchResults, SearchWarning
@@ -213,7 +212,7 @@ def ranked_leaves(engine: SearchBackend, scope: Scope, total: np.ndarray, query:
         candidates = candidates[total[candidates] >= kth]
     order = candidates[np.lexsort((scope.tiebreak[candidates], -total[candidates]))]
     order = multihop.diversify(engine, scope, total, order, want, config)  # the first ones unless diversifying
-    rows = engine.store.records.rows_by_id([scope.leaf_ids[i] for i in order], LIGHT_COLUMNS, scope=reads)
+    rows = leaf_rows(engine, scope, [scope.leaf_ids[i] for i in order], reads)
     hits = [engine._hit(rows[scope.leaf_ids[i]], float(total[i]), {}) for i in order if scope.leaf_ids[i] in rows]
     hits = [h for h in hits if h.content.strip()]  # a leaf never embedded has no zero vector to tell
     hits, warnings = config.rerank(query, hits)

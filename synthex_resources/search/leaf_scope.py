@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from synthex.core.periods import parse_timestamp
-from synthex_resources.record_store import RECORDS
+from synthex.core.scope import BranchScope
+from synthex_resources.record_store import LIGHT_COLUMNS, RECORDS
 from synthex_resources.search.sidecar import Entry, TableState, sidecar
 from synthex_resources.search.tokenize import tokenize
 
@@ -34,6 +35,12 @@ if TYPE_CHECKING:
     from synthex_resources.search.types import SearchBackend as SearchEngine  # the engine, as fusions see it
 
 INCREMENTAL_FROM = 5_000  # leaves: below this a full build is quick (~0.5 s here) and exact
+# A scope of at most this many leaves keeps its leaves' rows in memory once a search has read them all (one
+# read), so the next searches of that table version read no rows for their hits: an eval's conversation
+# asks ~200 questions of one version, and the per-search read was ~11 ms of ~40 (docs/benchmarks.md).
+# Past ``ROWS_KEPT_CHARS`` of text (long leaves) nothing is kept and every search reads its hits' rows.
+ROWS_KEPT_LEAVES = 2_000
+ROWS_KEPT_CHARS = 16_000_000
 _COLUMNS = ["id", "sources", "step", "metadata", "created_at"]
 
 
@@ -56,6 +63,9 @@ class Scope:
     # scope it was made for (search/multihop.py), across processes.
     token: str = field(default_factory=lambda: os.urandom(8).hex())
     base_token: str | None = None
+    # The leaves' light rows by the branch scope that read them (``None``: too long to keep), filled by
+    # ``leaf_rows``; this object is one table version's, so the rows never go stale. Not persisted.
+    kept_rows: dict[BranchScope, dict[str, dict[str, Any]] | None] = field(default_factory=dict, repr=False)
 
     def leaf_pairs(self, key: str, ids: np.ndarray, own: bool = False) -> tuple[np.ndarray, np.ndarray, bool]:
         """For a dense scope's ids (the same order every query at one table version): the leaf each row
@@ -70,6 +80,27 @@ class Scope:
             self.pairs[key] = (np.asarray(rows, dtype=np.int64), positions,
                                len(np.unique(positions)) == len(positions))
         return self.pairs[key]
+
+
+def leaf_rows(engine: SearchEngine, scope: Scope, ids: list[str], reads: BranchScope) -> dict[str, dict[str, Any]]:
+    """The light rows ``reads`` reads of the leaves ``ids`` (missing ids absent), as
+    ``records.rows_by_id(ids, LIGHT_COLUMNS, scope=reads)`` gives them. A scope of at most
+    ``ROWS_KEPT_LEAVES`` leaves reads all its leaves' rows at its first call and answers later calls from
+    memory (the same rows: one table version, and rows_by_id keeps the first row of each id in table order
+    whatever the id list)."""
+    records = engine.store.records
+    if len(scope.leaf_ids) > ROWS_KEPT_LEAVES or scope.extended_from is not None:
+        return records.rows_by_id(ids, LIGHT_COLUMNS, scope=reads)
+    if reads not in scope.kept_rows:
+        every = records.rows_by_id(scope.leaf_ids, LIGHT_COLUMNS, scope=reads)
+        chars = sum(len(row.get("content") or "") for row in every.values())
+        scope.kept_rows[reads] = every if chars <= ROWS_KEPT_CHARS else None
+        if scope.kept_rows[reads] is None:
+            return {i: every[i] for i in ids if i in every}
+    kept = scope.kept_rows[reads]
+    if kept is None:
+        return records.rows_by_id(ids, LIGHT_COLUMNS, scope=reads)
+    return {i: kept[i] for i in ids if i in kept}
 
 
 class ScopeCache:
