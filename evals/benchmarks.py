@@ -229,25 +229,25 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
             pipeline_name = pipe.name
             questions = benchmark.questions(conversation)
             leaf_cache = LeafCache(partial(unambiguous_records, pipe))  # read once for all its questions
-            snapshot = pipe.store().pinned_version()
-            snapshot.__enter__()
-            for question in questions:
-                hits = pipe.search(question.text, step=arch.steps, k=k, mode=arch.mode, branch=arch.branch,
-                                   as_of=question.as_of)
-                card.check_provenance(provenance, hits)
-                turns = ranked_leaf_keys(hits, question.text, lambda r: r.meta(benchmark.turn_id_field), k,
-                                         leaf_cache)
-                scored = benchmark.score(question, turns, conversation)
-                scores.append(scored)
-                card.record(question, scored)
-                tally.record(scored, question.gold_turns, question.gold_sessions, question.category,
-                             question_id=question.question_id, question=question.text)
-                if qa and question.answer is not None:
-                    from evals.qa import QAItem
+            # One table version for all its questions (nothing writes it meanwhile): the dataset and its index
+            # caches stay warm across searches instead of reopening per search (docs/benchmarks.md).
+            with pipe.store().pinned_version():
+                for question in questions:
+                    hits = pipe.search(question.text, step=arch.steps, k=k, mode=arch.mode, branch=arch.branch,
+                                       as_of=question.as_of)
+                    card.check_provenance(provenance, hits)
+                    turns = ranked_leaf_keys(hits, question.text, lambda r: r.meta(benchmark.turn_id_field), k,
+                                             leaf_cache)
+                    scored = benchmark.score(question, turns, conversation)
+                    scores.append(scored)
+                    card.record(question, scored)
+                    tally.record(scored, question.gold_turns, question.gold_sessions, question.category,
+                                 question_id=question.question_id, question=question.text)
+                    if qa and question.answer is not None:
+                        from evals.qa import QAItem
 
-                    qa_items.append(QAItem(question.text, question.answer, [h.content for h in hits[:qa_context]],
-                                           question.category))
-            snapshot.__exit__(None, None, None)
+                        qa_items.append(QAItem(question.text, question.answer, [h.content for h in hits[:qa_context]],
+                                               question.category))
             pipe.close()  # its store, caches and Dagster instance: one workspace held at a time
             embedder.save()  # after each workspace: a killed eval keeps what it embedded
             done = clock.done(index, source.key, len(questions))
