@@ -31,6 +31,7 @@ from synthex import Pipeline
 from synthex.core.naming import MAIN
 from synthex.core.record import Record
 from synthex_resources.embedder import Embedder, EmbedderConfig
+from synthex_resources.search.sidecar import TableState
 from synthex_resources.search.tokenize import tokenize
 
 BUILTIN = ("raw-bm25", "raw-dense", "raw-hybrid", "contextual-hybrid", "conversational", "conversational-enriched",
@@ -72,15 +73,24 @@ class Architecture:
         branches = ([MAIN] if self.branch != MAIN else []) + [self.branch]  # a branch reads the steps it does
         marker = IngestMarker(root)                                          # not override via main
         inputs = ingest_fingerprint(pipe, branches, payload, fmt, embedder)
-        if marker.unchanged(inputs, pipe.store().records_read_version()):
+        if marker.unchanged(inputs, records_state(pipe)):
             return pipe  # what the last completed ingest left, untouched since: a run would find nothing to do
         for branch in branches:
             started = time.perf_counter()
             pipe.run(branch=branch)
             if run_times is not None:
                 run_times.append(time.perf_counter() - started)
-        marker.write(inputs, pipe.store().records_read_version())
+        marker.write(inputs, records_state(pipe))
         return pipe
+
+
+def records_state(pipe: Pipeline) -> TableState | None:
+    """Which rows the workspace's records table holds now (its fragments' data and deletion files; None: no
+    table). An index update (the first search folding new rows into the FTS index) leaves it equal."""
+    from synthex_resources.record_store import RECORDS
+
+    ds = pipe.store().dataset(RECORDS)
+    return TableState.of(ds) if ds is not None else None
 
 
 def ingest_fingerprint(pipe: Pipeline, branches: list[str], payload: str, fmt: str,
@@ -102,30 +112,43 @@ def ingest_fingerprint(pipe: Pipeline, branches: list[str], payload: str, fmt: s
 
 class IngestMarker:
     """``.synthex/eval-ingest.json`` in a workspace: the inputs' fingerprint of its last completed ingest and
-    the records table version that ingest left. A later eval whose fingerprint and table version are the
-    same skips the runs (each a plan over the source and the store: ~0.5 s per conversation warm, more
-    under load); a changed benchmark file, definition or embedder, or any write to the table since (another
-    run, a purge), runs as before. Written only after the runs completed, through a temporary file and
-    ``os.replace``: a killed ingest leaves the previous marker, whose table version no longer matches."""
+    the rows that ingest left in the records table (``TableState``: fragments with their data and deletion
+    files, the search sidecar's test for "same rows"). A later eval whose fingerprint and rows are the same
+    skips the runs (each a plan over the source and the store: ~0.5 s per conversation warm, more under
+    load); a changed benchmark file, definition or embedder, or any row written or deleted since (another
+    run, a purge, a compaction), runs as before. Written only after the runs completed, through a temporary
+    file and ``os.replace``: a killed ingest leaves the previous marker, whose rows no longer match."""
 
     def __init__(self, root: Path) -> None:
         self.path = root / ".synthex" / "eval-ingest.json"
 
-    def unchanged(self, inputs: str, version: int | None) -> bool:
-        if version is None:
+    def unchanged(self, inputs: str, rows: TableState | None) -> bool:
+        if rows is None:
             return False
         try:
             stored = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):  # none yet, or unreadable: the runs decide
+            return stored["inputs"] == inputs and TableState.from_json(stored["rows"]).same_rows(rows)
+        except (OSError, ValueError, TypeError, KeyError):  # none yet, or unreadable: the runs decide
             return False
-        return isinstance(stored, dict) and stored.get("inputs") == inputs and stored.get("version") == version
 
-    def write(self, inputs: str, version: int | None) -> None:
-        if version is None:
+    def settle(self, rows: TableState | None) -> None:
+        """After the workspace's questions: their searches may have written (a leaf step's vectors are
+        embedded at the first search that scores them), so the rows they leave are the ones to find next time.
+        Called only when this eval's ingest wrote or matched the marker, so its inputs are this eval's."""
+        try:
+            stored = json.loads(self.path.read_text(encoding="utf-8"))
+            inputs, before = stored["inputs"], TableState.from_json(stored["rows"])
+        except (OSError, ValueError, TypeError, KeyError):
+            return
+        if rows is not None and not before.same_rows(rows):
+            self.write(inputs, rows)
+
+    def write(self, inputs: str, rows: TableState | None) -> None:
+        if rows is None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"inputs": inputs, "version": version}), encoding="utf-8")
+        tmp.write_text(json.dumps({"inputs": inputs, "rows": rows.to_json()}), encoding="utf-8")
         os.replace(tmp, self.path)
 
 

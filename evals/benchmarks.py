@@ -190,7 +190,13 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
     across eval runs (``evals.shared_embedder.EmbeddingCache``; None: this run's memory only). ``embedder``:
     the memo every workspace embeds through (its ``computed`` counts what the model embedded); None: one
     over the configured model with ``embedding_cache``."""
-    from evals.architectures import LeafCache, ranked_leaf_keys, unambiguous_records
+    from evals.architectures import (
+        IngestMarker,
+        LeafCache,
+        ranked_leaf_keys,
+        records_state,
+        unambiguous_records,
+    )
     from evals.eval_progress import EtaClock
     from evals.scorecard import ProvenanceCheck, ScorecardCollector, source_steps_of
     from evals.shared_embedder import MemoEmbedder
@@ -248,6 +254,7 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
 
                         qa_items.append(QAItem(question.text, question.answer, [h.content for h in hits[:qa_context]],
                                                question.category))
+            IngestMarker(root).settle(records_state(pipe))  # what its searches wrote is part of this ingest
             pipe.close()  # its store, caches and Dagster instance: one workspace held at a time
             embedder.save()  # after each workspace: a killed eval keeps what it embedded
             done = clock.done(index, source.key, len(questions))
