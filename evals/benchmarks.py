@@ -235,8 +235,9 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
             pipeline_name = pipe.name
             questions = benchmark.questions(conversation)
             leaf_cache = LeafCache(partial(unambiguous_records, pipe))  # read once for all its questions
-            # One table version for all its questions (nothing writes it meanwhile): the dataset and its index
-            # caches stay warm across searches instead of reopening per search (docs/benchmarks.md).
+            # One table version for all its questions: the dataset and its index caches stay warm across
+            # searches instead of reopening per search (docs/benchmarks.md). A search that writes (the first
+            # one embeds the leaf vectors) clears the pin, so the next reads the version it wrote.
             with pipe.store().pinned_version():
                 for question in questions:
                     hits = pipe.search(question.text, step=arch.steps, k=k, mode=arch.mode, branch=arch.branch,
