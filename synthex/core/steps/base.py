@@ -201,9 +201,10 @@ class Step:
         """A step of this kind from keyword arguments (``pipeline.step(kind, name, ...)``, a TOML entry):
         ``from_`` (a step name or several), ``pii`` and the kind's own fields. ``base_dir`` is the project
         folder, for kinds that read files (ignored here)."""
-        from synthex.core.steps.privacy import check_pii_mode
+        if pii is not None:  # the PII detectors (their patterns compiled at import) only for steps that use them
+            from synthex.core.steps.privacy import check_pii_mode
 
-        check_pii_mode(name, pii)
+            check_pii_mode(name, pii)
         own = [f.name for f in fields(cls) if f.init and f.name not in ("name", "from_", "pii")]
         unknown = sorted(set(config) - set(own))
         if unknown:
