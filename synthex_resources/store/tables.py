@@ -336,6 +336,7 @@ class LanceTable:
     def __init__(self, tables: LanceTables, name: str) -> None:
         self._tables = tables
         self.name = name
+        self._lancedb: Any = None  # LanceDB's handle, opened on first use (it reads the latest version itself)
 
     def dataset(self) -> Any:
         ds = self._tables.dataset(self.name)
@@ -404,7 +405,9 @@ class LanceTable:
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("_"):
             raise AttributeError(attr)
-        return getattr(self._tables.lancedb_table(self.name), attr)
+        if self._lancedb is None:
+            self._lancedb = self._tables.lancedb_table(self.name)
+        return getattr(self._lancedb, attr)
 
 
 class MergeInsert:
