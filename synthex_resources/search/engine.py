@@ -42,6 +42,7 @@ from synthex_resources.search.tokenize import tokenize
 from synthex_resources.search.types import SearchHit, SearchRequest, SearchResults
 from synthex_resources.store import filters
 from synthex_resources.store.filters import RecordFilter
+from synthex_resources.store.tables import BitmapIndex, FtsIndex
 
 __all__ = ["FTS_COLUMN", "SearchEngine", "SearchHit", "SearchResults", "top_with_ties"]
 
@@ -100,8 +101,6 @@ class SearchEngine:
         tokenizer, so queries are stemmed the same way) is a per-project choice: it lost on LongMemEval
         in the lethe notes and won on LoCoMo here (docs/benchmarks.md).
         """
-        from lancedb.index import FTS
-
         tbl = self.store.records_table()
         if tbl is None:
             return {"rows": 0, "fts_indexed": 0, "fts_unindexed": 0}
@@ -125,7 +124,7 @@ class SearchEngine:
             with_commit_retry(lambda: tbl.drop_index(f"{FTS_COLUMN}_idx"))
             current = None
         if current is None:
-            config = FTS(base_tokenizer="simple", lower_case=True, stem=stem, language="English",
+            config = FtsIndex(base_tokenizer="simple", lower_case=True, stem=stem, language="English",
                          remove_stop_words=False, ascii_folding=True, with_position=False)
             with_commit_retry(lambda: tbl.create_index(FTS_COLUMN, config=config, replace=True))
         elif optimize:
@@ -159,11 +158,9 @@ class SearchEngine:
         them Lance evaluates the filter by reading both columns of every row: at 1M records that took
         ~70-90 ms of a ~100 ms BM25 query here, against ~13 ms with them (docs/benchmarks.md). Few
         distinct values per column, so the bitmaps are small and cheap to build (0.4 s at 1M)."""
-        from lancedb.index import Bitmap
-
         for column in ("step", "branch"):
             if f"{column}_idx" not in names:
-                with_commit_retry(lambda column=column: tbl.create_index(column, config=Bitmap(), replace=True))
+                with_commit_retry(lambda column=column: tbl.create_index(column, config=BitmapIndex(), replace=True))
 
     # -- filters ----------------------------------------------------------------------------------
     @staticmethod

@@ -64,7 +64,8 @@ class Records:
                                  version=f.scope.version if f.scope is not None else None)
 
     def table(self, create: bool = False) -> Any | None:
-        """The lancedb table (search and index maintenance)."""
+        """The records table (``LanceTable``: writes and index maintenance through pylance, search through
+        lancedb's query builder)."""
         return self._tables.table(RECORDS, records_schema(self._embedder().dim) if create else None)
 
     # -- reads ----------------------------------------------------------------------------------

@@ -2,11 +2,15 @@
 layer: the typed parts (``records``, ``vectors``, ``runs``, ``llm_cache``, ``hook_cursors``) and the search
 internals use it; nothing above storage does.
 
-Reads and writes take different doors onto the same Lance datasets: filtered reads go through
-``pylance`` (the Lance format's own reader: 0.4 s to import, ~2 ms a read), writes, full-text and
-vector search through ``lancedb`` (3 s to import here, almost all of it its REST-namespace client).
-So a command that only reads (``get``, ``stats``, ``plan``, a run with nothing to do) never loads
-``lancedb``. Both open the latest version on every read, so the UI and the CLI see each other's writes.
+Reads and writes go through ``pylance`` (the Lance format's own library: 0.4 s to import, ~2 ms a
+read): filtered reads, and the write path (``LanceTable``: create, ``merge_insert``, delete, index
+builds and maintenance). ``lancedb`` (2.4 CPU-seconds more to import here, almost all of it its
+REST-namespace client) is opened only for what pylance has no door for: LanceDB's query builder
+(``tbl.search``: vector search off the in-memory path, FTS over an unindexed table, exact substring
+search) and whatever else a caller asks a ``LanceTable`` for. So a run, ``get``, ``stats``, ``plan``
+and a BM25 search never load ``lancedb`` (tests/test_demorun.py, test_clispeed.py). Both libraries
+write LanceDB's on-disk format (the same datasets, manifests and indexes) and open the latest version
+on every operation, so the UI and the CLI see each other's writes.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -161,19 +166,36 @@ class LanceTables:
         ds = self.dataset(name)
         return None if ds is None else ds.to_table(columns=columns, filter=where)
 
-    def table(self, name: str, create_schema: pa.Schema | None = None) -> Any | None:
+    def table(self, name: str, create_schema: pa.Schema | None = None) -> LanceTable | None:
+        """Table ``name``'s write door (``LanceTable``), creating the table with ``create_schema`` when it
+        does not exist (None when it does not and no schema is given)."""
         self.cipher  # noqa: B018 (refuses a store whose key is missing or wrong)
         with self.lock:
             if name in self._tables:
                 return self._tables[name]
-            try:
-                tbl = self.db.open_table(name)
-            except (FileNotFoundError, ValueError):
+            if self.dataset(name) is None:
                 if create_schema is None:
                     return None
-                tbl = with_commit_retry(lambda: self.db.create_table(name, schema=create_schema, exist_ok=True))
+                with_commit_retry(lambda: self._create(name, create_schema))
+            tbl = LanceTable(self, name)
             self._tables[name] = tbl
             return tbl
+
+    def _create(self, name: str, schema: pa.Schema) -> None:
+        """An empty dataset, as ``lancedb``'s ``create_table(..., exist_ok=True)`` writes one (same data
+        storage version, v2 manifest paths, no stable row ids); another process creating it first wins."""
+        import lance
+
+        try:
+            lance.write_dataset(schema.empty_table(), self.dataset_path(name), mode="create",
+                                storage_options=self.storage_options)
+        except (OSError, ValueError) as exc:
+            if self.dataset(name) is None or "exist" not in str(exc).lower():
+                raise
+
+    def lancedb_table(self, name: str) -> Any:
+        """Table ``name`` through ``lancedb`` (its query builder), imported and opened on first use."""
+        return self.db.open_table(name)
 
     def upsert_rows(self, name: str, schema: pa.Schema, rows: list[dict[str, Any]], key: str = "id") -> None:
         """Insert or replace rows of a small bookkeeping table (runs, stats, cache, hook deliveries) by
@@ -247,6 +269,175 @@ class LanceTables:
         holder = getattr(self._pin, "holder", None)
         if holder is not None:
             holder.version = None
+
+
+@dataclass(frozen=True)
+class FtsIndex:
+    """A full-text (inverted) index's tokenizer: LanceDB's ``lancedb.index.FTS`` fields and defaults, so an
+    index built here is the one ``tbl.create_index(column, config=FTS(...))`` built (same parameters in
+    the index's details, same search results)."""
+
+    with_position: bool = False
+    base_tokenizer: str = "simple"
+    language: str = "English"
+    max_token_length: int | None = 40
+    lower_case: bool = True
+    stem: bool = True
+    remove_stop_words: bool = True
+    ascii_folding: bool = True
+    ngram_min_length: int = 3
+    ngram_max_length: int = 3
+    prefix_only: bool = False
+    custom_stop_words: list[str] | None = field(default=None, hash=False)
+
+    def build(self, ds: Any, column: str, replace: bool) -> None:
+        params = asdict(self)
+        params["min_ngram_length"] = params.pop("ngram_min_length")
+        params["max_ngram_length"] = params.pop("ngram_max_length")
+        if params["custom_stop_words"] is None:
+            del params["custom_stop_words"]
+        ds.create_scalar_index(column, "INVERTED", name=f"{column}_idx", replace=replace, **params)
+
+
+@dataclass(frozen=True)
+class BitmapIndex:
+    """A bitmap index (``lancedb.index.Bitmap``): few distinct values per column."""
+
+    def build(self, ds: Any, column: str, replace: bool) -> None:
+        ds.create_scalar_index(column, "BITMAP", name=f"{column}_idx", replace=replace)
+
+
+@dataclass(frozen=True)
+class IndexInfo:
+    """One index of a table, in the figures LanceDB's ``list_indices`` gives (``index_details``: an FTS
+    index's tokenizer parameters, {} for others)."""
+
+    name: str
+    index_type: str
+    columns: list[str]
+    num_indexed_rows: int
+    size_bytes: int
+    index_details: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class IndexStats:
+    num_indexed_rows: int
+    num_unindexed_rows: int
+
+
+class LanceTable:
+    """One table of the store, written through pylance: what the store's write path and index maintenance
+    need, opening the latest version for every operation (another process's commit is seen at once, as
+    lancedb's ``read_consistency_interval=0`` did). Anything else (``search``, ``add``, ``stats``...) is
+    LanceDB's table's, opened on first use (``__getattr__``): the few callers of LanceDB's query builder
+    pay its import, writers do not."""
+
+    def __init__(self, tables: LanceTables, name: str) -> None:
+        self._tables = tables
+        self.name = name
+        self._lancedb: Any = None  # LanceDB's handle, opened on first use (it reads the latest version itself)
+
+    def dataset(self) -> Any:
+        ds = self._tables.dataset(self.name)
+        if ds is None:
+            raise StoreUnavailableError(f"{self._tables.dataset_path(self.name)}: the table is gone")
+        return ds
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.dataset().schema
+
+    @property
+    def version(self) -> int:
+        return self.dataset().version
+
+    def count_rows(self, filter: str | None = None) -> int:  # noqa: A002 (LanceDB's name)
+        return self.dataset().count_rows(filter)
+
+    def merge_insert(self, on: str | list[str]) -> MergeInsert:
+        return MergeInsert(self, on)
+
+    def delete(self, where: str) -> None:
+        self.dataset().delete(where)
+
+    # -- indexes -------------------------------------------------------------------------------------
+    def list_indices(self) -> list[IndexInfo]:
+        ds = self.dataset()
+        out = []
+        for d in ds.describe_indices():
+            kind = d.type_url.rsplit(".", 1)[-1].removesuffix("IndexDetails")
+            details: dict[str, Any] = {}
+            if kind == "Inverted":
+                kind = "FTS"
+                details = dict((ds.index_statistics(d.name).get("indices") or [{}])[0].get("params") or {})
+            out.append(IndexInfo(name=d.name, index_type=kind, columns=list(d.field_names),
+                                 num_indexed_rows=d.num_rows_indexed, size_bytes=d.total_size_bytes,
+                                 index_details=details))
+        return out
+
+    def index_stats(self, name: str) -> IndexStats | None:
+        ds = self.dataset()
+        if not any(d.name == name for d in ds.describe_indices()):
+            return None
+        stats = ds.index_statistics(name)
+        return IndexStats(num_indexed_rows=int(stats["num_indexed_rows"]),
+                          num_unindexed_rows=int(stats["num_unindexed_rows"]))
+
+    def create_scalar_index(self, column: str, index_type: str = "BTREE", replace: bool = True) -> None:
+        self.dataset().create_scalar_index(column, index_type, name=f"{column}_idx", replace=replace)
+
+    def create_index(self, column: str, config: FtsIndex | BitmapIndex, replace: bool = True) -> None:
+        config.build(self.dataset(), column, replace)
+
+    def drop_index(self, name: str) -> None:
+        self.dataset().drop_index(name)
+
+    def optimize(self) -> None:
+        """LanceDB's ``optimize()``: compact the fragments, drop versions older than 7 days (keeping
+        files a commit in flight may still use), fold new rows into the indexes."""
+        ds = self.dataset()
+        ds.optimize.compact_files()
+        ds = self.dataset()
+        ds.cleanup_old_versions(older_than=timedelta(days=7), delete_unverified=False)
+        self.dataset().optimize.optimize_indices()
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("_"):
+            raise AttributeError(attr)
+        if self._lancedb is None:
+            self._lancedb = self._tables.lancedb_table(self.name)
+        return getattr(self._lancedb, attr)
+
+
+class MergeInsert:
+    """LanceDB's ``merge_insert`` builder over pylance's: the same clauses and conditions (``target.``,
+    ``source.``), one commit per ``execute``, against the table's latest version at that moment."""
+
+    def __init__(self, table: LanceTable, on: str | list[str]) -> None:
+        self._table = table
+        self._on = on
+        self._clauses: list[Callable[[Any], Any]] = []
+
+    def when_matched_update_all(self, where: str | None = None) -> MergeInsert:
+        self._clauses.append(lambda b: b.when_matched_update_all(where))
+        return self
+
+    def when_not_matched_insert_all(self) -> MergeInsert:
+        self._clauses.append(lambda b: b.when_not_matched_insert_all())
+        return self
+
+    def when_not_matched_by_source_delete(self, condition: str | None = None) -> MergeInsert:
+        self._clauses.append(lambda b: b.when_not_matched_by_source_delete(condition))
+        return self
+
+    def execute(self, data: pa.Table, on_bad_vectors: str = "error") -> dict[str, Any]:
+        """``on_bad_vectors`` is accepted for LanceDB's signature: rows here are built against the table's
+        schema, a vector is a full one or null (LanceDB's "null" changes nothing else)."""
+        builder = self._table.dataset().merge_insert(self._on)
+        for clause in self._clauses:
+            builder = clause(builder)
+        return builder.execute(data)
 
 
 def _means_missing(exc: BaseException) -> bool:

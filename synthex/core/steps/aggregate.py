@@ -34,7 +34,6 @@ from synthex.core.steps.base import (
     WorkItem,
     call_prompt,
     callable_ref,
-    callable_source_hash,
     describe_record,
 )
 from synthex.core.steps.group_keys import KeyFunction, KeyGroup, keys_of, resolve_key_function
@@ -84,9 +83,9 @@ class AggregateStep(ModelStep):
     def _code_hashes(self) -> dict[str, str | None]:
         out = super()._code_hashes()
         if self.fn is not None:
-            out["fn"] = callable_source_hash(self.fn)
+            out["fn"] = self.source_hashes.of(self.fn)
         if self.key_fn is not None and not isinstance(self.by, str):
-            out["by"] = callable_source_hash(self.key_fn)  # editing the key function regroups
+            out["by"] = self.source_hashes.of(self.key_fn)  # editing the key function regroups
         return out
 
     def toml_config(self) -> dict[str, Any]:
@@ -153,7 +152,7 @@ class AggregateStep(ModelStep):
         if self.fn is not None:
             for item in items:
                 out.append(self.make_record(ctx, item, self._render(self.fn, item), self._metadata(item),
-                                            Audit.of_python(self.fn)))
+                                            Audit.of_python(self.fn, self.source_hashes)))
                 ctx.progress(1)
             return out, 0
         assert self.prompt is not None and ctx.completer is not None
@@ -161,7 +160,7 @@ class AggregateStep(ModelStep):
         completions = ctx.completer.complete_many(rendered, self.model, self.temperature)
         tokens = 0
         for item, text, completion in zip(items, rendered, completions, strict=True):
-            audit = Audit.of_completion(self.prompt, text, completion, self.temperature)
+            audit = Audit.of_completion(self.prompt, text, completion, self.temperature, self.source_hashes)
             out.append(self.make_record(ctx, item, completion.text, self._metadata(item), audit))
             tokens += completion.tokens_in + completion.tokens_out
             ctx.progress(1)

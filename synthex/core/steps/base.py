@@ -63,6 +63,31 @@ def callable_source_hash(fn: Callable[..., Any] | None) -> str | None:
     return hashlib.sha256(source.encode("utf-8")).hexdigest()[:32]
 
 
+class SourceHashes:
+    """``callable_source_hash`` of each callable computed once for this object's lifetime (a step's, so a
+    loaded definition's). ``inspect.getsource`` re-reads and re-tokenizes the function's module on every
+    call: the demo run asked ~1,700 times (each step's version per work item and per record, each audit),
+    about a CPU-second (docs/benchmarks.md, issue 24). Keyed by the function object: a reloaded module or a
+    step given another function makes a new key, so a shared or copied cache never answers for other code."""
+
+    def __init__(self) -> None:
+        self._by_callable: dict[Any, str | None] = {}
+        self.computed = 0  # how many hashes were actually computed (what the cache saved is visible in tests)
+
+    def of(self, fn: Callable[..., Any] | None) -> str | None:
+        if fn is None:
+            return None
+        try:
+            return self._by_callable[fn]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable callable object: hashed every time, as before
+            return callable_source_hash(fn)
+        self.computed += 1
+        digest = self._by_callable[fn] = callable_source_hash(fn)
+        return digest
+
+
 @dataclass(frozen=True)
 class Audit:
     """How a record was made: ``record.audit`` is ``Audit(...).to_dict()`` for every step kind.
@@ -95,11 +120,12 @@ class Audit:
 
     @classmethod
     def of_completion(cls, prompt_fn: Callable[..., Any] | None, rendered: str, completion: Completion,
-                      temperature: float) -> Audit:
-        """A record made by a model call: ``rendered`` is the prompt text that was sent."""
+                      temperature: float, hashes: SourceHashes | None = None) -> Audit:
+        """A record made by a model call: ``rendered`` is the prompt text that was sent. ``hashes``: the
+        step's ``source_hashes`` (the prompt's source hashed once, not once per record)."""
         return cls(
             model=completion.model,
-            prompt_template_hash=callable_source_hash(prompt_fn) or "",
+            prompt_template_hash=(hashes or SourceHashes()).of(prompt_fn) or "",
             prompt_function=callable_ref(prompt_fn) or "",
             rendered_prompt_hash=hashlib.sha256(rendered.encode("utf-8")).hexdigest(),
             temperature=temperature,
@@ -110,9 +136,9 @@ class Audit:
         )
 
     @classmethod
-    def of_python(cls, fn: Callable[..., Any]) -> Audit:
+    def of_python(cls, fn: Callable[..., Any], hashes: SourceHashes | None = None) -> Audit:
         """A record made by a plain Python function: no model, nothing to replay."""
-        return cls(model=f"python:{callable_ref(fn)}", prompt_template_hash=callable_source_hash(fn) or "",
+        return cls(model=f"python:{callable_ref(fn)}", prompt_template_hash=(hashes or SourceHashes()).of(fn) or "",
                    prompt_function=callable_ref(fn) or "")
 
 
@@ -164,6 +190,9 @@ class Step:
     # Period P reads the step's own output of the period before P (a fold's state): periods run one at a
     # time in order, none may be skipped, and a dirty period makes every later one dirty.
     sequential_periods: ClassVar[bool] = False
+    # The source hashes of the step's functions, each computed once while the step lives (version_hash
+    # is asked per work item and per record). Not configuration: not in __init__, repr or equality.
+    source_hashes: SourceHashes = field(default_factory=SourceHashes, init=False, repr=False, compare=False)
 
     # -- construction ---------------------------------------------------------------------------
     @classmethod
@@ -172,9 +201,10 @@ class Step:
         """A step of this kind from keyword arguments (``pipeline.step(kind, name, ...)``, a TOML entry):
         ``from_`` (a step name or several), ``pii`` and the kind's own fields. ``base_dir`` is the project
         folder, for kinds that read files (ignored here)."""
-        from synthex.core.steps.privacy import check_pii_mode
+        if pii is not None:  # the PII detectors (their patterns compiled at import) only for steps that use them
+            from synthex.core.steps.privacy import check_pii_mode
 
-        check_pii_mode(name, pii)
+            check_pii_mode(name, pii)
         own = [f.name for f in fields(cls) if f.init and f.name not in ("name", "from_", "pii")]
         unknown = sorted(set(config) - set(own))
         if unknown:
@@ -306,7 +336,7 @@ class ModelStep(Step):
         return True
 
     def _code_hashes(self) -> dict[str, str | None]:
-        return {"prompt": callable_source_hash(self.prompt)}
+        return {"prompt": self.source_hashes.of(self.prompt)}
 
     def require_prompt(self) -> None:
         if self.prompt is None:

@@ -33,7 +33,6 @@ from synthex.core.steps.base import (
     WorkItem,
     call_prompt,
     callable_ref,
-    callable_source_hash,
     describe_record,
 )
 from synthex.core.steps.fold_state import StateBound, state_bound, window_records
@@ -68,7 +67,7 @@ class FoldStep(ModelStep):
         return out
 
     def _code_hashes(self) -> dict[str, str | None]:
-        return super()._code_hashes() | ({"fn": callable_source_hash(self.fn)} if self.fn is not None else {})
+        return super()._code_hashes() | ({"fn": self.source_hashes.of(self.fn)} if self.fn is not None else {})
 
     def toml_config(self) -> dict[str, Any]:
         return super().toml_config() | ({"state": self.state.to_dict()} if isinstance(self.state, StateBound) else {})
@@ -123,10 +122,11 @@ class FoldStep(ModelStep):
             else:
                 sources = [r.id for r in item.inputs] + ([previous.id] if previous else [])
             if calls.last is not None:
-                audit = Audit.of_completion(calls.last_fn, calls.last_prompt, calls.last, self.temperature)
+                audit = Audit.of_completion(calls.last_fn, calls.last_prompt, calls.last, self.temperature,
+                                            self.source_hashes)
             else:
                 assert self.fn is not None
-                audit = Audit.of_python(self.fn)
+                audit = Audit.of_python(self.fn, self.source_hashes)
             out.append(self.make_record(ctx, item, state, meta, audit, sources=sources))
             ctx.progress(1)
         return out, tokens

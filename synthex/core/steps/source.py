@@ -49,13 +49,14 @@ class SourceStep(Step):
               source_kind: str | None = None, **args: Any) -> Self:
         """``pipeline.source(name, ...)``: the kind named ``source_kind``, else the one whose keyword is
         given (``file=``, ``folder=``...), checks its arguments (None is not given)."""
-        from synthex.core.steps.privacy import check_pii_mode
-
         if from_:
             raise PipelineDefinitionError(f"source {name!r}: a source reads no steps (from_=)")
         given = {k: v for k, v in args.items() if v is not None}
         origin_kind, chosen, given = resolve_source_kind(name, given, source_kind)
-        check_pii_mode(name, pii)
+        if pii is not None:  # the PII detectors only for sources that use them
+            from synthex.core.steps.privacy import check_pii_mode
+
+            check_pii_mode(name, pii)
         return cls(name=name, base_dir=base_dir, pii=pii, origin_kind=origin_kind, **chosen.fields(name, given))
 
     def use_limits(self, limits: Limits) -> None:

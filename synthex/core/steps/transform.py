@@ -18,7 +18,6 @@ from synthex.core.steps.base import (
     WorkItem,
     call_prompt,
     callable_ref,
-    callable_source_hash,
     describe_record,
 )
 
@@ -41,7 +40,7 @@ class TransformStep(ModelStep):
         return super().config() | {"fn": callable_ref(self.fn)}
 
     def _code_hashes(self) -> dict[str, str | None]:
-        return super()._code_hashes() | {"fn": callable_source_hash(self.fn)}
+        return super()._code_hashes() | {"fn": self.source_hashes.of(self.fn)}
 
     def work(self, ctx: StepContext) -> list[WorkItem]:
         inputs = ctx.upstream(self.from_[0])
@@ -56,7 +55,8 @@ class TransformStep(ModelStep):
             out = []
             for item in items:
                 content = call_prompt(self, self.fn, (item.inputs[0],), describe_record(item.inputs[0]))
-                out.append(self.make_record(ctx, item, content, self._metadata(item.inputs[0]), Audit.of_python(self.fn)))
+                out.append(self.make_record(ctx, item, content, self._metadata(item.inputs[0]),
+                                            Audit.of_python(self.fn, self.source_hashes)))
                 ctx.progress(1)
             return out, 0
         assert self.prompt is not None and ctx.completer is not None
@@ -64,7 +64,7 @@ class TransformStep(ModelStep):
         completions = ctx.completer.complete_many(rendered, self.model, self.temperature)
         out, tokens = [], 0
         for item, prompt_text, completion in zip(items, rendered, completions, strict=True):
-            audit = Audit.of_completion(self.prompt, prompt_text, completion, self.temperature)
+            audit = Audit.of_completion(self.prompt, prompt_text, completion, self.temperature, self.source_hashes)
             out.append(self.make_record(ctx, item, completion.text, self._metadata(item.inputs[0]), audit))
             tokens += completion.tokens_in + completion.tokens_out
             ctx.progress(1)
