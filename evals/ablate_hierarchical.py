@@ -29,7 +29,7 @@ from evals.locomo_eval import add_question, ingest_conversation
 from evals.scoring import Tally
 from synthex_resources.embedder import EmbedderConfig
 from synthex_resources.search import SearchEngine
-from synthex_resources.search.builtin_strategies import CONVERSATIONAL, HIERARCHICAL
+from synthex_resources.search.builtin_strategies import CONVERSATIONAL, HIERARCHICAL, HIERARCHICAL_SPEAKER
 from synthex_resources.search.strategies import SearchStrategy
 
 ARCHITECTURE = "hierarchical-conversational"
@@ -49,6 +49,9 @@ VARIANTS: dict[str, Variant] = {
     "kept, altitude weight 0.5": Variant(HIERARCHICAL.with_(altitude_weight=0.5), TURNS + ALTITUDES),
     "kept, + key match 1.0": Variant(HIERARCHICAL.with_(key_weight=1.0), TURNS + ALTITUDES),
     "aggregates in leaf-sum (no drill-down fusion)": Variant(CONVERSATIONAL, TURNS + ALTITUDES),
+    # Multi-hop (issue 22): the named speaker's turns x (1 + w); w = 0.15 chosen on dev7 conversations 1-4.
+    **{f"kept, + named speaker x {1 + w:g}{' (hierarchical-speaker)' if w == 0.15 else ''}":
+       Variant(HIERARCHICAL_SPEAKER.with_(speaker_weight=w), TURNS + ALTITUDES) for w in (0.05, 0.15, 0.25)},
 }
 
 

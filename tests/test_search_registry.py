@@ -31,6 +31,7 @@ from synthex_resources.search.builtin_strategies import (
     CONVERSATIONAL,
     DENSE,
     HIERARCHICAL,
+    HIERARCHICAL_SPEAKER,
     HYBRID,
     HYBRID_EQUAL,
 )
@@ -45,7 +46,7 @@ from synthex_resources.search.strategies import (
 )
 from synthex_resources.search.types import Decompose, Diversify, Fusion, SearchProblem, SearchWarning
 
-BUILTIN = ["bm25", "dense", "hybrid", "hybrid-equal", "conversational", "hierarchical"]
+BUILTIN = ["bm25", "dense", "hybrid", "hybrid-equal", "conversational", "hierarchical", "hierarchical-speaker"]
 QUERY = "postgres migrations for the billing service"
 
 TOY = '''
@@ -114,7 +115,8 @@ def raw_project(tmp_path_factory) -> Path:
 def test_the_builtins_are_registered_with_todays_parameters():
     registry = load_search_strategies()
     assert registry.names()[: len(BUILTIN)] == BUILTIN
-    assert [registry.get(n) for n in BUILTIN] == [BM25, DENSE, HYBRID, HYBRID_EQUAL, CONVERSATIONAL, HIERARCHICAL]
+    assert [registry.get(n) for n in BUILTIN] == [BM25, DENSE, HYBRID, HYBRID_EQUAL, CONVERSATIONAL, HIERARCHICAL,
+                                                   HIERARCHICAL_SPEAKER]
     assert isinstance(BM25, LexicalOnly) and BM25.parameters() == {"dedup_cosine": None, "lexical_pool": 50}
     assert isinstance(DENSE, DenseOnly) and DENSE.parameters() == {"dedup_cosine": None, "dense_pool": 50}
     assert isinstance(HYBRID, RRFHybrid) and HYBRID.parameters() == {

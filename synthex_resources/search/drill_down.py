@@ -17,7 +17,13 @@ session, entity or topic; a monthly reflection). Then:
 4. fusion: ``turn score x (1 + altitude_weight x altitude score)``. Multiplicative on purpose: an
    aggregate lifts its members that the question also matches, so evidence that is spread over sessions
    but gathered in one aggregate (everything one speaker said about camping) rises together; it does
-   not bring in members that match nothing (a speaker's aggregate holds half the conversation).
+   not bring in members that match nothing (a speaker's aggregate holds half the conversation);
+5. named speaker (``speaker_weight``, off in ``hierarchical``, on in ``hierarchical-speaker``): when the
+   question names exactly one speaker (the key of one speaker aggregate, ``group.by == "speaker"``), that
+   speaker's turns take ``x (1 + speaker_weight)``. Multi-hop evidence is mostly one speaker's turns over
+   several sessions (157 of dev7's 192 multi-hop questions), and the turn leg drops the speakers' names
+   from the query, so without it the other speaker's matching turns take the slots. It costs on LoCoMo's
+   adversarial questions, which name the speaker who did not say it (docs/benchmarks.md).
 
 Leaves with no text never rank (their zero vector, store/vectors.py). Without altitude steps the
 strategy is its turn leg.
@@ -48,6 +54,7 @@ class DrillDownOptions(Protocol):
     altitude_lexical_pool: int
     altitude_dense_weight: float
     key_weight: float
+    speaker_weight: float
 
 
 def split_steps(engine: SearchBackend, steps: list[str], reads: BranchScope,
@@ -72,15 +79,25 @@ def _normalized(scores: dict[str, float]) -> dict[str, float]:
 
 
 class _KeyCache:
-    """Each altitude record's key tokens (``group.key`` of a key aggregate), per (table version, scope)."""
+    """Each altitude record's key tokens and key function (``group.key``, ``group.by`` of a key
+    aggregate), per (table version, scope)."""
 
     def __init__(self) -> None:
-        self.keys: dict[tuple[int, str], dict[str, frozenset[str]]] = {}
+        self.keys: dict[tuple[int, str], dict[str, tuple[frozenset[str], str]]] = {}
         self.lock = threading.Lock()
 
 
 def key_tokens(engine: SearchBackend, where: str) -> dict[str, frozenset[str]]:
     """Record id -> the tokens of its key, for the records of ``where`` that have one."""
+    return {rid: tokens for rid, (tokens, _by) in _keys(engine, where).items()}
+
+
+def keys_by(engine: SearchBackend, where: str, by: str) -> dict[str, frozenset[str]]:
+    """``key_tokens`` of the records of ``where`` made by the key function named ``by`` ("speaker")."""
+    return {rid: tokens for rid, (tokens, made_by) in _keys(engine, where).items() if made_by == by}
+
+
+def _keys(engine: SearchBackend, where: str) -> dict[str, tuple[frozenset[str], str]]:
     tbl = engine.store.records_table()
     version = engine.store.records_version(tbl) if tbl is not None else -1
     cache: _KeyCache = engine.store.derived("drill_down_keys", _KeyCache)
@@ -92,10 +109,11 @@ def key_tokens(engine: SearchBackend, where: str) -> dict[str, frozenset[str]]:
             rows = ds.to_table(columns=["id", "metadata"], filter=where).to_pylist() if ds is not None else []
             found = {}
             for row in rows:
-                key = (json.loads(row["metadata"] or "{}").get("group") or {}).get("key")
+                group = json.loads(row["metadata"] or "{}").get("group") or {}
+                key = group.get("key")
                 tokens = frozenset(tokenize(str(key))) if key else frozenset()
                 if tokens:
-                    found[row["id"]] = tokens
+                    found[row["id"]] = (tokens, str(group.get("by") or ""))
             cache.keys[(version, where)] = found
         return cache.keys[(version, where)]
 
@@ -125,6 +143,25 @@ def altitude_scores(engine: SearchBackend, query: str, step: str, reads: BranchS
     return _normalized(scores)
 
 
+def named_speaker(engine: SearchBackend, query: str, altitude: list[str], reads: BranchScope,
+                  periods: list[str] | None, index_of: dict[str, int], n: int) -> np.ndarray:
+    """Step 5: 1 for the leaves of the one speaker aggregate whose key the question names, else 0 (all 0
+    when it names none, or several: "What do Ann and Bob both like?" favours neither)."""
+    asked = set(tokenize(query))
+    named = [(step, rid) for step in altitude
+             for rid, tokens in keys_by(engine, engine.where([step], reads, periods), "speaker").items()
+             if tokens <= asked]
+    mask = np.zeros(n)
+    if len(named) == 1:
+        step, rid = named[0]
+        step_scope = scope_for(engine, engine.where([step], reads, periods))
+        for pos in step_scope.leaves_of.get(rid, ()):
+            leaf = index_of.get(step_scope.leaf_ids[pos])
+            if leaf is not None:
+                mask[leaf] = 1.0
+    return mask
+
+
 def drill_down_search(engine: SearchBackend, request: SearchRequest, config: DrillDownOptions) -> SearchResults:
     reads, periods = request.scope, request.periods
     turn_level, altitude = split_steps(engine, list(request.steps or []), reads, periods)
@@ -150,4 +187,7 @@ def drill_down_search(engine: SearchBackend, request: SearchRequest, config: Dri
                         best[leaf] = score
             lift += best
         total = total * (1.0 + config.altitude_weight * lift)
+    if altitude and config.speaker_weight:
+        total = total * (1.0 + config.speaker_weight * named_speaker(engine, request.query, altitude, reads, periods,
+                                                                     scope.index_of, len(scope.leaf_ids)))
     return ranked_leaves(engine, scope, total, request.query, reads, request.k, config.turns)

@@ -323,6 +323,8 @@ class DrillDown(SearchStrategy):
     altitude_dense_weight: float = param(1.0, low=0.0, doc="weight of the aggregates' cosine against BM25")
     key_weight: float = param(0.0, low=0.0, doc="score of an aggregate whose key the question names (off: "
                                                 "it lifted the wrong speaker on LoCoMo's adversarial questions)")
+    speaker_weight: float = param(0.0, low=0.0, doc="x (1 + this) for the turns of the one speaker the question "
+                                                    "names (a speaker aggregate's key; off: none or several named)")
 
     def search(self, engine: SearchBackend, request: SearchRequest) -> SearchResults:
         if request.metadata:
