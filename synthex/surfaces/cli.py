@@ -638,6 +638,8 @@ def search(query: str, steps: tuple[str, ...], exact: bool, k: int, mode: str | 
     for i, h in enumerate(hits, 1):
         text = h.content.replace("\n", " ")
         click.echo(f"{i:>2}. {h.score:8.4f}  {h.step:<14.14} {h.id[:8]}  {h.period:<7}  {text[:100]}")
+        if h.via:  # a leaf the search drilled down to: the records (altitudes) it was reached through
+            click.echo(f"{'':>14}via  " + ", ".join(f"{v.step} {v.id[:8]}" for v in h.via))
 
 
 @main.command()
