@@ -81,8 +81,8 @@ class _KeyCache:
 
 def key_tokens(engine: SearchBackend, where: str) -> dict[str, frozenset[str]]:
     """Record id -> the tokens of its key, for the records of ``where`` that have one."""
-    tbl = engine.store.records_table()
-    version = engine.store.records_version(tbl) if tbl is not None else -1
+    read = engine.store.records_read_version()  # without importing lancedb: `synthex search` stays light
+    version = read if read is not None else -1
     cache: _KeyCache = engine.store.derived("drill_down_keys", _KeyCache)
     with cache.lock:
         if (version, where) not in cache.keys:
