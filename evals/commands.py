@@ -87,7 +87,7 @@ def benchmark_command(benchmark_cls: type[Benchmark]) -> click.Command:
           for option in benchmark_cls.options),
         click.option("--limit", type=int, default=None, help=f"Only the first N {benchmark_cls.unit}."),
         click.option("--compare", default=None,
-                     help=f"Comma-separated architectures: {', '.join(BUILTIN)}"
+                     help=f"Comma-separated architectures: {', '.join(_builtin_names(benchmark_cls.name, BUILTIN))}"
                           + (f", a peer ({', '.join(benchmark_cls.peers)})" if benchmark_cls.peers else "")
                           + ", or a branch of this project's pipeline (default: main)."),
         click.option("-k", "k", default=10, show_default=True),
@@ -144,6 +144,14 @@ def eval_report(benchmark: str | None, branch: str | None, chart_file: str | Non
         click.echo(f"\nchart {png}")
 
 
+def _builtin_names(benchmark: str, builtin: tuple[str, ...]) -> list[str]:
+    """The built-in architectures as --help lists them, the benchmark's best LLM-free one marked."""
+    from evals.report import BEST_LLM_FREE
+
+    best = BEST_LLM_FREE.get(benchmark)
+    return [f"{name} (the best LLM-free)" if name == best else name for name in builtin]
+
+
 def _log(msg: str) -> None:
     click.echo(msg, err=True)
 
@@ -168,7 +176,7 @@ def _architectures(compare: str | None, project: str) -> tuple[list, Path]:
 
 def _finish(results: list[dict], eval_dir: Path, compare: str | None, as_json: bool, run_id: str | None) -> None:
     """Per-question rows to the eval_results DuckDB table, the means to a JSON file, then the output."""
-    from evals.report import category_table, chart, record_results, table
+    from evals.report import category_table, chart, comparison_notes, record_results, table
     from evals.scorecard import Scorecard, scorecard_table
 
     recorded = record_results(results, eval_dir, run_id)
@@ -182,8 +190,10 @@ def _finish(results: list[dict], eval_dir: Path, compare: str | None, as_json: b
     if as_json:
         emit_json(results[0] if len(results) == 1 else {"results": results, "chart": str(png) if png else None})
         return
+    notes = comparison_notes(results)  # the best compared, and the best LLM-free built-in (in it or not)
     click.echo(f"Turn level\n{table(results, 'turn')}\n\nSession level\n{table(results, 'session')}\n\n"
-               f"recall_any@10 by category\n{category_table(results)}{cards}\n\nsaved {saved}"
+               f"recall_any@10 by category\n{category_table(results)}{cards}"
+               + (f"\n\n{notes}" if notes else "") + f"\n\nsaved {saved}"
                + (f"\nchart {png}" if png else "")
                + f"\n{n_rows} per-question rows in {database} (eval run {eval_run_id}): "
                  f"synthex sql \"select category, avg(recall_at_10) from eval_results "

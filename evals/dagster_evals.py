@@ -83,7 +83,9 @@ class EvalConfig(Config):
     data: str | None = None  # None: the declaration's data file (relative to the project folder)
     limit: int | None = None
     k: int = 10
-    search_mode: str = "hybrid"  # a search strategy of the registry (`synthex search --help` lists them)
+    # A search strategy of the registry (`synthex search --help` lists them); None: the project's search output's
+    # mode= (else hybrid), as `synthex eval <benchmark>` and every search door use.
+    search_mode: str | None = None
     options: dict[str, str] = {}  # the benchmark's own options (LongMemEval: {"protocol": "any"})
     # metric name ("turn/recall_any@10", "session/ndcg_any@10", ...) -> minimum value; None: the declaration's
     thresholds: dict[str, float] | None = None
@@ -185,7 +187,7 @@ def eval_asset(pipeline: PipelineDefinition, benchmark_cls: type[Benchmark], dec
             eval_metric_name(m, f"{name} run config"): float(t) for m, t in config.thresholds.items()}
         work = pipeline.data_dir / "evals" / "work" / benchmark.name
         arch = project_architecture(pipeline.project_dir, branch)
-        arch.mode = config.search_mode
+        arch.mode = config.search_mode or arch.mode
         [result] = evaluate(benchmark, data, [arch], work, limit=config.limit, k=config.k, log=context.log.info,
                             embedding_cache=pipeline.data_dir / "evals" / EMBEDDING_CACHE)
         if eval_results_duckdb.database != ":memory:":

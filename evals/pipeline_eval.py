@@ -58,7 +58,8 @@ def definition_architecture(definition: PipelineDefinition) -> Architecture:
     instead; the same workspace ("project"), so the same records serve both doors."""
     return Architecture(name=definition.branch_name,
                         build=lambda data, root, fmt: workspace_definition(definition, data, root, fmt),
-                        mode="hybrid", branch=definition.branch_name, workspace="project")
+                        mode=definition.search_mode(),  # as the project searches: its search output's mode=
+                        branch=definition.branch_name, workspace="project")
 
 
 def protocol(benchmark: Any, arch: Architecture, k: int) -> dict[str, str]:

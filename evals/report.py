@@ -219,22 +219,72 @@ def save(results: list[dict[str, Any]], eval_dir: Path, stamp: str | None = None
     return path
 
 
+# The best LLM-free built-in architecture (evals/architectures.py BUILTIN) per benchmark, by turn
+# recall_any/all@10 on the data docs/benchmarks.md measures it on. A comparison names it, so that
+# `--compare conversational` (long the best) still points at the best LLM-free architecture: on LoCoMo dev7
+# hierarchical-conversational 0.8714 / 0.7807 against conversational 0.8587 / 0.7680 (issue 22).
+BEST_LLM_FREE: dict[str, str] = {"locomo": "hierarchical-conversational"}
+
+
+def _best_marked(values: list[float], fmt: str) -> list[str]:
+    """Each value formatted; the best of a column (ties too) in bold when there are rows it beats."""
+    cells = [format(v, fmt) for v in values]
+    if len(set(cells)) < 2:  # one row, or all equal as printed: nothing to mark
+        return cells
+    top = max(cells, key=float)  # compared as printed, so a tie at the printed precision is a tie
+    return [f"**{c}**" if c == top else c for c in cells]
+
+
+def _columns(values: list[list[float]], fmt: str) -> list[list[str]]:
+    """Rows of values -> rows of cells, each column's best marked."""
+    columns = [_best_marked(list(col), fmt) for col in zip(*values, strict=True)] if values else []
+    return [list(row) for row in zip(*columns, strict=True)] if columns else [[] for _ in values]
+
+
 def table(results: list[dict[str, Any]], level: str = "turn") -> str:
+    """Markdown rows per architecture; with several, each column's best in bold."""
     head = "| architecture | n | " + " | ".join(HEADLINE) + " |"
     rows = [head, "|" + "---|" * (len(HEADLINE) + 2)]
-    for r in results:
-        m = r["metrics"][level]
-        rows.append(f"| {r['architecture']} | {r['n_questions']} | " + " | ".join(f"{m.get(h, 0):.4f}" for h in HEADLINE) + " |")
+    cells = _columns([[r["metrics"][level].get(h, 0) for h in HEADLINE] for r in results], ".4f")
+    for r, row in zip(results, cells, strict=True):
+        rows.append(f"| {r['architecture']} | {r['n_questions']} | " + " | ".join(row) + " |")
     return "\n".join(rows)
 
 
 def category_table(results: list[dict[str, Any]], metric: str = "recall_any@10") -> str:
+    """``metric`` per category and architecture; with several, each category's best in bold."""
     cats = sorted({c for r in results for c in r["by_category"]})
     rows = ["| architecture | " + " | ".join(f"{c} (n={results[0]['by_category'].get(c, {}).get('n', 0)})" for c in cats) + " |",
             "|" + "---|" * (len(cats) + 1)]
-    for r in results:
-        rows.append(f"| {r['architecture']} | " + " | ".join(f"{r['by_category'].get(c, {}).get(metric, 0):.3f}" for c in cats) + " |")
+    cells = _columns([[r["by_category"].get(c, {}).get(metric, 0) for c in cats] for r in results], ".3f")
+    for r, row in zip(results, cells, strict=True):
+        rows.append(f"| {r['architecture']} | " + " | ".join(row) + " |")
     return "\n".join(rows)
+
+
+def best_of(results: list[dict[str, Any]], metric: str, level: str = "turn") -> dict[str, Any] | None:
+    """The result with the highest ``metric`` at ``level`` (the first of equals, in the order compared)."""
+    scored = [r for r in results if metric in r["metrics"].get(level, {})]
+    return max(scored, key=lambda r: r["metrics"][level][metric], default=None)
+
+
+def comparison_notes(results: list[dict[str, Any]]) -> str:
+    """Which compared architecture is best (turn recall_any@10 and recall_all@10), and, for a benchmark
+    with a named best LLM-free built-in (``BEST_LLM_FREE``), that one: in the comparison or not."""
+    lines = []
+    if len(results) > 1:
+        picks = [(m, best_of(results, m)) for m in ("recall_any@10", "recall_all@10")]
+        lines.append("best here: " + "; ".join(f"turn {m} {r['architecture']} {r['metrics']['turn'][m]:.4f}"
+                                              for m, r in picks if r is not None))
+    for bench in sorted({r["benchmark"] for r in results}):
+        best = BEST_LLM_FREE.get(bench)
+        if best is None:
+            continue
+        compared = [r["architecture"] for r in results if r["benchmark"] == bench]
+        where = ("in this comparison" if best in compared
+                 else f"not in this comparison; add it: --compare {','.join([*compared, best])}")
+        lines.append(f"best LLM-free built-in on {bench} (docs/benchmarks.md): {best}, {where}")
+    return "\n".join(lines)
 
 
 def chart(results: list[dict[str, Any]], path: Path, level: str = "turn") -> Path:
@@ -290,6 +340,9 @@ def results_report(results: list[dict[str, Any]], database: Path) -> str:
         parts.append(f"\n## {bench}\n\n| result | eval run | evaluated at (UTC) | data |\n|---|---|---|---|\n{runs}\n\n"
                      f"Turn level:\n\n{table(rows, 'turn')}\n\nSession level:\n\n{table(rows, 'session')}\n\n"
                      f"Turn recall_any@10 by category:\n\n{category_table(rows)}")
+        notes = comparison_notes(rows)
+        if notes:
+            parts.append("\n" + notes)
         carded = [(r["architecture"], Scorecard.from_dict(r["scorecard"])) for r in rows if r.get("scorecard")]
         if carded:
             protocols: dict[str, str] = {}

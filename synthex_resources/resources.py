@@ -65,7 +65,9 @@ class SearchResource(ConfigurableResource):
     """
 
     project_dir: str
-    mode: str = "hybrid"  # a name of the search strategies' registry, as ``synthex search --mode``
+    # A name of the search strategies' registry, as ``synthex search --mode``; None: the pipeline's search
+    # output's ``mode=``, else hybrid (what every other door uses when none is named).
+    mode: str | None = None
     k: int = 10
     _store: RecordStore | None = PrivateAttr(default=None)
     _pipeline: PipelineDefinition | None = PrivateAttr(default=None)

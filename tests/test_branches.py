@@ -80,7 +80,7 @@ def test_a_branch_reads_its_parent_and_recomputes_only_what_it_changes(ran):
     assert ours and all(r.content.startswith("In short: ") for r in ours)
     assert not {r.id for r in ours} & {r.id for r in main.records("summaries")}
     assert main.run(branch="better-summaries").steps == []  # a no-change run computes nothing
-    hits = main.search("conversation", step="summaries", branch="better-summaries", k=3)
+    hits = main.search("conversation", step="summaries", branch="better-summaries", k=3, mode="hybrid")
     assert hits and {h.id for h in hits} <= {r.id for r in ours}
     # A lookup with a branch returns the row that branch reads.
     assert main.get(ours[0].id, branch="better-summaries").branch == "better-summaries"

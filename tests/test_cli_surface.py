@@ -47,15 +47,15 @@ def test_runs_shows_one_runs_steps_by_unique_prefix(ran):
 
 def test_search_filters_by_period_and_metadata_with_a_header(ran):
     proj, _ = ran
-    every = json.loads(cli("search", "the", "--step", "summaries", "-k", "50", "--json",
+    every = json.loads(cli("search", "the", "--step", "summaries", "-k", "50", "--mode", "hybrid", "--json",
                                "--project", str(proj)).stdout)["hits"]
     period = every[0]["period"]
-    in_period = json.loads(cli("search", "the", "--step", "summaries", "-k", "50", "--period", period, "--json",
+    in_period = json.loads(cli("search", "the", "--step", "summaries", "-k", "50", "--period", period, "--mode", "hybrid", "--json",
                                    "--project", str(proj)).stdout)["hits"]
     assert in_period and {h["period"] for h in in_period} == {period} and len(in_period) < len(every)
     conv = every[0]["metadata"]["chat"]["conversation_id"]
     one = json.loads(cli("search", "the", "--step", "summaries", "--metadata", f"chat.conversation_id={conv}",
-                             "--json", "--project", str(proj)).stdout)["hits"]
+                             "--mode", "hybrid", "--json", "--project", str(proj)).stdout)["hits"]
     assert [h["metadata"]["chat"]["conversation_id"] for h in one] == [conv]
     table = cli("search", "the", "--project", str(proj)).stdout.splitlines()
     assert table[0].split() == ["#", "score", "step", "id", "period", "content"]

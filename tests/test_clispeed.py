@@ -21,10 +21,12 @@ from click.testing import CliRunner
 from synthex.surfaces.cli import main
 
 seen = {}
-for args in (["stats", "--json"], ["get", sys.argv[1], "--json"], ["search", "rust", "--mode", "bm25", "--json"]):
+for name, args in (("stats", ["stats", "--json"]), ("get", ["get", sys.argv[1], "--json"]),
+                   ("search", ["search", "rust", "--mode", "bm25", "--json"]),
+                   ("default search", ["search", "rust", "--json"])):  # the template's mode=: the drill-down
     result = CliRunner().invoke(main, args, catch_exceptions=False)
     assert result.exit_code == 0, (args, result.output)
-    seen[args[0]] = {"output": result.stdout, "lancedb": "lancedb" in sys.modules, "dagster": "dagster" in sys.modules}
+    seen[name] = {"output": result.stdout, "lancedb": "lancedb" in sys.modules, "dagster": "dagster" in sys.modules}
 print(json.dumps(seen))
 """
 
@@ -34,6 +36,7 @@ def test_commands_that_only_read_import_neither_lancedb_nor_dagster(ran_project)
     try:
         record = pipe.records("summaries")[0].id
         expected = [h.id for h in pipe.search("rust", mode="bm25")]
+        drilled = [h.id for h in pipe.search("rust")]
     finally:
         pipe.close()
     proc = subprocess.run([sys.executable, "-c", READ_COMMANDS, record], cwd=ran_project.root, capture_output=True,
@@ -41,10 +44,11 @@ def test_commands_that_only_read_import_neither_lancedb_nor_dagster(ran_project)
     assert proc.returncode == 0, proc.stderr
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     assert {cmd: (s["lancedb"], s["dagster"]) for cmd, s in seen.items()} == {
-        "stats": (False, False), "get": (False, False), "search": (False, False)}
+        "stats": (False, False), "get": (False, False), "search": (False, False), "default search": (False, False)}
     # ... and they answered: the record asked for, and BM25's hits in the Python API's order.
     assert json.loads(seen["get"]["output"])["id"] == record
     assert expected and [h["id"] for h in json.loads(seen["search"]["output"])["hits"]] == expected
+    assert [h["id"] for h in json.loads(seen["default search"]["output"])["hits"]] == drilled
 
 
 def test_a_run_writes_a_bounded_number_of_dagster_events_readable_by_dagsters_own_storage(ran_project):

@@ -143,7 +143,8 @@ def test_eval_asset_writes_through_its_duckdb_resource(evaluated, tmp_path):
     assert default_run.success
     rows = sql(project, f"select architecture, branch, mode, count(*) as n from eval_results "
                         f"where eval_run_id = '{default_run.run_id}' group by all")
-    assert rows == [{"architecture": "main", "branch": "main", "mode": "hybrid", "n": 6}]
+    # searched as the project searches: the default template's mode= (the eval asset's search_mode unset)
+    assert rows == [{"architecture": "main", "branch": "main", "mode": "hierarchical", "n": 6}]
 
     # A DuckDBResource pointed elsewhere: the rows land there, keyed by the Dagster run id.
     database = tmp_path / "results" / "dagster.duckdb"

@@ -77,7 +77,7 @@ def test_leaf_cache_drills_down_to_the_same_leaves_as_the_store_in_the_same_orde
         for rec in derived + derived:  # the second pass answers from what the first read
             expected = [leaf.id for leaf in rec.leaves()]
             assert expected and [leaf.id for leaf in cache.leaves(rec)] == expected
-        hits = pipe.search("python", k=5)
+        hits = pipe.search("python", k=5, mode="hybrid")  # hits of summaries and monthly, drilled down here
         assert hits and all([h.id for h in cache.leaves(hit)] == [h.id for h in (hit.leaves() if hit.source_ids
                                                                                  else [hit])] for hit in hits)
     finally:

@@ -30,14 +30,14 @@ def test_tokenizer_is_regex_lowercase_no_stopwords_no_stemming():
 
 def test_surface_search_defaults_to_search_output_steps_and_drills_down(built):
     target = built.records("summaries")[5]
-    hits = built.search(target.meta("chat.title"), k=5)
+    hits = built.search(target.meta("chat.title"), k=5, mode="hybrid")  # the altitudes' own records
     assert hits and {h.step for h in hits} <= {"summaries", "monthly"}
     assert target.id in [h.id for h in hits]
     top = next(h for h in hits if h.id == target.id)
     assert [s.step for s in top.sources()] == ["transcripts"]
     assert [leaf.step for leaf in top.leaves()] == ["chatgpt"]
     assert top.lineage()["id"] == top.id
-    monthly = built.search("Rust", step="monthly", k=3)
+    monthly = built.search("Rust", step="monthly", k=3, mode="hybrid")
     assert monthly and all(h.step == "monthly" for h in monthly)
     assert all(s.step == "summaries" for s in monthly[0].sources())
 
@@ -62,10 +62,11 @@ def test_exact_leaf_search_finds_what_no_summary_kept(built):
 
 def test_filters_by_period_and_metadata(built):
     period = built.records("transcripts")[0].period
-    hits = built.search("conversation", step="transcripts", periods=[period], k=50)
+    hits = built.search("conversation", step="transcripts", periods=[period], k=50, mode="hybrid")
     assert hits and all(h.period == period for h in hits)
     conv_id = built.records("transcripts")[3].meta("chat.conversation_id")
-    hits = built.search("conversation", step="transcripts", metadata={"chat.conversation_id": conv_id}, k=50)
+    hits = built.search("conversation", step="transcripts", metadata={"chat.conversation_id": conv_id}, k=50,
+                        mode="hybrid")
     assert [h.meta("chat.conversation_id") for h in hits] == [conv_id]
 
 
@@ -141,7 +142,8 @@ def test_bm25_matches_the_reference_implementation_order(built):
 
 def test_cli_search_json(built):
     # What the command prints, in this process (the search command's process is test_search_registry's door).
-    proc = cli("search", "kyoto", "--step", "transcripts", "-k", "2", "--json", "--project", built.project_dir)
+    proc = cli("search", "kyoto", "--step", "transcripts", "-k", "2", "--mode", "hybrid", "--json", "--project",
+               built.project_dir)
     assert proc.returncode == 0, proc.stderr
     hits = json.loads(proc.stdout)["hits"]
     assert len(hits) <= 2 and hits[0]["step"] == "transcripts"

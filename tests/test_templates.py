@@ -17,7 +17,7 @@ from synthex.core.project import TEMPLATES, TEMPLATES_DIR, load_pipeline
 
 # template -> (a query, the search options, the steps its hits come from)
 SEARCHES = {
-    "hierarchical": ("Kyoto trip", [], {"summaries", "monthly"}),
+    "hierarchical": ("Kyoto trip", [], {"chatgpt"}),  # its mode=: drilled down to the conversations
     "raw": ("Kyoto trip", [], {"transcripts"}),
     "conversational": ("what should I not miss in Kyoto", ["--mode", "conversational"], {"chatgpt"}),
     "hierarchical-conversational": ("what should I not miss in Kyoto", [], {"chatgpt"}),  # its mode=: turns
@@ -58,6 +58,10 @@ def test_init_template_demo_runs_offline_and_searches(name, tmp_path, monkeypatc
     hits = json.loads(cli("search", query, *options, "--json", "--project", str(proj)).stdout)["hits"]
     assert hits and {h["step"] for h in hits} <= steps
     assert not any(INSTRUCTIONS.search(h["content"]) for h in hits if h["step"] in ("summaries", "monthly", "weekly"))
+    if name == "hierarchical":  # hybrid ranks the summaries and reflections themselves
+        hits = json.loads(cli("search", query, "--mode", "hybrid", "--json", "--project", str(proj)).stdout)["hits"]
+        assert hits and {h["step"] for h in hits} <= {"summaries", "monthly"}
+        assert not any(INSTRUCTIONS.search(h["content"]) for h in hits)
     pipe = load_pipeline(proj)
     try:
         model_steps = [s for s, step in pipe.steps.items() if getattr(step, "prompt", None) is not None]

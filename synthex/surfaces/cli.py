@@ -600,6 +600,15 @@ class SearchModeOption(click.Option):
         return super().get_help_record(ctx)
 
 
+def via_line(via: list) -> str:
+    """A drilled-down hit's ``via`` on one line: per step its most specific record, and how many more."""
+    by_step: dict[str, list] = {}
+    for v in via:
+        by_step.setdefault(v.step, []).append(v)
+    return ", ".join(f"{step} {found[0].id[:8]}" + (f" (+{len(found) - 1})" if len(found) > 1 else "")
+                     for step, found in by_step.items())
+
+
 @main.command()
 @click.argument("query")
 @click.option("--step", "steps", multiple=True, help="Step(s) to search (default: the search output's steps).")
@@ -638,6 +647,8 @@ def search(query: str, steps: tuple[str, ...], exact: bool, k: int, mode: str | 
     for i, h in enumerate(hits, 1):
         text = h.content.replace("\n", " ")
         click.echo(f"{i:>2}. {h.score:8.4f}  {h.step:<14.14} {h.id[:8]}  {h.period:<7}  {text[:100]}")
+        if h.via:  # a leaf the search drilled down to: the records (altitudes) it was reached through
+            click.echo(f"{'':>14}via  " + via_line(h.via))
 
 
 @main.command()

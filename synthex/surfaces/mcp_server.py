@@ -64,6 +64,8 @@ def hit_dict(hit: Any) -> dict[str, Any]:
         out["sources_total"] = len(hit.source_ids)
     if hit.collapsed:
         out["collapsed"] = len(hit.collapsed)
+    if getattr(hit, "via", None):  # a leaf the search drilled down to: the searched records it was reached through
+        out["via"] = [v.to_dict() for v in hit.via]
     return out
 
 
@@ -329,8 +331,10 @@ def _add_read_tools(server: Any, app: "ProjectApp", branch: str) -> None:
         "Search this memory and return the best-matching records (hits), best first. Each hit has the "
         f"record id, its step, score, period (YYYY-MM), a content excerpt (first {EXCERPT_CHARS} characters; "
         "`get` returns the whole record) and the ids of the records it was made from (`lineage` drills "
-        "down). Search at a high step (summaries, reflections) for themes; at the source steps with "
-        "exact=True for verbatim text."))
+        "down). A hit the search drilled down to (a conversation or turn found through the summaries or "
+        "aggregates that stand for it) names those records, with their step, in `via`. Search at a high step "
+        "(summaries, reflections) with mode=hybrid for themes; at the source steps with exact=True for "
+        "verbatim text."))
     def search(
         query: Annotated[str, Field(description="What to look for (words, a question, or with exact=True a "
                                                 "verbatim substring).", min_length=1)],

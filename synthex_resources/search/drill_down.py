@@ -98,8 +98,8 @@ def keys_by(engine: SearchBackend, where: str, by: str) -> dict[str, frozenset[s
 
 
 def _keys(engine: SearchBackend, where: str) -> dict[str, tuple[frozenset[str], str]]:
-    tbl = engine.store.records_table()
-    version = engine.store.records_version(tbl) if tbl is not None else -1
+    read = engine.store.records_read_version()  # without importing lancedb: `synthex search` stays light
+    version = read if read is not None else -1
     cache: _KeyCache = engine.store.derived("drill_down_keys", _KeyCache)
     with cache.lock:
         if (version, where) not in cache.keys:

@@ -40,6 +40,7 @@ from synthex_resources.search.memory_lexical import memory_bm25
 from synthex_resources.search.strategies import SearchStrategy
 from synthex_resources.search.tokenize import tokenize
 from synthex_resources.search.types import SearchHit, SearchRequest, SearchResults
+from synthex_resources.search.via import annotate_via
 from synthex_resources.store import filters
 from synthex_resources.store.filters import RecordFilter
 from synthex_resources.store.tables import BitmapIndex, FtsIndex
@@ -245,9 +246,12 @@ class SearchEngine:
         search's warnings (``SearchResults.warnings``: a reranker that could not rank). ``as_of``: when the
         question is asked; leaf-sum search (the conversational strategy) resolves relative dates in the
         query against it ("last week", search/temporal.py). Others ignore it."""
+        scope = scope or BranchScope.own()
         with self.store.pinned_version():
-            return self._search(query, steps, scope or BranchScope.own(), k, strategy, periods, metadata, exact,
-                                query_vector, as_of)
+            hits = self._search(query, steps, scope, k, strategy, periods, metadata, exact, query_vector, as_of)
+            if not exact:  # a drilled-down leaf names the searched records it was reached through
+                annotate_via(self, hits, steps, scope, periods)
+            return hits
 
     def _search(self, query: str, steps: list[str] | None, scope: BranchScope, k: int, strategy: SearchStrategy,
                 periods: list[str] | None, metadata: dict[str, Any] | None, exact: bool,

@@ -44,7 +44,8 @@ def search_memory(pipeline: PipelineDefinition, store: RecordStore, scope: Branc
         raise BadInputError(f"k must be at least 1 (got {k})")
     if metadata and not strategy.takes_metadata_filter:
         raise PipelineDefinitionError(f"search mode {mode!r} ranks turns and takes no metadata filter "
-                                      f"(it would silently cut the top k); use step, branch and period filters")
+                                      f"(it would silently cut the top k); use step, branch and period filters, "
+                                      f"or a mode that ranks records (e.g. hybrid)")
     if rerank not in (None, "llm"):
         raise BadInputError(f"unknown reranker {rerank!r}; expected 'llm'")
     if rerank and exact:

@@ -68,16 +68,32 @@ class Diversify(StrEnum):
         return self is not Diversify.NONE
 
 
+@dataclass(frozen=True)
+class Via:
+    """A searched record a drilled-down hit was reached through (search/via.py): its id, its step (the
+    altitude) and how many leaves it stands for."""
+
+    id: str
+    step: str
+    leaves: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "step": self.step, "leaves": self.leaves}
+
+
 @dataclass
 class SearchHit(Record):
     score: float = 0.0
     ranks: dict[str, int] = field(default_factory=dict)  # rank in each candidate list (1-based)
     collapsed: list[str] = field(default_factory=list)  # near-duplicate ids folded into this hit
+    # A leaf a fusion drilled down to: the searched records that stand for it, per searched step (search/via.py)
+    via: list[Via] = field(default_factory=list)
 
     def to_hit_dict(self) -> dict[str, Any]:
         return {"id": self.id, "step": self.step, "branch": self.branch, "score": round(self.score, 6),
                 "content": self.content, "sources": list(self.source_ids), "metadata": self.metadata,
-                "period": self.period, "ranks": self.ranks, "collapsed": self.collapsed}
+                "period": self.period, "ranks": self.ranks, "collapsed": self.collapsed,
+                "via": [v.to_dict() for v in self.via]}
 
 
 class SearchProblem(StrEnum):
