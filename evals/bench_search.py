@@ -43,6 +43,7 @@ from synthex_resources.record_store import RecordStore
 from synthex_resources.search import SearchEngine, load_search_strategies
 from synthex_resources.search.dense_index import DenseIndex, dense_index
 from synthex_resources.search.leaf_scope import ScopeCache
+from synthex_resources.search.postings import PostingsBM25, postings_bm25
 from synthex_resources.search.sidecar import sidecar
 from synthex_resources.store.schemas import records_schema
 
@@ -95,6 +96,20 @@ def corpus(n: int, seed: int, offset: int = 0, vectors: Vectors | None = None) -
     return out
 
 
+def anchor_vectors(turns: list[str], cache: Path | None) -> np.ndarray:
+    """The LoCoMo turns' embeddings (minutes of CPU on a busy machine), kept in ``cache`` when given: the
+    embedder is deterministic, so a later run reads the same vectors."""
+    if cache is not None and cache.exists():
+        found = np.load(cache)
+        if len(found) == len(turns):
+            return found
+    vectors = RecordStore(tempfile.mkdtemp(prefix="synthex-embed-")).embedder.embed(turns)
+    if cache is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        np.save(cache, vectors)
+    return vectors
+
+
 def corpus_arrow(store: RecordStore, n: int, seed: int, offset: int = 0, vectors: Vectors | None = None) -> pa.Table:
     """``corpus(n, seed, offset, vectors)`` as the records table's rows, built column-wise: the rows
     ``store.records.upsert`` would write for those records (same ids, contents, fingerprints, metadata
@@ -142,6 +157,27 @@ def measure(engine: SearchEngine, queries: list[str], mode: str, hits: list | No
         if hits is not None:
             hits.append([h.id for h in found])
     return percentiles(times)
+
+
+def lexical_agreement(store: RecordStore, engine: SearchEngine, queries: list[str]) -> dict:
+    """Which index the lexical leg searched, and (when it is the persisted postings, search/postings.py)
+    its top-10 agreement with LanceDB's FTS index on the same queries, and the FTS latency beside it."""
+    postings = postings_bm25(store)
+    ds = store.dataset("records")
+    if not postings.usable(ds):
+        return {"index": "lancedb-fts"}
+    where = engine.where(["turns"], MAIN_SCOPE)
+    fts_store = RecordStore(str(store.uri))
+    fts_store.derived("postings_bm25", lambda: PostingsBM25(fts_store, rows_from=10**12))
+    fts_engine = SearchEngine(fts_store)
+    got, want, times = [], [], []
+    for q in queries:
+        got.append([i for i, _ in engine.lexical(q, where, 10)])
+        t0 = time.perf_counter()
+        want.append([i for i, _ in fts_engine.lexical(q, where, 10)])
+        times.append(time.perf_counter() - t0)
+    return {"index": "postings", "last_update": postings.last_update, "agreement@10_vs_fts": overlap(got, want),
+            "fts_leg": percentiles(times)}
 
 
 def rss_mb() -> float:
@@ -229,12 +265,13 @@ def build(n: int, root: str, vectors: Vectors) -> tuple[RecordStore, dict]:
 
 def one_size(n: int, queries_n: int = 100, modes: list[str] | None = None, vector_kind: str = "anchored",
              data: Path = DEFAULT_DATA, root: str | None = None) -> dict:
+    given_root = root is not None
     root = root or tempfile.mkdtemp(prefix=f"synthex-search-{n}-")
     turns, questions = locomo_texts(data) if data.exists() else ([], [])
     if vector_kind == "anchored" and not turns:
         raise SystemExit(f"{data}: not found; anchored vectors need LoCoMo turns (or pass --vectors random)")
-    embedder = RecordStore(tempfile.mkdtemp(prefix="synthex-embed-")).embedder
-    anchors = embedder.embed(turns) if vector_kind == "anchored" else None
+    cache = Path(root).parent / "bench_anchors.npy" if given_root else None
+    anchors = anchor_vectors(turns, cache) if vector_kind == "anchored" else None
     store, result = build(n, root, Vectors(vector_kind, anchors))
     engine = SearchEngine(store)
     t0 = time.perf_counter()
@@ -263,6 +300,7 @@ def one_size(n: int, queries_n: int = 100, modes: list[str] | None = None, vecto
     result["conversational_scope_build_s"] = round(time.perf_counter() - t0, 2)
     for mode in ("bm25", "dense", "hybrid", "conversational"):
         result["latency"][mode] = measure(engine, queries, mode)
+    result["lexical_index"] = lexical_agreement(store, engine, queries)
     result["dense_modes"] = dense_modes(engine, queries, modes or ["auto", "float32"])
     # A write, then the first query of each kind: how long until the new records are searchable fast.
     rows_now = store.records_table().count_rows()  # a reused store grew in earlier runs: new ids, new texts
@@ -318,6 +356,7 @@ def cold_one(root: str, mode: str, query: str) -> dict[str, float]:
     second = time.perf_counter() - t0
     return {"first_s": round(first, 2), "second_s": round(second, 3),
             "dense": dense_index(store).last_update, "scope": store.derived("leaf_sum_scopes", ScopeCache).last,
+            "lexical": postings_bm25(store).last_update or "lancedb-fts",
             "rss_mb": rss_mb()}  # now, not the peak: a child's ru_maxrss starts from its parent's (fork)
 
 
@@ -342,8 +381,8 @@ def main() -> None:
     modes = args.dense_index.split(",")
     if args.build_only:
         turns = locomo_texts(args.data)[0] if args.vectors == "anchored" else []
-        embedder = RecordStore(tempfile.mkdtemp(prefix="synthex-embed-")).embedder
-        vectors = Vectors(args.vectors, embedder.embed(turns) if turns else None)
+        cache = Path(args.store) / "bench_anchors.npy" if args.store else None
+        vectors = Vectors(args.vectors, anchor_vectors(turns, cache) if turns else None)
         for n in (int(s) for s in args.sizes.split(",")):
             print(build(n, f"{args.store}/{n}", vectors)[1])
         return
@@ -382,6 +421,11 @@ def main() -> None:
             print(f"  {mode} with the 1,000 not yet in the FTS index: p50/p95 {v['p50_ms']}/{v['p95_ms']} ms")
         print(f"  FTS update {r['fts_incremental_update_s']} s; first conversational query after it "
               f"{r['conversational_first_query_after_index_update_s']} s (dense: {r['dense_reload_kind']})")
+        lex = r.get("lexical_index", {})
+        if lex.get("index") == "postings":
+            print(f"  lexical leg: persisted postings ({lex['last_update']}), top-10 agreement with LanceDB FTS "
+                  f"{lex['agreement@10_vs_fts']}; the FTS leg alone p50/p95 {lex['fts_leg']['p50_ms']}/"
+                  f"{lex['fts_leg']['p95_ms']} ms")
         for mode, v in r.get("cold_first_query_s", {}).items():
             print(f"  first {mode} query in a new process: {v['first_s']} s (process wall {v['process_wall_s']} s) "
                   f"(second {v['second_s']} s; dense {v['dense'] or '-'}, bookkeeping {v['scope'] or '-'}, "
