@@ -351,8 +351,12 @@ class DenseIndex:
             if ann is not None and ann[0] == generation:
                 index = ann[1]
             else:
-                index = None
-                if self._ann_thread is None or not self._ann_thread.is_alive():
+                # saved beside the table with this matrix: loaded now (a copy of ~400 MB at 1M records, under
+                # a second), so even a new process's first search takes the IVF shortlist
+                index = self._saved_ivf(self._saved) if self._ann_thread is None else None
+                if index is not None:
+                    self._ann = (generation, index)
+                elif self._ann_thread is None or not self._ann_thread.is_alive():
                     vectors = m.vectors  # rows below len(m.ids) are never rewritten (see _store_vectors)
                     self._ann_thread = threading.Thread(target=self._build_ivf, args=(generation, vectors, self._saved),
                                                         name="synthex-ivf-build", daemon=True)
@@ -361,20 +365,28 @@ class DenseIndex:
             index.extend(m.vectors)
         return index
 
+    def _saved_ivf(self, saved: tuple[TableState, int] | None) -> Any | None:
+        """The IVF index saved with the matrix ``saved`` describes, or None (none saved, or saved for other rows)."""
+        if saved is None:
+            return None
+        entry = sidecar(self.store).load("dense_ivf", "ivf")
+        if entry is None or entry.state != saved[0] or int(entry.meta.get("rows", -1)) != saved[1]:
+            return None
+        from synthex_resources.search.ann import IvfIndex
+
+        try:
+            index = IvfIndex.loaded(entry.arrays["index"], saved[1])
+        except RuntimeError:  # an unreadable save: built again
+            return None
+        self.ivf_source = "loaded"
+        return index
+
     def _build_ivf(self, generation: int, vectors: np.ndarray, saved: tuple[TableState, int] | None) -> None:
         """The IVF index of this matrix generation: the one saved with the matrix when there is one (a
         write since only appended rows, which ``_ivf`` adds), else built over the saved rows and saved."""
         from synthex_resources.search.ann import IvfIndex
 
-        index = None
-        if saved is not None:
-            entry = sidecar(self.store).load("dense_ivf", "ivf")
-            if entry is not None and entry.state == saved[0] and int(entry.meta.get("rows", -1)) == saved[1]:
-                try:
-                    index = IvfIndex.loaded(entry.arrays["index"], saved[1])
-                    self.ivf_source = "loaded"
-                except RuntimeError:  # an unreadable save: build it again
-                    index = None
+        index = self._saved_ivf(saved)
         if index is None:
             index = IvfIndex(vectors[:saved[1]] if saved is not None else vectors)
             self.ivf_source = "built"
