@@ -161,7 +161,7 @@ class PostingsBM25:
         self.vocab: dict[str, int] = {}
         self._index: _Postings | None = None
         self._lock = threading.Lock()
-        self._stemmed: tuple[int, bool] | None = None  # (table version, whether the FTS index stems)
+        self._usable: tuple[int, bool] | None = None  # (table version, whether these postings answer for it)
         self.last_update = ""  # "build" / "delta" / "persisted" / "persisted+delta": how the version was reached
         self.builds = 0  # full builds by this object (tests watch it)
 
@@ -172,16 +172,15 @@ class PostingsBM25:
             return False
         if self._index is not None and self._index.version == ds.version:
             return True
-        if ds.count_rows() < self.rows_from:
-            return False
-        if self._stemmed is None or self._stemmed[0] != ds.version:
-            try:
-                params = ds.index_statistics("content_idx")["indices"][0]["params"]
-                stem = bool(params.get("stem", False))
-            except Exception:  # noqa: BLE001 - no FTS index yet: the project's index would be built unstemmed by default
-                stem = False
-            self._stemmed = (ds.version, stem)
-        return not self._stemmed[1]
+        if self._usable is None or self._usable[0] != ds.version:  # asked once per table version
+            use = ds.count_rows() >= self.rows_from
+            if use:
+                try:
+                    use = not ds.index_statistics("content_idx")["indices"][0]["params"].get("stem", False)
+                except Exception:  # noqa: BLE001 - no FTS index yet: the project's would be built unstemmed by default
+                    use = True
+            self._usable = (ds.version, use)
+        return self._usable[1]
 
     # -- upkeep ---------------------------------------------------------------------------------------
     def _build(self, ds: Any, state: TableState) -> _Postings:
