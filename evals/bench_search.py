@@ -333,6 +333,52 @@ def one_size(n: int, queries_n: int = 100, modes: list[str] | None = None, vecto
     return result
 
 
+def quick(n: int, queries_n: int, root: str, data: Path = DEFAULT_DATA) -> dict:
+    """The figures the issue asks for, on a store ``build`` left at ``root``, without the rest of ``one_size``:
+    p50/p95 per mode as the product searches (``auto`` dense index, the lexical index it picks), each mode's
+    top-10 agreement with the exact path (the float32 scan and LanceDB's FTS index), peak RSS, and the first
+    query of each mode in a new process."""
+    questions = locomo_texts(data)[1] if data.exists() else []
+    questions = questions or ["what did they say about it"]
+    rng = np.random.default_rng(99)
+    queries = [" ".join(f"w{int(r)}" for r in rng.integers(5, 400, size=3)) + " " + questions[i % len(questions)]
+               for i in range(queries_n)]
+    store = RecordStore(root)
+    engine = SearchEngine(store)
+    result: dict = {"records": n, "store": root}
+    t0 = time.perf_counter()
+    engine.ensure_index()  # the postings of a large unstemmed store are built (or loaded, extended) here
+    result["ensure_index_s"] = round(time.perf_counter() - t0, 2)
+    result["lexical_index"] = postings_bm25(store).last_update or "lancedb-fts"
+    strategies = load_search_strategies()
+    t0 = time.perf_counter()
+    engine.search(queries[0], steps=["turns"], strategy=strategies.get("dense"))
+    result["dense_first_s"] = round(time.perf_counter() - t0, 2)
+    t0 = time.perf_counter()
+    result["ann_ready"] = dense_index(store).wait_for_ann()
+    result["ann_wait_s"] = round(time.perf_counter() - t0, 2)
+    result["ivf"] = dense_index(store).ivf_source
+    engine.search(queries[0], steps=["turns"], strategy=strategies.get("conversational"))
+    exact_store = RecordStore(root)  # the exact path: the float32 scan and LanceDB's FTS index
+    exact_store.derived("dense_index", lambda: DenseIndex(exact_store, mode="float32"))
+    exact_store.derived("postings_bm25", lambda: PostingsBM25(exact_store, rows_from=10**12))
+    exact = SearchEngine(exact_store)
+    result["latency"] = {}
+    for mode in ("bm25", "dense", "hybrid", "conversational"):
+        got: list = []
+        row = measure(engine, queries, mode, got)
+        want: list = []
+        row["exact_path"] = measure(exact, queries, mode, want)
+        row["agreement@10_vs_exact"] = overlap(got, want)
+        result["latency"][mode] = row
+    result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    sidecar(store).wait()
+    probe = queries[-1]
+    result["cold_first_query_s"] = {mode: cold_first_query(root, mode, probe)
+                                    for mode in ("bm25", "dense", "hybrid", "conversational")}
+    return result
+
+
 def cold_first_query(root: str, mode: str, query: str) -> dict[str, float]:
     """The first ``mode`` query in a new process on the store at ``root`` (see the module doc)."""
     cmd = [sys.executable, "-m", "evals.bench_search", "--cold", mode, "--store", root, "--probe", query]
@@ -357,7 +403,7 @@ def cold_one(root: str, mode: str, query: str) -> dict[str, float]:
     return {"first_s": round(first, 2), "second_s": round(second, 3),
             "dense": dense_index(store).last_update, "scope": store.derived("leaf_sum_scopes", ScopeCache).last,
             "lexical": postings_bm25(store).last_update or "lancedb-fts",
-            "rss_mb": rss_mb()}  # now, not the peak: a child's ru_maxrss starts from its parent's (fork)
+            "ivf": dense_index(store).ivf_source, "rss_mb": rss_mb()}  # now, not the peak: a child's ru_maxrss starts from its parent's (fork)
 
 
 def main() -> None:
@@ -372,11 +418,17 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--build-only", action="store_true", help="write the --store stores and stop")
     parser.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true",
+                        help="with --store and one size: per-mode latency, agreement with the exact path, cold")
     parser.add_argument("--cold", default=None, help="time the first query of this mode in this process (--store)")
     parser.add_argument("--probe", default="w3 w17 w250 What did they talk about?", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.cold is not None:
         print(json.dumps(cold_one(args.store, args.cold, args.probe)))
+        return
+    if args.quick:
+        n = int(args.sizes)
+        print(json.dumps(quick(n, args.queries, f"{args.store}/{n}", args.data)))
         return
     modes = args.dense_index.split(",")
     if args.build_only:
