@@ -6,7 +6,8 @@ cells by k-means and reads only the ``nprobe`` cells nearest the query, each vec
 per dimension code (scalar quantization). Its shortlist is re-scored exactly from the float32 matrix by
 the caller, so the scores are exact and only which records make the shortlist is approximate. faiss
 (Meta's similarity-search library, the field's standard kernel for this) does the k-means and the SIMD
-scans; the index is in memory only, rebuilt from the matrix when a store opens.
+scans. The index is saved beside the table with the matrix it indexes (search/dense_index.py,
+search/sidecar.py) and loaded by the next process instead of rebuilt.
 
 Rows are the matrix's row numbers. Rows appended to the matrix after the build are added before the
 next search (one cell assignment per row: ~1 ms per 1,000 rows); rows deleted since, and rows outside a
@@ -28,9 +29,15 @@ KMEANS_ITERATIONS = 10
 class IvfIndex:
     """An IVF index of 8-bit scalar-quantized codes over rows [0, ``rows``) of a float32 matrix."""
 
-    def __init__(self, vectors: np.ndarray, nprobe: int = 64, seed: int = 0) -> None:
+    def __init__(self, vectors: np.ndarray | None, nprobe: int = 64, seed: int = 0) -> None:
         import faiss  # imported here: ~0.1 s, and only stores past the ANN threshold need it
 
+        self._faiss = faiss
+        self._lock = threading.Lock()
+        self.nprobe = nprobe
+        self.rows = 0
+        if vectors is None:  # ``loaded`` fills it
+            return
         n, dim = vectors.shape
         self.nlist = max(16, int(math.sqrt(n)))
         self.nprobe = nprobe
@@ -42,11 +49,23 @@ class IvfIndex:
         rng = np.random.default_rng(seed)
         sample = vectors[np.sort(rng.choice(n, size=min(n, TRAIN_PER_CELL * self.nlist), replace=False))]
         index.train(np.ascontiguousarray(sample))
-        self._faiss = faiss
         self._index = index
-        self._lock = threading.Lock()
-        self.rows = 0
         self.extend(vectors)
+
+    @classmethod
+    def loaded(cls, data: np.ndarray, rows: int, nprobe: int = 64) -> IvfIndex:
+        """An index saved by ``to_bytes`` over rows [0, ``rows``) of the same matrix (search/dense_index.py
+        keeps it beside the table: a load is a copy, where a build at 1M records took 11.5 s)."""
+        out = cls(None, nprobe)
+        out._index = out._faiss.deserialize_index(np.ascontiguousarray(data))
+        out.nlist = int(out._index.nlist)
+        out.rows = rows
+        return out
+
+    def to_bytes(self) -> tuple[np.ndarray, int]:
+        """The index serialized, and the rows it holds."""
+        with self._lock:
+            return self._faiss.serialize_index(self._index), self.rows
 
     def extend(self, vectors: np.ndarray) -> None:
         """Add rows [self.rows, len(vectors)) of the matrix (whose earlier rows are already in)."""

@@ -141,6 +141,10 @@ class DenseIndex:
         self._generation = 0  # bumped by every full load: row numbers change, an IVF index goes stale
         self._ann: tuple[int, Any] | None = None  # (generation, IvfIndex) once built
         self._ann_thread: threading.Thread | None = None
+        # (table state, rows) of the matrix as saved beside the table, rows [0, rows) of the current
+        # generation: an IVF index over exactly those rows is saved with it and loaded by the next process
+        self._saved: tuple[TableState, int] | None = None
+        self.ivf_source = ""  # "built" / "loaded": how the last IVF index came to be (tests, benchmarks)
 
     # -- loading ------------------------------------------------------------------------------------
     @staticmethod
@@ -264,8 +268,9 @@ class DenseIndex:
                     new = self._load(version, ds, None, None, None, set())
                     self.last_update = "load"
                     self._generation += 1
-                    loaded = new
-                    sidecar(self.store).save("dense", "matrix", TableState.of(ds), lambda: _to_entry(loaded),
+                    loaded, state = new, TableState.of(ds)
+                    self._saved = (state, len(new.ids))
+                    sidecar(self.store).save("dense", "matrix", state, lambda: _to_entry(loaded),
                                              mapped=("vectors",))
                 self._matrix = m = new
             if self.mode == "binary" and m.bits is None:
@@ -287,6 +292,7 @@ class DenseIndex:
             base.bits = _sign_bits(base.vectors)
         self._buffer = base.vectors  # read-only: the first append copies it into a buffer with room
         self._generation += 1
+        self._saved = (entry.state, len(base.ids))
         if state.same_rows(entry.state):
             self.last_update = "persisted"
             base.version = version
@@ -345,20 +351,49 @@ class DenseIndex:
             if ann is not None and ann[0] == generation:
                 index = ann[1]
             else:
-                index = None
-                if self._ann_thread is None or not self._ann_thread.is_alive():
+                # saved beside the table with this matrix: loaded now (a copy of ~400 MB at 1M records, under
+                # a second), so even a new process's first search takes the IVF shortlist
+                index = self._saved_ivf(self._saved) if self._ann_thread is None else None
+                if index is not None:
+                    self._ann = (generation, index)
+                elif self._ann_thread is None or not self._ann_thread.is_alive():
                     vectors = m.vectors  # rows below len(m.ids) are never rewritten (see _store_vectors)
-                    self._ann_thread = threading.Thread(target=self._build_ivf, args=(generation, vectors),
+                    self._ann_thread = threading.Thread(target=self._build_ivf, args=(generation, vectors, self._saved),
                                                         name="synthex-ivf-build", daemon=True)
                     self._ann_thread.start()
         if index is not None:
             index.extend(m.vectors)
         return index
 
-    def _build_ivf(self, generation: int, vectors: np.ndarray) -> None:
+    def _saved_ivf(self, saved: tuple[TableState, int] | None) -> Any | None:
+        """The IVF index saved with the matrix ``saved`` describes, or None (none saved, or saved for other rows)."""
+        if saved is None:
+            return None
+        entry = sidecar(self.store).load("dense_ivf", "ivf")
+        if entry is None or entry.state != saved[0] or int(entry.meta.get("rows", -1)) != saved[1]:
+            return None
         from synthex_resources.search.ann import IvfIndex
 
-        index = IvfIndex(vectors)
+        try:
+            index = IvfIndex.loaded(entry.arrays["index"], saved[1])
+        except RuntimeError:  # an unreadable save: built again
+            return None
+        self.ivf_source = "loaded"
+        return index
+
+    def _build_ivf(self, generation: int, vectors: np.ndarray, saved: tuple[TableState, int] | None) -> None:
+        """The IVF index of this matrix generation: the one saved with the matrix when there is one (a
+        write since only appended rows, which ``_ivf`` adds), else built over the saved rows and saved."""
+        from synthex_resources.search.ann import IvfIndex
+
+        index = self._saved_ivf(saved)
+        if index is None:
+            index = IvfIndex(vectors[:saved[1]] if saved is not None else vectors)
+            self.ivf_source = "built"
+            if saved is not None:
+                data, rows = index.to_bytes()
+                sidecar(self.store).save("dense_ivf", "ivf", saved[0], lambda: ({"rows": rows}, {"index": data}),
+                                         background=False, mapped=("index",))
         with self._lock:
             if self._generation == generation:
                 self._ann = (generation, index)

@@ -37,6 +37,7 @@ from synthex_resources.record_store import LIGHT_COLUMNS, RECORDS, RecordStore
 from synthex_resources.search.builtin_strategies import HYBRID
 from synthex_resources.search.dense_index import dense_index
 from synthex_resources.search.memory_lexical import memory_bm25
+from synthex_resources.search.postings import postings_bm25
 from synthex_resources.search.strategies import SearchStrategy
 from synthex_resources.search.tokenize import tokenize
 from synthex_resources.search.types import SearchHit, SearchRequest, SearchResults
@@ -136,6 +137,10 @@ class SearchEngine:
             # id lookups: drill-down, dense hits
             with_commit_retry(lambda: tbl.create_scalar_index("id", index_type="BTREE", replace=True))
         self._ensure_scope_indexes(tbl, names)
+        postings = postings_bm25(self.store)
+        ds = self.store.dataset(RECORDS)
+        if postings.usable(ds):  # a large unstemmed store's lexical leg: brought up to date (and saved) now
+            postings.current()
         stats = tbl.index_stats(f"{FTS_COLUMN}_idx")
         return {"rows": tbl.count_rows(), "fts_indexed": stats.num_indexed_rows if stats else 0,
                 "fts_unindexed": stats.num_unindexed_rows if stats else 0,
@@ -191,6 +196,9 @@ class SearchEngine:
         ds = self.store.dataset(RECORDS)  # the pinned version
         if ds is None:
             return []
+        postings = postings_bm25(self.store)
+        if postings.usable(ds):  # a large unstemmed store: the persisted postings (search/postings.py)
+            return postings.search(tokens, where, n)
         text = " ".join(tokens)
 
         def fetch(limit: int) -> list[tuple[str, float]]:

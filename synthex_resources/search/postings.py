@@ -1,0 +1,374 @@
+"""The lexical leg of a large plaintext store: BM25 over postings persisted beside the table.
+
+Why: LanceDB's FTS query is the measured bottleneck of bm25 and hybrid search at 1M records: its tail
+on common words (a word in half the rows) was 78 ms p95 for bm25 alone (docs/benchmarks.md). The
+in-memory BM25 of search/memory_lexical.py answered the same queries in 5.7 / 14-16 ms p50/p95 with
+identical top 10s, but cost a 39 s build (a Python object per text) and 2 GB, in every process.
+This index is built with Arrow compute and numpy (no Python object per text), saved in the store's
+sidecar (search/sidecar.py) with its large arrays mapped, not read, by the next process, and brought
+up to date after a write by indexing only the fragments the write added.
+
+Scoring is LanceDB's BM25, as in search/memory_lexical.py (k1 = 1.2, b = 0.75, ``idf = ln(1 + (N - n +
+0.5) / (n + 0.5))``, corpus statistics over every live row of the table, repeated query tokens count
+again); tokens are search/tokenize.py's, and like LanceDB's index (``max_token_length`` 40) a token
+longer than 40 characters is not indexed or searched. Rows of ASCII text are tokenized by Arrow
+(lower-case, split on anything but ``[a-z0-9]``: the same tokens as the regex); other rows by the
+regex itself, so every row is tokenized exactly as ``tokenize`` does. (LanceDB folds accents: ``café``
+is ``cafe`` to its index and ``caf`` here, on both the document and the query side, so a query still
+finds its word.)
+
+Which stores use it (``use_postings``): plaintext stores of at least ``POSTINGS_FROM`` rows whose FTS
+index does not stem (no Snowball stemmer is installed in Python here; a stemmed project keeps
+LanceDB's index, whose stemmer is inside it). Below that size LanceDB's FTS answers in a few ms and
+rankings stay exactly its own.
+
+Layout: two levels of CSR postings (term -> rows, with term frequencies), like a two-level LSM tree.
+The *base* covers the rows present at the last full build; the *delta* every row appended since, rebuilt
+from the added fragments after each write (cheap while small); when the delta reaches a quarter of the
+base, the next update is a full build. Rows deleted since (an upsert deletes the old row) are masked
+out, and the corpus statistics count live rows only. A compaction (fragments rewritten) brings a full
+build. Row masks of search filters are evaluated by Lance on the same table version (the SQL the FTS
+path prefilters with) and cached per filter.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from synthex_resources.record_store import RECORDS, RecordStore
+from synthex_resources.search.sidecar import Entry, TableState, sidecar
+from synthex_resources.search.tokenize import tokenize
+
+K1, B = 1.2, 0.75
+MAX_TOKEN = 40  # LanceDB's FTS ``max_token_length``: longer tokens are not indexed
+POSTINGS_FROM = 200_000  # rows from which a plaintext unstemmed store searches these postings
+DELTA_SHARE = 0.25  # a delta this share of the base rows: the next update is a full build
+MASKS_KEPT = 32
+_COLUMNS = ["id", "content"]
+
+
+@dataclass
+class _Level:
+    """CSR postings of some rows: term t's rows are ``rows[offsets[t]:offsets[t + 1]]`` (ascending)."""
+
+    offsets: np.ndarray  # int64 (terms known at its build + 1)
+    rows: np.ndarray  # int32 global row positions
+    tf: np.ndarray  # float32 occurrences
+
+    def slice(self, term: int) -> tuple[np.ndarray, np.ndarray]:
+        if term + 1 >= len(self.offsets):
+            return self.rows[:0], self.tf[:0]
+        start, end = int(self.offsets[term]), int(self.offsets[term + 1])
+        return self.rows[start:end], self.tf[start:end]
+
+
+@dataclass
+class _Postings:
+    state: TableState
+    version: int
+    dataset: Any  # the Lance dataset at ``version`` (filters are evaluated on it)
+    addr: np.ndarray  # uint64 row address of each row position, ascending
+    ids: np.ndarray  # record id of each row position (a fixed-width str array, mapped when loaded)
+    lengths: np.ndarray  # float32 tokens per row
+    base: _Level
+    delta: _Level
+    base_rows: int  # rows [0, base_rows) are the base's, the rest the delta's
+    alive: np.ndarray | None  # None: every row is live; else False for rows deleted since they were indexed
+    live: int = 0
+    norms: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
+    masks: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict)
+
+    def __post_init__(self) -> None:
+        alive_lengths = self.lengths if self.alive is None else self.lengths[self.alive]
+        self.live = len(alive_lengths)
+        mean = float(alive_lengths.mean(dtype=np.float64)) if self.live else 0.0
+        self.norms = K1 * (1 - B + B * self.lengths.astype(np.float64) / mean) if mean else np.full(len(self.lengths), K1)
+
+
+def _tokens(table: pa.Table, first_row: int, vocab: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row positions, term ids) of every token occurrence of ``table``'s content, and tokens per row.
+    ``vocab`` is extended with new terms."""
+    content = table.column("content").combine_chunks() if table.num_rows else pa.array([], pa.string())
+    n = len(content)
+    content = pc.fill_null(content, "")
+    ascii_rows = pc.string_is_ascii(content).to_numpy(zero_copy_only=False)
+    row_parts, term_parts = [], []
+    picked = np.flatnonzero(ascii_rows)
+    if len(picked):
+        text = pc.ascii_lower(pc.take(content, pa.array(picked)))
+        text = pc.replace_substring_regex(text, pattern="[^a-z0-9]+", replacement=" ")
+        lists = pc.split_pattern(pc.utf8_trim(text, characters=" "), pattern=" ")
+        words = pc.list_flatten(lists)
+        parents = picked[pc.list_parent_indices(lists).to_numpy()]
+        keep = pc.and_(pc.greater(pc.utf8_length(words), 0), pc.less_equal(pc.utf8_length(words), MAX_TOKEN))
+        words, parents = pc.filter(words, keep), parents[keep.to_numpy(zero_copy_only=False)]
+        encoded = pc.dictionary_encode(words)
+        lut = np.fromiter((vocab.setdefault(w, len(vocab)) for w in encoded.dictionary.to_pylist()), np.int64,
+                          len(encoded.dictionary))
+        row_parts.append(parents.astype(np.int64))
+        term_parts.append(lut[encoded.indices.to_numpy()] if len(lut) else np.zeros(0, np.int64))
+    others = np.flatnonzero(~ascii_rows)
+    if len(others):  # the regex itself, as ``tokenize`` (a handful of rows in most corpora)
+        texts = content.to_pylist()
+        for i in others.tolist():
+            terms = [vocab.setdefault(t, len(vocab)) for t in tokenize(texts[i]) if len(t) <= MAX_TOKEN]
+            row_parts.append(np.full(len(terms), i, np.int64))
+            term_parts.append(np.asarray(terms, np.int64))
+    rows = np.concatenate(row_parts) if row_parts else np.zeros(0, np.int64)
+    terms = np.concatenate(term_parts) if term_parts else np.zeros(0, np.int64)
+    lengths = np.bincount(rows, minlength=n).astype(np.float32)
+    return rows + first_row, terms, lengths
+
+
+def _level(rows: np.ndarray, terms: np.ndarray, vocab_size: int) -> _Level:
+    """CSR postings from token occurrences (one sort of the (term, row) keys; counts are the term frequencies)."""
+    span = np.int64(int(rows.max()) + 1 if len(rows) else 1)
+    keys, counts = np.unique(terms * span + rows, return_counts=True)
+    post_terms, post_rows = np.divmod(keys, span)
+    offsets = np.zeros(vocab_size + 1, np.int64)
+    np.cumsum(np.bincount(post_terms, minlength=vocab_size), out=offsets[1:])
+    return _Level(offsets, post_rows.astype(np.int32), counts.astype(np.float32))
+
+
+_EMPTY = _Level(np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32))
+
+
+def _read(ds: Any, fragments: list[Any] | None) -> pa.Table:
+    if fragments is not None and not fragments:
+        return ds.scanner(columns=_COLUMNS, with_row_address=True, limit=0).to_table()
+    return ds.scanner(columns=_COLUMNS, with_row_address=True, fragments=fragments).to_table()
+
+
+def _sorted_by_address(table: pa.Table) -> pa.Table:
+    order = np.argsort(table.column("_rowaddr").to_numpy(), kind="stable")
+    return table.take(pa.array(order)) if len(order) and (np.diff(order) != 1).any() else table
+
+
+class PostingsBM25:
+    """The persisted postings of one store (``postings_bm25(store)``)."""
+
+    def __init__(self, store: RecordStore, rows_from: int = POSTINGS_FROM) -> None:
+        self.store = store
+        self.rows_from = rows_from
+        self.vocab: dict[str, int] = {}
+        self._index: _Postings | None = None
+        self._lock = threading.Lock()
+        self._usable: tuple[int, bool] | None = None  # (table version, whether these postings answer for it)
+        self.last_update = ""  # "build" / "delta" / "persisted" / "persisted+delta": how the version was reached
+        self.builds = 0  # full builds by this object (tests watch it)
+
+    # -- which stores ---------------------------------------------------------------------------------
+    def usable(self, ds: Any) -> bool:
+        """Whether the lexical leg of this table version should search these postings (see the module doc)."""
+        if self.store.cipher is not None or ds is None:
+            return False
+        if self._index is not None and self._index.version == ds.version:
+            return True
+        if self._usable is None or self._usable[0] != ds.version:  # asked once per table version
+            use = ds.count_rows() >= self.rows_from
+            if use:
+                try:
+                    use = not ds.index_statistics("content_idx")["indices"][0]["params"].get("stem", False)
+                except Exception:  # noqa: BLE001 - no FTS index yet: the project's would be built unstemmed by default
+                    use = True
+            self._usable = (ds.version, use)
+        return self._usable[1]
+
+    # -- upkeep ---------------------------------------------------------------------------------------
+    def _build(self, ds: Any, state: TableState) -> _Postings:
+        self.vocab = {}
+        table = _sorted_by_address(_read(ds, None))
+        rows, terms, lengths = _tokens(table, 0, self.vocab)
+        self.builds += 1
+        self.last_update = "build"
+        ids = np.asarray(table.column("id").to_numpy(zero_copy_only=False).astype(str))
+        return _Postings(state=state, version=ds.version, dataset=ds, addr=table.column("_rowaddr").to_numpy(),
+                         ids=ids, lengths=lengths, base=_level(rows, terms, len(self.vocab)), delta=_EMPTY,
+                         base_rows=len(ids), alive=None)
+
+    def _extend(self, ds: Any, state: TableState, old: _Postings) -> _Postings | None:
+        """``old`` at ``state``: rows deleted since masked, the appended fragments in a rebuilt delta; None when
+        only a full build fits (fragments rewritten, or the delta grew past ``DELTA_SHARE`` of the base)."""
+        if not state.grew_from(old.state):
+            return None
+        now = {f.fragment_id: f for f in ds.get_fragments()}
+        base_fragments = set(np.unique(old.addr[:old.base_rows] >> np.uint64(32)).astype(np.int64).tolist())
+        added = [now[i] for i in sorted(now) if i not in base_fragments]
+        delta_rows = sum(f.count_rows() for f in added)
+        if delta_rows > DELTA_SHARE * max(old.base_rows, 1):
+            return None
+        known = {fid: deletion for fid, _, deletion in old.state.files}
+        changed = [now[fid] for fid in base_fragments if fid in now and str(now[fid].metadata.deletion_file or "")
+                   != known.get(fid, "")]
+        alive = old.alive[:old.base_rows].copy() if old.alive is not None else None
+        if changed:
+            live = ds.scanner(columns=["id"], with_row_address=True, fragments=changed).to_table()
+            live_addr = live.column("_rowaddr").to_numpy()
+            base_addr = old.addr[:old.base_rows]
+            touched = np.isin((base_addr >> np.uint64(32)).astype(np.int64), [f.fragment_id for f in changed])
+            if alive is None:
+                alive = np.ones(old.base_rows, dtype=bool)
+            alive[touched] = np.isin(base_addr[touched], live_addr)
+        table = _sorted_by_address(_read(ds, added))  # the delta: every fragment appended since the base
+        rows, terms, lengths = _tokens(table, old.base_rows, self.vocab)
+        delta_alive = np.ones(table.num_rows, dtype=bool)  # their deletions are in the scan already
+        self.last_update = "delta"
+        ids = old.ids[:old.base_rows]
+        new_ids = np.asarray(table.column("id").to_numpy(zero_copy_only=False).astype(str))
+        all_ids = np.concatenate([ids, new_ids]) if len(new_ids) else ids
+        if alive is not None:
+            alive = np.concatenate([alive, delta_alive])
+        return _Postings(state=state, version=ds.version, dataset=ds,
+                         addr=np.concatenate([old.addr[:old.base_rows], table.column("_rowaddr").to_numpy()]),
+                         ids=all_ids, lengths=np.concatenate([old.lengths[:old.base_rows], lengths]),
+                         base=old.base, delta=_level(rows, terms, len(self.vocab)) if len(rows) else _EMPTY,
+                         base_rows=old.base_rows, alive=alive)
+
+    def _persisted(self, ds: Any, state: TableState) -> _Postings | None:
+        entry = sidecar(self.store).load("lexical", "postings")
+        if entry is None or not state.grew_from(entry.state):
+            return None
+        old = _from_entry(entry, ds)
+        self.vocab = dict(zip(entry.arrays["vocab"].tolist(), range(len(entry.arrays["vocab"])), strict=True))
+        if state.same_rows(entry.state):
+            self.last_update = "persisted"
+            old.version, old.dataset = ds.version, ds
+            return old
+        new = self._extend(ds, state, old)
+        if new is not None:
+            self.last_update = "persisted+delta"
+        return new
+
+    def current(self) -> _Postings | None:
+        """The postings at the table's latest version (updated first when it changed)."""
+        version = self.store.records_read_version()
+        if version is None:
+            return None
+        with self._lock:
+            p = self._index
+            if p is not None and p.version == version:
+                return p
+            ds = self.store.dataset(RECORDS, version)
+            state = TableState.of(ds)
+            new = None
+            if p is not None and state.same_rows(p.state):
+                p.version, p.dataset, p.masks = version, ds, OrderedDict()  # an index update: the same rows
+                return p
+            if p is not None:
+                new = self._extend(ds, state, p)
+            if new is None and p is None:
+                new = self._persisted(ds, state)
+            if new is None:
+                new = self._build(ds, state)
+            self._index = new
+            if self.last_update == "persisted":
+                return new
+            made, vocab = new, list(self.vocab)
+            sidecar(self.store).save("lexical", "postings", state, lambda: _to_entry(made, vocab),
+                                     mapped=("base_rows_arr", "base_tf", "ids"))
+            return new
+
+    # -- search ---------------------------------------------------------------------------------------
+    def _mask(self, p: _Postings, where: str) -> np.ndarray | None:
+        """Row positions matching ``where`` as a bool mask (None: every live row)."""
+        if where == "TRUE" and p.alive is None:
+            return None
+        mask = p.masks.get(where)
+        if mask is None:
+            found = p.dataset.to_table(columns=[], filter=None if where == "TRUE" else where,
+                                       with_row_address=True).column("_rowaddr").to_numpy()
+            mask = np.zeros(len(p.addr), dtype=bool)
+            pos = np.searchsorted(p.addr, found)
+            ok = pos < len(p.addr)
+            pos = pos[ok]
+            mask[pos[p.addr[pos] == found[ok]]] = True
+            p.masks[where] = mask
+            while len(p.masks) > MASKS_KEPT:
+                p.masks.popitem(last=False)
+        else:
+            p.masks.move_to_end(where)
+        return mask
+
+    def search(self, tokens: list[str], where: str, n: int) -> list[tuple[str, float]]:
+        """BM25 top ``n`` (id, score) among the rows matching ``where``, best first, ties by id."""
+        p = self.current()
+        if p is None or not tokens or n <= 0 or not p.live:
+            return []
+        with self._lock:
+            mask = self._mask(p, where)
+        scores = np.zeros(len(p.addr))
+        for token in tokens:  # a repeated query token counts again, as in LanceDB
+            term = self.vocab.get(token) if len(token) <= MAX_TOKEN else None
+            if term is None:
+                continue
+            parts = [level.slice(term) for level in (p.base, p.delta)]
+            rows = np.concatenate([r for r, _ in parts])
+            if not len(rows):
+                continue
+            tf = np.concatenate([t for _, t in parts]).astype(np.float64)
+            df = len(rows) if p.alive is None else int(np.count_nonzero(p.alive[rows]))
+            if not df:
+                continue
+            idf = math.log(1 + (p.live - df + 0.5) / (df + 0.5))
+            scores[rows] += idf * (K1 + 1) * tf / (tf + p.norms[rows])
+        hit = scores > 0
+        if mask is not None:
+            hit &= mask
+        candidates = np.flatnonzero(hit)
+        return _top(candidates, scores[candidates], p.ids, n)
+
+
+def _top(candidates: np.ndarray, found: np.ndarray, ids: np.ndarray, n: int) -> list[tuple[str, float]]:
+    """The best ``n`` distinct ids (an id may have a row per branch, with the same text) with every row tied
+    with the n-th, then ordered by (-score, id): which of a tie group makes the cut never depends on row order."""
+    take = min(len(found), 2 * n + 10)
+    while True:
+        if take < len(found):
+            kth = np.partition(found, len(found) - take)[len(found) - take]
+            part = np.flatnonzero(found >= kth)
+        else:
+            part = np.arange(len(found))
+        order = part[np.argsort(-found[part], kind="stable")]
+        best: dict[str, float] = {}
+        cut = None
+        for j in order.tolist():
+            score = float(found[j])
+            if cut is not None and score < cut:
+                break
+            best.setdefault(str(ids[candidates[j]]), score)
+            if cut is None and len(best) == n:
+                cut = score
+        if cut is not None or len(part) == len(found):
+            return sorted(best.items(), key=lambda q: (-q[1], q[0]))[:n]
+        take *= 2
+
+
+def _to_entry(p: _Postings, vocab: list[str]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The postings as a sidecar entry; the delta is saved folded into arrays of its own."""
+    arrays = {"vocab": np.asarray(vocab, dtype=str), "addr": p.addr, "ids": p.ids, "lengths": p.lengths,
+              "base_offsets": p.base.offsets, "base_rows_arr": p.base.rows, "base_tf": p.base.tf,
+              "delta_offsets": p.delta.offsets, "delta_rows": p.delta.rows, "delta_tf": p.delta.tf}
+    if p.alive is not None:
+        arrays["alive"] = p.alive
+    return {"base_rows": p.base_rows}, arrays
+
+
+def _from_entry(entry: Entry, ds: Any) -> _Postings:
+    a = entry.arrays
+    return _Postings(state=entry.state, version=entry.state.version, dataset=ds, addr=a["addr"], ids=a["ids"],
+                     lengths=a["lengths"], base=_Level(a["base_offsets"], a["base_rows_arr"], a["base_tf"]),
+                     delta=_Level(a["delta_offsets"], a["delta_rows"], a["delta_tf"]),
+                     base_rows=int(entry.meta["base_rows"]), alive=a.get("alive"))
+
+
+def postings_bm25(store: RecordStore) -> PostingsBM25:
+    """The store's persisted postings (one per store object)."""
+    return store.derived("postings_bm25", lambda: PostingsBM25(store))
