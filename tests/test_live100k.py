@@ -141,12 +141,23 @@ def lines_in(months: list[str], per_month: int, tag: str) -> list[dict[str, str]
             for m in months for i in range(per_month)]
 
 
-def test_a_sensor_tick_and_its_run_plan_only_the_changed_period(tmp_path):
+def test_a_sensor_tick_and_its_run_plan_only_the_changed_period(tmp_path, monkeypatch):
     from dagster import SensorResult, build_sensor_context
 
     from synthex.core.definition import PipelineDefinition
-    from synthex_assets.sensors import SourceCursor, plan_requests, sensor_name
+    from synthex_assets import sensors
+    from synthex_assets.sensors import SourceCursor, sensor_name
     from synthex_resources.planner import compute_partition_plan
+
+    planned: list[sensors.TickPlan] = []
+    real_plan_requests = sensors.plan_requests
+
+    def recording_plan_requests(*args, **kwargs) -> sensors.TickPlan:
+        """The sensor's own plan (the real function), kept so the test can read its records_read."""
+        planned.append(real_plan_requests(*args, **kwargs))
+        return planned[-1]
+
+    monkeypatch.setattr(sensors, "plan_requests", recording_plan_requests)
 
     root = tmp_path / "proj"
     root.mkdir()
@@ -166,15 +177,15 @@ def test_a_sensor_tick_and_its_run_plan_only_the_changed_period(tmp_path):
             store.close()
 
     def tick_and_plan(pipeline: PipelineDefinition) -> tuple[list[str], int, int]:
-        """A real tick: the partitions its run request covers; what a plan of the periods the tick saw
-        change (its cursor says which) reads, and what the run's up-to-date check plan reads."""
+        """A real tick: the partitions its run request covers; what the tick's plan read, and what the
+        run's up-to-date check plan of the periods the tick saw change (its cursor says which) reads."""
         context = build_sensor_context(instance=instance, resources={"cdc": defs.resources["cdc"]}, definitions=defs)
         result = defs.get_sensor_def(sensor_name("inbox"))(context)
         assert isinstance(result, SensorResult) and len(result.run_requests) == 1
         tags = result.run_requests[0].tags
         covered = sorted({v for k, v in tags.items() if "partition_range" in k})
         periods = SourceCursor.parse(context.cursor).last_change.periods
-        tick = plan_requests(pipeline, instance, "test", "inbox", periods=periods)
+        tick = planned.pop()
         store = open_store(pipeline.store_uri)
         try:
             check = compute_partition_plan(pipeline, store, "main", ["inbox", "digest"], periods=periods)
