@@ -105,7 +105,7 @@ class Bench:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--rows", type=int, default=None, help="table rows (default 100,000; --daemon: 200)")
     parser.add_argument("--ticks", type=int, default=20)
     parser.add_argument("--work", default=None, help="work dir (default: a temp dir)")
     parser.add_argument("--daemon", action="store_true",
@@ -116,7 +116,7 @@ def main() -> None:
         from evals.bench_live_daemon import run_daemon_bench
 
         work = Path(args.work or tempfile.mkdtemp(prefix="bench-live-daemon-"))
-        rows = args.rows if args.rows != parser.get_default("rows") else 200
+        rows = args.rows if args.rows is not None else 200
         figures = run_daemon_bench(work, rows, args.changes)
         (work / "bench_live_daemon.json").write_text(json.dumps(figures, indent=2))
         print(f"figures: {work / 'bench_live_daemon.json'}")
@@ -129,6 +129,7 @@ def main() -> None:
     from synthex.core.importers.tables import read_items
 
     logging.getLogger("dagster").setLevel(logging.WARNING)
+    args.rows = args.rows if args.rows is not None else 100_000
     work = Path(args.work or tempfile.mkdtemp(prefix="bench-live-"))
     root = work / "proj"
     build_project(root, args.rows)

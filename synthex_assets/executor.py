@@ -227,7 +227,8 @@ class StepExecutor:
         stale = []
         arrived = []
         for branch, periods in group_partitions([(o.branch, o.period) for o in outcomes]).items():
-            plan = compute_partition_plan(self.pipeline, self.store, branch, upstream)
+            # Only the run's periods are checked, so only they are planned (their records read).
+            plan = compute_partition_plan(self.pipeline, self.store, branch, upstream, periods=periods)
             chosen = set(periods)
             # A source that gained items since this run planned (a stream line, a row, an API page)
             # makes its period dirty again: that is the next sync's work, not a failed run.

@@ -188,6 +188,7 @@ class TickPlan:
     new_periods: list[str]  # to register before the runs name them
     branches: list[str]
     held_back: list[DeletionVerdict]  # sources whose deletions the guard holds back (their branch gets no run)
+    records_read: int = 0  # stored records the plans loaded (a tick's: the changed periods' only)
 
     @property
     def held_sources(self) -> set[str]:
@@ -195,17 +196,19 @@ class TickPlan:
 
 
 def plan_requests(pipeline: PipelineDefinition, instance: DagsterInstance, trigger: str,
-                  from_: str | None) -> TickPlan:
-    """The runs that bring every branch up to date (``from_``: this source and what is downstream),
-    except on a branch where a source's deletions are held back."""
+                  from_: str | None, periods: list[str] | None = None) -> TickPlan:
+    """The runs that bring every branch up to date (``from_``: this source and what is downstream;
+    ``periods``: in these periods only), except on a branch where a source's deletions are held back."""
     store = open_store(pipeline.store_uri)
     try:
         held = held_back(pipeline, store, [from_] if from_ else None)
         blocked = {v.branch for v in held}
-        work = pending_work(pipeline, store, [b for b in all_branches(pipeline) if b not in blocked], from_=from_)
+        work = pending_work(pipeline, store, [b for b in all_branches(pipeline) if b not in blocked], from_=from_,
+                            periods=periods)
     finally:
         store.close()
-    return TickPlan(*run_requests(pipeline, work, instance.get_dynamic_partitions("period"), trigger), held)
+    return TickPlan(*run_requests(pipeline, work, instance.get_dynamic_partitions("period"), trigger), held,
+                    records_read=sum(w.records_read for w in work))
 
 
 def _detect(cdc: DuckDBResource, pipeline: PipelineDefinition, sources: list[str] | None) -> list[SourceChanges]:
@@ -264,7 +267,9 @@ def build_source_sensor(pipeline: PipelineDefinition, source: str) -> SensorDefi
                 state = next(iter(_commit(cdc, pipeline, [change])), state)
             _update_cursor(context, pipeline, state, change, committed=not change.token_unchanged)
             return SkipReason(change.summary())
-        plan = plan_requests(pipeline, context.instance, f"sensor:{source}", source)
+        # Only the periods the change touched are planned (and their records read): a tick's cost follows
+        # the change, not the store. Partitions dirty for another reason (a failed run) are the reconcile's.
+        plan = plan_requests(pipeline, context.instance, f"sensor:{source}", source, periods=change.periods)
         if plan.held_back:  # not committed: the next tick judges again (and says so again)
             line = refusal_line(plan.held_back)
             context.log.warning(line)

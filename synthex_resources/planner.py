@@ -48,12 +48,26 @@ class PartitionWork:
 class PartitionPlan:
     periods: list[str]
     work: dict[tuple[str, str], PartitionWork] = field(default_factory=dict)
+    records_read: int = 0  # stored records the plan loaded (what a plan of some periods keeps small)
+
+
+def periods_plannable_alone(pipeline: PipelineDefinition, steps: list[str]) -> bool:
+    """Whether the work of a period of ``steps`` (and of what they read) depends only on that period: no
+    step among them reads its own earlier periods (a fold) or the inputs of every period (a key
+    aggregate). Then a plan of some periods is exactly the full plan's work in those periods."""
+    return not any(pipeline.steps[s].sequential_periods or pipeline.steps[s].single_partition_period() is not None
+                   for s in steps)
 
 
 def compute_partition_plan(pipeline: PipelineDefinition, store: RecordStore, branch: str, selected: list[str],
-                           full: bool = False) -> PartitionPlan:
+                           full: bool = False, periods: list[str] | None = None) -> PartitionPlan:
     """Work on ``branch``, run by its own definition (``pipeline.for_branch``). Steps the branch
-    inherits (copy-on-write) are read through its parent and never planned here."""
+    inherits (copy-on-write) are read through its parent and never planned here.
+
+    ``periods``: plan only these (the periods a source change touched, the periods a run wrote), reading
+    only their records, so the plan's cost follows the change, not the store; exact when the steps'
+    periods are independent (``periods_plannable_alone``), otherwise every period is planned. A plan of
+    some periods lists only those in ``PartitionPlan.periods``."""
     pipeline = pipeline.for_branch(branch)
     scope = pipeline.scope()
     owned = {s for s in pipeline.steps if scope.owns(s)}
@@ -61,7 +75,14 @@ def compute_partition_plan(pipeline: PipelineDefinition, store: RecordStore, bra
     # Only the selected steps and what they read are loaded: a sensor planning one source of a large
     # project does not read the other sources' records or items.
     needed = {u for s in selected for u in pipeline.upstream(s)}
-    snapshot = SnapshotContext.of(store.records.list(scope, steps=sorted(needed)) if needed else [], branch)
+    only = set(periods) if periods is not None and periods_plannable_alone(pipeline, sorted(needed)) else None
+    if not needed or only == set():
+        stored = []
+    elif only is None:
+        stored = store.records.list(scope, steps=sorted(needed))
+    else:
+        stored = store.records.list_periods(scope, sorted(needed), sorted(only))
+    snapshot = SnapshotContext.of(stored, branch)
     periods = set(snapshot.periods())
     spans = set()  # the partitions of steps whose records span every period (key aggregates): planned last
     for name in needed:
@@ -69,7 +90,9 @@ def compute_partition_plan(pipeline: PipelineDefinition, store: RecordStore, bra
         span = pipeline.steps[name].single_partition_period()
         if span is not None:
             spans.add(span)
-    plan = PartitionPlan(periods=sorted(periods | spans, key=lambda p: (p in spans, p)))
+    if only is not None:
+        periods &= only
+    plan = PartitionPlan(periods=sorted(periods | spans, key=lambda p: (p in spans, p)), records_read=len(stored))
     purged = PurgeLedger(pipeline.data_dir).load()
     expected: dict[tuple[str, str], int] = {}
     chars: dict[tuple[str, str], int] = {}

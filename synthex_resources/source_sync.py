@@ -10,12 +10,13 @@ from dataclasses import dataclass, field
 
 from synthex.core.definition import PipelineDefinition
 from synthex.core.deletions import DeletionConsent, DeletionGuard, DeletionVerdict, enforce
+from synthex.core.naming import check_branch_name
 from synthex.core.project import branch_names
 from synthex.core.purges import PurgeLedger
 from synthex.core.sources.base import LineReader
 from synthex.core.sources.bounded import BoundedOrigin
 from synthex_resources.cdc_state import CdcState, SourceChanges
-from synthex_resources.planner import plan_pipeline
+from synthex_resources.planner import compute_partition_plan
 from synthex_resources.record_store import RecordStore
 
 WAITING_MARK = ":lines-waiting"  # on a stored token: whole lines were left beyond the read's batch
@@ -105,18 +106,23 @@ class BranchWork:
     branch: str
     steps: list[str]
     periods: list[str]
-    all_periods: list[str] = field(default_factory=list)  # every period the data has (to register)
+    all_periods: list[str] = field(default_factory=list)  # every period the plan looked at (to register)
+    records_read: int = 0  # stored records its plan loaded
 
 
 def pending_work(pipeline: PipelineDefinition, store: RecordStore, branches: list[str] | None = None,
-                 from_: str | None = None) -> list[BranchWork]:
-    """What runs would bring every branch (main and the project's branch files) up to date."""
+                 from_: str | None = None, periods: list[str] | None = None) -> list[BranchWork]:
+    """What runs would bring every branch (main and the project's branch files) up to date; ``periods``:
+    only what is dirty in these (a sensor tick: the periods its source's change touched; the nightly
+    reconcile plans every period), see ``compute_partition_plan``."""
     root = pipeline.root()
     names = branches if branches is not None else all_branches(root)
     out = []
     for branch in names:
-        plan = plan_pipeline(root, branch=branch, from_=from_, store=store)
-        if plan.steps:
-            periods = sorted({p for ps in plan.partitions.values() for p in ps})
-            out.append(BranchWork(branch, plan.steps, periods, plan.periods))
+        check_branch_name(branch)
+        definition = root.for_branch(branch)
+        plan = compute_partition_plan(definition, store, branch, definition.select(None, from_), periods=periods)
+        steps = [s for s in definition.order() if any(step == s for step, _ in plan.work)]
+        if steps:
+            out.append(BranchWork(branch, steps, sorted({p for _, p in plan.work}), plan.periods, plan.records_read))
     return out
