@@ -93,7 +93,7 @@ def main() -> None:
         "get": ["get", record],
         "runs": ["runs", "--limit", "5"],
         "search (bm25)": ["search", "rust", "--mode", "bm25"],
-        "search (hybrid)": ["search", "rust"],
+        "search (default mode)": ["search", "rust"],
         "--help": ["--help"],
     }
     for name, cmd in commands.items():

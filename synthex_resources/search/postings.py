@@ -176,7 +176,7 @@ class PostingsBM25:
             use = ds.count_rows() >= self.rows_from
             if use:
                 try:
-                    use = not ds.index_statistics("content_idx")["indices"][0]["params"].get("stem", False)
+                    use = not ds.stats.index_stats("content_idx")["indices"][0]["params"].get("stem", False)
                 except Exception:  # noqa: BLE001 - no FTS index yet: the project's would be built unstemmed by default
                     use = True
             self._usable = (ds.version, use)

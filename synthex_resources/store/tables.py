@@ -370,7 +370,7 @@ class LanceTable:
             details: dict[str, Any] = {}
             if kind == "Inverted":
                 kind = "FTS"
-                details = dict((ds.index_statistics(d.name).get("indices") or [{}])[0].get("params") or {})
+                details = dict((ds.stats.index_stats(d.name).get("indices") or [{}])[0].get("params") or {})
             out.append(IndexInfo(name=d.name, index_type=kind, columns=list(d.field_names),
                                  num_indexed_rows=d.num_rows_indexed, size_bytes=d.total_size_bytes,
                                  index_details=details))
@@ -380,7 +380,7 @@ class LanceTable:
         ds = self.dataset()
         if not any(d.name == name for d in ds.describe_indices()):
             return None
-        stats = ds.index_statistics(name)
+        stats = ds.stats.index_stats(name)
         return IndexStats(num_indexed_rows=int(stats["num_indexed_rows"]),
                           num_unindexed_rows=int(stats["num_unindexed_rows"]))
 
