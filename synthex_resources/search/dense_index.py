@@ -39,6 +39,7 @@ import pyarrow.compute as pc
 
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RECORDS, RecordStore
+from synthex_resources.search.id_lookup import IdLookup, as_text, merged_order
 from synthex_resources.search.sidecar import Entry, TableState, sidecar
 
 MODES = ("auto", "float32", "binary")
@@ -62,7 +63,11 @@ class _Matrix:
     bare: dict[int, tuple[str, str]]  # row address -> (step, branch) of records written without a vector
     fragments: dict[int, str]  # fragment id -> its deletion file at this version ("" when none)
     bits: np.ndarray | None = None  # (n, words) uint64 sign bits (binary mode)
-    _row_of: dict[str, int] | None = None
+    # id -> row by binary search over the ids as text (search/id_lookup.py): a dict of 1M ids took 1-3 s to
+    # build in a new process's first query. The ids' sort order is persisted with the matrix.
+    id_text: np.ndarray | None = None  # the ids as a numpy unicode array (None: made from ``ids`` when needed)
+    id_order: np.ndarray | None = None  # their stable sort order, when known
+    _lookup: IdLookup | None = None
     _scopes: dict[tuple, tuple[np.ndarray, np.ndarray, bool]] = field(default_factory=dict)
     _samples: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)  # id(scope rows) -> sample
     unembedded: set[tuple[str, str]] = field(default_factory=set)  # (step, branch) of the ``bare`` records
@@ -70,11 +75,13 @@ class _Matrix:
     def __post_init__(self) -> None:
         self.unembedded = set(self.bare.values())
 
-    def row_of(self) -> dict[str, int]:
-        if self._row_of is None:
-            rows = np.flatnonzero(self.alive) if self.alive is not None else range(len(self.ids))
-            self._row_of = dict(zip(self.ids[rows].tolist(), (int(r) for r in rows), strict=True))
-        return self._row_of
+    def row_of(self) -> IdLookup:
+        """id -> row of the live rows (the last row of an id written twice, as a dict of them would)."""
+        if self._lookup is None:
+            text = self.id_text if self.id_text is not None and len(self.id_text) == len(self.ids) else as_text(self.ids)
+            order = self.id_order if self.id_order is not None and len(self.id_order) == len(self.ids) else None
+            self._lookup = IdLookup(text, order, self.alive)
+        return self._lookup
 
 
 def _sign_bits(vectors: np.ndarray) -> np.ndarray:
@@ -93,7 +100,8 @@ def _to_entry(m: _Matrix) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The matrix as a sidecar entry (search/sidecar.py); the vectors go to their own mapped file."""
     meta = {"codes": {col: [[k, v] for k, v in table.items()] for col, table in m.codes.items()},
             "bare": [[int(a), s, b] for a, (s, b) in m.bare.items()], "fragments": [[int(f), d] for f, d in m.fragments.items()]}
-    arrays = {"ids": np.asarray(m.ids.tolist(), dtype=str), "steps": m.steps, "branches": m.branches,
+    lookup = m.row_of()
+    arrays = {"ids": lookup.ids, "id_order": lookup.order, "steps": m.steps, "branches": m.branches,
               "periods": m.periods, "addr": m.addr, "blank": m.blank, "vectors": m.vectors}
     if m.alive is not None:
         arrays["alive"] = m.alive
@@ -108,7 +116,8 @@ def _from_entry(entry: Entry, version: int) -> _Matrix:
         steps=a["steps"], branches=a["branches"], periods=a["periods"], vectors=a["vectors"], addr=a["addr"],
         blank=a["blank"],
         alive=a.get("alive"), bare={int(x): (s, b) for x, s, b in meta["bare"]},
-        fragments={int(f): d for f, d in meta["fragments"]})
+        fragments={int(f): d for f, d in meta["fragments"]},
+        id_text=a["ids"], id_order=a.get("id_order"))  # an entry saved before orders were persisted has none
 
 
 def _encode(column: pa.ChunkedArray | pa.Array, table: dict[Any, int]) -> np.ndarray:
@@ -221,6 +230,11 @@ class DenseIndex:
             bare=bare,
             fragments=_deletions(ds),
         )
+        if base is not None and base._lookup is not None:  # the base's lookup extended, not sorted again
+            new_text = as_text(ids)
+            m.id_text = np.concatenate([base._lookup.ids, new_text]) if len(new_text) else base._lookup.ids
+            m.id_order = merged_order(base._lookup.ids, base._lookup.order, new_text) if len(new_text) \
+                else base._lookup.order
         if self.mode == "binary":
             m.bits = cat(base.bits if base is not None and base.bits is not None else None, _sign_bits(new_vectors))
         return m
@@ -446,8 +460,8 @@ class DenseIndex:
         m = self._current()
         if m is None:
             return {}
-        row_of = m.row_of()
-        return {rid: m.vectors[row_of[rid]] for rid in ids if rid in row_of}
+        rows = m.row_of().rows(ids).tolist()  # one batch lookup
+        return {rid: m.vectors[row] for rid, row in zip(ids, rows, strict=True) if row >= 0}
 
     def without_text(self) -> set[str]:
         """Ids of the live records with no text (their zero vector, store/vectors.py); empty for most stores."""

@@ -101,11 +101,10 @@ def _first_stage(engine: SearchBackend, scope: Scope, text: str, steps: list[str
     total = np.zeros(n)
 
     def lend(leaf_scores: np.ndarray, record_ids: Any, scores: np.ndarray) -> None:
-        # A leaf keeps the best score among the records that stand for it.
-        for rid, value in zip(record_ids, scores, strict=True):
-            for pos in scope.leaves_of.get(rid, ()):
-                if value > leaf_scores[pos]:
-                    leaf_scores[pos] = value
+        # A leaf keeps the best score among the records that stand for it (one batch lookup, not one per id).
+        which, positions = scope.leaves_of.pairs(record_ids)
+        if len(positions):
+            np.fmax.at(leaf_scores, positions, np.asarray(scores, dtype=leaf_scores.dtype)[which])  # fmax: NaN lends nothing
 
     # The index query waits on I/O, the embedder on compute: overlap them.
     lexical_future = engine.submit(lambda: engine.lexical(text, where, config.lexical_pool)) if config.lexical else None
@@ -140,10 +139,9 @@ def _first_stage(engine: SearchBackend, scope: Scope, text: str, steps: list[str
             if short is not None:
                 ids, sims = _with_candidates(index, qvec, short, [scope.leaf_ids[i] for i in np.flatnonzero(total)])
                 normalized = _normalized_dense(sims, short[2])
-                for rid, value in zip(ids, normalized, strict=True):
-                    pos = scope.index_of.get(rid)
-                    if pos is not None:
-                        own[pos] = value
+                at = scope.index_of.rows(ids)
+                found = at >= 0
+                own[at[found]] = normalized[found]
             else:
                 ids, sims, _ = index.scores(qvec, scope.leaf_steps, reads, None)
                 rows, leaves, _ = scope.leaf_pairs("own", ids, own=True)
@@ -197,8 +195,10 @@ def leaf_scores(engine: SearchBackend, query: str, steps: list[str] | None, read
 def ranked_leaves(engine: SearchBackend, scope: Scope, total: np.ndarray, query: str, reads: BranchScope, k: int,
                   config: LeafSumOptions) -> SearchResults:
     """The top ``k`` leaves by ``total`` (ties by time, then id), diversified and reranked as configured."""
-    silent = [scope.index_of[i] for i in dense_index(engine.store).without_text() if i in scope.index_of]
-    if silent:  # a turn with no text answers nothing, whatever its neighbours or context records score
+    blank = dense_index(engine.store).without_text()
+    silent = scope.index_of.rows(sorted(blank)) if blank else np.zeros(0, dtype=np.int64)
+    silent = silent[silent >= 0]
+    if len(silent):  # a turn with no text answers nothing, whatever its neighbours or context records score
         total[silent] = 0.0
     candidates = np.flatnonzero(total > 0)
     # An extended scope may still hold leaves deleted since its build (search/leaf_scope.py): a few more

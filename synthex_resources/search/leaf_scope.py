@@ -28,6 +28,7 @@ import numpy as np
 from synthex.core.periods import parse_timestamp
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import LIGHT_COLUMNS, RECORDS
+from synthex_resources.search.id_lookup import GroupLookup, IdLookup, as_text, merged_order
 from synthex_resources.search.sidecar import Entry, TableState, sidecar
 from synthex_resources.search.tokenize import tokenize
 
@@ -47,8 +48,10 @@ _COLUMNS = ["id", "sources", "step", "metadata", "created_at"]
 @dataclass
 class Scope:
     leaf_ids: list[str]
-    index_of: dict[str, int]  # leaf id -> position
-    leaves_of: dict[str, list[int]]  # searched record id -> positions of its leaves
+    # Lookups over arrays (search/id_lookup.py), not dicts: at 1M leaves building the dicts was most of a new
+    # process's first query. Their sort orders are persisted with the scope.
+    index_of: IdLookup  # leaf id -> position
+    leaves_of: GroupLookup  # searched record id -> positions of its leaves
     leaf_steps: list[str]
     prev: np.ndarray  # position of the previous turn in the same session, -1 if none
     next: np.ndarray
@@ -72,13 +75,12 @@ class Scope:
         lends to, and whether every leaf gets at most one row (then plain assignment is exact)."""
         if key not in self.pairs:
             if own:
-                found = [(i, self.index_of[rid]) for i, rid in enumerate(ids) if rid in self.index_of]
+                found = self.index_of.rows(ids)
+                rows = np.flatnonzero(found >= 0)
+                positions = found[rows]
             else:
-                found = [(i, pos) for i, rid in enumerate(ids) for pos in self.leaves_of.get(rid, ())]
-            rows, leaves = zip(*found, strict=True) if found else ((), ())
-            positions = np.asarray(leaves, dtype=np.int64)
-            self.pairs[key] = (np.asarray(rows, dtype=np.int64), positions,
-                               len(np.unique(positions)) == len(positions))
+                rows, positions = self.leaves_of.pairs(ids)
+            self.pairs[key] = (rows, positions, len(np.unique(positions)) == len(positions))
         return self.pairs[key]
 
 
@@ -137,18 +139,37 @@ def _session_key(chat: dict) -> tuple[str, str] | None:
 
 class _Resolved:
     """Record id -> leaf ids, for the records and leaves a scope already knows (looked up, not copied:
-    a scope of 1M leaves would take a second to copy into a dict)."""
+    a scope of 1M leaves would take a second to copy into a dict). ``prefetch`` looks a batch of ids up
+    at once (one binary search each way); single lookups are cached."""
 
     def __init__(self, scope: Scope) -> None:
         self.scope = scope
+        self.known: dict[str, list[str] | None] = {}  # id -> its leaves, None when the scope does not know it
+
+    def prefetch(self, ids: list[str]) -> None:
+        ids = [i for i in dict.fromkeys(ids) if i not in self.known]
+        if not ids:
+            return
+        leaf_at = self.scope.index_of.rows(ids)
+        group_at = self.scope.leaves_of.index.rows(ids)
+        for rid, leaf, group in zip(ids, leaf_at.tolist(), group_at.tolist(), strict=True):
+            if leaf >= 0:
+                self.known[rid] = [rid]
+            elif group >= 0:
+                self.known[rid] = [self.scope.leaf_ids[p] for p in self.scope.leaves_of[rid]]
+            else:
+                self.known[rid] = None
 
     def __contains__(self, rid: str) -> bool:
-        return rid in self.scope.leaves_of or rid in self.scope.index_of
+        self.prefetch([rid])
+        return self.known[rid] is not None
 
     def __getitem__(self, rid: str) -> list[str]:
-        if rid in self.scope.index_of:
-            return [rid]
-        return [self.scope.leaf_ids[p] for p in self.scope.leaves_of[rid]]
+        self.prefetch([rid])
+        leaves = self.known[rid]
+        if leaves is None:
+            raise KeyError(rid)
+        return leaves
 
 
 def _walk(engine: SearchEngine, rows: dict[str, dict[str, Any]], searched: list[str],
@@ -156,10 +177,14 @@ def _walk(engine: SearchEngine, rows: dict[str, dict[str, Any]], searched: list[
     """Each searched record's leaves (ids), walking down ``sources`` until records without sources.
     ``known``: record id -> leaf ids already resolved (an extension's existing leaves and records)."""
     known = known or {}
+    if isinstance(known, _Resolved):
+        known.prefetch([*rows, *(s for r in rows.values() for s in r.get("sources") or [])])
     frontier = {s for r in rows.values() for s in r.get("sources") or [] if s not in rows and s not in known}
     while frontier:
         fetched = engine.store.records.rows_by_id(sorted(frontier), _COLUMNS)  # any row of an id: same content
         rows |= fetched
+        if isinstance(known, _Resolved):
+            known.prefetch([s for r in fetched.values() for s in r.get("sources") or []])
         frontier = {s for r in fetched.values() for s in r.get("sources") or [] if s not in rows and s not in known}
 
     def leaves(rid: str, seen: set[str]) -> list[str]:
@@ -192,13 +217,14 @@ def build_scope(engine: SearchEngine, where: str) -> Scope:
         if key is not None:
             tails[key] = i
     index_of = {x[0]: i for i, x in enumerate(info)}
+    leaf_ids = [x[0] for x in info]
     participants = {t for x in info for t in tokenize(str(x[2].get("author", "")))}
     by_time = sorted(range(n), key=lambda i: (info[i][3].timestamp() if info[i][3] else 0.0, _natural(info[i][0])))
     tiebreak = np.empty(n, dtype=np.int64)
     tiebreak[by_time] = np.arange(n)
     return Scope(
-        leaf_ids=[x[0] for x in info], index_of=index_of,
-        leaves_of={rid: [index_of[x] for x in ls if x in index_of] for rid, ls in leaf_sets.items()},
+        leaf_ids=leaf_ids, index_of=IdLookup(as_text(leaf_ids)),
+        leaves_of=GroupLookup.of({rid: [index_of[x] for x in ls if x in index_of] for rid, ls in leaf_sets.items()}),
         leaf_steps=sorted({x[1] for x in info}), prev=prev, next=nxt,
         times=np.array([x[3].timestamp() if x[3] else np.nan for x in info], dtype=np.float64),
         participants=participants, tiebreak=tiebreak, pairs={}, fragments=fragments, tails=tails)
@@ -215,9 +241,12 @@ def extend_scope(engine: SearchEngine, old: Scope, where: str) -> Scope | None:
         return None
     added = [now[i] for i in sorted(set(now) - old.fragments)]
     found = ds.scanner(columns=_COLUMNS, filter=where, fragments=added).to_table().to_pylist() if added else []
-    rows = {r["id"]: r for r in found if r["id"] not in old.leaves_of}  # rewritten records keep their leaves
+    seen = old.leaves_of.index.rows([r["id"] for r in found]) >= 0 if found else np.zeros(0, dtype=bool)
+    rows = {r["id"]: r for r, kept in zip(found, seen.tolist(), strict=True) if not kept}  # rewritten: keep their leaves
     leaf_sets = _walk(engine, rows, list(rows), _Resolved(old))
-    fresh = sorted({x for v in leaf_sets.values() for x in v if x not in old.index_of})
+    candidates = sorted({x for v in leaf_sets.values() for x in v})
+    old_at = dict(zip(candidates, old.index_of.rows(candidates).tolist(), strict=True))  # -1: a new leaf
+    fresh = [x for x in candidates if old_at[x] < 0]
     info = sorted((_leaf_info(rows[x]) for x in fresh), key=_order_key)
     n, m = len(old.leaf_ids), len(info)
     prev = np.concatenate([old.prev, np.full(m, -1)])
@@ -233,10 +262,16 @@ def extend_scope(engine: SearchEngine, old: Scope, where: str) -> Scope | None:
             prev[pos], nxt[tail] = tail, pos
         if tail is None or not times[tail] > times[pos]:
             tails[key] = pos
-    index_of = dict(old.index_of)
-    index_of.update({x[0]: n + j for j, x in enumerate(info)})
-    leaves_of = dict(old.leaves_of)
-    leaves_of.update({rid: [index_of[x] for x in ls if x in index_of] for rid, ls in leaf_sets.items()})
+    fresh_ids = as_text([x[0] for x in info])
+    index_of = IdLookup(np.concatenate([old.index_of.ids, fresh_ids]),
+                        merged_order(old.index_of.ids, old.index_of.order, fresh_ids))
+    new_position = {x[0]: n + j for j, x in enumerate(info)}
+
+    def position(leaf: str) -> int | None:
+        return new_position[leaf] if leaf in new_position else (old_at[leaf] if old_at.get(leaf, -1) >= 0 else None)
+
+    leaves_of = old.leaves_of.appended({rid: [p for p in map(position, ls) if p is not None]
+                                        for rid, ls in leaf_sets.items()})
     by_time = sorted(range(m), key=lambda j: (info[j][3].timestamp() if info[j][3] else 0.0, _natural(info[j][0])))
     tiebreak_new = np.empty(m, dtype=np.int64)
     tiebreak_new[by_time] = n + np.arange(m)
@@ -250,30 +285,24 @@ def extend_scope(engine: SearchEngine, old: Scope, where: str) -> Scope | None:
 
 def _to_entry(scope: Scope) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The scope as a sidecar entry: arrays for what grows with the leaves, a description for the rest."""
-    records = list(scope.leaves_of)
-    sizes = np.fromiter((len(v) for v in scope.leaves_of.values()), np.int64, len(records))
-    positions = np.fromiter((p for v in scope.leaves_of.values() for p in v), np.int64, int(sizes.sum()))
+    groups = scope.leaves_of
     meta = {"leaf_steps": scope.leaf_steps, "participants": sorted(scope.participants),
             "tails": [[c, s, int(p)] for (c, s), p in scope.tails.items()],
             "extended": scope.extended_from is not None, "token": scope.token, "base_token": scope.base_token}
-    arrays = {"leaf_ids": np.asarray(scope.leaf_ids, dtype=str), "records": np.asarray(records, dtype=str),
-              "sizes": sizes, "positions": positions, "prev": scope.prev, "next": scope.next, "times": scope.times,
-              "tiebreak": scope.tiebreak}
+    arrays = {"leaf_ids": scope.index_of.ids, "records": groups.records,
+              "sizes": groups.sizes, "positions": groups.flat, "prev": scope.prev, "next": scope.next,
+              "times": scope.times, "tiebreak": scope.tiebreak,
+              # the lookups' sort orders (search/id_lookup.py): a new process searches them instead of sorting
+              "leaf_order": scope.index_of.order, "record_order": groups.index.order}
     return meta, arrays
 
 
 def _from_entry(entry: Entry) -> Scope:
     a, meta = entry.arrays, entry.meta
-    leaf_ids = a["leaf_ids"].tolist()
-    records, sizes, positions = a["records"].tolist(), a["sizes"], a["positions"].tolist()
-    if (sizes == 1).all():  # one leaf per record (the common case): no slicing
-        leaves_of = dict(zip(records, ([p] for p in positions), strict=True))
-    else:
-        ends = np.cumsum(sizes).tolist()
-        leaves_of = dict(zip(records, (positions[e - s:e] for s, e in zip(sizes.tolist(), ends, strict=True)),
-                             strict=True))
+    # an entry saved before the orders were persisted has none: they are then sorted at the first lookup
     return Scope(
-        leaf_ids=leaf_ids, index_of=dict(zip(leaf_ids, range(len(leaf_ids)), strict=True)), leaves_of=leaves_of,
+        leaf_ids=a["leaf_ids"].tolist(), index_of=IdLookup(as_text(a["leaf_ids"]), a.get("leaf_order")),
+        leaves_of=GroupLookup(as_text(a["records"]), a["sizes"], a["positions"], a.get("record_order")),
         leaf_steps=list(meta["leaf_steps"]), prev=a["prev"], next=a["next"], times=a["times"],
         participants=set(meta["participants"]), tiebreak=a["tiebreak"], pairs={},
         fragments=frozenset(fid for fid, _, _ in entry.state.files),
