@@ -230,11 +230,11 @@ class DenseIndex:
             bare=bare,
             fragments=_deletions(ds),
         )
-        if base is not None and base._lookup is not None:  # the base's lookup extended, not sorted again
+        if base is not None and (base._lookup is not None or base.id_order is not None):
+            prior = base.row_of()  # its order known (persisted or computed): extended, not sorted again
             new_text = as_text(ids)
-            m.id_text = np.concatenate([base._lookup.ids, new_text]) if len(new_text) else base._lookup.ids
-            m.id_order = merged_order(base._lookup.ids, base._lookup.order, new_text) if len(new_text) \
-                else base._lookup.order
+            m.id_text = np.concatenate([prior.ids, new_text]) if len(new_text) else prior.ids
+            m.id_order = merged_order(prior.ids, prior.order, new_text) if len(new_text) else prior.order
         if self.mode == "binary":
             m.bits = cat(base.bits if base is not None and base.bits is not None else None, _sign_bits(new_vectors))
         return m

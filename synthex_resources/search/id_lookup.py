@@ -57,20 +57,24 @@ class IdLookup(Mapping[str, int]):
         self.live = live
         self._searched: tuple[np.ndarray, np.ndarray] | None = None  # (sorted ids, their rows), live ones only
         self._dict: dict[str, int] | None = None  # small lookups only (DICT_UP_TO)
+        self.sorts = 0  # sort orders this object computed (0 when it was given one: tests watch it)
 
     @property
     def order(self) -> np.ndarray:
         """The stable sort order of every id (live or not): what is persisted."""
         if self._order is None:
             self._order = sort_order(self.ids)
+            self.sorts += 1
         return self._order
 
     def _sorted(self) -> tuple[np.ndarray, np.ndarray]:
         if self._searched is None:
             order = self.order
+            in_order = len(order) > 0 and order[0] == 0 and bool((np.diff(order) == 1).all())
             if self.live is not None:
                 order = order[self.live[order]]  # a subsequence of a sorted order is sorted
-            self._searched = (self.ids[order], order)
+            # ids written in sorted order (the common case for generated ids) need no sorted copy
+            self._searched = (self.ids if in_order and self.live is None else self.ids[order], order)
         return self._searched
 
     def rows(self, keys: Iterable[str] | np.ndarray) -> np.ndarray:

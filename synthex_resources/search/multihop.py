@@ -205,8 +205,11 @@ def lexicon(engine: SearchBackend, where: str, scope: Any, rare_df: int) -> Lexi
                     lex, loaded = _from_entry(entry, scope.leaf_ids, scope.prev, scope.next), True
                 elif entry is not None and owner is not None and owner == scope.base_token \
                         and entry.meta["shape"][0] <= len(scope.leaf_ids):
-                    lex = _padded(_from_entry(entry, scope.leaf_ids[:entry.meta["shape"][0]],
-                                              scope.prev[:entry.meta["shape"][0]], scope.next[:entry.meta["shape"][0]]),
+                    base_n = entry.meta["shape"][0]
+                    # the base's own turns only: a link from its last turn of a session to an appended
+                    # turn points past it (an adjacency of base_n rows cannot hold it)
+                    base_next = np.where(scope.next[:base_n] < base_n, scope.next[:base_n], -1)
+                    lex = _padded(_from_entry(entry, scope.leaf_ids[:base_n], scope.prev[:base_n], base_next),
                                   scope.leaf_ids, scope.prev, scope.next)
                 else:
                     lex = _build(engine, scope.leaf_ids, scope.prev, scope.next, set(scope.participants), rare_df,
