@@ -12,6 +12,7 @@ search takes the rightmost equal key).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -19,7 +20,7 @@ import numpy as np
 
 # Up to this many ids, single-id lookups (``get``, ``in``, ``[]``) go through a dict built at the first one
 # (~20 ms at 100k): callers that loop over a few hundred ids stay as fast as with the dicts this replaced.
-# Past it, each is a binary search (~10 us); batch lookups (``rows``) are always one binary search.
+# Past it, lookups are binary searches until a dict built in the background is ready (``IdLookup``).
 DICT_UP_TO = 200_000
 
 
@@ -51,12 +52,18 @@ class IdLookup(Mapping[str, int]):
 
     ``order``: the sort order of ``ids`` when known (persisted); computed at the first lookup otherwise."""
 
-    def __init__(self, ids: np.ndarray, order: np.ndarray | None = None, live: np.ndarray | None = None) -> None:
+    def __init__(self, ids: np.ndarray, order: np.ndarray | None = None, live: np.ndarray | None = None,
+                 dict_from: int = DICT_UP_TO) -> None:
         self.ids = ids
+        # Past ``dict_from`` ids the dict is built in a background thread once the first lookup is answered:
+        # a binary search over strings costs ~3 us per id (~8 ms for a query's 3,000 at 1M), a dict ~0.1 us,
+        # so a new process answers at once and its later queries are as fast as before (issue 24).
+        self.dict_from = dict_from
+        self._dict_thread: threading.Thread | None = None
         self._order = order
         self.live = live
         self._searched: tuple[np.ndarray, np.ndarray] | None = None  # (sorted ids, their rows), live ones only
-        self._dict: dict[str, int] | None = None  # small lookups only (DICT_UP_TO)
+        self._dict: dict[str, int] | None = None  # id -> row once built (see ``dict_from``)
         self.sorts = 0  # sort orders this object computed (0 when it was given one: tests watch it)
 
     @property
@@ -77,8 +84,24 @@ class IdLookup(Mapping[str, int]):
             self._searched = (self.ids if in_order and self.live is None else self.ids[order], order)
         return self._searched
 
+    def _build_dict(self) -> None:
+        rows = np.arange(len(self.ids)) if self.live is None else np.flatnonzero(self.live)
+        self._dict = dict(zip(self.ids[rows].tolist(), rows.tolist(), strict=True))  # duplicates: the last wins
+
+    def wait_dict(self) -> None:
+        """Join the background dict build, if one was started (tests)."""
+        if self._dict_thread is not None:
+            self._dict_thread.join()
+
     def rows(self, keys: Iterable[str] | np.ndarray) -> np.ndarray:
         """The row of each of ``keys`` (int64), -1 where it is absent."""
+        ready = self._dict
+        if ready is not None:
+            listed = keys.tolist() if isinstance(keys, np.ndarray) else list(keys)
+            return np.fromiter((ready.get(k, -1) for k in listed), np.int64, len(listed))
+        if self._dict_thread is None and len(self.ids) > self.dict_from:
+            self._dict_thread = threading.Thread(target=self._build_dict, name="synthex-id-lookup", daemon=True)
+            self._dict_thread.start()
         wanted = as_text(keys if isinstance(keys, np.ndarray) else list(keys))
         if not len(wanted):
             return np.zeros(0, dtype=np.int64)
@@ -102,10 +125,9 @@ class IdLookup(Mapping[str, int]):
     def _one(self, key: object) -> int:
         if not isinstance(key, str):
             return -1
-        if len(self.ids) <= DICT_UP_TO:
-            if self._dict is None:
-                rows = np.arange(len(self.ids)) if self.live is None else np.flatnonzero(self.live)
-                self._dict = dict(zip(self.ids[rows].tolist(), rows.tolist(), strict=True))
+        if self._dict is None and len(self.ids) <= self.dict_from:
+            self._build_dict()
+        if self._dict is not None:
             return self._dict.get(key, -1)
         return int(self.rows([key])[0])
 

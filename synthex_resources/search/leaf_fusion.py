@@ -104,7 +104,9 @@ def _first_stage(engine: SearchBackend, scope: Scope, text: str, steps: list[str
         # A leaf keeps the best score among the records that stand for it (one batch lookup, not one per id).
         which, positions = scope.leaves_of.pairs(record_ids)
         if len(positions):
-            np.fmax.at(leaf_scores, positions, np.asarray(scores, dtype=leaf_scores.dtype)[which])  # fmax: NaN lends nothing
+            values = np.asarray(scores, dtype=leaf_scores.dtype)[which]
+            # NaN lends nothing (as the comparison did); maximum.at has numpy's fast path, fmax.at has not
+            np.maximum.at(leaf_scores, positions, np.where(np.isnan(values), -np.inf, values))
 
     # The index query waits on I/O, the embedder on compute: overlap them.
     lexical_future = engine.submit(lambda: engine.lexical(text, where, config.lexical_pool)) if config.lexical else None
