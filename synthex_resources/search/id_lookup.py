@@ -21,6 +21,7 @@ import numpy as np
 # Up to this many ids, single-id lookups (``get``, ``in``, ``[]``) go through a dict built at the first one
 # (~20 ms at 100k): callers that loop over a few hundred ids stay as fast as with the dicts this replaced.
 # Past it, lookups are binary searches until a dict built in the background is ready (``IdLookup``).
+DICT_AFTER = 4  # batch lookups before that build starts: a new process's first query makes 1-3 per lookup
 DICT_UP_TO = 200_000
 
 
@@ -55,10 +56,13 @@ class IdLookup(Mapping[str, int]):
     def __init__(self, ids: np.ndarray, order: np.ndarray | None = None, live: np.ndarray | None = None,
                  dict_from: int = DICT_UP_TO) -> None:
         self.ids = ids
-        # Past ``dict_from`` ids the dict is built in a background thread once the first lookup is answered:
-        # a binary search over strings costs ~3 us per id (~8 ms for a query's 3,000 at 1M), a dict ~0.1 us,
-        # so a new process answers at once and its later queries are as fast as before (issue 24).
+        # Past ``dict_from`` ids the dict is built in a background thread from the ``DICT_AFTER``-th batch
+        # lookup on: a binary search over strings costs ~3 us per id (~8 ms for a query's 3,000 at 1M), a dict
+        # ~0.1 us, so a new process answers at once and its later queries are as fast as before (issue 24).
+        # Not from the first lookup: building a 1M-entry dict holds the GIL for ~1 s, which slowed the first
+        # query it ran beside from 2.8 s to 4.2 s.
         self.dict_from = dict_from
+        self.batches = 0
         self._dict_thread: threading.Thread | None = None
         self._order = order
         self.live = live
@@ -99,7 +103,8 @@ class IdLookup(Mapping[str, int]):
         if ready is not None:
             listed = keys.tolist() if isinstance(keys, np.ndarray) else list(keys)
             return np.fromiter((ready.get(k, -1) for k in listed), np.int64, len(listed))
-        if self._dict_thread is None and len(self.ids) > self.dict_from:
+        self.batches += 1
+        if self._dict_thread is None and len(self.ids) > self.dict_from and self.batches >= DICT_AFTER:
             self._dict_thread = threading.Thread(target=self._build_dict, name="synthex-id-lookup", daemon=True)
             self._dict_thread.start()
         wanted = as_text(keys if isinstance(keys, np.ndarray) else list(keys))
