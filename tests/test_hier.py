@@ -127,21 +127,26 @@ def instruments_fixture() -> list[dict]:
     return [{"sample_id": "conv-h", "conversation": conv, "qa": []}]
 
 
-@pytest.fixture(scope="module")
-def hierarchy(tmp_path_factory):
-    """The hierarchical-conversational architecture on the conversation above (one build for the module)."""
+def hierarchy_pipeline(name: str, root, data, mode: str) -> Pipeline:
+    """The hierarchical-conversational architecture's steps (evals/architectures.py) over a LoCoMo file, run."""
     from synthex.prompts import key_profile
 
-    root = tmp_path_factory.mktemp("hier")
-    data = write_json(root / "locomo.json", instruments_fixture())
-    pipe = Pipeline("hier", project_dir=root, lexical_stem=True)
+    pipe = Pipeline(name, project_dir=root, lexical_stem=True)
     pipe.source("turns", file=str(data), format="locomo-turns")
     pipe.transform("turns-in-context", from_="turns", fn=with_previous_turn)
     for key in ("speaker", "entity", "topic"):
         pipe.aggregate(f"by-{key}", from_="turns", by=key, fn=key_profile)
     pipe.output("search", from_=["turns-in-context", "by-speaker", "by-entity", "by-topic"], surface="search",
-                mode="hierarchical")
+                mode=mode)
     pipe.run()
+    return pipe
+
+
+@pytest.fixture(scope="module")
+def hierarchy(tmp_path_factory):
+    """The hierarchical-conversational architecture on the conversation above (one build for the module)."""
+    root = tmp_path_factory.mktemp("hier")
+    pipe = hierarchy_pipeline("hier", root, write_json(root / "locomo.json", instruments_fixture()), "hierarchical")
     yield pipe
     pipe.close()
 

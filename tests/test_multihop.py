@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import pytest
 from conftest import write_json
+from test_hier import dia, hierarchy_pipeline
 
-from evals.locomo import with_previous_turn  # importing it also registers the locomo-turns format
-from synthex import Pipeline
 from synthex_resources.search.builtin_strategies import HIERARCHICAL, HIERARCHICAL_SPEAKER
 from synthex_resources.search.strategies import DrillDown, load_search_strategies
 
@@ -30,8 +29,6 @@ EVIDENCE = ["D3:1", "D1:1"]  # sessions 3 and 1
 @pytest.fixture(scope="module")
 def sports(tmp_path_factory):
     """The hierarchical-conversational architecture's steps (evals/architectures.py) on the conversation."""
-    from synthex.prompts import key_profile
-
     conv: dict = {"speaker_a": "Ann", "speaker_b": "Bob"}
     for s, (date, turns) in enumerate(SPORTS.items(), start=1):
         conv[f"session_{s}_date_time"] = date
@@ -39,20 +36,9 @@ def sports(tmp_path_factory):
                                 for t, (who, text) in enumerate(turns, start=1)]
     root = tmp_path_factory.mktemp("multihop")
     data = write_json(root / "locomo.json", [{"sample_id": "conv-m", "conversation": conv, "qa": []}])
-    pipe = Pipeline("multihop", project_dir=root, lexical_stem=True)
-    pipe.source("turns", file=str(data), format="locomo-turns")
-    pipe.transform("turns-in-context", from_="turns", fn=with_previous_turn)
-    for key in ("speaker", "entity", "topic"):
-        pipe.aggregate(f"by-{key}", from_="turns", by=key, fn=key_profile)
-    pipe.output("search", from_=["turns-in-context", "by-speaker", "by-entity", "by-topic"], surface="search",
-                mode="hierarchical-speaker")
-    pipe.run()
+    pipe = hierarchy_pipeline("multihop", root, data, "hierarchical-speaker")
     yield pipe
     pipe.close()
-
-
-def dia(hits) -> list[str]:
-    return [h.meta("chat.message_id") for h in hits]
 
 
 def test_the_named_speakers_evidence_from_two_sessions_is_found_where_flat_search_misses_it(sports):
