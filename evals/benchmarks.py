@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from importlib.metadata import entry_points
@@ -44,6 +45,11 @@ C = TypeVar("C")  # a benchmark's conversation: what one workspace ingests and i
 HOOK = "register_benchmarks"
 PLUGIN_MODULE = "evals.plugin"
 EMBEDDING_CACHE = "embedding-cache"  # the folder under an eval dir keeping every text's vector across eval runs
+# Threads one workspace's questions are searched on. Two: the lexical leg's FTS query waits ~8 ms per search
+# outside the GIL (half the warm dev7 eval's search time, docs/benchmarks.md), so a second search overlaps it.
+SEARCH_WORKERS = 2
+Q = TypeVar("Q")
+H = TypeVar("H")
 
 
 @dataclass(frozen=True)
@@ -181,7 +187,8 @@ def _not_a_benchmark(name: str, item: object) -> str | None:
 def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architecture], work_dir: Path, *,
              limit: int | None = None, k: int = 10, log: Callable[[str], None] = print, qa: bool = False,
              qa_context: int = 5, progress: Callable[[ConversationDone], None] | None = None,
-             embedding_cache: Path | None = None, embedder: MemoEmbedder | None = None) -> list[dict[str, Any]]:
+             embedding_cache: Path | None = None, embedder: MemoEmbedder | None = None,
+             search_workers: int = SEARCH_WORKERS) -> list[dict[str, Any]]:
     """One result per architecture: each conversation ingested through the architecture's pipeline in its own
     workspace, each question searched there, its ranked turns scored. ``qa``: also answer from the top
     ``qa_context`` hits and judge (a real LLM only; refused before any work). ``progress`` gets a
@@ -189,7 +196,8 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
     those are logged as lines through ``log``. ``embedding_cache``: a folder keeping every text's vector
     across eval runs (``evals.shared_embedder.EmbeddingCache``; None: this run's memory only). ``embedder``:
     the memo every workspace embeds through (its ``computed`` counts what the model embedded); None: one
-    over the configured model with ``embedding_cache``."""
+    over the configured model with ``embedding_cache``. ``search_workers``: threads a workspace's questions
+    are searched on (``searched_in_order``; 1: one after another); figures are the same either way."""
     from evals.architectures import (
         IngestMarker,
         LeafCache,
@@ -238,10 +246,10 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
             # One table version for all its questions: the dataset and its index caches stay warm across
             # searches instead of reopening per search (docs/benchmarks.md). A search that writes (the first
             # one embeds the leaf vectors) clears the pin, so the next reads the version it wrote.
-            with pipe.store().pinned_version():
-                for question in questions:
-                    hits = pipe.search(question.text, step=arch.steps, k=k, mode=arch.mode, branch=arch.branch,
-                                       as_of=question.as_of)
+            with pipe.store().pinned_version() as pin:
+                search = partial(_search_question, pipe, arch, k, pin)
+                for question, hits in zip(questions, searched_in_order(questions, search, search_workers),
+                                          strict=True):
                     card.check_provenance(provenance, hits)
                     turns = ranked_leaf_keys(hits, question.text, lambda r: r.meta(benchmark.turn_id_field), k,
                                              leaf_cache)
@@ -274,6 +282,32 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
         results.append(tally.result(**head, **benchmark.result_fields(data, conversations, scores),
                                     scorecard=card.scorecard().to_dict()))
     return results
+
+
+def searched_in_order(questions: Sequence[Q], search: Callable[[Q], H], workers: int = SEARCH_WORKERS) -> Iterator[H]:
+    """``search`` of each question, yielded in question order. The first is searched alone (it may write: it
+    embeds the workspace's leaf vectors), the rest on ``workers`` threads while the caller scores the ones
+    already yielded; ``workers`` 1: one after another on this thread. A search that raises raises here, at
+    its turn, and the searches not started are cancelled."""
+    if workers <= 1 or len(questions) <= 2:
+        yield from map(search, questions)
+        return
+    yield search(questions[0])
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="synthex-eval-search")
+    try:
+        futures = [pool.submit(search, question) for question in questions[1:]]
+        for future in futures:
+            yield future.result()
+    finally:  # also when the caller stops early or a search raised: nothing left running on the workspace
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _search_question(pipe: Any, arch: Architecture, k: int, pin: Any, question: BenchmarkQuestion) -> Any:
+    """One question's hits in its workspace, reading the table version ``pin`` holds (the loop's, which a
+    worker thread does not inherit: the store keeps the pin per thread)."""
+    with pipe.store().pinned_version(pin):
+        return pipe.search(question.text, step=arch.steps, k=k, mode=arch.mode, branch=arch.branch,
+                           as_of=question.as_of)
 
 
 def time_rerun(card: Any, pipe: Any, arch: Architecture, fresh: bool, first_run_s: float) -> None:

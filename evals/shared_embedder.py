@@ -18,6 +18,7 @@ import hashlib
 import os
 import re
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -165,6 +166,9 @@ class MemoEmbedder:
         self._vectors: dict[bytes, np.ndarray] = {}
         self._cache_read = cache is None
         self._dirty = False
+        # An eval searches a workspace's questions on several threads (evals.benchmarks.evaluate): the memo's
+        # dict is reordered on every embed (least recently used last), so concurrent embeds would race.
+        self._lock = threading.RLock()
 
     @classmethod
     def with_disk_cache(cls, directory: Path | None, warn: Callable[[str], None] | None = None,
@@ -187,6 +191,10 @@ class MemoEmbedder:
         self._vectors = loaded.vectors | self._vectors
 
     def embed(self, texts: list[str]) -> np.ndarray:
+        with self._lock:
+            return self._embed(texts)
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
         if not self._cache_read:
             self._read_cache()
         keys = [text_key(t) for t in texts]
@@ -206,6 +214,7 @@ class MemoEmbedder:
 
     def save(self) -> None:
         """Write the new vectors to the disk cache (and drop an unreadable shard)."""
-        if self.cache is not None and self._dirty:
-            self.cache.save(self._vectors)
-            self._dirty = False
+        with self._lock:
+            if self.cache is not None and self._dirty:
+                self.cache.save(self._vectors)
+                self._dirty = False

@@ -15,7 +15,7 @@ from synthex.core.project import branch_names
 from synthex.core.purges import PurgeLedger
 from synthex.core.sources.base import LineReader
 from synthex.core.sources.bounded import BoundedOrigin
-from synthex_resources.cdc_state import CdcState, SourceChanges
+from synthex_resources.cdc_state import CdcState, SourceChanges, TokenSnapshot
 from synthex_resources.planner import compute_partition_plan
 from synthex_resources.record_store import RecordStore
 
@@ -23,10 +23,11 @@ WAITING_MARK = ":lines-waiting"  # on a stored token: whole lines were left beyo
 HELD_MARK = ":items-held"  # on a stored token: items were held back for their date (they enter later)
 
 
-def detect_changes(pipeline: PipelineDefinition, cdc: CdcState, sources: list[str] | None = None,
+def detect_changes(pipeline: PipelineDefinition, cdc: CdcState | TokenSnapshot, sources: list[str] | None = None,
                    pull: bool = True) -> list[SourceChanges]:
     """Per source (main's definition): fetch API pages into the landing stream, then compare the
-    source with its stored CDC state. Nothing is committed: commit once the records are written."""
+    source with its stored CDC state. Nothing is committed: commit once the records are written.
+    With a ``TokenSnapshot`` only the unchanged sources are answered (a run's fast path, ``pull=False``)."""
     root = pipeline.root()
     purged = PurgeLedger(root.data_dir).load()
     out = []

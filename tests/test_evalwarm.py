@@ -15,7 +15,7 @@ from test_evalloop import locomo_small
 from test_evalspeed2 import figures
 
 from evals.architectures import Architecture, IngestMarker, _contextual, resolve
-from evals.benchmarks import evaluate
+from evals.benchmarks import SEARCH_WORKERS, evaluate
 from evals.locomo_eval import LoCoMo
 from evals.shared_embedder import MemoEmbedder
 from synthex.app.pipeline import Pipeline
@@ -50,7 +50,8 @@ def evals(tmp_path_factory):
     workspace = work / "contextual-stemmed" / "conv-0"
     enriched = Architecture("conversational", lambda d, r, f: _contextual(d, r, f, stem=True, enriched=True),
                             mode="conversational", workspace="contextual-stemmed")  # same workspace, new step code
-    steps = [("first", data, resolve(["conversational"], None)), ("second", data, resolve(["conversational"], None))]
+    steps = [("first", data, resolve(["conversational"], None)), ("second", data, resolve(["conversational"], None)),
+             ("one search thread", data, resolve(["conversational"], None))]  # test_evalpar.py: same hits
     changed = copy.deepcopy(samples)
     changed[0]["conversation"]["session_1"][0]["text"] = "Ann says: I sold my old bicycle (note changed)."
     changed_data = write_json(base / "locomo_changed.json", changed)
@@ -67,7 +68,8 @@ def evals(tmp_path_factory):
                 return real_run(self, *args, **kwargs)
 
             mp.setattr(Pipeline, "run", counting_run)
-            results[name] = evaluate(LoCoMo(), path, archs, work, log=lambda _line: None, embedder=memo)
+            results[name] = evaluate(LoCoMo(), path, archs, work, log=lambda _line: None, embedder=memo,
+                                     search_workers=1 if name == "one search thread" else SEARCH_WORKERS)
             calls[name] = count[0]
             mp.setattr(Pipeline, "run", real_run)
             instance_runs[name] = dagster_runs(workspace)
@@ -87,6 +89,8 @@ def test_the_second_eval_gives_the_same_figures_and_hits(evals):
     questions = results["first"][0]["questions"]
     assert questions and all(q["hits"] for q in questions)  # something was ranked: equality means something
     assert figures(results["second"]) == figures(results["first"])
+    # searched on SEARCH_WORKERS threads (first, second) or one after another: the same figures and hits
+    assert figures(results["one search thread"]) == figures(results["first"])
 
 
 def test_changed_data_or_a_changed_architecture_runs_again(evals):

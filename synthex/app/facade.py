@@ -179,9 +179,15 @@ class ProjectApp:
         sources = [s for s in self.pipeline.root().source_steps() if s in selected]
         if not sources:
             return []
-        from synthex_resources.cdc_state import open_cdc_state
+        from synthex_resources.cdc_state import TokenSnapshot, open_cdc_state
         from synthex_resources.source_sync import detect_changes
 
+        # Every source's token as stored: nothing changed, known without opening (importing) DuckDB.
+        snapshot = TokenSnapshot.load(self.pipeline.data_dir)
+        if snapshot is not None:
+            unchanged = detect_changes(self.pipeline, snapshot, sources, pull=False)
+            if all(c.token_unchanged for c in unchanged):
+                return unchanged
         with open_cdc_state(self.pipeline.data_dir) as cdc:  # held for milliseconds, never during the run
             return detect_changes(self.pipeline, cdc, sources, pull=False)  # a run never calls an API
 
