@@ -146,6 +146,17 @@ def cli(*args: str, cwd: Path | None = None, check: bool = True) -> CliResult:
     return out
 
 
+def locomo_sessions(sessions: dict[str, list[tuple[str, str]]], sample_id: str) -> list[dict]:
+    """A LoCoMo file of one Ann-and-Bob conversation from {session date: [(speaker, text), ...]}: turn ids
+    ``D<session>:<turn>``, counted from 1, no questions."""
+    conv: dict = {"speaker_a": "Ann", "speaker_b": "Bob"}
+    for s, (date, turns) in enumerate(sessions.items(), start=1):
+        conv[f"session_{s}_date_time"] = date
+        conv[f"session_{s}"] = [{"speaker": who, "dia_id": f"D{s}:{t}", "text": text}
+                                for t, (who, text) in enumerate(turns, start=1)]
+    return [{"sample_id": sample_id, "conversation": conv, "qa": []}]
+
+
 LOCOMO_TOPICS = ["adopted a puppy named Rex", "started pottery classes", "ran the Lisbon half marathon",
                  "moved to a flat in Porto", "learned to bake sourdough", "visited Kyoto in spring"]
 

@@ -6,7 +6,7 @@ Real LanceDB, real embedder, real Dagster runs, on a small LoCoMo-format fixture
 from datetime import UTC, datetime
 
 import pytest
-from conftest import write_json
+from conftest import locomo_sessions, write_json
 
 from evals.locomo import with_previous_turn  # importing it also registers the locomo-turns format
 from synthex import Pipeline
@@ -37,12 +37,7 @@ SESSIONS = {
 
 
 def locomo_fixture() -> list[dict]:
-    conv: dict = {"speaker_a": "Ann", "speaker_b": "Bob"}
-    for s, (date, turns) in enumerate(SESSIONS.items(), start=1):
-        conv[f"session_{s}_date_time"] = date
-        conv[f"session_{s}"] = [{"speaker": who, "dia_id": f"D{s}:{t}", "text": text}
-                                for t, (who, text) in enumerate(turns, start=1)]
-    return [{"sample_id": "conv-t", "conversation": conv, "qa": []}]
+    return locomo_sessions(SESSIONS, "conv-t")
 
 
 def build(root, stem: bool = True) -> Pipeline:

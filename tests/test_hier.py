@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import cli, write_json
+from conftest import cli, locomo_sessions, write_json
 
 from evals.locomo import with_previous_turn  # importing it also registers the locomo-turns format
 from synthex import Pipeline
@@ -119,12 +119,7 @@ INSTRUMENTS = {
 
 
 def instruments_fixture() -> list[dict]:
-    conv: dict = {"speaker_a": "Ann", "speaker_b": "Bob"}
-    for s, (date, turns) in enumerate(INSTRUMENTS.items(), start=1):
-        conv[f"session_{s}_date_time"] = date
-        conv[f"session_{s}"] = [{"speaker": who, "dia_id": f"D{s}:{t}", "text": text}
-                                for t, (who, text) in enumerate(turns, start=1)]
-    return [{"sample_id": "conv-h", "conversation": conv, "qa": []}]
+    return locomo_sessions(INSTRUMENTS, "conv-h")
 
 
 def hierarchy_pipeline(name: str, root, data, mode: str) -> Pipeline:

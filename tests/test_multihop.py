@@ -6,7 +6,7 @@ search mode. Real LanceDB, real embedder, a real run, on one tiny hand-made conv
 from __future__ import annotations
 
 import pytest
-from conftest import write_json
+from conftest import locomo_sessions, write_json
 from test_hier import dia, hierarchy_pipeline
 
 from synthex_resources.search.builtin_strategies import HIERARCHICAL, HIERARCHICAL_SPEAKER
@@ -29,13 +29,8 @@ EVIDENCE = ["D3:1", "D1:1"]  # sessions 3 and 1
 @pytest.fixture(scope="module")
 def sports(tmp_path_factory):
     """The hierarchical-conversational architecture's steps (evals/architectures.py) on the conversation."""
-    conv: dict = {"speaker_a": "Ann", "speaker_b": "Bob"}
-    for s, (date, turns) in enumerate(SPORTS.items(), start=1):
-        conv[f"session_{s}_date_time"] = date
-        conv[f"session_{s}"] = [{"speaker": who, "dia_id": f"D{s}:{t}", "text": text}
-                                for t, (who, text) in enumerate(turns, start=1)]
     root = tmp_path_factory.mktemp("multihop")
-    data = write_json(root / "locomo.json", [{"sample_id": "conv-m", "conversation": conv, "qa": []}])
+    data = write_json(root / "locomo.json", locomo_sessions(SPORTS, "conv-m"))
     pipe = hierarchy_pipeline("multihop", root, data, "hierarchical-speaker")
     yield pipe
     pipe.close()
