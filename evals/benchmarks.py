@@ -293,13 +293,10 @@ def searched_in_order(questions: Sequence[Q], search: Callable[[Q], H], workers:
         yield from map(search, questions)
         return
     yield search(questions[0])
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="synthex-eval-search")
-    try:
-        futures = [pool.submit(search, question) for question in questions[1:]]
-        for future in futures:
-            yield future.result()
-    finally:  # also when the caller stops early or a search raised: nothing left running on the workspace
-        pool.shutdown(wait=True, cancel_futures=True)
+    # Executor.map yields in order and raises at the failing item's turn; leaving the block (also when the
+    # caller stops early) cancels what has not started and waits for the rest: nothing left running.
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="synthex-eval-search") as pool:
+        yield from pool.map(search, questions[1:])
 
 
 def _search_question(pipe: Any, arch: Architecture, k: int, pin: Any, question: BenchmarkQuestion) -> Any:

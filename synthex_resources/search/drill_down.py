@@ -68,7 +68,7 @@ def split_steps(engine: SearchBackend, steps: list[str], reads: BranchScope,
         records = scope_for(engine, where).leaves_of
         if not records:
             continue  # nothing in scope (a key aggregate whose key function found no key): no part in it
-        several = any(len(v) > 1 for v in records.values())
+        several = bool((records.sizes > 1).any())  # no per-record lists: a turn-level step may hold 1M
         (altitude if several or key_tokens(engine, where) else turn_level).append(step)
     return turn_level, altitude
 

@@ -156,7 +156,8 @@ class _Resolved:
             if leaf >= 0:
                 self.known[rid] = [rid]
             elif group >= 0:
-                self.known[rid] = [self.scope.leaf_ids[p] for p in self.scope.leaves_of[rid]]
+                groups = self.scope.leaves_of  # the row ``rows`` found, not a second lookup by id
+                self.known[rid] = [self.scope.leaf_ids[p] for p in groups.flat[groups.starts[group]:groups.starts[group + 1]]]
             else:
                 self.known[rid] = None
 

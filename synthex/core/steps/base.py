@@ -125,7 +125,7 @@ class Audit:
         step's ``source_hashes`` (the prompt's source hashed once, not once per record)."""
         return cls(
             model=completion.model,
-            prompt_template_hash=(hashes or SourceHashes()).of(prompt_fn) or "",
+            prompt_template_hash=(hashes.of(prompt_fn) if hashes is not None else callable_source_hash(prompt_fn)) or "",
             prompt_function=callable_ref(prompt_fn) or "",
             rendered_prompt_hash=hashlib.sha256(rendered.encode("utf-8")).hexdigest(),
             temperature=temperature,
@@ -138,7 +138,8 @@ class Audit:
     @classmethod
     def of_python(cls, fn: Callable[..., Any], hashes: SourceHashes | None = None) -> Audit:
         """A record made by a plain Python function: no model, nothing to replay."""
-        return cls(model=f"python:{callable_ref(fn)}", prompt_template_hash=(hashes or SourceHashes()).of(fn) or "",
+        return cls(model=f"python:{callable_ref(fn)}",
+                   prompt_template_hash=(hashes.of(fn) if hashes is not None else callable_source_hash(fn)) or "",
                    prompt_function=callable_ref(fn) or "")
 
 
