@@ -40,8 +40,9 @@ import numpy as np
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RECORDS
 from synthex_resources.search.dense_index import dense_index
+from synthex_resources.search.id_lookup import IdLookup
 from synthex_resources.search.leaf_fusion import LeafSumOptions, leaf_scores, ranked_leaves
-from synthex_resources.search.leaf_scope import scope_for
+from synthex_resources.search.leaf_scope import Scope, scope_for
 from synthex_resources.search.tokenize import tokenize
 from synthex_resources.search.types import SearchBackend, SearchRequest, SearchResults
 
@@ -144,7 +145,7 @@ def altitude_scores(engine: SearchBackend, query: str, step: str, reads: BranchS
 
 
 def named_speaker(engine: SearchBackend, query: str, altitude: list[str], reads: BranchScope,
-                  periods: list[str] | None, index_of: dict[str, int], n: int) -> np.ndarray:
+                  periods: list[str] | None, index_of: IdLookup, n: int) -> np.ndarray:
     """Step 5: 1 for the leaves of the one speaker aggregate whose key the question names, else 0 (all 0
     when it names none, or several: "What do Ann and Bob both like?" favours neither)."""
     asked = set(tokenize(query))
@@ -155,11 +156,17 @@ def named_speaker(engine: SearchBackend, query: str, altitude: list[str], reads:
     if len(named) == 1:
         step, rid = named[0]
         step_scope = scope_for(engine, engine.where([step], reads, periods))
-        for pos in step_scope.leaves_of.get(rid, ()):
-            leaf = index_of.get(step_scope.leaf_ids[pos])
-            if leaf is not None:
-                mask[leaf] = 1.0
+        leaves = leaf_rows(index_of, step_scope, rid)
+        mask[leaves] = 1.0
     return mask
+
+
+def leaf_rows(index_of: IdLookup, step_scope: Scope, rid: str) -> np.ndarray:
+    """The positions in ``index_of`` of the leaves record ``rid`` of ``step_scope`` stands for (one batched
+    lookup, not one per leaf: a speaker's aggregate may stand for half a conversation)."""
+    ids = [step_scope.leaf_ids[pos] for pos in step_scope.leaves_of.get(rid, ())]
+    found = index_of.rows(ids) if ids else np.zeros(0, dtype=np.int64)
+    return found[found >= 0]
 
 
 def drill_down_search(engine: SearchBackend, request: SearchRequest, config: DrillDownOptions) -> SearchResults:
@@ -181,10 +188,8 @@ def drill_down_search(engine: SearchBackend, request: SearchRequest, config: Dri
             step_scope = scope_for(engine, engine.where([step], reads, periods))
             best = np.zeros(len(scope.leaf_ids))
             for rid, score in altitude_scores(engine, request.query, step, reads, periods, config, qvec).items():
-                for pos in step_scope.leaves_of.get(rid, ()):
-                    leaf = scope.index_of.get(step_scope.leaf_ids[pos])
-                    if leaf is not None and score > best[leaf]:
-                        best[leaf] = score
+                leaves = leaf_rows(scope.index_of, step_scope, rid)
+                best[leaves] = np.maximum(best[leaves], score)
             lift += best
         total = total * (1.0 + config.altitude_weight * lift)
     if altitude and config.speaker_weight:
