@@ -93,17 +93,22 @@ class WarmRunLauncher(DefaultRunLauncher):
         pid = int(run.tags[PID_TAG])
         try:
             os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + TERMINATE_GRACE_S
-            while time.monotonic() < deadline and _alive(pid):
-                time.sleep(0.1)
+            _wait_gone(pid, TERMINATE_GRACE_S)
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+                _wait_gone(pid, TERMINATE_GRACE_S)  # a caller told "terminated" finds the worker gone
         except ProcessLookupError:
             pass
         run = self._instance.get_run_by_id(run_id)
         if run is not None and not run.is_finished:
             self._instance.report_run_canceled(run)
         return True
+
+
+def _wait_gone(pid: int, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.1)
 
 
 def _alive(pid: int) -> bool:

@@ -268,7 +268,9 @@ def build_source_sensor(pipeline: PipelineDefinition, source: str) -> SensorDefi
             _update_cursor(context, pipeline, state, change, committed=not change.token_unchanged)
             return SkipReason(change.summary())
         # Only the periods the change touched are planned (and their records read): a tick's cost follows
-        # the change, not the store. Partitions dirty for another reason (a failed run) are the reconcile's.
+        # the change, not the store. Partitions dirty for another reason (a failed run, or a pipeline.py edit
+        # that made every period stale) are left to the nightly reconcile, `synthex run` or `synthex sync`,
+        # which plan every period; a tick never does less than they would in the periods it touched.
         plan = plan_requests(pipeline, context.instance, f"sensor:{source}", source, periods=change.periods)
         if plan.held_back:  # not committed: the next tick judges again (and says so again)
             line = refusal_line(plan.held_back)
