@@ -69,6 +69,17 @@ class Scope:
     # The leaves' light rows by the branch scope that read them (``None``: too long to keep), filled by
     # ``leaf_rows``; this object is one table version's, so the rows never go stale. Not persisted.
     kept_rows: dict[BranchScope, dict[str, dict[str, Any]] | None] = field(default_factory=dict, repr=False)
+    _symmetric: bool | None = field(default=None, repr=False)  # ``links_symmetric``, once computed
+
+    def links_symmetric(self) -> bool:
+        """Whether every link goes both ways (``next[prev[i]] == i`` and ``prev[next[i]] == i``): then the
+        turns next to a set of turns are their ``prev`` and ``next``, and neighbour credit can be given to
+        them alone (search/leaf_fusion.py). Builds and extensions link both ways; checked once per scope."""
+        if self._symmetric is None:
+            back, ahead = np.flatnonzero(self.prev >= 0), np.flatnonzero(self.next >= 0)
+            self._symmetric = bool((self.next[self.prev[back]] == back).all()
+                                   and (self.prev[self.next[ahead]] == ahead).all())
+        return self._symmetric
 
     def leaf_pairs(self, key: str, ids: np.ndarray, own: bool = False) -> tuple[np.ndarray, np.ndarray, bool]:
         """For a dense scope's ids (the same order every query at one table version): the leaf each row
