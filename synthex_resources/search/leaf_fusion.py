@@ -155,19 +155,21 @@ def _first_stage(engine: SearchBackend, scope: Scope, text: str, steps: list[str
         if len(positions):
             add(*_best_per_position(positions, np.asarray(scores, dtype=total.dtype)[which]), weight)
 
-    # The index query waits on I/O, the embedder on compute: overlap them.
+    # The lexical leg runs beside the embedder and the dense shortlist (its own thread): overlap them. The
+    # legs are still added in the same order (lexical first), so the sums do not depend on which ends first.
     lexical_future = engine.submit(lambda: engine.lexical(text, where, config.lexical_pool)) if config.lexical else None
     qvec = engine.store.embedder.embed([text])[0] if config.dense or config.leaf_dense_weight else None
+    index = dense_index(engine.store) if qvec is not None else None
+    short = index.approximate_scores(qvec, steps, reads, periods, DENSE_SHORTLIST) \
+        if index is not None and config.dense else None
     lexical_ids: list[str] = []
     if lexical_future is not None:
         pairs = lexical_future.result()
         lexical_ids = [p[0] for p in pairs]
         if pairs and pairs[0][1] > 0:
             lend(lexical_ids, np.array([p[1] for p in pairs]) / pairs[0][1], config.lexical_weight)
-    if qvec is not None:
-        index = dense_index(engine.store)
+    if index is not None:
         if config.dense:
-            short = index.approximate_scores(qvec, steps, reads, periods, DENSE_SHORTLIST)
             if short is not None:  # a scope too large to score every record (search/ann.py)
                 ids, sims = _with_candidates(index, qvec, short, lexical_ids)
                 lend(ids, _normalized_dense(sims, short[2]), config.dense_weight)
