@@ -232,13 +232,13 @@ def test_rows_by_address_vouch_only_for_an_ids_one_row_in_scope(tmp_path):
     engine = SearchEngine(store)
     ids = ["r0", "r1", "r3", "x9", "missing"]
     with store.pinned_version():
-        addresses = dense_index(store).row_addresses(ids, MAIN)
-        assert sorted(addresses) == ["r1", "r3"]  # r0: two rows (main, b); x9: a row main does not read
+        version, addresses = dense_index(store).row_addresses(ids, MAIN)
+        assert sorted(addresses) == ["r1", "r3"] and version == store.records_read_version()  # r0: two rows (main, b); x9: a row main does not read
         got = leaf_scope._rows_by_address(engine, ids, MAIN)
     assert got == store.records.rows_by_id(ids, LIGHT_COLUMNS, scope=MAIN)
     assert sorted(got) == ["r0", "r1", "r3"]
     with store.pinned_version():
-        assert list(dense_index(store).row_addresses(ids, BranchScope.own("b"))) == ["x9"]
+        assert list(dense_index(store).row_addresses(ids, BranchScope.own("b"))[1]) == ["x9"]
     store.close()
 
 

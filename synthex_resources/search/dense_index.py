@@ -479,19 +479,20 @@ class DenseIndex:
         vectors = np.asarray(m.vectors[rows[found]])  # a copy (rows gathered), as np.stack of them was
         return [ids[i] for i in found.tolist()], vectors @ np.asarray(query_vector, dtype=np.float32)
 
-    def row_addresses(self, ids: list[str], scope: BranchScope) -> dict[str, int]:
-        """Lance row addresses of those ``ids`` whose row is the only row of its id in the table and one
-        ``scope`` reads: what ``records.rows_by_id(ids, scope=scope)`` would find for them, taken by address
-        instead of a filtered scan (search/leaf_scope.py, ``leaf_rows``). Ids it cannot vouch for are absent
-        (the caller reads them as before): all of them when rows without a vector exist (the matrix does not
-        hold them) or ``scope`` reads another version than the matrix."""
+    def row_addresses(self, ids: list[str], scope: BranchScope) -> tuple[int | None, dict[str, int]]:
+        """The table version the matrix holds and the Lance row addresses (at that version) of those ``ids``
+        whose row is the only row of its id in the table and one ``scope`` reads: what
+        ``records.rows_by_id(ids, scope=scope)`` would find for them, to be taken by address instead of a
+        filtered scan (search/leaf_scope.py, ``leaf_rows``). Ids it cannot vouch for are absent (the caller
+        reads them as before): all of them when rows without a vector exist (the matrix does not hold them)
+        or ``scope`` pins a version of its own."""
         m = self._current()
         if m is None or not ids or m.bare or scope.version is not None:
-            return {}
+            return None, {}
         rows = m.row_of().single_rows(ids)
         found = np.flatnonzero(rows >= 0)
         if not len(found):
-            return {}
+            return m.version, {}
         at = rows[found]
         read = np.zeros(len(at), dtype=bool)
         for served_by, names in scope.groups(None).items():
@@ -499,7 +500,8 @@ class DenseIndex:
             if names:
                 part &= np.isin(m.steps[at], [m.codes["step"].get(s, -1) for s in names])
             read |= part
-        return {ids[i]: int(a) for i, a, ok in zip(found.tolist(), m.addr[at].tolist(), read.tolist(), strict=True) if ok}
+        return m.version, {ids[i]: int(a) for i, a, ok in zip(found.tolist(), m.addr[at].tolist(), read.tolist(),
+                                                            strict=True) if ok}
 
     def without_text(self) -> set[str]:
         """Ids of the live records with no text (their zero vector, store/vectors.py); empty for most stores."""

@@ -122,10 +122,10 @@ def _rows_by_address(engine: SearchEngine, ids: list[str], reads: BranchScope) -
     id's only row in the table, one ``reads`` reads: ``DenseIndex.row_addresses``) taken by their row
     addresses: at 1M records the filtered read of a query's ~10 hits cost ~30 ms of CPU, the take ~12
     (docs/benchmarks.md). The others are read as before."""
-    addresses = dense_index(engine.store).row_addresses(ids, reads)
+    version, addresses = dense_index(engine.store).row_addresses(ids, reads)
     rows: dict[str, dict[str, Any]] = {}
     ds = engine.store.dataset(RECORDS) if addresses else None
-    if ds is not None:
+    if ds is not None and ds.version == version:  # the addresses are that version's (a search pins it)
         try:
             taken = ds._take_rows(list(addresses.values()), columns=LIGHT_COLUMNS).to_pylist()
         except (OSError, ValueError, AttributeError):  # an address this pylance cannot take: read them all
