@@ -64,10 +64,11 @@ class MiniLMOnnxEmbedder:
         self._tokenizer = tokenizer
 
     def load_in_background(self) -> None:
-        """Load the model on a daemon thread now (ONNX builds the session without holding the GIL), so a
-        first ``embed`` later finds it ready; ``embed`` waits for a load still under way."""
+        """Load the model on a thread now (ONNX builds the session without holding the GIL), so a first
+        ``embed`` later finds it ready; ``embed`` waits for a load still under way. Not a daemon: a process
+        that ends meanwhile waits for the load (under a second) instead of tearing it down mid-way."""
         if self._session is None and self._loader is None:
-            self._loader = threading.Thread(target=self._load_once, name="synthex-embedder-load", daemon=True)
+            self._loader = threading.Thread(target=self._load_once, name="synthex-embedder-load")
             self._loader.start()
 
     def _load_once(self) -> None:

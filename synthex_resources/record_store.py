@@ -48,6 +48,7 @@ class RecordStore:
         self.tables = LanceTables(uri, storage_options, encryption_key)
         self._embedder = embedder
         self._lock = threading.RLock()
+        self._embedder_lock = threading.Lock()
         # Derived state that lives as long as this store (the dense matrix, leaf-sum bookkeeping, the
         # search thread pools): built by the search layer through ``derived``, dropped by ``close``.
         self._derived: dict[str, Any] = {}
@@ -59,7 +60,7 @@ class RecordStore:
 
     @property
     def embedder(self) -> Embedder:
-        with self._lock:  # a run's embedding thread (store.vectors.EmbedAhead) may ask first
+        with self._embedder_lock:  # a run's embedding thread (store.vectors.EmbedAhead) may ask first
             if self._embedder is None:
                 self._embedder = EmbedderConfig().create()
             if callable(self._embedder) and not hasattr(self._embedder, "embed"):
