@@ -75,7 +75,8 @@ class _Matrix:
     steps: np.ndarray
     branches: np.ndarray
     periods: np.ndarray
-    vectors: np.ndarray  # (n, dim) float32, L2-normalized (a view of a buffer with spare capacity)
+    vectors: np.ndarray  # (n, dim) float32, L2-normalized (a view of a buffer with spare capacity, or a
+    # read-only mapping of the saved file: base + tail, see ``_VectorFile``)
     addr: np.ndarray  # uint64 Lance row address of each row (fragment id << 32 | offset)
     alive: np.ndarray | None  # None: every row; else False for rows deleted since the load
     blank: np.ndarray  # True for records with no text (the zero vector, store/vectors.py): never in a scope
@@ -136,6 +137,8 @@ class _VectorFile:
             with open(self.path, "r+b") as f:
                 fcntl.flock(f, fcntl.LOCK_EX)  # one writer at a time; readers map committed rows only
                 version = fmt.read_magic(f)
+                if version not in ((1, 0), (2, 0)):
+                    return None
                 read_header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
                 shape, fortran, dtype = read_header(f)
                 if (f.tell() != self.offset or fortran or dtype != np.float32 or len(shape) != 2
@@ -151,7 +154,7 @@ class _VectorFile:
                 written = max(0, need - committed)
                 if written:
                     f.seek(self.offset + committed * row_bytes)
-                    f.write(new[len(new) - written:].tobytes())
+                    f.write(new[len(new) - written:].data)  # contiguous rows: written without a copy
                     f.flush()
                     header = io.BytesIO()
                     write_header = fmt.write_array_header_1_0 if version == (1, 0) else fmt.write_array_header_2_0
