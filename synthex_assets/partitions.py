@@ -13,8 +13,9 @@ but also keep the first partition's ``dagster/partition/branch`` and ``/period``
 (``dagster/_core/execution/job_backfill.py``, which drops only ``dagster/partition``), and the run's
 partition range is read from those first (``StepExecutionContext.partition_key_range``): the run would do
 one partition and the backfill report every partition done. Such a run is refused at its first step
-(``misresolved_range``), with nothing read or written; an asset backfill (the Lineage or Catalog page's
-Materialize, the same dialog) and ``synthex run`` select the range by its range tags alone.
+(``misresolved_range``), with nothing read or written. The same dialog's "Launch as: Single run" (it drops
+every ``dagster/partition*`` tag), an asset backfill (Materialize on the Lineage or Catalog page) and
+``synthex run`` select the range by its range tags alone.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ def misresolved_range(run_tags: Mapping[str, str], resolved: PartitionKeyRange) 
     shown = resolved.start if resolved.start == resolved.end else f"{resolved.start} .. {resolved.end}"
     return (f"this run names the partitions {named[0]} .. {named[1]} but Dagster resolved it to {shown} (a job "
             f"backfill over a range keeps its first partition's dagster/partition/* tags); nothing was read or "
-            f"written: launch the range from the Lineage page's Materialize (an asset backfill) or `synthex run`")
+            f"written: launch the range as 'Single run' in the job's Materialize dialog, from the Lineage page's "
+            f"Materialize (an asset backfill), or with `synthex run`")
 
 
 def partition_key(branch: str, period: str) -> MultiPartitionKey:
