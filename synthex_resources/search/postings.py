@@ -45,11 +45,11 @@ import pyarrow.compute as pc
 
 from synthex_resources.record_store import RECORDS, RecordStore
 from synthex_resources.search.sidecar import Entry, TableState, sidecar
-from synthex_resources.search.tokenize import tokenize
+from synthex_resources.search.tokenize import PROJECT_INDEX, IndexAnalyzer
 
 K1, B = 1.2, 0.75
-MAX_TOKEN = 40  # LanceDB's FTS ``max_token_length``: longer tokens are not indexed
-POSTINGS_FROM = 200_000  # rows from which a plaintext unstemmed store searches these postings
+POSTINGS_FROM = 200_000  # rows from which the postings answer even for rows the FTS index has not taken in yet
+INDEX_NAME = "content_idx"
 DELTA_SHARE = 0.25  # a delta this share of the base rows: the next update is a full build
 MASKS_KEPT = 32
 _COLUMNS = ["id", "content"]
@@ -82,6 +82,7 @@ class _Postings:
     delta: _Level
     base_rows: int  # rows [0, base_rows) are the base's, the rest the delta's
     alive: np.ndarray | None  # None: every row is live; else False for rows deleted since they were indexed
+    analyzer: IndexAnalyzer  # the terms' analyzer (the FTS index's parameters)
     live: int = 0
     norms: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
     masks: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict)
@@ -93,9 +94,10 @@ class _Postings:
         self.norms = K1 * (1 - B + B * self.lengths.astype(np.float64) / mean) if mean else np.full(len(self.lengths), K1)
 
 
-def _tokens(table: pa.Table, first_row: int, vocab: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(row positions, term ids) of every token occurrence of ``table``'s content, and tokens per row.
-    ``vocab`` is extended with new terms."""
+def _tokens(table: pa.Table, first_row: int, vocab: dict[str, int],
+            analyzer: IndexAnalyzer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row positions, term ids) of every term occurrence of ``table``'s content as the FTS index has it
+    (``analyzer``), and terms per row. ``vocab`` is extended with new terms."""
     content = table.column("content").combine_chunks() if table.num_rows else pa.array([], pa.string())
     n = len(content)
     content = pc.fill_null(content, "")
@@ -108,18 +110,21 @@ def _tokens(table: pa.Table, first_row: int, vocab: dict[str, int]) -> tuple[np.
         lists = pc.split_pattern(pc.utf8_trim(text, characters=" "), pattern=" ")
         words = pc.list_flatten(lists)
         parents = picked[pc.list_parent_indices(lists).to_numpy()]
-        keep = pc.and_(pc.greater(pc.utf8_length(words), 0), pc.less_equal(pc.utf8_length(words), MAX_TOKEN))
+        keep = pc.greater(pc.utf8_length(words), 0)
         words, parents = pc.filter(words, keep), parents[keep.to_numpy(zero_copy_only=False)]
         encoded = pc.dictionary_encode(words)
-        lut = np.fromiter((vocab.setdefault(w, len(vocab)) for w in encoded.dictionary.to_pylist()), np.int64,
-                          len(encoded.dictionary))
-        row_parts.append(parents.astype(np.int64))
-        term_parts.append(lut[encoded.indices.to_numpy()] if len(lut) else np.zeros(0, np.int64))
+        # each distinct word analyzed once (stemmed, or dropped when too long): -1 for a dropped word
+        lut = np.fromiter((-1 if t is None else vocab.setdefault(t, len(vocab))
+                           for t in analyzer.terms(encoded.dictionary.to_pylist())), np.int64, len(encoded.dictionary))
+        terms = lut[encoded.indices.to_numpy()] if len(lut) else np.zeros(0, np.int64)
+        kept = terms >= 0
+        row_parts.append(parents.astype(np.int64)[kept])
+        term_parts.append(terms[kept])
     others = np.flatnonzero(~ascii_rows)
-    if len(others):  # the regex itself, as ``tokenize`` (a handful of rows in most corpora)
+    if len(others):  # split by the index's own tokenizer (a handful of rows in most corpora)
         texts = content.to_pylist()
         for i in others.tolist():
-            terms = [vocab.setdefault(t, len(vocab)) for t in tokenize(texts[i]) if len(t) <= MAX_TOKEN]
+            terms = [vocab.setdefault(t, len(vocab)) for t in analyzer.text_terms(texts[i])]
             row_parts.append(np.full(len(terms), i, np.int64))
             term_parts.append(np.asarray(terms, np.int64))
     rows = np.concatenate(row_parts) if row_parts else np.zeros(0, np.int64)
@@ -152,47 +157,75 @@ def _sorted_by_address(table: pa.Table) -> pa.Table:
     return table.take(pa.array(order)) if len(order) and (np.diff(order) != 1).any() else table
 
 
+def fts_stats(ds: Any) -> dict[str, Any] | None:
+    """The FTS index's statistics (None: no index)."""
+    try:
+        return ds.stats.index_stats(INDEX_NAME)
+    except Exception:  # noqa: BLE001 - no FTS index yet (Lance raises several kinds)
+        return None
+
+
+def holds_live_rows(ds: Any, stats: dict[str, Any] | None) -> bool:
+    """Whether the FTS index holds exactly the live rows of ``ds``: none waits outside it, and it counts no
+    deleted row. Only then are its BM25 statistics the live rows' (LanceDB's include the rows deleted since
+    it was built, and score the rows outside it otherwise), i.e. the postings'."""
+    if stats is None or int(stats.get("num_unindexed_rows", 1)) != 0:
+        return False
+    return sum(int(part.get("num_docs", -1)) for part in stats["indices"]) == ds.count_rows()
+
+
 class PostingsBM25:
     """The persisted postings of one store (``postings_bm25(store)``)."""
 
-    def __init__(self, store: RecordStore, rows_from: int = POSTINGS_FROM) -> None:
+    def __init__(self, store: RecordStore, rows_from: int = POSTINGS_FROM, enabled: bool = True) -> None:
         self.store = store
         self.rows_from = rows_from
+        self.enabled = enabled  # False: LanceDB's FTS answers every query (a reference in tests and benches)
         self.vocab: dict[str, int] = {}
+        self.analyzer: IndexAnalyzer | None = None  # of the FTS index at the last version asked about
         self._index: _Postings | None = None
         self._lock = threading.Lock()
         self._usable: tuple[int, bool] | None = None  # (table version, whether these postings answer for it)
         self.last_update = ""  # "build" / "delta" / "persisted" / "persisted+delta": how the version was reached
         self.builds = 0  # full builds by this object (tests watch it)
+        self.searches = 0  # queries these postings answered (tests watch it: the eval's lexical leg is here)
 
     # -- which stores ---------------------------------------------------------------------------------
     def usable(self, ds: Any) -> bool:
         """Whether the lexical leg of this table version should search these postings (see the module doc)."""
-        if self.store.cipher is not None or ds is None:
+        if not self.enabled or self.store.cipher is not None or ds is None:
             return False
         if self._index is not None and self._index.version == ds.version:
             return True
-        if self._usable is None or self._usable[0] != ds.version:  # asked once per table version
-            use = ds.count_rows() >= self.rows_from
-            if use:
-                try:
-                    use = not ds.stats.index_stats("content_idx")["indices"][0]["params"].get("stem", False)
-                except Exception:  # noqa: BLE001 - no FTS index yet: the project's would be built unstemmed by default
-                    use = True
-            self._usable = (ds.version, use)
-        return self._usable[1]
+        with self._lock:
+            if self._usable is None or self._usable[0] != ds.version:  # asked once per table version
+                self._usable = (ds.version, self._decide(ds))
+            return self._usable[1]
+
+    def _decide(self, ds: Any) -> bool:
+        stats = fts_stats(ds)
+        if stats is None:  # a large store before its first index: the project's is built unstemmed by default
+            params = {**PROJECT_INDEX, "stem": False} if ds.count_rows() >= self.rows_from else None
+        else:
+            params = stats["indices"][0]["params"]
+        analyzer = IndexAnalyzer.of_index(params)
+        if analyzer is None or (ds.count_rows() < self.rows_from and not holds_live_rows(ds, stats)):
+            return False
+        if self.analyzer is None or self.analyzer.key() != analyzer.key():
+            self.analyzer = analyzer  # else the same one, its analyzed words kept
+        return True
 
     # -- upkeep ---------------------------------------------------------------------------------------
-    def _build(self, ds: Any, state: TableState) -> _Postings:
+    def _build(self, ds: Any, state: TableState, analyzer: IndexAnalyzer) -> _Postings:
         self.vocab = {}
         table = _sorted_by_address(_read(ds, None))
-        rows, terms, lengths = _tokens(table, 0, self.vocab)
+        rows, terms, lengths = _tokens(table, 0, self.vocab, analyzer)
         self.builds += 1
         self.last_update = "build"
         ids = np.asarray(table.column("id").to_numpy(zero_copy_only=False).astype(str))
         return _Postings(state=state, version=ds.version, dataset=ds, addr=table.column("_rowaddr").to_numpy(),
                          ids=ids, lengths=lengths, base=_level(rows, terms, len(self.vocab)), delta=_EMPTY,
-                         base_rows=len(ids), alive=None)
+                         base_rows=len(ids), alive=None, analyzer=analyzer)
 
     def _extend(self, ds: Any, state: TableState, old: _Postings) -> _Postings | None:
         """``old`` at ``state``: rows deleted since masked, the appended fragments in a rebuilt delta; None when
@@ -218,7 +251,7 @@ class PostingsBM25:
                 alive = np.ones(old.base_rows, dtype=bool)
             alive[touched] = np.isin(base_addr[touched], live_addr)
         table = _sorted_by_address(_read(ds, added))  # the delta: every fragment appended since the base
-        rows, terms, lengths = _tokens(table, old.base_rows, self.vocab)
+        rows, terms, lengths = _tokens(table, old.base_rows, self.vocab, old.analyzer)
         delta_alive = np.ones(table.num_rows, dtype=bool)  # their deletions are in the scan already
         self.last_update = "delta"
         ids = old.ids[:old.base_rows]
@@ -230,13 +263,13 @@ class PostingsBM25:
                          addr=np.concatenate([old.addr[:old.base_rows], table.column("_rowaddr").to_numpy()]),
                          ids=all_ids, lengths=np.concatenate([old.lengths[:old.base_rows], lengths]),
                          base=old.base, delta=_level(rows, terms, len(self.vocab)) if len(rows) else _EMPTY,
-                         base_rows=old.base_rows, alive=alive)
+                         base_rows=old.base_rows, alive=alive, analyzer=old.analyzer)
 
-    def _persisted(self, ds: Any, state: TableState) -> _Postings | None:
+    def _persisted(self, ds: Any, state: TableState, analyzer: IndexAnalyzer) -> _Postings | None:
         entry = sidecar(self.store).load("lexical", "postings")
-        if entry is None or not state.grew_from(entry.state):
+        if entry is None or not state.grew_from(entry.state) or entry.meta.get("analyzer") != analyzer.key():
             return None
-        old = _from_entry(entry, ds)
+        old = _from_entry(entry, ds, analyzer)
         self.vocab = dict(zip(entry.arrays["vocab"].tolist(), range(len(entry.arrays["vocab"])), strict=True))
         if state.same_rows(entry.state):
             self.last_update = "persisted"
@@ -254,6 +287,11 @@ class PostingsBM25:
             return None
         with self._lock:
             p = self._index
+            analyzer = self.analyzer  # ``usable`` set it from the FTS index of this version
+            if analyzer is None:
+                return None
+            if p is not None and p.analyzer is not analyzer:  # the index was rebuilt with another tokenizer
+                p = None
             if p is not None and p.version == version:
                 return p
             ds = self.store.dataset(RECORDS, version)
@@ -265,9 +303,9 @@ class PostingsBM25:
             if p is not None:
                 new = self._extend(ds, state, p)
             if new is None and p is None:
-                new = self._persisted(ds, state)
+                new = self._persisted(ds, state, analyzer)
             if new is None:
-                new = self._build(ds, state)
+                new = self._build(ds, state, analyzer)
             self._index = new
             if self.last_update == "persisted":
                 return new
@@ -305,8 +343,9 @@ class PostingsBM25:
         with self._lock:
             mask = self._mask(p, where)
         scores = np.zeros(len(p.addr))
-        for token in tokens:  # a repeated query token counts again, as in LanceDB
-            term = self.vocab.get(token) if len(token) <= MAX_TOKEN else None
+        self.searches += 1
+        for word in p.analyzer.terms(tokens):  # a repeated query term counts again, as in LanceDB
+            term = self.vocab.get(word) if word is not None else None
             if term is None:
                 continue
             parts = [level.slice(term) for level in (p.base, p.delta)]
@@ -339,11 +378,11 @@ def _top(candidates: np.ndarray, found: np.ndarray, ids: np.ndarray, n: int) -> 
         order = part[np.argsort(-found[part], kind="stable")]
         best: dict[str, float] = {}
         cut = None
-        for j in order.tolist():
-            score = float(found[j])
+        # one gather of the ids in order (``ids`` may be mapped: an element read from a map is slow)
+        for name, score in zip(np.asarray(ids[candidates[order]]).tolist(), found[order].tolist(), strict=True):
             if cut is not None and score < cut:
                 break
-            best.setdefault(str(ids[candidates[j]]), score)
+            best.setdefault(name, score)
             if cut is None and len(best) == n:
                 cut = score
         if cut is not None or len(part) == len(found):
@@ -358,15 +397,15 @@ def _to_entry(p: _Postings, vocab: list[str]) -> tuple[dict[str, Any], dict[str,
               "delta_offsets": p.delta.offsets, "delta_rows": p.delta.rows, "delta_tf": p.delta.tf}
     if p.alive is not None:
         arrays["alive"] = p.alive
-    return {"base_rows": p.base_rows}, arrays
+    return {"base_rows": p.base_rows, "analyzer": p.analyzer.key()}, arrays
 
 
-def _from_entry(entry: Entry, ds: Any) -> _Postings:
+def _from_entry(entry: Entry, ds: Any, analyzer: IndexAnalyzer) -> _Postings:
     a = entry.arrays
     return _Postings(state=entry.state, version=entry.state.version, dataset=ds, addr=a["addr"], ids=a["ids"],
                      lengths=a["lengths"], base=_Level(a["base_offsets"], a["base_rows_arr"], a["base_tf"]),
                      delta=_Level(a["delta_offsets"], a["delta_rows"], a["delta_tf"]),
-                     base_rows=int(entry.meta["base_rows"]), alive=a.get("alive"))
+                     base_rows=int(entry.meta["base_rows"]), alive=a.get("alive"), analyzer=analyzer)
 
 
 def postings_bm25(store: RecordStore) -> PostingsBM25:
