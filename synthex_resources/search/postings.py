@@ -8,19 +8,21 @@ This index is built with Arrow compute and numpy (no Python object per text), sa
 sidecar (search/sidecar.py) with its large arrays mapped, not read, by the next process, and brought
 up to date after a write by indexing only the fragments the write added.
 
-Scoring is LanceDB's BM25, as in search/memory_lexical.py (k1 = 1.2, b = 0.75, ``idf = ln(1 + (N - n +
-0.5) / (n + 0.5))``, corpus statistics over every live row of the table, repeated query tokens count
-again); tokens are search/tokenize.py's, and like LanceDB's index (``max_token_length`` 40) a token
-longer than 40 characters is not indexed or searched. Rows of ASCII text are tokenized by Arrow
-(lower-case, split on anything but ``[a-z0-9]``: the same tokens as the regex); other rows by the
-regex itself, so every row is tokenized exactly as ``tokenize`` does. (LanceDB folds accents: ``café``
-is ``cafe`` to its index and ``caf`` here, on both the document and the query side, so a query still
-finds its word.)
+Scoring is LanceDB's BM25 in its own float32 arithmetic (search/bm25.py: the same floats), with corpus
+statistics over every live row of the table; a repeated query term counts again. Terms are the FTS
+index's own (search/tokenize.py ``IndexAnalyzer``: LanceDB's analyzer with the index's parameters, its
+Snowball stemmer when the index stems, tokens of 40 characters or more dropped). Rows of ASCII text are
+split by Arrow (lower-case, split on anything but ``[a-z0-9]``: the split of the index's ``simple``
+tokenizer) and each distinct word is analyzed once; a row with other characters is analyzed whole by
+LanceDB's analyzer (it keeps ``café`` whole and folds it to ``cafe``).
 
-Which stores use it (``use_postings``): plaintext stores of at least ``POSTINGS_FROM`` rows whose FTS
-index does not stem (no Snowball stemmer is installed in Python here; a stemmed project keeps
-LanceDB's index, whose stemmer is inside it). Below that size LanceDB's FTS answers in a few ms and
-rankings stay exactly its own.
+Which stores use it (``usable``): plaintext stores whose FTS index has the project's tokenizer (stemmed or
+not), and either (a) at least ``POSTINGS_FROM`` rows (built at ``ensure_index``: their first build takes
+seconds), or (b) an index that holds exactly the live rows (built at the first lexical search, then
+saved). In (b) LanceDB's statistics are the live rows' and both rank alike to the float (tests/test_stem.py;
+on LoCoMo dev7 the eval's 1,345 lexical queries: ~8 ms each through LanceDB, ~1 ms here). An index that
+lags (rows outside it; rows deleted since it was built, which LanceDB keeps counting) leaves a small store
+to LanceDB; a large store is served anyway, its statistics over the live rows.
 
 Layout: two levels of CSR postings (term -> rows, with term frequencies), like a two-level LSM tree.
 The *base* covers the rows present at the last full build; the *delta* every row appended since, rebuilt
@@ -33,7 +35,6 @@ path prefilters with) and cached per filter.
 
 from __future__ import annotations
 
-import math
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -44,10 +45,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from synthex_resources.record_store import RECORDS, RecordStore
+from synthex_resources.search import bm25
 from synthex_resources.search.sidecar import Entry, TableState, sidecar
 from synthex_resources.search.tokenize import PROJECT_INDEX, IndexAnalyzer
 
-K1, B = 1.2, 0.75
 POSTINGS_FROM = 200_000  # rows from which the postings answer even for rows the FTS index has not taken in yet
 INDEX_NAME = "content_idx"
 DELTA_SHARE = 0.25  # a delta this share of the base rows: the next update is a full build
@@ -84,14 +85,13 @@ class _Postings:
     alive: np.ndarray | None  # None: every row is live; else False for rows deleted since they were indexed
     analyzer: IndexAnalyzer  # the terms' analyzer (the FTS index's parameters)
     live: int = 0
-    norms: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
+    norms: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     masks: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict)
 
     def __post_init__(self) -> None:
         alive_lengths = self.lengths if self.alive is None else self.lengths[self.alive]
         self.live = len(alive_lengths)
-        mean = float(alive_lengths.mean(dtype=np.float64)) if self.live else 0.0
-        self.norms = K1 * (1 - B + B * self.lengths.astype(np.float64) / mean) if mean else np.full(len(self.lengths), K1)
+        self.norms = bm25.doc_norms(self.lengths, int(alive_lengths.sum(dtype=np.int64)), self.live)
 
 
 def _tokens(table: pa.Table, first_row: int, vocab: dict[str, int],
@@ -342,7 +342,7 @@ class PostingsBM25:
             return []
         with self._lock:
             mask = self._mask(p, where)
-        scores = np.zeros(len(p.addr))
+        scores = np.zeros(len(p.addr), dtype=np.float32)
         self.searches += 1
         for word in p.analyzer.terms(tokens):  # a repeated query term counts again, as in LanceDB
             term = self.vocab.get(word) if word is not None else None
@@ -352,42 +352,16 @@ class PostingsBM25:
             rows = np.concatenate([r for r, _ in parts])
             if not len(rows):
                 continue
-            tf = np.concatenate([t for _, t in parts]).astype(np.float64)
+            tf = np.concatenate([t for _, t in parts])
             df = len(rows) if p.alive is None else int(np.count_nonzero(p.alive[rows]))
             if not df:
                 continue
-            idf = math.log(1 + (p.live - df + 0.5) / (df + 0.5))
-            scores[rows] += idf * (K1 + 1) * tf / (tf + p.norms[rows])
+            bm25.add_term(scores, rows, tf, bm25.idf(df, p.live), p.norms)
         hit = scores > 0
         if mask is not None:
             hit &= mask
         candidates = np.flatnonzero(hit)
-        return _top(candidates, scores[candidates], p.ids, n)
-
-
-def _top(candidates: np.ndarray, found: np.ndarray, ids: np.ndarray, n: int) -> list[tuple[str, float]]:
-    """The best ``n`` distinct ids (an id may have a row per branch, with the same text) with every row tied
-    with the n-th, then ordered by (-score, id): which of a tie group makes the cut never depends on row order."""
-    take = min(len(found), 2 * n + 10)
-    while True:
-        if take < len(found):
-            kth = np.partition(found, len(found) - take)[len(found) - take]
-            part = np.flatnonzero(found >= kth)
-        else:
-            part = np.arange(len(found))
-        order = part[np.argsort(-found[part], kind="stable")]
-        best: dict[str, float] = {}
-        cut = None
-        # one gather of the ids in order (``ids`` may be mapped: an element read from a map is slow)
-        for name, score in zip(np.asarray(ids[candidates[order]]).tolist(), found[order].tolist(), strict=True):
-            if cut is not None and score < cut:
-                break
-            best.setdefault(name, score)
-            if cut is None and len(best) == n:
-                cut = score
-        if cut is not None or len(part) == len(found):
-            return sorted(best.items(), key=lambda q: (-q[1], q[0]))[:n]
-        take *= 2
+        return bm25.top(candidates, scores[candidates], p.ids, n)
 
 
 def _to_entry(p: _Postings, vocab: list[str]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
