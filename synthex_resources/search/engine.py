@@ -93,6 +93,20 @@ class SearchEngine:
 
         return self.pool().submit(run)
 
+    def lexical_future(self, query: str, where: str, n: int) -> Future:
+        """The lexical leg as a future: answered at once on this thread when the persisted postings serve the
+        store (about a millisecond: handing it to a pool thread costs more than the work), else submitted to
+        the pool, where LanceDB's FTS query waits on I/O beside the dense leg."""
+        ds = self.store.dataset(RECORDS) if self.store.cipher is None else None
+        if ds is not None and postings_bm25(self.store).usable(ds):
+            done: Future = Future()
+            try:
+                done.set_result(self.lexical(query, where, n))
+            except Exception as exc:  # noqa: BLE001 - raised where the caller takes the result, as from the pool
+                done.set_exception(exc)
+            return done
+        return self.submit(lambda: self.lexical(query, where, n))
+
     # -- index maintenance ------------------------------------------------------------------------
     def ensure_index(self, optimize: bool = True, stem: bool = False) -> dict[str, Any]:
         """Create the FTS index if missing (or rebuild it if its stemming differs from ``stem``); with

@@ -109,7 +109,7 @@ def _first_stage(engine: SearchBackend, scope: Scope, text: str, steps: list[str
             np.maximum.at(leaf_scores, positions, np.where(np.isnan(values), -np.inf, values))
 
     # The index query waits on I/O, the embedder on compute: overlap them.
-    lexical_future = engine.submit(lambda: engine.lexical(text, where, config.lexical_pool)) if config.lexical else None
+    lexical_future = engine.lexical_future(text, where, config.lexical_pool) if config.lexical else None
     qvec = engine.store.embedder.embed([text])[0] if config.dense or config.leaf_dense_weight else None
     lexical_ids: list[str] = []
     if lexical_future is not None:
