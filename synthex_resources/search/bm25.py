@@ -41,26 +41,26 @@ def add_term(scores: np.ndarray, rows: np.ndarray, tf: np.ndarray, weight: np.fl
 
 
 def top(candidates: np.ndarray, found: np.ndarray, ids: np.ndarray, n: int) -> list[tuple[str, float]]:
-    """The best ``n`` distinct ids (an id may have a row per branch, with the same text) with every row tied
-    with the n-th, then ordered by (-score, id): which of a tie group makes the cut never depends on row order.
+    """The best ``n`` distinct ids by (-score, id): an id may have a row per branch (the same text), and counts
+    with its best one; which of a tie group makes the cut depends on the ids, never on row order.
     ``found[j]`` is the score of row ``candidates[j]``, whose id is ``ids[candidates[j]]``."""
     take = min(len(found), 2 * n + 10)
     while True:
-        if take < len(found):
+        if take < len(found):  # the best ``take`` rows and every row tied with the last of them
             kth = np.partition(found, len(found) - take)[len(found) - take]
             part = np.flatnonzero(found >= kth)
         else:
             part = np.arange(len(found))
-        order = part[np.argsort(-found[part], kind="stable")]
-        best: dict[str, float] = {}
-        cut = None
-        # one gather of the ids in order (``ids`` may be mapped: an element read from a map is slow)
-        for name, score in zip(np.asarray(ids[candidates[order]]).tolist(), found[order].tolist(), strict=True):
-            if cut is not None and score < cut:
-                break
-            best.setdefault(str(name), score)
-            if cut is None and len(best) == n:
-                cut = score
-        if cut is not None or len(part) == len(found):
-            return sorted(best.items(), key=lambda q: (-q[1], q[0]))[:n]
+        # one gather of the ids (``ids`` may be mapped: an element read from a map is slow)
+        names = np.asarray(ids[candidates[part]]).astype(str)
+        scores = found[part]
+        order = np.lexsort((names, -scores))  # by score, best first, then id
+        names, scores = names[order], scores[order]
+        _, first = np.unique(names, return_index=True)  # each id's first row in that order: its best
+        best = np.sort(first)
+        # Every row scoring at least the n-th distinct id's best is in ``part`` (it holds all rows from kth),
+        # unless fewer than n ids are: then look further.
+        if len(best) >= n or len(part) == len(found):
+            best = best[:n]
+            return list(zip(names[best].tolist(), scores[best].tolist(), strict=True))
         take *= 2

@@ -51,6 +51,7 @@ from synthex_resources.search.tokenize import PROJECT_INDEX, IndexAnalyzer
 
 POSTINGS_FROM = 200_000  # rows from which the postings answer even for rows the FTS index has not taken in yet
 INDEX_NAME = "content_idx"
+READ_BELOW = 100_000  # rows below which saved postings are read into memory rather than mapped
 DELTA_SHARE = 0.25  # a delta this share of the base rows: the next update is a full build
 MASKS_KEPT = 32
 _COLUMNS = ["id", "content"]
@@ -376,6 +377,8 @@ def _to_entry(p: _Postings, vocab: list[str]) -> tuple[dict[str, Any], dict[str,
 
 def _from_entry(entry: Entry, ds: Any, analyzer: IndexAnalyzer) -> _Postings:
     a = entry.arrays
+    if len(a["ids"]) < READ_BELOW:  # a small store's arrays are read: each access to a mapped one costs more
+        a = {name: np.array(value) for name, value in a.items()}
     return _Postings(state=entry.state, version=entry.state.version, dataset=ds, addr=a["addr"], ids=a["ids"],
                      lengths=a["lengths"], base=_Level(a["base_offsets"], a["base_rows_arr"], a["base_tf"]),
                      delta=_Level(a["delta_offsets"], a["delta_rows"], a["delta_tf"]),
