@@ -23,13 +23,13 @@ through its sources and queried through its search.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from synthex import Pipeline
+from synthex.core.atomic_file import write_file_atomic
 from synthex.core.naming import MAIN
 from synthex.core.record import Record
 from synthex_resources.embedder import Embedder, EmbedderConfig
@@ -148,10 +148,7 @@ class IngestMarker:
     def write(self, inputs: str, rows: TableState | None) -> None:
         if rows is None:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"inputs": inputs, "rows": rows.to_json()}), encoding="utf-8")
-        os.replace(tmp, self.path)
+        write_file_atomic(self.path, json.dumps({"inputs": inputs, "rows": rows.to_json()}))
 
 
 def _raw(data: Path, root: Path, fmt: str) -> Pipeline:

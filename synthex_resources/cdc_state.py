@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from synthex.core.atomic_file import write_file_atomic
 from synthex.core.errors import SynthexError
 from synthex.core.importers import SourceItem
 from synthex.core.periods import month_of, now_iso
@@ -196,9 +197,7 @@ class CdcState:
         with _tokens_lock(self.data_dir):
             rows = self.conn.execute("SELECT source, origin, token FROM cdc_sources ORDER BY source, origin").fetchall()
             doc = {"inode": _inode(self.data_dir / CDC_FILE), "tokens": [list(r) for r in rows]}
-            tmp = self.data_dir / f"{TOKENS_FILE}.{os.getpid()}.tmp"
-            tmp.write_text(json.dumps(doc), encoding="utf-8")
-            os.replace(tmp, self.data_dir / TOKENS_FILE)
+            write_file_atomic(self.data_dir / TOKENS_FILE, json.dumps(doc))
 
     def _source_row(self, source: str, origin: str) -> tuple[str, str | None] | None:
         row = self.conn.execute("SELECT token, watermark FROM cdc_sources WHERE source = ? AND origin = ?",

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from synthex.core.atomic_file import write_file_atomic
+
 PURGED_TEXT = "[purged]"
 MIN_NEEDLE = 12  # shorter lines ("user: ok") are not evidence of anything
 _PREVIEW_ID = re.compile(r"`([0-9a-f]{8})`")
@@ -213,9 +215,7 @@ def scrub_text_file(path: Path, needles: Needles) -> int:
     if not needles.hit(text):
         return 0
     lines = [needles.scrub(line) if needles.hit(line) else line for line in text.splitlines(keepends=True)]
-    tmp = path.with_name(path.name + ".purge-tmp")
-    tmp.write_text("".join(lines), encoding="utf-8")
-    os.replace(tmp, path)
+    write_file_atomic(path, "".join(lines))
     return 1
 
 

@@ -95,3 +95,12 @@ def test_records_are_found_by_the_prefix_search_prints(ran):
     assert tree["id"] == hit["id"]
     missing = cli("get", "ffffffff", "--project", str(proj), check=False)
     assert missing.returncode == 1 and "no record with id 'ffffffff'" in missing.stderr
+
+
+def test_search_json_says_which_branch_and_mode_answered_like_the_mcp_tool(ran):
+    proj, _ = ran
+    default = json.loads(cli("search", "the", "--json", "--project", str(proj)).stdout)
+    named = json.loads(cli("search", "the", "--mode", "bm25", "--json", "--project", str(proj)).stdout)
+    exact = json.loads(cli("search", "the", "--exact", "--json", "--project", str(proj)).stdout)
+    assert (default["branch"], default["mode"]) == ("main", "hierarchical") and default["hits"]
+    assert (named["mode"], exact["mode"]) == ("bm25", "exact") and named["hits"] and exact["hits"]

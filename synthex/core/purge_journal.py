@@ -35,6 +35,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
+from synthex.core.atomic_file import write_file_atomic
 from synthex.core.errors import SynthexError
 from synthex.core.periods import now_iso
 
@@ -256,10 +257,4 @@ class PurgeJournal:
 
     @staticmethod
     def _write(path: Path, data: dict[str, Any]) -> None:
-        tmp = path.with_name(path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        write_file_atomic(path, json.dumps(data), fsync=True, mode=0o600)

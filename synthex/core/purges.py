@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from synthex.core.atomic_file import write_file_atomic
 
 LEDGER_FILE = "purged.json"
 
@@ -83,11 +84,5 @@ class PurgeLedger:
         fresh = [e for e in new if e.record_id not in known]
         if not fresh:
             return 0
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".json.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump([e.to_dict() for e in current + fresh], fh, indent=1)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
+        write_file_atomic(self.path, json.dumps([e.to_dict() for e in current + fresh], indent=1), fsync=True)
         return len(fresh)

@@ -631,14 +631,16 @@ def search(query: str, steps: tuple[str, ...], exact: bool, k: int, mode: str | 
     pipe = load_project(project)
     for failure in pipe.app.search_strategies.failures:  # a plugin that did not load: said, not skipped
         click.echo(f"warning: {failure}", err=True)
-    hits = pipe.app.search(query, step=list(steps) or None, exact=exact, branch=pick_branch(pipe, branch), k=k,
+    on = pick_branch(pipe, branch)
+    hits = pipe.app.search(query, step=list(steps) or None, exact=exact, branch=on, k=k,
                            mode=mode, periods=list(periods) or None, metadata=parse_metadata_filters(metadata),
                            rerank=rerank)
     for warning in hits.warnings:  # e.g. a reranker that could not rank: the hits are in first-stage order
         click.echo(f"warning: {warning}", err=True)
-    if as_json:
-        emit_json({"hits": [h.to_hit_dict() for h in hits]} | ({"warnings": [str(w) for w in hits.warnings]}
-                                                                if hits.warnings else {}))
+    if as_json:  # the same keys as the MCP tool's answer: which branch and mode answered, then the hits
+        answered_by = "exact" if exact else (mode or pipe.app.pipeline.search_mode())
+        emit_json({"branch": on, "mode": answered_by, "hits": [h.to_hit_dict() for h in hits]}
+                  | ({"warnings": [str(w) for w in hits.warnings]} if hits.warnings else {}))
         return
     if not hits:
         click.echo("no hits")

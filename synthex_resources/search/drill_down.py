@@ -106,7 +106,9 @@ def _keys(engine: SearchBackend, where: str) -> dict[str, tuple[frozenset[str], 
         if (version, where) not in cache.keys:
             for old in [k for k in cache.keys if k[1] == where]:
                 del cache.keys[old]
-            ds = engine.store.dataset(RECORDS)
+            # The version the cache is keyed by (a write landing between the two reads must not be cached
+            # under the older version's key).
+            ds = engine.store.dataset(RECORDS, version=read) if read is not None else None
             rows = ds.to_table(columns=["id", "metadata"], filter=where).to_pylist() if ds is not None else []
             found = {}
             for row in rows:

@@ -10,11 +10,11 @@ items (same id or same text and date), so pulling is at-least-once and idempoten
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from synthex.core.atomic_file import write_file_atomic
 from synthex.core.deletions import DeletionReporting
 from synthex.core.errors import SourceError
 from synthex.core.importers import SourceItem
@@ -52,9 +52,7 @@ class ApiOrigin(SourceOrigin):
             return None
 
     def _save_cursor(self, cursor: Any) -> None:
-        tmp = self.cursor_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"cursor": cursor}), encoding="utf-8")
-        os.replace(tmp, self.cursor_path)
+        write_file_atomic(self.cursor_path, json.dumps({"cursor": cursor}))
 
     def pull(self) -> int:
         name = callable_name(self.fetch)

@@ -12,11 +12,11 @@ the line may hold what an agent was told to forget (``synthex purge`` sweeps tex
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from synthex.core.atomic_file import write_file_atomic
 from synthex.core.naming import path_segment
 
 QUARANTINE_DIR = "quarantine"
@@ -103,7 +103,4 @@ class QuarantineLedger:
         if not quarantine:
             path.unlink(missing_ok=True)
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # per process: two readers never share one
-        tmp.write_text(json.dumps(quarantine.to_dict(), ensure_ascii=False), encoding="utf-8")
-        os.replace(tmp, path)
+        write_file_atomic(path, json.dumps(quarantine.to_dict(), ensure_ascii=False))

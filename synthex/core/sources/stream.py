@@ -28,6 +28,7 @@ import stat
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from synthex.core.atomic_file import write_file_atomic
 from synthex.core.deletions import DeletionReporting
 from synthex.core.errors import SourceError
 from synthex.core.importers import SourceItem
@@ -67,10 +68,7 @@ class StreamCheckpoint:
             return 0
 
     def save(self, file: str, lines: int) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"file": file, "lines": lines}), encoding="utf-8")
-        os.replace(tmp, self.path)
+        write_file_atomic(self.path, json.dumps({"file": file, "lines": lines}))
 
 
 class StreamOrigin(SourceOrigin):
