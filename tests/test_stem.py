@@ -8,6 +8,7 @@ told to stay out). The eval test counts the queries the postings answered, never
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,7 @@ from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search import SearchEngine
 from synthex_resources.search.postings import PostingsBM25, postings_bm25
+from synthex_resources.search.sidecar import FOLDER, sidecar
 from synthex_resources.search.tokenize import PROJECT_INDEX, IndexAnalyzer
 
 LONG = "x" * 39  # kept by the index; one more character and it is dropped
@@ -139,3 +141,38 @@ def test_the_second_eval_searches_the_postings(tmp_path, monkeypatch):
     assert counts[0] < counts[1]
     first, second = ({k: r[0][k] for k in ("metrics", "by_category", "questions")} for r in results)
     assert first == second and first["questions"]  # the same figures and per-question rows
+
+
+def test_an_update_saves_the_delta_not_the_base(tmp_path):
+    """The postings' sidecar: a build writes the base (the bulk), a later write only the small delta; the next
+    process loads both ("persisted") and ranks as a full build of the same table."""
+    root = write_store(tmp_path / "store", stem=True)
+
+    def opened() -> RecordStore:
+        store = RecordStore(str(root), embedder=SeededEmbedder())
+        store.derived("postings_bm25", lambda: PostingsBM25(store, rows_from=0))  # served though the index lags
+        return store
+
+    def search(store: RecordStore, query: str) -> list[tuple[str, float]]:
+        engine = SearchEngine(store)
+        return engine.lexical(query, engine.where(["turns"], BranchScope.own()), 20)
+
+    writer = opened()
+    search(writer, "running")
+    sidecar(writer).wait()
+    base_file, _ = sidecar(writer)._paths("lexical", "postings-base")
+    delta_file, _ = sidecar(writer)._paths("lexical", "postings-delta")
+    written = (base_file.stat().st_mtime_ns, base_file.read_bytes())
+    assert not delta_file.exists()
+    writer.records.upsert([Record(id="late", step="turns", branch="main", period="2024-01",
+                                  content="late runners were running", materialization_key="late")], embed=False)
+    got = search(writer, "running")
+    sidecar(writer).wait()
+    assert postings_bm25(writer).last_update == "delta" and "late" in {i for i, _ in got}
+    assert (base_file.stat().st_mtime_ns, base_file.read_bytes()) == written and delta_file.exists()
+    again = opened()
+    assert search(again, "running") == got
+    assert (postings_bm25(again).builds, postings_bm25(again).last_update) == (0, "persisted")
+    shutil.rmtree(root / FOLDER)  # the same table, its postings built whole
+    full = opened()
+    assert search(full, "running") == got and postings_bm25(full).builds == 1

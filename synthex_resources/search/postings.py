@@ -30,11 +30,15 @@ from the added fragments after each write (cheap while small); when the delta re
 base, the next update is a full build. Rows deleted since (an upsert deletes the old row) are masked
 out, and the corpus statistics count live rows only. A compaction (fragments rewritten) brings a full
 build. Row masks of search filters are evaluated by Lance on the same table version (the SQL the FTS
-path prefilters with) and cached per filter.
+path prefilters with) and cached per filter. Saved as two sidecar entries: the base (written at a build; its
+large arrays mapped by the next process, or read below ``READ_BELOW`` rows) and the delta (the appended rows,
+the terms they added and the live-row mask, written after each update: a small write no longer rewrites the
+base). The delta names the base it extends; one of another base (a kill between saves) is ignored.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -85,6 +89,8 @@ class _Postings:
     base_rows: int  # rows [0, base_rows) are the base's, the rest the delta's
     alive: np.ndarray | None  # None: every row is live; else False for rows deleted since they were indexed
     analyzer: IndexAnalyzer  # the terms' analyzer (the FTS index's parameters)
+    base_id: str  # names the base's build: a saved delta names the saved base it extends
+    base_vocab: int  # terms known at the base's build (the vocabulary's first ones)
     live: int = 0
     norms: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     masks: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict)
@@ -226,7 +232,8 @@ class PostingsBM25:
         ids = np.asarray(table.column("id").to_numpy(zero_copy_only=False).astype(str))
         return _Postings(state=state, version=ds.version, dataset=ds, addr=table.column("_rowaddr").to_numpy(),
                          ids=ids, lengths=lengths, base=_level(rows, terms, len(self.vocab)), delta=_EMPTY,
-                         base_rows=len(ids), alive=None, analyzer=analyzer)
+                         base_rows=len(ids), alive=None, analyzer=analyzer, base_id=os.urandom(8).hex(),
+                         base_vocab=len(self.vocab))
 
     def _extend(self, ds: Any, state: TableState, old: _Postings) -> _Postings | None:
         """``old`` at ``state``: rows deleted since masked, the appended fragments in a rebuilt delta; None when
@@ -264,14 +271,21 @@ class PostingsBM25:
                          addr=np.concatenate([old.addr[:old.base_rows], table.column("_rowaddr").to_numpy()]),
                          ids=all_ids, lengths=np.concatenate([old.lengths[:old.base_rows], lengths]),
                          base=old.base, delta=_level(rows, terms, len(self.vocab)) if len(rows) else _EMPTY,
-                         base_rows=old.base_rows, alive=alive, analyzer=old.analyzer)
+                         base_rows=old.base_rows, alive=alive, analyzer=old.analyzer, base_id=old.base_id,
+                         base_vocab=old.base_vocab)
 
     def _persisted(self, ds: Any, state: TableState, analyzer: IndexAnalyzer) -> _Postings | None:
-        entry = sidecar(self.store).load("lexical", "postings")
-        if entry is None or not state.grew_from(entry.state) or entry.meta.get("analyzer") != analyzer.key():
+        base = sidecar(self.store).load("lexical", "postings-base")
+        if base is None or base.meta.get("analyzer") != analyzer.key():
             return None
-        old = _from_entry(entry, ds, analyzer)
-        self.vocab = dict(zip(entry.arrays["vocab"].tolist(), range(len(entry.arrays["vocab"])), strict=True))
+        delta = sidecar(self.store).load("lexical", "postings-delta")
+        if delta is not None and delta.meta.get("base_id") != base.meta.get("base_id"):
+            delta = None  # the delta of an earlier base (a build since): the base alone
+        entry = delta or base
+        if not state.grew_from(entry.state):
+            return None
+        old, vocab = _from_entries(base, delta, ds, analyzer)
+        self.vocab = dict(zip(vocab, range(len(vocab)), strict=True))
         if state.same_rows(entry.state):
             self.last_update = "persisted"
             old.version, old.dataset = ds.version, ds
@@ -311,8 +325,12 @@ class PostingsBM25:
             if self.last_update == "persisted":
                 return new
             made, vocab = new, list(self.vocab)
-            sidecar(self.store).save("lexical", "postings", state, lambda: _to_entry(made, vocab),
-                                     mapped=("base_rows_arr", "base_tf", "ids"))
+            # The base (its arrays are the bulk) is written once per build; each update writes the delta only.
+            if self.last_update == "build":
+                sidecar(self.store).save("lexical", "postings-base", state, lambda: _base_entry(made, vocab),
+                                         mapped=("base_rows_arr", "base_tf", "ids"))
+            else:
+                sidecar(self.store).save("lexical", "postings-delta", state, lambda: _delta_entry(made, vocab))
             return new
 
     # -- search ---------------------------------------------------------------------------------------
@@ -365,24 +383,48 @@ class PostingsBM25:
         return bm25.top(candidates, scores[candidates], p.ids, n)
 
 
-def _to_entry(p: _Postings, vocab: list[str]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The postings as a sidecar entry; the delta is saved folded into arrays of its own."""
-    arrays = {"vocab": np.asarray(vocab, dtype=str), "addr": p.addr, "ids": p.ids, "lengths": p.lengths,
-              "base_offsets": p.base.offsets, "base_rows_arr": p.base.rows, "base_tf": p.base.tf,
-              "delta_offsets": p.delta.offsets, "delta_rows": p.delta.rows, "delta_tf": p.delta.tf}
+def _base_entry(p: _Postings, vocab: list[str]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The base's sidecar entry: its rows and postings, and the vocabulary it was built with."""
+    n = p.base_rows
+    arrays = {"vocab": np.asarray(vocab[:p.base_vocab], dtype=str), "addr": p.addr[:n], "ids": p.ids[:n],
+              "lengths": p.lengths[:n], "base_offsets": p.base.offsets, "base_rows_arr": p.base.rows,
+              "base_tf": p.base.tf}
+    return {"base_rows": n, "base_id": p.base_id, "analyzer": p.analyzer.key()}, arrays
+
+
+def _delta_entry(p: _Postings, vocab: list[str]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The delta's sidecar entry: the rows appended since the base, their postings, the terms they added, and
+    which rows are live; it names the base it extends."""
+    n = p.base_rows
+    arrays = {"vocab_added": np.asarray(vocab[p.base_vocab:], dtype=str), "addr": p.addr[n:], "ids": p.ids[n:],
+              "lengths": p.lengths[n:], "delta_offsets": p.delta.offsets, "delta_rows": p.delta.rows,
+              "delta_tf": p.delta.tf}
     if p.alive is not None:
         arrays["alive"] = p.alive
-    return {"base_rows": p.base_rows, "analyzer": p.analyzer.key()}, arrays
+    return {"base_rows": n, "base_id": p.base_id, "analyzer": p.analyzer.key()}, arrays
 
 
-def _from_entry(entry: Entry, ds: Any, analyzer: IndexAnalyzer) -> _Postings:
-    a = entry.arrays
+def _from_entries(base: Entry, delta: Entry | None, ds: Any,
+                  analyzer: IndexAnalyzer) -> tuple[_Postings, list[str]]:
+    """The postings a saved base and its saved delta (None: none since the base) make, and their vocabulary."""
+    a = base.arrays
+    d = delta.arrays if delta is not None else {
+        "vocab_added": a["vocab"][:0], "addr": a["addr"][:0], "ids": a["ids"][:0], "lengths": a["lengths"][:0],
+        "delta_offsets": _EMPTY.offsets, "delta_rows": _EMPTY.rows, "delta_tf": _EMPTY.tf}
     if len(a["ids"]) < READ_BELOW:  # a small store's arrays are read: each access to a mapped one costs more
         a = {name: np.array(value) for name, value in a.items()}
-    return _Postings(state=entry.state, version=entry.state.version, dataset=ds, addr=a["addr"], ids=a["ids"],
-                     lengths=a["lengths"], base=_Level(a["base_offsets"], a["base_rows_arr"], a["base_tf"]),
-                     delta=_Level(a["delta_offsets"], a["delta_rows"], a["delta_tf"]),
-                     base_rows=int(entry.meta["base_rows"]), alive=a.get("alive"), analyzer=analyzer)
+
+    def joined(name: str) -> np.ndarray:
+        return np.concatenate([a[name], d[name]]) if len(d[name]) else a[name]
+
+    vocab = a["vocab"].tolist() + d["vocab_added"].tolist()
+    state = (delta or base).state
+    p = _Postings(state=state, version=state.version, dataset=ds, addr=joined("addr"), ids=joined("ids"),
+                  lengths=joined("lengths"), base=_Level(a["base_offsets"], a["base_rows_arr"], a["base_tf"]),
+                  delta=_Level(d["delta_offsets"], d["delta_rows"], d["delta_tf"]),
+                  base_rows=int(base.meta["base_rows"]), alive=d.get("alive"), analyzer=analyzer,
+                  base_id=str(base.meta["base_id"]), base_vocab=len(a["vocab"]))
+    return p, vocab
 
 
 def postings_bm25(store: RecordStore) -> PostingsBM25:
