@@ -25,6 +25,7 @@ ANALYZER_PARAMS = ("base_tokenizer", "language", "max_token_length", "lower_case
 PROJECT_INDEX = {"base_tokenizer": "simple", "language": "English", "max_token_length": 40, "lower_case": True,
                  "remove_stop_words": False, "ascii_folding": True}
 _ANCHOR = "0"  # a word every analyzer keeps as it is: positions are counted from the first token kept
+ANALYZE_CHUNK = 50_000  # words per call of LanceDB's analyzer (bounds the token objects it returns at once)
 
 
 def tokenize(text: str) -> list[str]:
@@ -75,13 +76,16 @@ class IndexAnalyzer:
     def _analyze(self, words: list[str]) -> None:
         import lance  # pylance (not lancedb): a search never imports lancedb
 
-        # One call for every word: each is one token of the simple tokenizer, found again by its position.
-        tokens = lance.tokenize(" ".join([_ANCHOR, *words]), **self.params)
-        found = {t.position: t.text for t in tokens}
-        if found.get(0) != _ANCHOR:
-            raise RuntimeError(f"LanceDB's analyzer changed the anchor word {_ANCHOR!r}: {found.get(0)!r}")
-        for position, word in enumerate(words, start=1):
-            self._terms[word] = found.get(position)
+        # One call per chunk of words: each is one token of the simple tokenizer, found again by its position
+        # (counted from the first token kept: the anchor, which every analyzer keeps as it is).
+        for start in range(0, len(words), ANALYZE_CHUNK):
+            chunk = words[start:start + ANALYZE_CHUNK]
+            tokens = lance.tokenize(" ".join([_ANCHOR, *chunk]), **self.params)
+            found = {t.position: t.text for t in tokens}
+            if found.get(0) != _ANCHOR:
+                raise RuntimeError(f"LanceDB's analyzer changed the anchor word {_ANCHOR!r}: {found.get(0)!r}")
+            for position, word in enumerate(chunk, start=1):
+                self._terms[word] = found.get(position)
         self.analyzed += len(words)
 
     def text_terms(self, text: str) -> list[str]:
