@@ -34,10 +34,15 @@ def doc_norms(lengths: np.ndarray, total_tokens: int, docs: int) -> np.ndarray:
     return K1 * (F32(1.0) - B + B * np.asarray(lengths, dtype=np.float32) / avgdl)
 
 
+def term_parts(rows: np.ndarray, tf: np.ndarray, weight: np.float32, norms: np.ndarray) -> np.ndarray:
+    """One term's part of the score of each of ``rows``, whose frequencies are ``tf`` (float32)."""
+    tf = np.asarray(tf, dtype=np.float32)
+    return weight * (_TF_SCALE * tf / (tf + norms[rows]))
+
+
 def add_term(scores: np.ndarray, rows: np.ndarray, tf: np.ndarray, weight: np.float32, norms: np.ndarray) -> None:
     """Add one query term's part to ``scores`` (float32) of ``rows`` (distinct), whose frequencies are ``tf``."""
-    tf = np.asarray(tf, dtype=np.float32)
-    scores[rows] += weight * (_TF_SCALE * tf / (tf + norms[rows]))
+    scores[rows] += term_parts(rows, tf, weight, norms)
 
 
 def top(candidates: np.ndarray, found: np.ndarray, ids: np.ndarray, n: int) -> list[tuple[str, float]]:

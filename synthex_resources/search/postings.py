@@ -55,6 +55,7 @@ from synthex_resources.search.tokenize import PROJECT_INDEX, IndexAnalyzer
 
 POSTINGS_FROM = 200_000  # rows from which the postings answer even for rows the FTS index has not taken in yet
 INDEX_NAME = "content_idx"
+PARTS_KEPT = 4_000_000  # (row, score part) pairs cached per table version (~48 MB)
 READ_BELOW = 100_000  # rows below which saved postings are read into memory rather than mapped
 DELTA_SHARE = 0.25  # a delta this share of the base rows: the next update is a full build
 MASKS_KEPT = 32
@@ -94,6 +95,29 @@ class _Postings:
     live: int = 0
     norms: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     masks: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict)
+    # term -> (rows, its part of their scores): fixed for these rows, so a term asked again costs one addition
+    parts: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=OrderedDict)
+    parts_size: int = 0
+
+    def term(self, term: int) -> tuple[np.ndarray, np.ndarray]:
+        """The live-row statistics' part of ``term`` in the score of each row holding it (cached)."""
+        hit = self.parts.get(term)
+        if hit is not None:
+            self.parts.move_to_end(term)
+            return hit
+        pieces = [level.slice(term) for level in (self.base, self.delta)]
+        rows = np.concatenate([r for r, _ in pieces])
+        tf = np.concatenate([t for _, t in pieces])
+        df = len(rows) if self.alive is None else int(np.count_nonzero(self.alive[rows]))
+        if not df:
+            rows = rows[:0]
+        made = (rows, bm25.term_parts(rows, tf[:len(rows)], bm25.idf(df, self.live), self.norms))
+        self.parts[term] = made
+        self.parts_size += len(rows)
+        while self.parts_size > PARTS_KEPT and len(self.parts) > 1:
+            _, (gone, _) = self.parts.popitem(last=False)
+            self.parts_size -= len(gone)
+        return made
 
     def __post_init__(self) -> None:
         alive_lengths = self.lengths if self.alive is None else self.lengths[self.alive]
@@ -359,23 +383,14 @@ class PostingsBM25:
         p = self.current()
         if p is None or not tokens or n <= 0 or not p.live:
             return []
+        scores = np.zeros(len(p.addr), dtype=np.float32)
         with self._lock:
             mask = self._mask(p, where)
-        scores = np.zeros(len(p.addr), dtype=np.float32)
+            terms = [p.term(t) for t in (self.vocab.get(w) for w in p.analyzer.terms(tokens) if w is not None)
+                     if t is not None]
         self.searches += 1
-        for word in p.analyzer.terms(tokens):  # a repeated query term counts again, as in LanceDB
-            term = self.vocab.get(word) if word is not None else None
-            if term is None:
-                continue
-            parts = [level.slice(term) for level in (p.base, p.delta)]
-            rows = np.concatenate([r for r, _ in parts])
-            if not len(rows):
-                continue
-            tf = np.concatenate([t for _, t in parts])
-            df = len(rows) if p.alive is None else int(np.count_nonzero(p.alive[rows]))
-            if not df:
-                continue
-            bm25.add_term(scores, rows, tf, bm25.idf(df, p.live), p.norms)
+        for rows, parts in terms:  # in query order; a repeated query term counts again, as in LanceDB
+            scores[rows] += parts
         hit = scores > 0
         if mask is not None:
             hit &= mask
