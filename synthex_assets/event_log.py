@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import create_engine, event
@@ -37,6 +37,8 @@ class SqliteEventLog(SqliteEventLogStorage):
         self._engines: OrderedDict[str, Any] = OrderedDict()  # shard -> its engine (one pooled connection)
         self._tables_present: set[str] = set()  # index tables seen (a schema migration only adds tables)
         self._tables_present_columns: set[tuple[str, str]] = set()  # (table, column) seen, likewise
+        # Inside ``dynamic_partitions_held``: partitions definition name -> its keys as read (else None).
+        self._held_partitions: dict[str, list[str]] | None = None
         super().__init__(base_dir, inst_data)
 
     @classmethod
@@ -92,6 +94,49 @@ class SqliteEventLog(SqliteEventLogStorage):
             self._tables_present_columns.add(("asset_keys", column_name))
         return present
 
+    # -- dynamic partitions, read once per run ------------------------------------------------------------
+    @contextlib.contextmanager
+    def dynamic_partitions_held(self) -> Iterator[None]:
+        """Inside: each dynamic partitions definition's keys are read once and reads answered from that.
+
+        Why: while a run executes, Dagster asks whether a partition exists before every per-partition
+        metadata entry and materialization (``has_dynamic_partition``: 376 queries in the demo run, each
+        through SQLAlchemy). A run registers its partitions before it starts (``synthex_assets.partitions``),
+        so its answers do not change; a partition this process adds or deletes drops what was read. Nested
+        holds share the outer one."""
+        if self._held_partitions is not None:
+            yield
+            return
+        self._held_partitions = {}
+        try:
+            yield
+        finally:
+            self._held_partitions = None
+
+    def get_dynamic_partitions(self, partitions_def_name: str) -> list[str]:
+        held = self._held_partitions
+        if held is None:
+            return list(super().get_dynamic_partitions(partitions_def_name))
+        keys = held.get(partitions_def_name)
+        if keys is None:
+            keys = held[partitions_def_name] = list(super().get_dynamic_partitions(partitions_def_name))
+        return list(keys)
+
+    def has_dynamic_partition(self, partitions_def_name: str, partition_key: str) -> bool:
+        if self._held_partitions is None:
+            return super().has_dynamic_partition(partitions_def_name, partition_key)
+        return partition_key in self.get_dynamic_partitions(partitions_def_name)
+
+    def add_dynamic_partitions(self, partitions_def_name: str, partition_keys: Sequence[str]) -> None:
+        if self._held_partitions is not None:
+            self._held_partitions.pop(partitions_def_name, None)
+        super().add_dynamic_partitions(partitions_def_name, partition_keys)
+
+    def delete_dynamic_partition(self, partitions_def_name: str, partition_key: str) -> None:
+        if self._held_partitions is not None:
+            self._held_partitions.pop(partitions_def_name, None)
+        super().delete_dynamic_partition(partitions_def_name, partition_key)
+
     def close_connections(self) -> None:
         """Close every open database file (before files are removed, and when the instance is disposed)."""
         with self._db_lock:
@@ -117,3 +162,15 @@ def _relaxed_sync(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
+
+
+@contextlib.contextmanager
+def dynamic_partitions_held(instance: Any) -> Iterator[None]:
+    """``SqliteEventLog.dynamic_partitions_held`` on ``instance``'s event log (a run executing in this
+    process); nothing on a storage of the user's own."""
+    storage = instance.event_log_storage
+    if isinstance(storage, SqliteEventLog):
+        with storage.dynamic_partitions_held():
+            yield
+    else:
+        yield

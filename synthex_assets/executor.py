@@ -31,6 +31,7 @@ from synthex_resources.planner import PlanReason, compute_partition_plan
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search.engine import SearchEngine
 from synthex_resources.step_context import StoreStepContext
+from synthex_resources.store.vectors import EmbedAhead
 
 PERIODS_PER_CHUNK = 12  # bounds the upstream records held in memory at once
 
@@ -160,7 +161,6 @@ class StepExecutor:
         return result
 
     def _run_chunk(self, scope: BranchScope, periods: list[str], completer: object) -> list[PartitionOutcome]:
-        branch = scope.branch
         upstream: dict[tuple[str, str], list[Record]] = defaultdict(list)
         span = self.step.single_partition_period()
         if span is None:
@@ -170,6 +170,31 @@ class StepExecutor:
             for rec in self.store.records.list(scope, steps=list(self.step.from_)):
                 upstream[(rec.step, span)].append(rec)
         existing = self.store.records.partition_id_sets(scope, self.step.name, periods)
+        if not self.embed_at_write:
+            outcomes = self._compute_chunk(scope, periods, upstream, existing, completer, None)
+            started = time.monotonic()
+        else:
+            # Each partition's vectors are embedded while the next partition is computed (EmbedAhead).
+            with EmbedAhead(self.store.vectors) as ahead:
+                outcomes = self._compute_chunk(scope, periods, upstream, existing, completer, ahead)
+                started = time.monotonic()
+                ahead.wait()
+        removed = self.store.records.write_partitions(
+            scope, self.step.name, {o.period: (o.new_records, o.keep_ids) for o in outcomes},
+            embed=self.embed_at_write)
+        # The chunk's write (and the embedding still running when its computing ended) is shared among its
+        # partitions by records written.
+        write_s, written = time.monotonic() - started, sum(len(o.new_records) for o in outcomes)
+        for o in outcomes:
+            o.removed = removed[o.period]
+            o.stats.duration += write_s * (len(o.new_records) / written if written else 1 / len(outcomes))
+        return outcomes
+
+    def _compute_chunk(self, scope: BranchScope, periods: list[str], upstream: dict[tuple[str, str], list[Record]],
+                       existing: dict[str, set[str]], completer: object,
+                       ahead: EmbedAhead | None) -> list[PartitionOutcome]:
+        """Each period's partition computed in order; its new records handed to ``ahead`` to embed."""
+        branch = scope.branch
         outcomes = []
         for period in periods:
             started = time.monotonic()
@@ -189,15 +214,8 @@ class StepExecutor:
                 raise
             part.stats.duration = time.monotonic() - started
             outcomes.append(PartitionOutcome(branch, period, part.stats, part.new_records, part.keep_ids))
-        started = time.monotonic()
-        removed = self.store.records.write_partitions(
-            scope, self.step.name, {o.period: (o.new_records, o.keep_ids) for o in outcomes},
-            embed=self.embed_at_write)
-        # The chunk's write (embedding included) is shared among its partitions by records written.
-        write_s, written = time.monotonic() - started, sum(len(o.new_records) for o in outcomes)
-        for o in outcomes:
-            o.removed = removed[o.period]
-            o.stats.duration += write_s * (len(o.new_records) / written if written else 1 / len(outcomes))
+            if ahead is not None:
+                ahead.submit(part.new_records)
         return outcomes
 
     def _held_elsewhere(self, ids: list[str]) -> dict[str, Record]:

@@ -32,6 +32,7 @@ from synthex_assets.dagster_internals import (
     set_defs_state_storage,
 )
 from synthex_assets.definitions import build_definitions
+from synthex_assets.event_log import dynamic_partitions_held
 from synthex_assets.naming import CODE_LOCATION_MODULE, asset_name, job_name, location_name
 from synthex_assets.partitions import period_range, register
 from synthex_assets.step_assets import FULL_TAG
@@ -80,8 +81,10 @@ def _launch(defs: Definitions, pipeline: PipelineDefinition, instance: DagsterIn
     # sees the run as a run of its own job version; executed with the live resources of ``defs``.
     location_job = build_definitions(pipeline).resolve_job_def(job_name(pipeline.name))
     try:
-        execute_as_location_run(job, location_job, instance, run_id=run_id, tags=run_tags, selection=selection,
-                                origin=remote_job_origin(pipeline), run_config=console_config(verbose))
+        with dynamic_partitions_held(instance):  # registered above: one read for the run (event_log.py)
+            execute_as_location_run(job, location_job, instance, run_id=run_id, tags=run_tags,
+                                    selection=selection, origin=remote_job_origin(pipeline),
+                                    run_config=console_config(verbose))
     except Failure as exc:
         # The op reports a step's one-line error as a Failure (a clean message in the UI); give the
         # caller the step's own error back.

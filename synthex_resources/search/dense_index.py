@@ -460,8 +460,48 @@ class DenseIndex:
         m = self._current()
         if m is None:
             return {}
-        rows = m.row_of().rows(ids).tolist()  # one batch lookup
-        return {rid: m.vectors[row] for rid, row in zip(ids, rows, strict=True) if row >= 0}
+        rows = m.row_of().rows(ids)  # one batch lookup
+        found = np.flatnonzero(rows >= 0)
+        # one gather, then rows of the copy: a row of the mapped matrix is a memmap view (~25 us each)
+        block = np.asarray(m.vectors[rows[found]])
+        return {ids[i]: block[j] for j, i in enumerate(found.tolist())}
+
+    def similarities_of(self, ids: list[str], query_vector: np.ndarray) -> tuple[list[str], np.ndarray]:
+        """The ids of ``ids`` the matrix holds (in ``ids`` order) and their cosine similarity to
+        ``query_vector``: one gather and one product (the vectors as ``vectors_of`` gives them)."""
+        m = self._current()
+        if m is None or not ids:
+            return [], np.zeros(0, np.float32)
+        rows = m.row_of().rows(ids)
+        found = np.flatnonzero(rows >= 0)
+        if not len(found):
+            return [], np.zeros(0, np.float32)
+        vectors = np.asarray(m.vectors[rows[found]])  # a copy (rows gathered), as np.stack of them was
+        return [ids[i] for i in found.tolist()], vectors @ np.asarray(query_vector, dtype=np.float32)
+
+    def row_addresses(self, ids: list[str], scope: BranchScope) -> tuple[int | None, dict[str, int]]:
+        """The table version the matrix holds and the Lance row addresses (at that version) of those ``ids``
+        whose row is the only row of its id in the table and one ``scope`` reads: what
+        ``records.rows_by_id(ids, scope=scope)`` would find for them, to be taken by address instead of a
+        filtered scan (search/leaf_scope.py, ``leaf_rows``). Ids it cannot vouch for are absent (the caller
+        reads them as before): all of them when rows without a vector exist (the matrix does not hold them)
+        or ``scope`` pins a version of its own."""
+        m = self._current()
+        if m is None or not ids or m.bare or scope.version is not None:
+            return None, {}
+        rows = m.row_of().single_rows(ids)
+        found = np.flatnonzero(rows >= 0)
+        if not len(found):
+            return m.version, {}
+        at = rows[found]
+        read = np.zeros(len(at), dtype=bool)
+        for served_by, names in scope.groups(None).items():
+            part = m.branches[at] == m.codes["branch"].get(served_by, -1)
+            if names:
+                part &= np.isin(m.steps[at], [m.codes["step"].get(s, -1) for s in names])
+            read |= part
+        return m.version, {ids[i]: int(a) for i, a, ok in zip(found.tolist(), m.addr[at].tolist(), read.tolist(),
+                                                            strict=True) if ok}
 
     def without_text(self) -> set[str]:
         """Ids of the live records with no text (their zero vector, store/vectors.py); empty for most stores."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
@@ -25,9 +26,10 @@ class Vectors:
         self._to_record = to_record
         self._row = row
 
-    def fill(self, records: list[Record]) -> None:
+    def fill(self, records: list[Record], memo: dict[str, list[float]] | None = None) -> None:
         """Give every record a vector, embedding each distinct text once: a text already stored (another
-        step, branch or step version with the same content) reuses its stored vector.
+        step, branch or step version with the same content) reuses its stored vector, and so does a text in
+        ``memo`` (fingerprint -> vector: what earlier calls sharing it found or embedded; updated here).
 
         A record with no text (empty or whitespace) gets the zero vector, not the embedding of nothing:
         that embedding sits near every query (an empty summary ranked second for any question), while a
@@ -45,11 +47,16 @@ class Vectors:
         by_print: dict[str, list[Record]] = defaultdict(list)
         for rec in need:
             by_print[self._tables.content_fingerprint(rec.content)].append(rec)
-        known = self.by_fingerprint(list(by_print))
+        known = {p: memo[p] for p in by_print if p in memo} if memo else {}
+        unknown = [p for p in by_print if p not in known]
+        if unknown:
+            known.update(self.by_fingerprint(unknown))
         missing = [p for p in by_print if p not in known]
         if missing:
             fresh = self._embedder().embed([by_print[p][0].content for p in missing])
             known.update({p: vec.tolist() for p, vec in zip(missing, fresh, strict=True)})
+        if memo is not None:
+            memo.update(known)
         for p, recs in by_print.items():
             for rec in recs:
                 rec.embedding = known[p]
@@ -83,3 +90,39 @@ class Vectors:
                 if row["vector"] is not None:
                     found[row["fingerprint"]] = list(row["vector"])
         return found
+
+
+class EmbedAhead:
+    """Fills the vectors of records on one background thread while the caller goes on computing the next
+    ones (a step's partitions, one after another); ``wait()`` before writing them.
+
+    Why: embedding is the largest part of a demo run's CPU, and ONNX runs without the GIL, so a search
+    step's partition is embedded while the next partition's Python runs (issue 24). The vectors are the
+    ones ``Vectors.fill`` gives at write time, bit for bit (a text's vector does not depend on its batch),
+    and each distinct text is still embedded once: the calls share one memo, used by the worker only."""
+
+    def __init__(self, vectors: Vectors) -> None:
+        self._vectors = vectors
+        self._memo: dict[str, list[float]] = {}
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="synthex-embed")
+        self._pending: list[Future[None]] = []
+
+    def submit(self, records: list[Record]) -> None:
+        if records:
+            self._pending.append(self._pool.submit(self._vectors.fill, list(records), self._memo))
+
+    def wait(self) -> None:
+        """Every submitted record has its vector (raises what the embedding raised)."""
+        pending, self._pending = self._pending, []
+        for future in pending:
+            future.result()
+
+    def close(self) -> None:
+        """Stop: work not started is dropped, the batch being embedded finishes first."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> EmbedAhead:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
