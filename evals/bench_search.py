@@ -172,7 +172,7 @@ def lexical_agreement(store: RecordStore, engine: SearchEngine, queries: list[st
         return {"index": "lancedb-fts"}
     where = engine.where(["turns"], MAIN_SCOPE)
     fts_store = RecordStore(str(store.uri))
-    fts_store.derived("postings_bm25", lambda: PostingsBM25(fts_store, rows_from=10**12))
+    fts_store.derived("postings_bm25", lambda: PostingsBM25(fts_store, enabled=False))
     fts_engine = SearchEngine(fts_store)
     got, want, times = [], [], []
     for q in queries:
@@ -365,7 +365,7 @@ def quick(n: int, queries_n: int, root: str, data: Path = DEFAULT_DATA) -> dict:
     engine.search(queries[0], steps=["turns"], strategy=strategies.get("conversational"))
     exact_store = RecordStore(root)  # the exact path: the float32 scan and LanceDB's FTS index
     exact_store.derived("dense_index", lambda: DenseIndex(exact_store, mode="float32"))
-    exact_store.derived("postings_bm25", lambda: PostingsBM25(exact_store, rows_from=10**12))
+    exact_store.derived("postings_bm25", lambda: PostingsBM25(exact_store, enabled=False))
     exact = SearchEngine(exact_store)
     result["latency"] = {}
     for mode in ("bm25", "dense", "hybrid", "conversational"):

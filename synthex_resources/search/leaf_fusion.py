@@ -155,9 +155,10 @@ def _first_stage(engine: SearchBackend, scope: Scope, text: str, steps: list[str
         if len(positions):
             add(*_best_per_position(positions, np.asarray(scores, dtype=total.dtype)[which]), weight)
 
-    # The lexical leg runs beside the embedder and the dense shortlist (its own thread): overlap them. The
-    # legs are still added in the same order (lexical first), so the sums do not depend on which ends first.
-    lexical_future = engine.submit(lambda: engine.lexical(text, where, config.lexical_pool)) if config.lexical else None
+    # The lexical leg runs beside the embedder and the dense shortlist (its own thread, unless the postings answer
+    # it at once: search/engine.py lexical_future): overlap them. The legs are still added in the same order
+    # (lexical first), so the sums do not depend on which ends first.
+    lexical_future = engine.lexical_future(text, where, config.lexical_pool) if config.lexical else None
     qvec = engine.store.embedder.embed([text])[0] if config.dense or config.leaf_dense_weight else None
     index = dense_index(engine.store) if qvec is not None else None
     short = index.approximate_scores(qvec, steps, reads, periods, DENSE_SHORTLIST) \
