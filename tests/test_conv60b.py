@@ -168,3 +168,21 @@ def test_rows_read_for_the_top_k_first_and_the_hits_unchanged(store, monkeypatch
     got = engine.search(query, STEPS, MAIN, 5, strategy=CONVERSATIONAL)
     assert [len(r) for r in reads] == [5, 10]
     assert len(got) == 5 and [h.id for h in got] == [h.id for h in want] and top[1].id not in {h.id for h in got}
+
+
+def test_searches_at_one_version_share_the_opened_dataset(tmp_path):
+    """A search opens the records table to learn its latest version; at the version an earlier search read,
+    that earlier (warm) dataset object serves the search's reads, and a write makes a new one."""
+    store = RecordStore(str(tmp_path / "s"), embedder=BagEmbedder())
+    store.records.upsert([Record(id=f"r{i}", content=f"garden tomato {i}", step="turns", materialization_key=f"r{i}")
+                          for i in range(4)])
+    engine = SearchEngine(store)
+    engine.search("garden", ["turns"], MAIN, 2)
+    first = store.tables._pinned_dataset
+    engine.search("tomato", ["turns"], MAIN, 2)
+    assert store.tables._pinned_dataset is first
+    store.records.upsert([Record(id="r9", content="garden again", step="turns", materialization_key="r9")])
+    hits = engine.search("again", ["turns"], MAIN, 2)
+    assert hits[0].id == "r9"  # the write is seen
+    assert store.tables._pinned_dataset is not first and store.tables._pinned_dataset.version > first.version
+    store.close()
