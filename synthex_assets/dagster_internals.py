@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Collection, Mapping
+from typing import Any
 
 from dagster import AssetKey, DagsterInstance, JobDefinition, MultiPartitionsDefinition
 
@@ -73,10 +74,19 @@ from dagster._core.snap import snapshot_from_execution_plan
 # resolves its definitions with its own instance's storage set, whatever an earlier instance left.
 from dagster._core.storage.defs_state.base import set_defs_state_storage as set_defs_state_storage
 
+# Why private: a new event-log file is set up as Dagster's own ``SqliteEventLogStorage._initdb`` does (its
+# tables, WAL, the alembic revision stamped) with the alembic scripts read once per storage, not once per file
+# and check (synthex_assets/event_log.py); Dagster exports neither the tables' metadata nor the alembic config.
+from dagster._core.storage.event_log.schema import SqlEventLogStorageMetadata as SqlEventLogStorageMetadata
+
 # Why private: synthex_assets/event_log.py is Dagster's own SQLite event storage with its connections kept
 # open; Dagster exports neither the class nor the timeout it opens its files with.
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
     SqliteEventLogStorage as SqliteEventLogStorage,
+)
+from dagster._core.storage.sql import get_alembic_config as get_alembic_config
+from dagster._core.storage.sqlite import (
+    LAST_KNOWN_STAMPED_SQLITE_ALEMBIC_REVISION as LAST_KNOWN_STAMPED_SQLITE_ALEMBIC_REVISION,
 )
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS as SQLITE_BUSY_TIMEOUT_SECONDS
 
@@ -104,6 +114,11 @@ RUN_WORKER_MODULES = [
     "dagster._core.storage.local_compute_log_manager", "dagster._core.execution.api", "dagster._grpc.impl",
     "dagster._cli.api", "dagster._daemon", "sqlalchemy", "alembic", "structlog",
 ]
+
+
+def event_log_alembic_config() -> Any:
+    """The alembic config Dagster's SQLite event log sets its files up with (cached by Dagster per file)."""
+    return get_alembic_config(sys.modules[SqliteEventLogStorage.__module__].__file__)
 
 
 def execute_run_by_id(run_id: str, instance: DagsterInstance) -> None:
