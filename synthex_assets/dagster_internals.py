@@ -84,11 +84,22 @@ from dagster._core.storage.event_log.schema import SqlEventLogStorageMetadata as
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
     SqliteEventLogStorage as SqliteEventLogStorage,
 )
+
+# Why private: the run and schedule storages' files are opened likewise (synthex_assets/sqlite_storage.py); their
+# classes, tables and the ``instance_info`` table are not exported, nor how Dagster names a SQLite file.
+from dagster._core.storage.runs.schema import InstanceInfo as InstanceInfo
+from dagster._core.storage.runs.schema import RunStorageSqlMetadata as RunStorageSqlMetadata
+from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage as SqliteRunStorage
+from dagster._core.storage.schedules.schema import ScheduleStorageSqlMetadata as ScheduleStorageSqlMetadata
+from dagster._core.storage.schedules.sqlite.sqlite_schedule_storage import (
+    SqliteScheduleStorage as SqliteScheduleStorage,
+)
 from dagster._core.storage.sql import get_alembic_config as get_alembic_config
 from dagster._core.storage.sqlite import (
     LAST_KNOWN_STAMPED_SQLITE_ALEMBIC_REVISION as LAST_KNOWN_STAMPED_SQLITE_ALEMBIC_REVISION,
 )
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS as SQLITE_BUSY_TIMEOUT_SECONDS
+from dagster._core.storage.sqlite import create_db_conn_string as create_db_conn_string
 
 # Why private: no public module exports the names of the partition-range run tags (RunRequest and
 # execute_in_process take one partition_key, no range).
