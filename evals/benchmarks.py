@@ -208,6 +208,7 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
     from evals.eval_progress import EtaClock
     from evals.scorecard import ProvenanceCheck, ScorecardCollector, source_steps_of
     from evals.shared_embedder import MemoEmbedder
+    from synthex_resources.search.engine import SearchEngine
 
     if qa:
         if not benchmark.supports_qa:
@@ -263,6 +264,9 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
 
                         qa_items.append(QAItem(question.text, question.answer, [h.content for h in hits[:qa_context]],
                                                question.category))
+            # The first search rewrote the leaf rows (their vectors): the FTS index is rebuilt on the live rows
+            # (same statistics: the texts did not change), so the next eval's lexical leg is the postings.
+            SearchEngine(pipe.store()).settle_lexical_index()
             IngestMarker(root).settle(records_state(pipe))  # what its searches wrote is part of this ingest
             pipe.close()  # its store, caches and Dagster instance: one workspace held at a time
             embedder.save()  # after each workspace: a killed eval keeps what it embedded

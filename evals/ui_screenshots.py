@@ -2,10 +2,18 @@
 
 Makes the demo project in a temporary folder (``synthex init demo --demo``, ``synthex run``), re-runs every
 period once the way a UI backfill does (nothing changes), starts ``synthex ui`` on a free port, waits
-until the code location answers, and has headless Chromium take one PNG per view (the asset lineage, a
-step's partitions, the latest materialization's metadata, the checks, a model step's overview, the job
-graph) into ``docs/screenshots/`` (``--out``). The server and the browser are stopped at the end,
-whatever happened. About 6 minutes on 2 busy cores, most of it the demo's first run.
+until the code location answers, launches two backfills of every period of ``main`` through the GraphQL
+mutation the UI's Materialize dialog sends (an asset backfill, as from the Lineage page, and a job
+backfill, as from the job's page) and waits for the daemon to finish them, and has headless Chromium take
+one PNG per view (the asset lineage, a step's partitions, the latest materialization's metadata, the
+checks, a model step's overview, the job graph fitted, the asset backfill, the job backfill's refused run)
+into ``docs/screenshots/`` (``--out``). The server and the browser are stopped at the end, whatever
+happened. About 7 minutes on 2 busy cores, most of it the demo's first run.
+
+The job graph: Dagster 1.13's job page fits the graph to the width its pane has *before* the job's
+sidebar opens (its SVG viewport fits once, when the layout arrives; a resize only re-renders), so the
+graph opens about twice too wide and its last steps are off-screen. A double-click on the background is
+the UI's own "fit" (it refits to the pane as it is now); the script does that before the shot.
 
 Needs Chromium (Debian/Ubuntu: ``apt-get install -y chromium``; or set ``CHROMIUM=/path/to/chrome``).
 The test suite does not depend on it.
@@ -41,9 +49,18 @@ class View:
     path: str  # URL path on the UI server
     what: str
     size: tuple[int, int] = (1440, 900)
+    fit_graph: bool = False  # double-click the graph's background first: the UI's own zoom-to-fit
 
 
-def views(location: str, job: str) -> list[View]:
+@dataclass(frozen=True)
+class Backfills:
+    """The two UI backfills of every period of ``main`` and the run the job backfill launched."""
+    asset_backfill: str
+    job_backfill: str
+    job_backfill_run: str
+
+
+def views(location: str, job: str, backfills: Backfills | None = None) -> list[View]:
     return [
         View("lineage.png", "/asset-groups", "the asset lineage: every step an asset, branch x period"),
         View("partitions.png", "/assets/summaries?view=partitions", "a step's branch x period partitions"),
@@ -52,7 +69,13 @@ def views(location: str, job: str) -> list[View]:
         View("checks.png", "/assets/summaries?view=checks", "the checks a step carries and their results"),
         View("stand_in.png", "/assets/summaries?view=overview",
              "a model step's description and config: the offline stand-in named, not \"model: None\""),
-        View("job.png", f"/locations/{location}/jobs/{job}", "the pipeline's job graph"),
+        View("job.png", f"/locations/{location}/jobs/{job}", "the pipeline's job graph, fitted (double-click)",
+             fit_graph=True),
+        *([View("backfill.png", f"/runs/b/{backfills.asset_backfill}",
+                "an asset backfill of every period of main: each step's 14 partitions targeted and materialized"),
+           View("job_backfill_refused.png", f"/runs/{backfills.job_backfill_run}",
+                "a job backfill's range run, refused in one line (Dagster would do its first partition only)")]
+          if backfills else []),
     ]
 
 
@@ -101,11 +124,56 @@ def rerun_every_period(project: Path) -> None:
         pipe.close()
 
 
-def graphql(url: str, query: str) -> dict:
-    request = urllib.request.Request(url + "/graphql", data=json.dumps({"query": query}).encode(),
+def graphql(url: str, query: str, variables: dict | None = None) -> dict:
+    request = urllib.request.Request(url + "/graphql", data=json.dumps({"query": query,
+                                                                       "variables": variables or {}}).encode(),
                                      headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=10) as response:
+    with urllib.request.urlopen(request, timeout=60) as response:
         return json.loads(response.read())
+
+
+LAUNCH_BACKFILL = """mutation($params: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $params) {
+  __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
+BACKFILL = """query($id: String!) { partitionBackfillOrError(backfillId: $id) { ... on PartitionBackfill {
+  status runs(limit: 5) { runId } } } }"""
+PARTITION_SETS = """query($repository: RepositorySelector!, $job: String!) {
+  partitionSetsOrError(repositorySelector: $repository, pipelineName: $job) { ... on PartitionSets {
+    results { name partitionsOrError { ... on Partitions { results { name } } } } } } }"""
+REPOSITORY = "__repository__"  # the one repository of a Definitions code location
+
+
+def launch_ui_backfills(url: str, location: str, job: str, timeout: float = 600.0) -> Backfills:
+    """Every period of ``main``, launched as the UI's Materialize dialog launches it: without a partition
+    set (Lineage / Catalog page: an asset backfill) and with the job's (the job's page: a job backfill)."""
+    sets = graphql(url, PARTITION_SETS, {"repository": {"repositoryLocationName": location, "repositoryName": REPOSITORY},
+                                         "job": job})
+    [partition_set] = sets["data"]["partitionSetsOrError"]["results"]
+    names = [p["name"] for p in partition_set["partitionsOrError"]["results"] if p["name"].startswith("main|")]
+    keys = [n["assetKey"] for n in graphql(url, "{ assetNodes { assetKey { path } } }")["data"]["assetNodes"]]
+    params = {"tags": [], "assetSelection": keys, "partitionNames": names, "fromFailure": False}
+    job_params = {**params, "selector": {"partitionSetName": partition_set["name"], "repositorySelector": {
+        "repositoryLocationName": location, "repositoryName": REPOSITORY}}}
+    ids, runs = [], []
+    # One after the other (one writer per branch); the job backfill first, so the steps' latest run is the
+    # asset backfill's (the job graph shows each step's latest run).
+    for backfill in (job_params, params):
+        answer = graphql(url, LAUNCH_BACKFILL, {"params": backfill})["data"]["launchPartitionBackfill"]
+        if answer["__typename"] != "LaunchBackfillSuccess":
+            raise RuntimeError(f"launchPartitionBackfill: {answer}")
+        ids.append(answer["backfillId"])
+        runs.append(wait_for_backfill(url, ids[-1], timeout))
+    return Backfills(asset_backfill=ids[1], job_backfill=ids[0], job_backfill_run=runs[0][0])
+
+
+def wait_for_backfill(url: str, backfill_id: str, timeout: float) -> list[str]:
+    """Until the daemon has finished the backfill; its run ids."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = graphql(url, BACKFILL, {"id": backfill_id})["data"]["partitionBackfillOrError"]
+        if found["status"] not in ("REQUESTED", "IN_PROGRESS", "CANCELING", "FAILING"):
+            return [r["runId"] for r in found["runs"]]
+        time.sleep(2.0)
+    raise RuntimeError(f"backfill {backfill_id} did not finish within {timeout:.0f} s")
 
 
 def wait_until_loaded(url: str, server: subprocess.Popen, timeout: float = 300.0) -> None:
@@ -161,13 +229,34 @@ class Browser:
                     raise RuntimeError(f"{method}: {message['error']}")
                 return message.get("result", {})
 
-    def shoot(self, url: str, out: Path, size: tuple[int, int], settle_s: float) -> None:
+    def shoot(self, url: str, out: Path, size: tuple[int, int], settle_s: float, fit_graph: bool = False) -> None:
         self.call("Emulation.setDeviceMetricsOverride", width=size[0], height=size[1], deviceScaleFactor=1,
                   mobile=False)
         self.call("Page.navigate", url=url)
         time.sleep(settle_s)
+        if fit_graph:
+            self.fit_graph()
         shot = self.call("Page.captureScreenshot", format="png")
         out.write_bytes(base64.b64decode(shot["data"]))
+
+    def graph_fit(self) -> dict:
+        """The graph's width (SVG units), its zoom and the width of the pane that shows it."""
+        found = self.call("Runtime.evaluate", returnByValue=True, expression=GRAPH_FIT_JS)["result"].get("value")
+        if not found:
+            raise RuntimeError("no graph on the page")
+        return json.loads(found)
+
+    def fit_graph(self) -> None:
+        """Double-click the graph's background (the UI's own zoom-to-fit), left of the graph, mid-height."""
+        pane = self.graph_fit()
+        x, y = pane["left"] + 8, pane["top"] + pane["height"] / 2
+        for kind in ("mousePressed", "mouseReleased"):
+            for clicks in (1, 2):
+                self.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=clicks)
+        time.sleep(2.0)  # the zoom animates
+        fit = self.graph_fit()
+        if fit["graph_width"] * fit["scale"] > fit["width"] + 1:
+            raise RuntimeError(f"the job graph is still wider than its pane after the double-click: {fit}")
 
     def close(self) -> None:
         self._connection.__exit__(None, None, None)
@@ -178,6 +267,16 @@ class Browser:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(timeout=10)
+
+
+# The largest SVG's size attributes, its parent's CSS transform (matrix(scale, 0, 0, scale, x, y)) and the pane.
+GRAPH_FIT_JS = """(() => { const svg = [...document.querySelectorAll('svg')].filter(s => +s.getAttribute('width') > 300)
+  .sort((a, b) => b.getAttribute('width') - a.getAttribute('width'))[0];
+  if (!svg) return null;
+  const pane = svg.parentElement.parentElement.getBoundingClientRect();
+  const scale = +(svg.parentElement.style.transform.match(/matrix\\(([^,]+)/) || [0, 1])[1];
+  return JSON.stringify({graph_width: +svg.getAttribute('width'), scale: scale, left: pane.left, top: pane.top,
+                         width: pane.width, height: pane.height}); })()"""
 
 
 def stop(server: subprocess.Popen) -> None:
@@ -224,10 +323,11 @@ def main(argv: list[str] | None = None) -> int:
                                            "--project", str(project)], stdout=log, stderr=subprocess.STDOUT,
                                           start_new_session=True)
                 wait_until_loaded(url, server)
+            backfills = launch_ui_backfills(url, location, job)
             browser = Browser(chromium, Path(tmp) / "chromium-profile")
-            for view in views(location, job):
+            for view in views(location, job, backfills):
                 out = args.out / view.file
-                browser.shoot(url + view.path, out, view.size, args.settle_s)
+                browser.shoot(url + view.path, out, view.size, args.settle_s, view.fit_graph)
                 size = out.stat().st_size
                 flag = "" if size <= MAX_PNG_BYTES else f"  (over {MAX_PNG_BYTES // 1000} KB)"
                 print(f"{out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}: {view.what}, "

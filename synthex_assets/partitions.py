@@ -6,17 +6,27 @@ calendar month, e.g. one typed into the UI's "Add a partition", is refused when 
 (``invalid_periods``): the run fails before anything is read or written. One run records its partitions'
 materializations in period order (``PeriodOrderedPartitions``), so a step's latest materialization is
 its newest period.
+
+A UI backfill launched from the job's page is a *job* backfill; over a range of these two-dimensional
+partitions Dagster 1.13 creates one run whose tags name the range (``dagster/asset_partition_range_*``)
+but also keep the first partition's ``dagster/partition/branch`` and ``/period`` tags
+(``dagster/_core/execution/job_backfill.py``, which drops only ``dagster/partition``), and the run's
+partition range is read from those first (``StepExecutionContext.partition_key_range``): the run would do
+one partition and the backfill report every partition done. Such a run is refused at its first step
+(``misresolved_range``), with nothing read or written. The same dialog's "Launch as: Single run" (it drops
+every ``dagster/partition*`` tag), an asset backfill (Materialize on the Lineage or Catalog page) and
+``synthex run`` select the range by its range tags alone.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
-from dagster import DagsterInstance, DynamicPartitionsDefinition, MultiPartitionKey
+from dagster import DagsterInstance, DynamicPartitionsDefinition, MultiPartitionKey, PartitionKeyRange
 
 from synthex.core.periods import ALL_PERIODS
-from synthex_assets.dagster_internals import PeriodOrderedPartitions
+from synthex_assets.dagster_internals import PeriodOrderedPartitions, partition_range
 
 BRANCHES = DynamicPartitionsDefinition(name="branch")
 PERIODS = DynamicPartitionsDefinition(name="period")
@@ -35,6 +45,19 @@ def is_period(key: str) -> bool:
 def invalid_periods(partitions: Iterable[tuple[str, str]]) -> list[str]:
     """The ``branch|period`` keys among ``partitions`` whose period is not a calendar month, sorted."""
     return sorted({f"{b}|{p}" for b, p in partitions if not is_period(p)})
+
+
+def misresolved_range(run_tags: Mapping[str, str], resolved: PartitionKeyRange) -> str | None:
+    """Why a run must not go on when its tags name a partition range that Dagster ``resolved`` to other
+    partitions (a job backfill's run, see the module docstring); None when the two agree."""
+    named = partition_range(run_tags)
+    if named is None or (str(resolved.start), str(resolved.end)) == named:
+        return None
+    shown = resolved.start if resolved.start == resolved.end else f"{resolved.start} .. {resolved.end}"
+    return (f"this run names the partitions {named[0]} .. {named[1]} but Dagster resolved it to {shown} (a job "
+            f"backfill over a range keeps its first partition's dagster/partition/* tags); nothing was read or "
+            f"written: launch the range as 'Single run' in the job's Materialize dialog, from the Lineage page's "
+            f"Materialize (an asset backfill), or with `synthex run`")
 
 
 def partition_key(branch: str, period: str) -> MultiPartitionKey:

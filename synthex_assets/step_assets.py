@@ -36,7 +36,7 @@ from synthex.core.steps import Step
 from synthex_assets.checks import check_descriptions, step_checks
 from synthex_assets.executor import PartitionOutcome, StepExecutor
 from synthex_assets.naming import asset_name, check_asset_names
-from synthex_assets.partitions import STEP_PARTITIONS, invalid_periods, split_partition_key
+from synthex_assets.partitions import STEP_PARTITIONS, invalid_periods, misresolved_range, split_partition_key
 from synthex_assets.preview import PREVIEW_RECORDS, preview_markdown
 from synthex_resources.llm import OFFLINE_STAND_IN, LLMConfig
 from synthex_resources.record_store import RecordStore
@@ -138,6 +138,9 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefiniti
                                       f"YYYY-MM, or {ALL_PERIODS!r}); periods are registered from the data, "
                                       f"not added by hand",
                           allow_retries=False)
+        misresolved = misresolved_range(context.run.tags, context.partition_key_range)
+        if misresolved:  # a UI job backfill over a range (synthex_assets.partitions): refused before any read
+            raise Failure(description=f"step {step.name!r}: {misresolved}", allow_retries=False)
         executor = StepExecutor(pipeline, step, store, llm, progress, run_id=context.run.run_id,
                                 full=context.run.tags.get(FULL_TAG) == "1")
         try:

@@ -25,12 +25,31 @@ State is keyed by the table version. After a write the matrix is updated, not re
 version only added fragments or deleted rows (upserts): the new fragments are read and appended, rows
 that disappeared from changed fragments are marked dead. Anything else (compaction) reloads it.
 The rows in a scope (step/branch/period masks) are cached per matrix.
+
+Appends to a saved matrix (issue 24): a matrix loaded from the sidecar maps its vectors' ``.npy`` file
+read-only. Copying it into a writable buffer to append rows took ~8 s at 1M records (1.5 GB), and as the
+appended matrix was not saved, every new process paid it again until the next full reload. Instead the
+new rows are written to the end of that same file (the tail) and its header's row count is rewritten
+in place (numpy pads the header so its first axis can grow without moving the data); the matrix is then
+a new read-only mapping of base + tail, with no copy. Rows below the header's count are never rewritten
+(other processes map them), so a writer only writes past it, under an exclusive lock on the file, and
+rows another process already appended there are compared byte for byte with the rows this process read
+from the table: equal, they are mapped as they are; different (another version's rows), the old copy
+path is taken. A kill before the header rewrite leaves the old count (the bytes past it are ignored and
+overwritten by the next append); the header rewrite is one write of its 128 bytes. A new process maps
+the file by its header (base + tail), reads only the new fragments' small columns from the table, finds
+their vectors already in the tail, and extends the saved IVF index by the tail rows. Deletions still
+mark rows dead and a compaction still reloads and saves the whole matrix (a new file).
 """
 
 from __future__ import annotations
 
+import fcntl
+import io
+import os
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -56,7 +75,8 @@ class _Matrix:
     steps: np.ndarray
     branches: np.ndarray
     periods: np.ndarray
-    vectors: np.ndarray  # (n, dim) float32, L2-normalized (a view of a buffer with spare capacity)
+    vectors: np.ndarray  # (n, dim) float32, L2-normalized (a view of a buffer with spare capacity, or a
+    # read-only mapping of the saved file: base + tail, see ``_VectorFile``)
     addr: np.ndarray  # uint64 Lance row address of each row (fragment id << 32 | offset)
     alive: np.ndarray | None  # None: every row; else False for rows deleted since the load
     blank: np.ndarray  # True for records with no text (the zero vector, store/vectors.py): never in a scope
@@ -82,6 +102,70 @@ class _Matrix:
             order = self.id_order if self.id_order is not None and len(self.id_order) == len(self.ids) else None
             self._lookup = IdLookup(text, order, self.alive)
         return self._lookup
+
+
+@dataclass(frozen=True)
+class _VectorFile:
+    """The ``.npy`` file a saved matrix's vectors are mapped from (search/sidecar.py), which rows appended to
+    the table since are written to the end of (see the module doc)."""
+
+    path: Path
+    offset: int  # bytes before row 0 (the npy header)
+    dim: int
+
+    @staticmethod
+    def of(vectors: np.ndarray) -> _VectorFile | None:
+        if (not isinstance(vectors, np.memmap) or not vectors.filename or vectors.ndim != 2
+                or vectors.dtype != np.float32 or not vectors.flags.c_contiguous):
+            return None
+        return _VectorFile(Path(vectors.filename), int(vectors.offset), int(vectors.shape[1]))
+
+    def map(self, rows: int) -> np.ndarray:
+        return np.memmap(self.path, dtype=np.float32, mode="r", offset=self.offset, shape=(rows, self.dim))
+
+    def append(self, new: np.ndarray, keep: int) -> tuple[np.ndarray, int] | None:
+        """Rows [0, ``keep``) of the file followed by ``new``, mapped, and how many rows this call wrote; None
+        when the file cannot take them (rows past ``keep`` hold other vectors, a read-only disk, another
+        header layout): the caller copies instead."""
+        if new.ndim != 2 or new.shape[1] != self.dim:
+            return None
+        new = np.ascontiguousarray(new, dtype=np.float32)
+        row_bytes = 4 * self.dim
+        need = keep + len(new)
+        fmt = np.lib.format
+        try:
+            with open(self.path, "r+b") as f:
+                fcntl.flock(f, fcntl.LOCK_EX)  # one writer at a time; readers map committed rows only
+                version = fmt.read_magic(f)
+                if version not in ((1, 0), (2, 0)):
+                    return None
+                read_header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+                shape, fortran, dtype = read_header(f)
+                if (f.tell() != self.offset or fortran or dtype != np.float32 or len(shape) != 2
+                        or shape[1] != self.dim or shape[0] < keep):
+                    return None
+                committed = int(shape[0])
+                there = min(committed, need) - keep  # rows already appended by another process (or an earlier run)
+                if there > 0:
+                    f.seek(self.offset + keep * row_bytes)
+                    on_disk = np.frombuffer(f.read(there * row_bytes), dtype=np.uint32)
+                    if not np.array_equal(on_disk, new[:there].view(np.uint32).ravel()):
+                        return None  # another version's rows: never rewritten (they may be mapped elsewhere)
+                written = max(0, need - committed)
+                if written:
+                    f.seek(self.offset + committed * row_bytes)
+                    f.write(new[len(new) - written:].data)  # contiguous rows: written without a copy
+                    f.flush()
+                    header = io.BytesIO()
+                    write_header = fmt.write_array_header_1_0 if version == (1, 0) else fmt.write_array_header_2_0
+                    write_header(header, {"descr": fmt.dtype_to_descr(np.dtype(np.float32)),
+                                          "fortran_order": False, "shape": (need, self.dim)})
+                    if len(header.getvalue()) != self.offset:
+                        return None  # the count outgrew the header's padding: the rows written past it are ignored
+                    os.pwrite(f.fileno(), header.getvalue(), 0)  # the commit: one write of the header
+            return self.map(need), written
+        except (OSError, ValueError):
+            return None
 
 
 def _sign_bits(vectors: np.ndarray) -> np.ndarray:
@@ -113,7 +197,8 @@ def _from_entry(entry: Entry, version: int) -> _Matrix:
     return _Matrix(
         version=version, ids=np.asarray(a["ids"].tolist(), dtype=object),
         codes={col: {k: int(v) for k, v in pairs} for col, pairs in meta["codes"].items()},
-        steps=a["steps"], branches=a["branches"], periods=a["periods"], vectors=a["vectors"], addr=a["addr"],
+        steps=a["steps"], branches=a["branches"], periods=a["periods"], addr=a["addr"],
+        vectors=a["vectors"][:len(a["ids"])],  # the file may hold rows appended since (its tail): mapped when read
         blank=a["blank"],
         alive=a.get("alive"), bare={int(x): (s, b) for x, s, b in meta["bare"]},
         fragments={int(f): d for f, d in meta["fragments"]},
@@ -145,6 +230,9 @@ class DenseIndex:
         self.ann_from = ann_from
         self._matrix: _Matrix | None = None
         self._buffer: np.ndarray | None = None  # vectors with spare rows for appends
+        self._file: _VectorFile | None = None  # the saved file ``_buffer`` maps, appended to in place
+        self.base_copies = 0  # times a mapped matrix was copied into memory to append rows (tests watch it)
+        self.tail_rows_written = 0  # rows this object appended to the saved file
         self._lock = threading.Lock()
         self.last_update: str = ""  # "load" / "append" / "reuse": how the last version change was handled
         self._generation = 0  # bumped by every full load: row numbers change, an IVF index goes stale
@@ -170,12 +258,22 @@ class DenseIndex:
         need = keep + len(new)
         if keep and not len(new) and self._buffer is not None and self._buffer.shape[0] >= keep:
             return self._buffer[:keep]  # nothing appended (the buffer may be a read-only mapped file)
+        if keep and len(new) and self._file is not None and self._buffer is not None \
+                and not self._buffer.flags.writeable and self._buffer.shape[0] == keep:
+            appended = self._file.append(new, keep)  # the saved file's tail: no copy of its rows
+            if appended is not None:
+                self._buffer, written = appended
+                self.tail_rows_written += written
+                return self._buffer
+            self._file = None  # copied below, into memory: appended there from now on
         buf = self._buffer if keep else None  # a full load starts a buffer with 1/8 spare rows
         if buf is None and not keep:
             buf = self._buffer = np.empty((need + max(1024, need // 8), new.shape[1]), np.float32)
         if buf is None or buf.shape[1] != new.shape[1] or buf.shape[0] < need:
             grown = np.empty((int(need * 1.25), new.shape[1]), np.float32)
             if buf is not None:
+                if not buf.flags.writeable:
+                    self.base_copies += 1
                 grown[:keep] = buf[:keep]
             buf = self._buffer = grown
         buf[keep:need] = new
@@ -278,7 +376,7 @@ class DenseIndex:
                 if new is None and m is None:
                     new = self._persisted(version, ds)
                 if new is None:
-                    self._buffer = None
+                    self._buffer = self._file = None
                     new = self._load(version, ds, None, None, None, set())
                     self.last_update = "load"
                     self._generation += 1
@@ -304,7 +402,8 @@ class DenseIndex:
         base = _from_entry(entry, entry.state.version)
         if self.mode == "binary":
             base.bits = _sign_bits(base.vectors)
-        self._buffer = base.vectors  # read-only: the first append copies it into a buffer with room
+        self._buffer = base.vectors  # read-only: appends go to the file's tail (``_VectorFile``)
+        self._file = _VectorFile.of(base.vectors)
         self._generation += 1
         self._saved = (entry.state, len(base.ids))
         if state.same_rows(entry.state):
@@ -460,8 +559,48 @@ class DenseIndex:
         m = self._current()
         if m is None:
             return {}
-        rows = m.row_of().rows(ids).tolist()  # one batch lookup
-        return {rid: m.vectors[row] for rid, row in zip(ids, rows, strict=True) if row >= 0}
+        rows = m.row_of().rows(ids)  # one batch lookup
+        found = np.flatnonzero(rows >= 0)
+        # one gather, then rows of the copy: a row of the mapped matrix is a memmap view (~25 us each)
+        block = np.asarray(m.vectors[rows[found]])
+        return {ids[i]: block[j] for j, i in enumerate(found.tolist())}
+
+    def similarities_of(self, ids: list[str], query_vector: np.ndarray) -> tuple[list[str], np.ndarray]:
+        """The ids of ``ids`` the matrix holds (in ``ids`` order) and their cosine similarity to
+        ``query_vector``: one gather and one product (the vectors as ``vectors_of`` gives them)."""
+        m = self._current()
+        if m is None or not ids:
+            return [], np.zeros(0, np.float32)
+        rows = m.row_of().rows(ids)
+        found = np.flatnonzero(rows >= 0)
+        if not len(found):
+            return [], np.zeros(0, np.float32)
+        vectors = np.asarray(m.vectors[rows[found]])  # a copy (rows gathered), as np.stack of them was
+        return [ids[i] for i in found.tolist()], vectors @ np.asarray(query_vector, dtype=np.float32)
+
+    def row_addresses(self, ids: list[str], scope: BranchScope) -> tuple[int | None, dict[str, int]]:
+        """The table version the matrix holds and the Lance row addresses (at that version) of those ``ids``
+        whose row is the only row of its id in the table and one ``scope`` reads: what
+        ``records.rows_by_id(ids, scope=scope)`` would find for them, to be taken by address instead of a
+        filtered scan (search/leaf_scope.py, ``leaf_rows``). Ids it cannot vouch for are absent (the caller
+        reads them as before): all of them when rows without a vector exist (the matrix does not hold them)
+        or ``scope`` pins a version of its own."""
+        m = self._current()
+        if m is None or not ids or m.bare or scope.version is not None:
+            return None, {}
+        rows = m.row_of().single_rows(ids)
+        found = np.flatnonzero(rows >= 0)
+        if not len(found):
+            return m.version, {}
+        at = rows[found]
+        read = np.zeros(len(at), dtype=bool)
+        for served_by, names in scope.groups(None).items():
+            part = m.branches[at] == m.codes["branch"].get(served_by, -1)
+            if names:
+                part &= np.isin(m.steps[at], [m.codes["step"].get(s, -1) for s in names])
+            read |= part
+        return m.version, {ids[i]: int(a) for i, a, ok in zip(found.tolist(), m.addr[at].tolist(), read.tolist(),
+                                                            strict=True) if ok}
 
     def without_text(self) -> set[str]:
         """Ids of the live records with no text (their zero vector, store/vectors.py); empty for most stores."""

@@ -37,9 +37,9 @@ from synthex_resources.record_store import LIGHT_COLUMNS, RECORDS, RecordStore
 from synthex_resources.search.builtin_strategies import HYBRID
 from synthex_resources.search.dense_index import dense_index
 from synthex_resources.search.memory_lexical import memory_bm25
-from synthex_resources.search.postings import postings_bm25
+from synthex_resources.search.postings import fts_stats, holds_live_rows, postings_bm25
 from synthex_resources.search.strategies import SearchStrategy
-from synthex_resources.search.tokenize import tokenize
+from synthex_resources.search.tokenize import PROJECT_INDEX, IndexAnalyzer, tokenize
 from synthex_resources.search.types import SearchHit, SearchRequest, SearchResults
 from synthex_resources.search.via import annotate_via
 from synthex_resources.store import filters
@@ -93,6 +93,20 @@ class SearchEngine:
 
         return self.pool().submit(run)
 
+    def lexical_future(self, query: str, where: str, n: int) -> Future:
+        """The lexical leg as a future: answered at once on this thread when the persisted postings serve the
+        store (about a millisecond: handing it to a pool thread costs more than the work), else submitted to
+        the pool, where LanceDB's FTS query waits on I/O beside the dense leg."""
+        ds = self.store.dataset(RECORDS) if self.store.cipher is None else None
+        if ds is not None and postings_bm25(self.store).usable(ds):
+            done: Future = Future()
+            try:
+                done.set_result(self.lexical(query, where, n))
+            except Exception as exc:  # noqa: BLE001 - raised where the caller takes the result, as from the pool
+                done.set_exception(exc)
+            return done
+        return self.submit(lambda: self.lexical(query, where, n))
+
     # -- index maintenance ------------------------------------------------------------------------
     def ensure_index(self, optimize: bool = True, stem: bool = False) -> dict[str, Any]:
         """Create the FTS index if missing (or rebuild it if its stemming differs from ``stem``); with
@@ -126,8 +140,7 @@ class SearchEngine:
             with_commit_retry(lambda: tbl.drop_index(f"{FTS_COLUMN}_idx"))
             current = None
         if current is None:
-            config = FtsIndex(base_tokenizer="simple", lower_case=True, stem=stem, language="English",
-                         remove_stop_words=False, ascii_folding=True, with_position=False)
+            config = FtsIndex(**PROJECT_INDEX, stem=stem, with_position=False)
             with_commit_retry(lambda: tbl.create_index(FTS_COLUMN, config=config, replace=True))
         elif optimize:
             stats = tbl.index_stats(f"{FTS_COLUMN}_idx")
@@ -139,12 +152,30 @@ class SearchEngine:
         self._ensure_scope_indexes(tbl, names)
         postings = postings_bm25(self.store)
         ds = self.store.dataset(RECORDS)
-        if postings.usable(ds):  # a large unstemmed store's lexical leg: brought up to date (and saved) now
-            postings.current()
+        if postings.usable(ds) and ds.count_rows() >= postings.rows_from:
+            postings.current()  # a large store's: brought up to date (and saved) now; a small one's at its first search
         stats = tbl.index_stats(f"{FTS_COLUMN}_idx")
         return {"rows": tbl.count_rows(), "fts_indexed": stats.num_indexed_rows if stats else 0,
                 "fts_unindexed": stats.num_unindexed_rows if stats else 0,
                 "index_update_s": round(time.perf_counter() - started, 3)}
+
+    def settle_lexical_index(self) -> bool:
+        """Rebuild the FTS index (same tokenizer) when it does not hold exactly the live rows: rows written
+        since wait outside it, or rows deleted since still count in its BM25 statistics. Afterwards LanceDB
+        ranks on the live rows and the persisted postings answer the lexical leg of a small store too
+        (``holds_live_rows``, search/postings.py). Returns whether it rebuilt. An eval calls it after a
+        workspace's searches (the first one rewrites the leaf rows with their vectors)."""
+        ds = self.store.dataset(RECORDS)
+        tbl = self.store.records_table() if ds is not None and self.store.cipher is None else None
+        stats = fts_stats(ds) if tbl is not None else None
+        if stats is None or holds_live_rows(ds, stats):
+            return False
+        params = stats["indices"][0]["params"]
+        if IndexAnalyzer.of_index(params) is None:  # not a project's index: left as it is
+            return False
+        config = FtsIndex(**PROJECT_INDEX, stem=bool(params.get("stem")), with_position=bool(params.get("with_position")))
+        with_commit_retry(lambda: tbl.create_index(FTS_COLUMN, config=config, replace=True))
+        return True
 
     def _fold_new_rows(self, tbl: Any) -> None:
         """Bring the indexes up to date with rows written since. The fragments are compacted only once
@@ -197,7 +228,7 @@ class SearchEngine:
         if ds is None:
             return []
         postings = postings_bm25(self.store)
-        if postings.usable(ds):  # a large unstemmed store: the persisted postings (search/postings.py)
+        if postings.usable(ds):  # the persisted postings, which rank as the FTS index (search/postings.py)
             return postings.search(tokens, where, n)
         text = " ".join(tokens)
 

@@ -126,6 +126,21 @@ class IdLookup(Mapping[str, int]):
             found &= fits
         return np.where(found, rows[safe], -1).astype(np.int64, copy=False)
 
+    def single_rows(self, keys: Sequence[str]) -> np.ndarray:
+        """The row of each of ``keys`` held by exactly one live row (int64); -1 where it is absent or held
+        by several. One binary search (whatever dict is built): the equal ids sit side by side."""
+        wanted = as_text(list(keys))
+        keys_sorted, rows = self._sorted()
+        if not len(wanted) or not len(keys_sorted):
+            return np.full(len(wanted), -1, dtype=np.int64)
+        fits = np.char.str_len(wanted) <= keys_sorted.itemsize // 4
+        wanted = np.where(fits, wanted, "").astype(keys_sorted.dtype)  # longer than every id: absent
+        at = np.searchsorted(keys_sorted, wanted, side="right") - 1
+        safe = np.maximum(at, 0)
+        found = fits & (at >= 0) & (keys_sorted[safe] == wanted)
+        found &= (at == 0) | (keys_sorted[np.maximum(at - 1, 0)] != wanted)  # the one row of its id
+        return np.where(found, rows[safe], -1).astype(np.int64, copy=False)
+
     # -- Mapping: for the few callers that look up one id at a time -----------------------------------
     def _one(self, key: object) -> int:
         if not isinstance(key, str):

@@ -83,86 +83,151 @@ def _normalized_dense(sims: np.ndarray, median: float | None = None) -> np.ndarr
 def _with_candidates(index: Any, qvec: np.ndarray, short: tuple[np.ndarray, np.ndarray, float],
                      candidates: list[str]) -> tuple[list[str], np.ndarray]:
     """A dense shortlist's (ids, similarities) plus the exact similarities of ``candidates`` (the other
-    legs' hits) it missed: a record the lexical leg found keeps its dense score whatever the shortlist."""
+    legs' hits) it missed: a record the lexical leg found keeps its dense score whatever the shortlist.
+    The missed ones are scored in one gather and one product (``similarities_of``), not one vector each."""
     ids, sims, _ = short
     have = set(ids.tolist())
-    vectors = index.vectors_of([c for c in dict.fromkeys(candidates) if c not in have])
-    if not vectors:
+    extra_ids, extra = index.similarities_of([c for c in dict.fromkeys(candidates) if c not in have], qvec)
+    if not extra_ids:
         return ids.tolist(), sims
-    extra = np.stack(list(vectors.values())) @ np.asarray(qvec, dtype=np.float32)
-    return ids.tolist() + list(vectors), np.concatenate([sims, extra])
+    return ids.tolist() + extra_ids, np.concatenate([sims, extra])
+
+
+def _best_per_position(positions: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``positions`` (ascending) and each one's largest value, floored at 0: what
+    ``np.maximum.at(np.zeros(n), positions, values)`` leaves there (a NaN lends nothing), without
+    touching the other ``n`` entries."""
+    if not len(positions):
+        return positions.astype(np.int64), values.astype(np.float64)
+    values = np.where(np.isnan(values), -np.inf, values)
+    order = np.argsort(positions, kind="stable")
+    positions, values = positions[order], values[order]
+    starts = np.flatnonzero(np.concatenate([[True], positions[1:] != positions[:-1]]))
+    return positions[starts], np.maximum(np.maximum.reduceat(values, starts), 0.0)
+
+
+def _last_per_position(positions: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``positions`` (ascending) and each one's last value: what ``a[positions] = values``
+    leaves there."""
+    unique, first_from_end = np.unique(positions[::-1], return_index=True)
+    return unique, values[::-1][first_from_end]
+
+
+def _neighbour_credit(scope: Scope, total: np.ndarray, support: np.ndarray | None, weight: float) -> tuple[np.ndarray, np.ndarray | None]:
+    """Step 3: each turn plus ``weight`` x the better score of its adjacent turns. With ``support`` (the
+    positions outside which every score is 0) only the turns next to a scored one change, the same
+    sums as the whole-array form; the new support includes them."""
+    if support is None or not scope.links_symmetric():
+        padded = np.append(total, 0.0)  # index -1 reads the 0 appended at the end
+        return total + weight * np.maximum(padded[scope.prev], padded[scope.next]), None
+    scored = support[total[support] > 0]
+    near = np.concatenate([scope.prev[scored], scope.next[scored]])
+    near = np.unique(near[near >= 0])  # every turn with a scored neighbour (the links go both ways)
+    if not len(near):
+        return total, support
+    before, after = scope.prev[near], scope.next[near]
+    left = np.where(before >= 0, total[np.maximum(before, 0)], 0.0)
+    right = np.where(after >= 0, total[np.maximum(after, 0)], 0.0)
+    total[near] = total[near] + weight * np.maximum(left, right)
+    return total, np.union1d(support, near)
 
 
 def _first_stage(engine: SearchBackend, scope: Scope, text: str, steps: list[str] | None, reads: BranchScope,
-                 periods: list[str] | None, config: LeafSumOptions) -> np.ndarray:
-    """Steps 1-3: the legs' scores per leaf, summed, with neighbour credit."""
+                 periods: list[str] | None, config: LeafSumOptions) -> tuple[np.ndarray, np.ndarray | None]:
+    """Steps 1-3: the legs' scores per leaf, summed, with neighbour credit; and the positions outside which
+    every score is 0 (None: any may be nonzero). A large scope's legs each score a few thousand leaves
+    (the lexical hits, the dense shortlist): they are added where they fall, not as whole-scope arrays
+    (at 1M leaves each whole-array step cost milliseconds, docs/benchmarks.md); the sums are the same."""
     where = engine.where(steps, reads, periods)
     n = len(scope.leaf_ids)
     total = np.zeros(n)
+    touched: list[np.ndarray] | None = []  # positions each leg scored; None once a leg scored every leaf
 
-    def lend(leaf_scores: np.ndarray, record_ids: Any, scores: np.ndarray) -> None:
+    def add(positions: np.ndarray, values: np.ndarray, weight: float) -> None:
+        # ``total += weight * leg`` where the leg is 0 but at ``positions``: the same sum at every leaf
+        total[positions] = total[positions] + weight * values
+        if touched is not None:
+            touched.append(positions)
+
+    def lend(record_ids: Any, scores: np.ndarray, weight: float) -> None:
         # A leaf keeps the best score among the records that stand for it (one batch lookup, not one per id).
         which, positions = scope.leaves_of.pairs(record_ids)
         if len(positions):
-            values = np.asarray(scores, dtype=leaf_scores.dtype)[which]
-            # NaN lends nothing (as the comparison did); maximum.at has numpy's fast path, fmax.at has not
-            np.maximum.at(leaf_scores, positions, np.where(np.isnan(values), -np.inf, values))
+            add(*_best_per_position(positions, np.asarray(scores, dtype=total.dtype)[which]), weight)
 
-    # The index query waits on I/O, the embedder on compute: overlap them.
-    lexical_future = engine.submit(lambda: engine.lexical(text, where, config.lexical_pool)) if config.lexical else None
+    # The lexical leg runs beside the embedder and the dense shortlist (its own thread, unless the postings answer
+    # it at once: search/engine.py lexical_future): overlap them. The legs are still added in the same order
+    # (lexical first), so the sums do not depend on which ends first.
+    lexical_future = engine.lexical_future(text, where, config.lexical_pool) if config.lexical else None
     qvec = engine.store.embedder.embed([text])[0] if config.dense or config.leaf_dense_weight else None
+    index = dense_index(engine.store) if qvec is not None else None
+    short = index.approximate_scores(qvec, steps, reads, periods, DENSE_SHORTLIST) \
+        if index is not None and config.dense else None
     lexical_ids: list[str] = []
     if lexical_future is not None:
         pairs = lexical_future.result()
         lexical_ids = [p[0] for p in pairs]
         if pairs and pairs[0][1] > 0:
-            lexical = np.zeros(n)
-            lend(lexical, lexical_ids, np.array([p[1] for p in pairs]) / pairs[0][1])
-            total += config.lexical_weight * lexical
-    if qvec is not None:
-        index = dense_index(engine.store)
+            lend(lexical_ids, np.array([p[1] for p in pairs]) / pairs[0][1], config.lexical_weight)
+    if index is not None:
         if config.dense:
-            dense = np.zeros(n)
-            short = index.approximate_scores(qvec, steps, reads, periods, DENSE_SHORTLIST)
             if short is not None:  # a scope too large to score every record (search/ann.py)
                 ids, sims = _with_candidates(index, qvec, short, lexical_ids)
-                lend(dense, ids, _normalized_dense(sims, short[2]))
+                lend(ids, _normalized_dense(sims, short[2]), config.dense_weight)
             else:
+                dense = np.zeros(n)
                 ids, sims, _ = index.scores(qvec, steps, reads, periods)
                 rows, leaves, one_to_one = scope.leaf_pairs("searched", ids)
                 if one_to_one:
                     dense[leaves] = _normalized_dense(sims)[rows]
                 else:  # several records per leaf: the best one counts (ufunc.at is exact but ~10x slower)
                     np.maximum.at(dense, leaves, _normalized_dense(sims)[rows])
-            total += config.dense_weight * dense
+                total += config.dense_weight * dense
+                touched = None
         if config.leaf_dense_weight and set(scope.leaf_steps) != set(steps or []):
-            own = np.zeros(n)
             short = index.approximate_scores(qvec, scope.leaf_steps, reads, None, DENSE_SHORTLIST)
             if short is not None:
-                ids, sims = _with_candidates(index, qvec, short, [scope.leaf_ids[i] for i in np.flatnonzero(total)])
+                scored = np.flatnonzero(total) if touched is None else _support(touched, total)
+                ids, sims = _with_candidates(index, qvec, short, [scope.leaf_ids[i] for i in scored])
                 normalized = _normalized_dense(sims, short[2])
                 at = scope.index_of.rows(ids)
                 found = at >= 0
-                own[at[found]] = normalized[found]
+                add(*_last_per_position(at[found], np.asarray(normalized[found], dtype=total.dtype)),
+                    config.leaf_dense_weight)
             else:
+                own = np.zeros(n)
                 ids, sims, _ = index.scores(qvec, scope.leaf_steps, reads, None)
                 rows, leaves, _ = scope.leaf_pairs("own", ids, own=True)
                 own[leaves] = _normalized_dense(sims)[rows]
-            total += config.leaf_dense_weight * own
+                total += config.leaf_dense_weight * own
+                touched = None
+    support = None if touched is None else _support(touched, total)
     if config.neighbour_weight:
-        padded = np.append(total, 0.0)  # index -1 reads the 0 appended at the end
-        total = total + config.neighbour_weight * np.maximum(padded[scope.prev], padded[scope.next])
-    return total
+        total, support = _neighbour_credit(scope, total, support, config.neighbour_weight)
+    return total, support
+
+
+def _support(touched: list[np.ndarray], total: np.ndarray) -> np.ndarray:
+    """The positions the legs scored that hold a nonzero score, ascending."""
+    every = np.unique(np.concatenate(touched)) if touched else np.zeros(0, dtype=np.int64)
+    return every[total[every] != 0]
+
+
+def _top(total: np.ndarray, support: np.ndarray | None) -> float:
+    """``total.max()``, read only at ``support`` when it is known (every other score is 0)."""
+    if support is None:
+        return float(total.max())
+    return max(float(total[support].max()), 0.0) if len(support) else 0.0
 
 
 def leaf_sum_search(engine: SearchBackend, query: str, steps: list[str] | None, reads: BranchScope, k: int,
                     config: LeafSumOptions, periods: list[str] | None = None,
                     as_of: datetime | str | None = None) -> SearchResults:
-    scored = leaf_scores(engine, query, steps, reads, config, periods, as_of)
+    scored = _scored(engine, query, steps, reads, config, periods, as_of)
     if scored is None:
         return SearchResults()
-    scope, total = scored
-    return ranked_leaves(engine, scope, total, query, reads, k, config)
+    scope, total, support = scored
+    return ranked_leaves(engine, scope, total, query, reads, k, config, support)
 
 
 def leaf_scores(engine: SearchBackend, query: str, steps: list[str] | None, reads: BranchScope,
@@ -170,17 +235,26 @@ def leaf_scores(engine: SearchBackend, query: str, steps: list[str] | None, read
                 as_of: datetime | str | None = None) -> tuple[Scope, np.ndarray] | None:
     """Every leaf's score (steps 1-6 but the final selection), with the scope it indexes; None when
     ``steps`` hold no leaves. The hierarchical strategy (search/drill_down.py) fuses it with altitude."""
+    scored = _scored(engine, query, steps, reads, config, periods, as_of)
+    return None if scored is None else scored[:2]
+
+
+def _scored(engine: SearchBackend, query: str, steps: list[str] | None, reads: BranchScope,
+            config: LeafSumOptions, periods: list[str] | None = None,
+            as_of: datetime | str | None = None) -> tuple[Scope, np.ndarray, np.ndarray | None] | None:
+    """``leaf_scores`` plus the positions outside which every score is 0 (None: not known)."""
     where = engine.where(steps, reads, periods)
     scope = scope_for(engine, where)
     n = len(scope.leaf_ids)
     if not n:
         return None
     text = without_names(query, scope.participants) if config.drop_participants else query
-    total = _first_stage(engine, scope, text, steps, reads, periods, config)
-    total = multihop.rescore(engine, scope, where, text, total, config,  # multi-hop strategies, off by default
-                             lambda part: _first_stage(engine, scope, part, steps, reads, periods, config))
+    total, support = _first_stage(engine, scope, text, steps, reads, periods, config)
+    total, support = multihop.rescore(  # multi-hop strategies (the entity expansion is on in ``conversational``)
+        engine, scope, where, text, total, config,
+        lambda part: _first_stage(engine, scope, part, steps, reads, periods, config)[0], support)
     window = time_window(query, as_of, config.relative_dates) if config.date_weight else None
-    if window is not None and total.max() > 0:
+    if window is not None and _top(total, support) > 0:
         known = ~np.isnan(scope.times)
         years = []
         if known.any():
@@ -190,19 +264,21 @@ def leaf_scores(engine: SearchBackend, query: str, steps: list[str] | None, read
         for start, end in window.intervals(years):
             inside |= (scope.times >= start.timestamp()) & (scope.times < end.timestamp())
         if inside.any() and not inside[known].all():  # a window that covers everything says nothing
-            total = total + config.date_weight * total.max() * inside
-    return scope, total
+            total = total + config.date_weight * _top(total, support) * inside
+            support = None
+    return scope, total, support
 
 
 def ranked_leaves(engine: SearchBackend, scope: Scope, total: np.ndarray, query: str, reads: BranchScope, k: int,
-                  config: LeafSumOptions) -> SearchResults:
-    """The top ``k`` leaves by ``total`` (ties by time, then id), diversified and reranked as configured."""
+                  config: LeafSumOptions, support: np.ndarray | None = None) -> SearchResults:
+    """The top ``k`` leaves by ``total`` (ties by time, then id), diversified and reranked as configured.
+    ``support``: the positions outside which every score is 0, when known (only they are looked at)."""
     blank = dense_index(engine.store).without_text()
     silent = scope.index_of.rows(sorted(blank)) if blank else np.zeros(0, dtype=np.int64)
     silent = silent[silent >= 0]
     if len(silent):  # a turn with no text answers nothing, whatever its neighbours or context records score
         total[silent] = 0.0
-    candidates = np.flatnonzero(total > 0)
+    candidates = np.flatnonzero(total > 0) if support is None else support[total[support] > 0]
     # An extended scope may still hold leaves deleted since its build (search/leaf_scope.py): a few more
     # candidates are taken, and the deleted ones are skipped when the hits are read back.
     want = k + 10 if scope.extended_from is not None else k
@@ -219,4 +295,3 @@ def ranked_leaves(engine: SearchBackend, scope: Scope, total: np.ndarray, query:
     hits = [h for h in hits if h.content.strip()]  # a leaf never embedded has no zero vector to tell
     hits, warnings = config.rerank(query, hits)
     return SearchResults(hits[:k], warnings)
-

@@ -28,6 +28,7 @@ import numpy as np
 from synthex.core.periods import parse_timestamp
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import LIGHT_COLUMNS, RECORDS
+from synthex_resources.search.dense_index import dense_index
 from synthex_resources.search.id_lookup import GroupLookup, IdLookup, as_text, merged_order
 from synthex_resources.search.sidecar import Entry, TableState, sidecar
 from synthex_resources.search.tokenize import tokenize
@@ -69,6 +70,17 @@ class Scope:
     # The leaves' light rows by the branch scope that read them (``None``: too long to keep), filled by
     # ``leaf_rows``; this object is one table version's, so the rows never go stale. Not persisted.
     kept_rows: dict[BranchScope, dict[str, dict[str, Any]] | None] = field(default_factory=dict, repr=False)
+    _symmetric: bool | None = field(default=None, repr=False)  # ``links_symmetric``, once computed
+
+    def links_symmetric(self) -> bool:
+        """Whether every link goes both ways (``next[prev[i]] == i`` and ``prev[next[i]] == i``): then the
+        turns next to a set of turns are their ``prev`` and ``next``, and neighbour credit can be given to
+        them alone (search/leaf_fusion.py). Builds and extensions link both ways; checked once per scope."""
+        if self._symmetric is None:
+            back, ahead = np.flatnonzero(self.prev >= 0), np.flatnonzero(self.next >= 0)
+            self._symmetric = bool((self.next[self.prev[back]] == back).all()
+                                   and (self.prev[self.next[ahead]] == ahead).all())
+        return self._symmetric
 
     def leaf_pairs(self, key: str, ids: np.ndarray, own: bool = False) -> tuple[np.ndarray, np.ndarray, bool]:
         """For a dense scope's ids (the same order every query at one table version): the leaf each row
@@ -92,7 +104,7 @@ def leaf_rows(engine: SearchEngine, scope: Scope, ids: list[str], reads: BranchS
     whatever the id list)."""
     records = engine.store.records
     if len(scope.leaf_ids) > ROWS_KEPT_LEAVES or scope.extended_from is not None:
-        return records.rows_by_id(ids, LIGHT_COLUMNS, scope=reads)
+        return _rows_by_address(engine, ids, reads)
     if reads not in scope.kept_rows:
         every = records.rows_by_id(scope.leaf_ids, LIGHT_COLUMNS, scope=reads)
         chars = sum(len(row.get("content") or "") for row in every.values())
@@ -103,6 +115,26 @@ def leaf_rows(engine: SearchEngine, scope: Scope, ids: list[str], reads: BranchS
     if kept is None:
         return records.rows_by_id(ids, LIGHT_COLUMNS, scope=reads)
     return {i: kept[i] for i in ids if i in kept}
+
+
+def _rows_by_address(engine: SearchEngine, ids: list[str], reads: BranchScope) -> dict[str, dict[str, Any]]:
+    """``records.rows_by_id(ids, LIGHT_COLUMNS, scope=reads)``, the rows the dense matrix can vouch for (an
+    id's only row in the table, one ``reads`` reads: ``DenseIndex.row_addresses``) taken by their row
+    addresses: at 1M records the filtered read of a query's ~10 hits cost ~30 ms of CPU, the take ~12
+    (docs/benchmarks.md). The others are read as before."""
+    version, addresses = dense_index(engine.store).row_addresses(ids, reads)
+    rows: dict[str, dict[str, Any]] = {}
+    ds = engine.store.dataset(RECORDS) if addresses else None
+    if ds is not None and ds.version == version:  # the addresses are that version's (a search pins it)
+        try:
+            taken = ds._take_rows(list(addresses.values()), columns=LIGHT_COLUMNS).to_pylist()
+        except (OSError, ValueError, AttributeError):  # an address this pylance cannot take: read them all
+            taken = []
+        rows = {r["id"]: r for r in taken if r["id"] in addresses}
+    rest = [i for i in ids if i not in rows]
+    if rest:
+        rows |= engine.store.records.rows_by_id(rest, LIGHT_COLUMNS, scope=reads)
+    return rows
 
 
 class ScopeCache:

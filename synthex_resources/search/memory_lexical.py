@@ -4,14 +4,16 @@ LanceDB's FTS index would be built over ciphertext, so an encrypted store (synth
 searches an in-memory inverted index instead, built from the plaintext at the first lexical search and
 kept on the store (``store.derived``) until it is closed. Nothing of it reaches the disk.
 
-Scoring is LanceDB's BM25, checked against its FTS index (tests/test_encryption.py): k1 = 1.2, b = 0.75,
-``idf = ln(1 + (N - n + 0.5) / (n + 0.5))``, ``score = sum over query tokens (repeats count) of
-idf * (k1 + 1) * tf / (tf + k1 * (1 - b + b * len / avglen))``, with N, n and the mean length taken over
+Scoring is LanceDB's BM25 in its float32 arithmetic (search/bm25.py, shared with search/postings.py), checked
+against its FTS index (tests/test_encryption.py): k1 = 1.2, b = 0.75, ``idf = ln(1 + (N - n + 0.5) / (n + 0.5))``,
+``score = sum over query tokens (repeats count) of idf * (k1 + 1) * tf / (tf + k1 * (1 - b + b * len /
+avglen))``, with N, n and the mean length taken over
 every row of the table (all steps and branches: LanceDB's corpus statistics are global too, filters only
 select the rows). Documents and queries are split by ``search/tokenize.py``; LanceDB's ``simple``
 tokenizer agrees on ASCII text (on accented letters it folds ``café`` to ``cafe`` where the regex gives
 ``caf``; the query side here uses the same regex, so a query still finds its word). No stemming:
-``Pipeline(lexical_stem=True)`` has no effect on an encrypted store (no stemmer is installed).
+``Pipeline(lexical_stem=True)`` has no effect on an encrypted store (LanceDB's stemmer is reachable here now,
+search/tokenize.py ``IndexAnalyzer``, but stemming would change an encrypted stemmed project's rankings).
 
 Upkeep per table version (what changed is found from plaintext columns; only new texts are decrypted):
 the rows' ``(_rowid, id, fingerprint)`` are read, texts whose fingerprint is not known yet are decrypted
@@ -26,7 +28,6 @@ row of the scope on every query.
 
 from __future__ import annotations
 
-import math
 import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
@@ -35,11 +36,11 @@ from typing import Any
 import numpy as np
 
 from synthex_resources.record_store import RECORDS, RecordStore
+from synthex_resources.search import bm25
 from synthex_resources.search.tokenize import tokenize
 from synthex_resources.store import filters
 from synthex_resources.store.filters import RecordFilter
 
-K1, B = 1.2, 0.75
 MASKS_KEPT = 32  # row masks cached per table version (one per distinct filter)
 FETCH_ALL_SHARE = 0.25  # decrypt by scanning the table when this share of its texts is new
 
@@ -61,10 +62,10 @@ class _Corpus:
     rowids: np.ndarray  # uint64, ascending; row i of every array below is the row with rowids[i]
     ids: np.ndarray  # object array of record ids
     prints: list[str]  # stored fingerprint of each row (the key of ``texts`` and ``lowered``)
-    norms: np.ndarray  # float64 k1 * (1 - b + b * length / mean length), per row
+    norms: np.ndarray  # float32 k1 * (1 - b + b * length / mean length), per row (search/bm25.py)
     offsets: np.ndarray  # int64 (terms + 1): postings of term t are [offsets[t], offsets[t + 1])
     post_rows: np.ndarray  # int64 rows
-    post_counts: np.ndarray  # float64 tf
+    post_counts: np.ndarray  # float32 tf
     masks: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict)
 
 
@@ -129,11 +130,10 @@ class MemoryBM25:
         by_term = np.argsort(terms, kind="stable")
         offsets = np.zeros(len(self.vocab) + 1, np.int64)
         np.cumsum(np.bincount(terms, minlength=len(self.vocab)), out=offsets[1:])
-        mean = float(lengths.mean()) if n else 0.0
-        norms = K1 * (1 - B + B * lengths / mean) if mean else np.full(n, K1)
+        norms = bm25.doc_norms(lengths, int(lengths.sum()), n)
         return _Corpus(version=ds.version, dataset=ds, rowids=rowids[order], ids=ids, prints=prints, norms=norms,
                        offsets=offsets,
-                       post_rows=rows[by_term], post_counts=counts[by_term].astype(np.float64))
+                       post_rows=rows[by_term], post_counts=counts[by_term].astype(np.float32))
 
     def corpus(self) -> _Corpus | None:
         """The index at the table's latest version (updated first when the table changed)."""
@@ -185,7 +185,7 @@ class MemoryBM25:
         with self._lock:
             mask = self._mask(corpus, where)
         total = len(corpus.ids)
-        scores = np.zeros(total)
+        scores = np.zeros(total, dtype=np.float32)
         for token in tokens:  # a repeated query token counts again, as in LanceDB
             term = self.vocab.get(token)
             if term is None or term + 1 >= len(corpus.offsets):
@@ -193,23 +193,10 @@ class MemoryBM25:
             start, end = corpus.offsets[term], corpus.offsets[term + 1]
             if start == end:
                 continue
-            rows, tf = corpus.post_rows[start:end], corpus.post_counts[start:end]
-            idf = math.log(1 + (total - (end - start) + 0.5) / ((end - start) + 0.5))
-            scores[rows] += idf * (K1 + 1) * tf / (tf + corpus.norms[rows])
+            bm25.add_term(scores, corpus.post_rows[start:end], corpus.post_counts[start:end],
+                          bm25.idf(int(end - start), total), corpus.norms)
         candidates = np.flatnonzero((scores > 0) & mask)
-        found = scores[candidates]
-        best: dict[str, float] = {}
-        cut = None
-        # Best first until n distinct ids (an id can have a row per branch, with the same text) and every
-        # row tied with the n-th: then the id decides ties, whatever order the rows were written in.
-        for j in np.argsort(-found, kind="stable"):
-            score = float(found[j])
-            if cut is not None and score < cut:
-                break
-            best.setdefault(corpus.ids[candidates[j]], score)
-            if cut is None and len(best) == n:
-                cut = score
-        return sorted(best.items(), key=lambda p: (-p[1], p[0]))[:n]
+        return bm25.top(candidates, scores[candidates], corpus.ids, n)
 
 
 def memory_bm25(store: RecordStore) -> MemoryBM25:

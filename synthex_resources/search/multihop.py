@@ -261,10 +261,11 @@ def decompose(text: str, total: np.ndarray, score: Scorer, mode: Decompose, weig
 
 
 # -- (b) shared-entity expansion and (c) personalized PageRank --------------------------------------
-def _seeds(total: np.ndarray, m: int) -> np.ndarray:
+def _seeds(total: np.ndarray, m: int, support: np.ndarray | None = None) -> np.ndarray:
     """The ``m`` best leaves, best first, equal scores by position (what a stable argsort gives), found
-    without sorting every leaf."""
-    positive = np.flatnonzero(total > 0)
+    without sorting every leaf. ``support``: ascending positions outside which every score is 0 (only they
+    are read)."""
+    positive = np.flatnonzero(total > 0) if support is None else support[total[support] > 0]
     m = min(m, len(positive))
     if not m:
         return np.zeros(0, dtype=np.int64)
@@ -275,30 +276,53 @@ def _seeds(total: np.ndarray, m: int) -> np.ndarray:
 
 def entity_credit(lex: Lexicon, total: np.ndarray, seeds: int) -> np.ndarray:
     """Per leaf: max over the top ``seeds`` hits of (hit score / top score) x (idf share of the hit's rare
-    terms the leaf shares). The hits themselves get no credit from themselves. Only the leaves on the
-    seeds' rare terms' postings are touched (a rare term is on few leaves), not every leaf."""
+    terms the leaf shares). The hits themselves get no credit from themselves."""
     credit = np.zeros(len(total))
-    top = _seeds(total, seeds)
+    leaves, values = entity_credit_pairs(lex, total, seeds)
+    credit[leaves] = values
+    return credit
+
+
+def entity_credit_pairs(lex: Lexicon, total: np.ndarray, seeds: int,
+                        support: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``entity_credit`` where it is not 0: (leaves ascending, credit). Only the leaves on the seeds' rare
+    terms' postings are touched (a rare term is on few leaves), not every leaf, and each seed's overlap is
+    summed in arrays (in term order, as a running sum per leaf would add them)."""
+    top = _seeds(total, seeds, support)
     if not len(top):
-        return credit
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
     best = float(total[top[0]])
+    indptr, indices = lex.postings.indptr, lex.postings.indices
+    found_leaves, found_values = [], []
     for seed in top:
-        row = lex.terms[int(seed)]
-        if not row.nnz:
+        start, end = lex.terms.indptr[seed], lex.terms.indptr[seed + 1]
+        terms, idfs = lex.terms.indices[start:end], lex.terms.data[start:end]
+        if not len(terms):
             continue
-        overlap: dict[int, float] = {}  # leaf -> idf summed over the seed's rare terms it has
-        for term, idf in zip(row.indices, row.data, strict=True):
-            start, end = lex.postings.indptr[term], lex.postings.indptr[term + 1]
-            for leaf in lex.postings.indices[start:end]:
-                overlap[int(leaf)] = overlap.get(int(leaf), 0.0) + float(idf)
-        overlap.pop(int(seed), None)
-        if not overlap:
+        firsts, lasts = indptr[terms], indptr[terms + 1]
+        counts = (lasts - firsts).astype(np.int64)
+        if not counts.sum():
+            continue
+        # every (leaf, idf) pair of the seed's terms, term by term: leaf = indices[first + 0 .. count - 1]
+        offsets = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+        leaves = indices[np.repeat(firsts, counts) + offsets]
+        unique, where = np.unique(leaves, return_inverse=True)
+        overlap = np.zeros(len(unique))
+        np.add.at(overlap, where, np.repeat(np.asarray(idfs, dtype=np.float64), counts))  # in pair order
+        keep = unique != seed
+        if not keep.any():
             continue
         norm = float(lex.seed_norm[seed]) or 1.0
-        leaves = np.fromiter(overlap, dtype=np.int64, count=len(overlap))
-        values = np.fromiter(overlap.values(), dtype=np.float64, count=len(overlap)) / norm * (total[seed] / best)
-        np.maximum.at(credit, leaves, values)
-    return credit
+        found_leaves.append(unique[keep].astype(np.int64))
+        found_values.append(overlap[keep] / norm * (total[seed] / best))
+    if not found_leaves:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    leaves, values = np.concatenate(found_leaves), np.concatenate(found_values)
+    order = np.argsort(leaves, kind="stable")
+    leaves, values = leaves[order], values[order]
+    starts = np.flatnonzero(np.concatenate([[True], leaves[1:] != leaves[:-1]]))
+    # the best seed's share per leaf, floored at 0 (as ``np.maximum.at`` into zeros)
+    return leaves[starts], np.maximum(np.maximum.reduceat(values, starts), 0.0)
 
 
 def pagerank(lex: Lexicon, total: np.ndarray, seeds: int, restart: float, iterations: int = 25) -> np.ndarray:
@@ -325,20 +349,29 @@ def pagerank(lex: Lexicon, total: np.ndarray, seeds: int, restart: float, iterat
 
 
 def rescore(engine: SearchBackend, scope: Any, where: str, text: str, total: np.ndarray, config: MultiHopOptions,
-            score: Scorer) -> np.ndarray:
-    """Strategies (a)-(c) on the first-stage scores (before the date prior)."""
-    if not (config.decompose or config.entity_weight or config.ppr_weight) or total.max() <= 0:
-        return total
+            score: Scorer, support: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """Strategies (a)-(c) on the first-stage scores (before the date prior), and the positions outside
+    which every new score is 0. ``support``: the same for ``total`` (None: not known). The entity credit
+    keeps it (it reaches a few hundred leaves); decomposition and PageRank score every leaf. ``total`` may
+    be changed in place."""
+    if not (config.decompose or config.entity_weight or config.ppr_weight):
+        return total, support
+    top = float(total.max()) if support is None else (float(total[support].max()) if len(support) else 0.0)
+    if top <= 0:
+        return total, support
     lex = lexicon(engine, where, scope, config.rare_df)
-    first = total
+    first, first_support = total, support
+    walked = pagerank(lex, first, config.expand_seeds, config.ppr_restart) if config.ppr_weight else None
     if config.decompose:
-        total = decompose(text, total, score, config.decompose, config.decompose_weight, lex.vocab)
-    if config.entity_weight:
-        total = total + config.entity_weight * first.max() * entity_credit(lex, first, config.expand_seeds)
-    if config.ppr_weight:
-        total = total + config.ppr_weight * first.max() * pagerank(lex, first, config.expand_seeds,
-                                                                   config.ppr_restart)
-    return total
+        total, support = decompose(text, total, score, config.decompose, config.decompose_weight, lex.vocab), None
+    if config.entity_weight:  # read from ``first`` before ``total`` (maybe the same array) changes
+        leaves, credit = entity_credit_pairs(lex, first, config.expand_seeds, first_support)
+        total[leaves] = total[leaves] + config.entity_weight * top * credit  # 0 elsewhere: those stay as they are
+        if support is not None:
+            support = np.union1d(support, leaves[credit != 0])
+    if walked is not None:
+        total, support = total + config.ppr_weight * top * walked, None
+    return total, support
 
 
 # -- (d) diversification ---------------------------------------------------------------------------

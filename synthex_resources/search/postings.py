@@ -8,19 +8,21 @@ This index is built with Arrow compute and numpy (no Python object per text), sa
 sidecar (search/sidecar.py) with its large arrays mapped, not read, by the next process, and brought
 up to date after a write by indexing only the fragments the write added.
 
-Scoring is LanceDB's BM25, as in search/memory_lexical.py (k1 = 1.2, b = 0.75, ``idf = ln(1 + (N - n +
-0.5) / (n + 0.5))``, corpus statistics over every live row of the table, repeated query tokens count
-again); tokens are search/tokenize.py's, and like LanceDB's index (``max_token_length`` 40) a token
-longer than 40 characters is not indexed or searched. Rows of ASCII text are tokenized by Arrow
-(lower-case, split on anything but ``[a-z0-9]``: the same tokens as the regex); other rows by the
-regex itself, so every row is tokenized exactly as ``tokenize`` does. (LanceDB folds accents: ``café``
-is ``cafe`` to its index and ``caf`` here, on both the document and the query side, so a query still
-finds its word.)
+Scoring is LanceDB's BM25 in its own float32 arithmetic (search/bm25.py: the same floats), with corpus
+statistics over every live row of the table; a repeated query term counts again. Terms are the FTS
+index's own (search/tokenize.py ``IndexAnalyzer``: LanceDB's analyzer with the index's parameters, its
+Snowball stemmer when the index stems, tokens of 40 characters or more dropped). Rows of ASCII text are
+split by Arrow (lower-case, split on anything but ``[a-z0-9]``: the split of the index's ``simple``
+tokenizer) and each distinct word is analyzed once; a row with other characters is analyzed whole by
+LanceDB's analyzer (it keeps ``café`` whole and folds it to ``cafe``).
 
-Which stores use it (``use_postings``): plaintext stores of at least ``POSTINGS_FROM`` rows whose FTS
-index does not stem (no Snowball stemmer is installed in Python here; a stemmed project keeps
-LanceDB's index, whose stemmer is inside it). Below that size LanceDB's FTS answers in a few ms and
-rankings stay exactly its own.
+Which stores use it (``usable``): plaintext stores whose FTS index has the project's tokenizer (stemmed or
+not), and either (a) at least ``POSTINGS_FROM`` rows (built at ``ensure_index``: their first build takes
+seconds), or (b) an index that holds exactly the live rows (built at the first lexical search, then
+saved). In (b) LanceDB's statistics are the live rows' and both rank alike to the float (tests/test_stem.py;
+on LoCoMo dev7 the eval's 1,345 lexical queries: ~8 ms each through LanceDB, ~1 ms here). An index that
+lags (rows outside it; rows deleted since it was built, which LanceDB keeps counting) leaves a small store
+to LanceDB; a large store is served anyway, its statistics over the live rows.
 
 Layout: two levels of CSR postings (term -> rows, with term frequencies), like a two-level LSM tree.
 The *base* covers the rows present at the last full build; the *delta* every row appended since, rebuilt
@@ -28,12 +30,15 @@ from the added fragments after each write (cheap while small); when the delta re
 base, the next update is a full build. Rows deleted since (an upsert deletes the old row) are masked
 out, and the corpus statistics count live rows only. A compaction (fragments rewritten) brings a full
 build. Row masks of search filters are evaluated by Lance on the same table version (the SQL the FTS
-path prefilters with) and cached per filter.
+path prefilters with) and cached per filter. Saved as two sidecar entries: the base (written at a build; its
+large arrays mapped by the next process, or read below ``READ_BELOW`` rows) and the delta (the appended rows,
+the terms they added and the live-row mask, written after each update: a small write no longer rewrites the
+base). The delta names the base it extends; one of another base (a kill between saves) is ignored.
 """
 
 from __future__ import annotations
 
-import math
+import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -44,12 +49,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from synthex_resources.record_store import RECORDS, RecordStore
+from synthex_resources.search import bm25
 from synthex_resources.search.sidecar import Entry, TableState, sidecar
-from synthex_resources.search.tokenize import tokenize
+from synthex_resources.search.tokenize import PROJECT_INDEX, IndexAnalyzer
 
-K1, B = 1.2, 0.75
-MAX_TOKEN = 40  # LanceDB's FTS ``max_token_length``: longer tokens are not indexed
-POSTINGS_FROM = 200_000  # rows from which a plaintext unstemmed store searches these postings
+POSTINGS_FROM = 200_000  # rows from which the postings answer even for rows the FTS index has not taken in yet
+INDEX_NAME = "content_idx"
+PARTS_KEPT = 4_000_000  # (row, score part) pairs cached per table version (~48 MB)
+READ_BELOW = 100_000  # rows below which saved postings are read into memory rather than mapped
 DELTA_SHARE = 0.25  # a delta this share of the base rows: the next update is a full build
 MASKS_KEPT = 32
 _COLUMNS = ["id", "content"]
@@ -82,20 +89,46 @@ class _Postings:
     delta: _Level
     base_rows: int  # rows [0, base_rows) are the base's, the rest the delta's
     alive: np.ndarray | None  # None: every row is live; else False for rows deleted since they were indexed
+    analyzer: IndexAnalyzer  # the terms' analyzer (the FTS index's parameters)
+    base_id: str  # names the base's build: a saved delta names the saved base it extends
+    base_vocab: int  # terms known at the base's build (the vocabulary's first ones)
     live: int = 0
-    norms: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
+    norms: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     masks: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict)
+    # term -> (rows, its part of their scores): fixed for these rows, so a term asked again costs one addition
+    parts: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=OrderedDict)
+    parts_size: int = 0
+
+    def term(self, term: int) -> tuple[np.ndarray, np.ndarray]:
+        """The live-row statistics' part of ``term`` in the score of each row holding it (cached)."""
+        hit = self.parts.get(term)
+        if hit is not None:
+            self.parts.move_to_end(term)
+            return hit
+        pieces = [level.slice(term) for level in (self.base, self.delta)]
+        rows = np.concatenate([r for r, _ in pieces])
+        tf = np.concatenate([t for _, t in pieces])
+        df = len(rows) if self.alive is None else int(np.count_nonzero(self.alive[rows]))
+        if not df:
+            rows = rows[:0]
+        made = (rows, bm25.term_parts(rows, tf[:len(rows)], bm25.idf(df, self.live), self.norms))
+        self.parts[term] = made
+        self.parts_size += len(rows)
+        while self.parts_size > PARTS_KEPT and len(self.parts) > 1:
+            _, (gone, _) = self.parts.popitem(last=False)
+            self.parts_size -= len(gone)
+        return made
 
     def __post_init__(self) -> None:
         alive_lengths = self.lengths if self.alive is None else self.lengths[self.alive]
         self.live = len(alive_lengths)
-        mean = float(alive_lengths.mean(dtype=np.float64)) if self.live else 0.0
-        self.norms = K1 * (1 - B + B * self.lengths.astype(np.float64) / mean) if mean else np.full(len(self.lengths), K1)
+        self.norms = bm25.doc_norms(self.lengths, int(alive_lengths.sum(dtype=np.int64)), self.live)
 
 
-def _tokens(table: pa.Table, first_row: int, vocab: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(row positions, term ids) of every token occurrence of ``table``'s content, and tokens per row.
-    ``vocab`` is extended with new terms."""
+def _tokens(table: pa.Table, first_row: int, vocab: dict[str, int],
+            analyzer: IndexAnalyzer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row positions, term ids) of every term occurrence of ``table``'s content as the FTS index has it
+    (``analyzer``), and terms per row. ``vocab`` is extended with new terms."""
     content = table.column("content").combine_chunks() if table.num_rows else pa.array([], pa.string())
     n = len(content)
     content = pc.fill_null(content, "")
@@ -108,18 +141,21 @@ def _tokens(table: pa.Table, first_row: int, vocab: dict[str, int]) -> tuple[np.
         lists = pc.split_pattern(pc.utf8_trim(text, characters=" "), pattern=" ")
         words = pc.list_flatten(lists)
         parents = picked[pc.list_parent_indices(lists).to_numpy()]
-        keep = pc.and_(pc.greater(pc.utf8_length(words), 0), pc.less_equal(pc.utf8_length(words), MAX_TOKEN))
+        keep = pc.greater(pc.utf8_length(words), 0)
         words, parents = pc.filter(words, keep), parents[keep.to_numpy(zero_copy_only=False)]
         encoded = pc.dictionary_encode(words)
-        lut = np.fromiter((vocab.setdefault(w, len(vocab)) for w in encoded.dictionary.to_pylist()), np.int64,
-                          len(encoded.dictionary))
-        row_parts.append(parents.astype(np.int64))
-        term_parts.append(lut[encoded.indices.to_numpy()] if len(lut) else np.zeros(0, np.int64))
+        # each distinct word analyzed once (stemmed, or dropped when too long): -1 for a dropped word
+        lut = np.fromiter((-1 if t is None else vocab.setdefault(t, len(vocab))
+                           for t in analyzer.terms(encoded.dictionary.to_pylist())), np.int64, len(encoded.dictionary))
+        terms = lut[encoded.indices.to_numpy()] if len(lut) else np.zeros(0, np.int64)
+        kept = terms >= 0
+        row_parts.append(parents.astype(np.int64)[kept])
+        term_parts.append(terms[kept])
     others = np.flatnonzero(~ascii_rows)
-    if len(others):  # the regex itself, as ``tokenize`` (a handful of rows in most corpora)
+    if len(others):  # split by the index's own tokenizer (a handful of rows in most corpora)
         texts = content.to_pylist()
         for i in others.tolist():
-            terms = [vocab.setdefault(t, len(vocab)) for t in tokenize(texts[i]) if len(t) <= MAX_TOKEN]
+            terms = [vocab.setdefault(t, len(vocab)) for t in analyzer.text_terms(texts[i])]
             row_parts.append(np.full(len(terms), i, np.int64))
             term_parts.append(np.asarray(terms, np.int64))
     rows = np.concatenate(row_parts) if row_parts else np.zeros(0, np.int64)
@@ -152,47 +188,76 @@ def _sorted_by_address(table: pa.Table) -> pa.Table:
     return table.take(pa.array(order)) if len(order) and (np.diff(order) != 1).any() else table
 
 
+def fts_stats(ds: Any) -> dict[str, Any] | None:
+    """The FTS index's statistics (None: no index)."""
+    try:
+        return ds.stats.index_stats(INDEX_NAME)
+    except Exception:  # noqa: BLE001 - no FTS index yet (Lance raises several kinds)
+        return None
+
+
+def holds_live_rows(ds: Any, stats: dict[str, Any] | None) -> bool:
+    """Whether the FTS index holds exactly the live rows of ``ds``: none waits outside it, and it counts no
+    deleted row. Only then are its BM25 statistics the live rows' (LanceDB's include the rows deleted since
+    it was built, and score the rows outside it otherwise), i.e. the postings'."""
+    if stats is None or int(stats.get("num_unindexed_rows", 1)) != 0:
+        return False
+    return sum(int(part.get("num_docs", -1)) for part in stats["indices"]) == ds.count_rows()
+
+
 class PostingsBM25:
     """The persisted postings of one store (``postings_bm25(store)``)."""
 
-    def __init__(self, store: RecordStore, rows_from: int = POSTINGS_FROM) -> None:
+    def __init__(self, store: RecordStore, rows_from: int = POSTINGS_FROM, enabled: bool = True) -> None:
         self.store = store
         self.rows_from = rows_from
+        self.enabled = enabled  # False: LanceDB's FTS answers every query (a reference in tests and benches)
         self.vocab: dict[str, int] = {}
+        self.analyzer: IndexAnalyzer | None = None  # of the FTS index at the last version asked about
         self._index: _Postings | None = None
         self._lock = threading.Lock()
         self._usable: tuple[int, bool] | None = None  # (table version, whether these postings answer for it)
         self.last_update = ""  # "build" / "delta" / "persisted" / "persisted+delta": how the version was reached
         self.builds = 0  # full builds by this object (tests watch it)
+        self.searches = 0  # queries these postings answered (tests watch it: the eval's lexical leg is here)
 
     # -- which stores ---------------------------------------------------------------------------------
     def usable(self, ds: Any) -> bool:
         """Whether the lexical leg of this table version should search these postings (see the module doc)."""
-        if self.store.cipher is not None or ds is None:
+        if not self.enabled or self.store.cipher is not None or ds is None:
             return False
         if self._index is not None and self._index.version == ds.version:
             return True
-        if self._usable is None or self._usable[0] != ds.version:  # asked once per table version
-            use = ds.count_rows() >= self.rows_from
-            if use:
-                try:
-                    use = not ds.stats.index_stats("content_idx")["indices"][0]["params"].get("stem", False)
-                except Exception:  # noqa: BLE001 - no FTS index yet: the project's would be built unstemmed by default
-                    use = True
-            self._usable = (ds.version, use)
-        return self._usable[1]
+        with self._lock:
+            if self._usable is None or self._usable[0] != ds.version:  # asked once per table version
+                self._usable = (ds.version, self._decide(ds))
+            return self._usable[1]
+
+    def _decide(self, ds: Any) -> bool:
+        stats = fts_stats(ds)
+        if stats is None:  # a large store before its first index: the project's is built unstemmed by default
+            params = {**PROJECT_INDEX, "stem": False} if ds.count_rows() >= self.rows_from else None
+        else:
+            params = stats["indices"][0]["params"]
+        analyzer = IndexAnalyzer.of_index(params)
+        if analyzer is None or (ds.count_rows() < self.rows_from and not holds_live_rows(ds, stats)):
+            return False
+        if self.analyzer is None or self.analyzer.key() != analyzer.key():
+            self.analyzer = analyzer  # else the same one, its analyzed words kept
+        return True
 
     # -- upkeep ---------------------------------------------------------------------------------------
-    def _build(self, ds: Any, state: TableState) -> _Postings:
+    def _build(self, ds: Any, state: TableState, analyzer: IndexAnalyzer) -> _Postings:
         self.vocab = {}
         table = _sorted_by_address(_read(ds, None))
-        rows, terms, lengths = _tokens(table, 0, self.vocab)
+        rows, terms, lengths = _tokens(table, 0, self.vocab, analyzer)
         self.builds += 1
         self.last_update = "build"
         ids = np.asarray(table.column("id").to_numpy(zero_copy_only=False).astype(str))
         return _Postings(state=state, version=ds.version, dataset=ds, addr=table.column("_rowaddr").to_numpy(),
                          ids=ids, lengths=lengths, base=_level(rows, terms, len(self.vocab)), delta=_EMPTY,
-                         base_rows=len(ids), alive=None)
+                         base_rows=len(ids), alive=None, analyzer=analyzer, base_id=os.urandom(8).hex(),
+                         base_vocab=len(self.vocab))
 
     def _extend(self, ds: Any, state: TableState, old: _Postings) -> _Postings | None:
         """``old`` at ``state``: rows deleted since masked, the appended fragments in a rebuilt delta; None when
@@ -218,7 +283,7 @@ class PostingsBM25:
                 alive = np.ones(old.base_rows, dtype=bool)
             alive[touched] = np.isin(base_addr[touched], live_addr)
         table = _sorted_by_address(_read(ds, added))  # the delta: every fragment appended since the base
-        rows, terms, lengths = _tokens(table, old.base_rows, self.vocab)
+        rows, terms, lengths = _tokens(table, old.base_rows, self.vocab, old.analyzer)
         delta_alive = np.ones(table.num_rows, dtype=bool)  # their deletions are in the scan already
         self.last_update = "delta"
         ids = old.ids[:old.base_rows]
@@ -230,14 +295,21 @@ class PostingsBM25:
                          addr=np.concatenate([old.addr[:old.base_rows], table.column("_rowaddr").to_numpy()]),
                          ids=all_ids, lengths=np.concatenate([old.lengths[:old.base_rows], lengths]),
                          base=old.base, delta=_level(rows, terms, len(self.vocab)) if len(rows) else _EMPTY,
-                         base_rows=old.base_rows, alive=alive)
+                         base_rows=old.base_rows, alive=alive, analyzer=old.analyzer, base_id=old.base_id,
+                         base_vocab=old.base_vocab)
 
-    def _persisted(self, ds: Any, state: TableState) -> _Postings | None:
-        entry = sidecar(self.store).load("lexical", "postings")
-        if entry is None or not state.grew_from(entry.state):
+    def _persisted(self, ds: Any, state: TableState, analyzer: IndexAnalyzer) -> _Postings | None:
+        base = sidecar(self.store).load("lexical", "postings-base")
+        if base is None or base.meta.get("analyzer") != analyzer.key():
             return None
-        old = _from_entry(entry, ds)
-        self.vocab = dict(zip(entry.arrays["vocab"].tolist(), range(len(entry.arrays["vocab"])), strict=True))
+        delta = sidecar(self.store).load("lexical", "postings-delta")
+        if delta is not None and delta.meta.get("base_id") != base.meta.get("base_id"):
+            delta = None  # the delta of an earlier base (a build since): the base alone
+        entry = delta or base
+        if not state.grew_from(entry.state):
+            return None
+        old, vocab = _from_entries(base, delta, ds, analyzer)
+        self.vocab = dict(zip(vocab, range(len(vocab)), strict=True))
         if state.same_rows(entry.state):
             self.last_update = "persisted"
             old.version, old.dataset = ds.version, ds
@@ -254,6 +326,11 @@ class PostingsBM25:
             return None
         with self._lock:
             p = self._index
+            analyzer = self.analyzer  # ``usable`` set it from the FTS index of this version
+            if analyzer is None:
+                return None
+            if p is not None and p.analyzer is not analyzer:  # the index was rebuilt with another tokenizer
+                p = None
             if p is not None and p.version == version:
                 return p
             ds = self.store.dataset(RECORDS, version)
@@ -265,15 +342,19 @@ class PostingsBM25:
             if p is not None:
                 new = self._extend(ds, state, p)
             if new is None and p is None:
-                new = self._persisted(ds, state)
+                new = self._persisted(ds, state, analyzer)
             if new is None:
-                new = self._build(ds, state)
+                new = self._build(ds, state, analyzer)
             self._index = new
             if self.last_update == "persisted":
                 return new
             made, vocab = new, list(self.vocab)
-            sidecar(self.store).save("lexical", "postings", state, lambda: _to_entry(made, vocab),
-                                     mapped=("base_rows_arr", "base_tf", "ids"))
+            # The base (its arrays are the bulk) is written once per build; each update writes the delta only.
+            if self.last_update == "build":
+                sidecar(self.store).save("lexical", "postings-base", state, lambda: _base_entry(made, vocab),
+                                         mapped=("base_rows_arr", "base_tf", "ids"))
+            else:
+                sidecar(self.store).save("lexical", "postings-delta", state, lambda: _delta_entry(made, vocab))
             return new
 
     # -- search ---------------------------------------------------------------------------------------
@@ -302,71 +383,63 @@ class PostingsBM25:
         p = self.current()
         if p is None or not tokens or n <= 0 or not p.live:
             return []
+        scores = np.zeros(len(p.addr), dtype=np.float32)
         with self._lock:
             mask = self._mask(p, where)
-        scores = np.zeros(len(p.addr))
-        for token in tokens:  # a repeated query token counts again, as in LanceDB
-            term = self.vocab.get(token) if len(token) <= MAX_TOKEN else None
-            if term is None:
-                continue
-            parts = [level.slice(term) for level in (p.base, p.delta)]
-            rows = np.concatenate([r for r, _ in parts])
-            if not len(rows):
-                continue
-            tf = np.concatenate([t for _, t in parts]).astype(np.float64)
-            df = len(rows) if p.alive is None else int(np.count_nonzero(p.alive[rows]))
-            if not df:
-                continue
-            idf = math.log(1 + (p.live - df + 0.5) / (df + 0.5))
-            scores[rows] += idf * (K1 + 1) * tf / (tf + p.norms[rows])
+            terms = [p.term(t) for t in (self.vocab.get(w) for w in p.analyzer.terms(tokens) if w is not None)
+                     if t is not None]
+        self.searches += 1
+        for rows, parts in terms:  # in query order; a repeated query term counts again, as in LanceDB
+            scores[rows] += parts
         hit = scores > 0
         if mask is not None:
             hit &= mask
         candidates = np.flatnonzero(hit)
-        return _top(candidates, scores[candidates], p.ids, n)
+        return bm25.top(candidates, scores[candidates], p.ids, n)
 
 
-def _top(candidates: np.ndarray, found: np.ndarray, ids: np.ndarray, n: int) -> list[tuple[str, float]]:
-    """The best ``n`` distinct ids (an id may have a row per branch, with the same text) with every row tied
-    with the n-th, then ordered by (-score, id): which of a tie group makes the cut never depends on row order."""
-    take = min(len(found), 2 * n + 10)
-    while True:
-        if take < len(found):
-            kth = np.partition(found, len(found) - take)[len(found) - take]
-            part = np.flatnonzero(found >= kth)
-        else:
-            part = np.arange(len(found))
-        order = part[np.argsort(-found[part], kind="stable")]
-        best: dict[str, float] = {}
-        cut = None
-        for j in order.tolist():
-            score = float(found[j])
-            if cut is not None and score < cut:
-                break
-            best.setdefault(str(ids[candidates[j]]), score)
-            if cut is None and len(best) == n:
-                cut = score
-        if cut is not None or len(part) == len(found):
-            return sorted(best.items(), key=lambda q: (-q[1], q[0]))[:n]
-        take *= 2
+def _base_entry(p: _Postings, vocab: list[str]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The base's sidecar entry: its rows and postings, and the vocabulary it was built with."""
+    n = p.base_rows
+    arrays = {"vocab": np.asarray(vocab[:p.base_vocab], dtype=str), "addr": p.addr[:n], "ids": p.ids[:n],
+              "lengths": p.lengths[:n], "base_offsets": p.base.offsets, "base_rows_arr": p.base.rows,
+              "base_tf": p.base.tf}
+    return {"base_rows": n, "base_id": p.base_id, "analyzer": p.analyzer.key()}, arrays
 
 
-def _to_entry(p: _Postings, vocab: list[str]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The postings as a sidecar entry; the delta is saved folded into arrays of its own."""
-    arrays = {"vocab": np.asarray(vocab, dtype=str), "addr": p.addr, "ids": p.ids, "lengths": p.lengths,
-              "base_offsets": p.base.offsets, "base_rows_arr": p.base.rows, "base_tf": p.base.tf,
-              "delta_offsets": p.delta.offsets, "delta_rows": p.delta.rows, "delta_tf": p.delta.tf}
+def _delta_entry(p: _Postings, vocab: list[str]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The delta's sidecar entry: the rows appended since the base, their postings, the terms they added, and
+    which rows are live; it names the base it extends."""
+    n = p.base_rows
+    arrays = {"vocab_added": np.asarray(vocab[p.base_vocab:], dtype=str), "addr": p.addr[n:], "ids": p.ids[n:],
+              "lengths": p.lengths[n:], "delta_offsets": p.delta.offsets, "delta_rows": p.delta.rows,
+              "delta_tf": p.delta.tf}
     if p.alive is not None:
         arrays["alive"] = p.alive
-    return {"base_rows": p.base_rows}, arrays
+    return {"base_rows": n, "base_id": p.base_id, "analyzer": p.analyzer.key()}, arrays
 
 
-def _from_entry(entry: Entry, ds: Any) -> _Postings:
-    a = entry.arrays
-    return _Postings(state=entry.state, version=entry.state.version, dataset=ds, addr=a["addr"], ids=a["ids"],
-                     lengths=a["lengths"], base=_Level(a["base_offsets"], a["base_rows_arr"], a["base_tf"]),
-                     delta=_Level(a["delta_offsets"], a["delta_rows"], a["delta_tf"]),
-                     base_rows=int(entry.meta["base_rows"]), alive=a.get("alive"))
+def _from_entries(base: Entry, delta: Entry | None, ds: Any,
+                  analyzer: IndexAnalyzer) -> tuple[_Postings, list[str]]:
+    """The postings a saved base and its saved delta (None: none since the base) make, and their vocabulary."""
+    a = base.arrays
+    d = delta.arrays if delta is not None else {
+        "vocab_added": a["vocab"][:0], "addr": a["addr"][:0], "ids": a["ids"][:0], "lengths": a["lengths"][:0],
+        "delta_offsets": _EMPTY.offsets, "delta_rows": _EMPTY.rows, "delta_tf": _EMPTY.tf}
+    if len(a["ids"]) < READ_BELOW:  # a small store's arrays are read: each access to a mapped one costs more
+        a = {name: np.array(value) for name, value in a.items()}
+
+    def joined(name: str) -> np.ndarray:
+        return np.concatenate([a[name], d[name]]) if len(d[name]) else a[name]
+
+    vocab = a["vocab"].tolist() + d["vocab_added"].tolist()
+    state = (delta or base).state
+    p = _Postings(state=state, version=state.version, dataset=ds, addr=joined("addr"), ids=joined("ids"),
+                  lengths=joined("lengths"), base=_Level(a["base_offsets"], a["base_rows_arr"], a["base_tf"]),
+                  delta=_Level(d["delta_offsets"], d["delta_rows"], d["delta_tf"]),
+                  base_rows=int(base.meta["base_rows"]), alive=d.get("alive"), analyzer=analyzer,
+                  base_id=str(base.meta["base_id"]), base_vocab=len(a["vocab"]))
+    return p, vocab
 
 
 def postings_bm25(store: RecordStore) -> PostingsBM25:
