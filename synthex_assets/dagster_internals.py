@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Collection, Mapping
+from typing import Any
 
 from dagster import AssetKey, DagsterInstance, JobDefinition, MultiPartitionsDefinition
 
@@ -73,12 +74,32 @@ from dagster._core.snap import snapshot_from_execution_plan
 # resolves its definitions with its own instance's storage set, whatever an earlier instance left.
 from dagster._core.storage.defs_state.base import set_defs_state_storage as set_defs_state_storage
 
+# Why private: a new event-log file is set up as Dagster's own ``SqliteEventLogStorage._initdb`` does (its
+# tables, WAL, the alembic revision stamped) with the alembic scripts read once per storage, not once per file
+# and check (synthex_assets/event_log.py); Dagster exports neither the tables' metadata nor the alembic config.
+from dagster._core.storage.event_log.schema import SqlEventLogStorageMetadata as SqlEventLogStorageMetadata
+
 # Why private: synthex_assets/event_log.py is Dagster's own SQLite event storage with its connections kept
 # open; Dagster exports neither the class nor the timeout it opens its files with.
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
     SqliteEventLogStorage as SqliteEventLogStorage,
 )
+
+# Why private: the run and schedule storages' files are opened likewise (synthex_assets/sqlite_storage.py); their
+# classes, tables and the ``instance_info`` table are not exported, nor how Dagster names a SQLite file.
+from dagster._core.storage.runs.schema import InstanceInfo as InstanceInfo
+from dagster._core.storage.runs.schema import RunStorageSqlMetadata as RunStorageSqlMetadata
+from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage as SqliteRunStorage
+from dagster._core.storage.schedules.schema import ScheduleStorageSqlMetadata as ScheduleStorageSqlMetadata
+from dagster._core.storage.schedules.sqlite.sqlite_schedule_storage import (
+    SqliteScheduleStorage as SqliteScheduleStorage,
+)
+from dagster._core.storage.sql import get_alembic_config as get_alembic_config
+from dagster._core.storage.sqlite import (
+    LAST_KNOWN_STAMPED_SQLITE_ALEMBIC_REVISION as LAST_KNOWN_STAMPED_SQLITE_ALEMBIC_REVISION,
+)
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS as SQLITE_BUSY_TIMEOUT_SECONDS
+from dagster._core.storage.sqlite import create_db_conn_string as create_db_conn_string
 
 # Why private: no public module exports the names of the partition-range run tags (RunRequest and
 # execute_in_process take one partition_key, no range).
@@ -104,6 +125,11 @@ RUN_WORKER_MODULES = [
     "dagster._core.storage.local_compute_log_manager", "dagster._core.execution.api", "dagster._grpc.impl",
     "dagster._cli.api", "dagster._daemon", "sqlalchemy", "alembic", "structlog",
 ]
+
+
+def event_log_alembic_config() -> Any:
+    """The alembic config Dagster's SQLite event log sets its files up with (cached by Dagster per file)."""
+    return get_alembic_config(sys.modules[SqliteEventLogStorage.__module__].__file__)
 
 
 def execute_run_by_id(run_id: str, instance: DagsterInstance) -> None:

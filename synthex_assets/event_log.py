@@ -14,19 +14,32 @@ Configured in the project's ``dagster.yaml`` (synthex_assets/instance.py), so th
 from __future__ import annotations
 
 import contextlib
+import re
+import sqlite3
+import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import create_engine, event
+import sqlalchemy.exc
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import create_engine, event, inspect, text
 
 from synthex_assets.dagster_internals import (
+    LAST_KNOWN_STAMPED_SQLITE_ALEMBIC_REVISION,
     SQLITE_BUSY_TIMEOUT_SECONDS,
     ConfigurableClassData,
+    SqlEventLogStorageMetadata,
     SqliteEventLogStorage,
+    event_log_alembic_config,
 )
 
 OPEN_SHARDS = 4  # run shards kept open besides the index: the run being written and a few the UI reads
+INIT_RETRIES = 10  # a file another process is setting up at the same moment: retried, as Dagster does
+# What SQLite says when another process set the file up first (Dagster's ``_initdb`` retries on the same).
+CONCURRENT_INIT = re.compile(r"table [A-Za-z_]* already exists|database is locked|"
+                             r"UNIQUE constraint failed: alembic_version\.version_num")
 
 
 class SqliteEventLog(SqliteEventLogStorage):
@@ -39,6 +52,9 @@ class SqliteEventLog(SqliteEventLogStorage):
         self._tables_present_columns: set[tuple[str, str]] = set()  # (table, column) seen, likewise
         # Inside ``dynamic_partitions_held``: partitions definition name -> its keys as read (else None).
         self._held_partitions: dict[str, list[str]] | None = None
+        self._alembic_scripts: ScriptDirectory | None = None  # read when a file is first stamped
+        self.alembic_script_loads = 0  # how often (once per storage: counted by tests/test_demo8b.py)
+        self.files_set_up = 0  # database files this storage created (the index, each run's shard)
         super().__init__(base_dir, inst_data)
 
     @classmethod
@@ -74,6 +90,44 @@ class SqliteEventLog(SqliteEventLogStorage):
                 self._initialized_dbs.add(shard)
             with engine.connect() as conn, conn.begin():
                 yield conn
+
+    def _initdb(self, engine: Any, for_index_shard: bool = False) -> None:
+        """Dagster's ``_initdb`` (tables, WAL, alembic stamp on a file without a revision; nothing on one
+        with a revision: Dagster does not migrate there either), reading the alembic scripts once per storage.
+
+        Why: Dagster's checks each file's revision against the head of its ~90 alembic scripts, loading
+        every script anew for each check and again for each stamp: three loads for each run's new shard and
+        the index (~0.1-0.2 s each on a 2-core machine). A file's own revision is one query; the scripts
+        are needed only to stamp a new file, and then read once."""
+        retries = INIT_RETRIES
+        while True:
+            try:
+                with engine.connect() as connection:
+                    if MigrationContext.configure(connection).get_current_revision() is None:
+                        self._set_up(engine, connection, for_index_shard)
+                return
+            except (sqlalchemy.exc.DatabaseError, sqlite3.DatabaseError, sqlite3.OperationalError) as exc:
+                if retries == 0 or not CONCURRENT_INIT.search(str(exc)):
+                    raise
+                time.sleep(0.2)
+                retries -= 1
+
+    def _set_up(self, engine: Any, connection: Any, for_index_shard: bool) -> None:
+        """A file without an alembic revision: its tables, WAL and the revision, as Dagster's ``_initdb``."""
+        # An index made before Dagster stamped SQLite files (tables, no revision) gets that last known revision.
+        unstamped_index = for_index_shard and "event_logs" in inspect(engine).get_table_names()
+        SqlEventLogStorageMetadata.create_all(engine)
+        connection.execute(text("PRAGMA journal_mode=WAL;"))
+        MigrationContext.configure(connection).stamp(
+            self._scripts(), LAST_KNOWN_STAMPED_SQLITE_ALEMBIC_REVISION if unstamped_index else "head")
+        connection.commit()
+        self.files_set_up += 1
+
+    def _scripts(self) -> ScriptDirectory:
+        if self._alembic_scripts is None:
+            self._alembic_scripts = ScriptDirectory.from_config(event_log_alembic_config())
+            self.alembic_script_loads += 1
+        return self._alembic_scripts
 
     def has_table(self, table_name: str) -> bool:
         """Dagster asks before every partition lookup and asset event (~550 times in the demo run), each time

@@ -70,9 +70,14 @@ def open_instance(pipeline: PipelineDefinition) -> DagsterInstance:
 
 def storage_overrides(home: Path) -> dict:
     """The project's event log (synthex_assets/event_log.py: Dagster's SQLite storage, same files, with its
-    connections kept open) for an instance whose dagster.yaml is synthex's own; a user's own storage
+    connections kept open) and run and schedule storages (synthex_assets/sqlite_storage.py) for an instance whose dagster.yaml is synthex's own; a user's own storage
     settings are left as they are. The UI's process reads the same files with Dagster's stock class."""
     if (home / "dagster.yaml").read_text(encoding="utf-8") != INSTANCE_YAML:
         return {}
     return {"event_log_storage": {"module": "synthex_assets.event_log", "class": "SqliteEventLog",
-                                  "config": {"base_dir": str(home / "history" / "runs")}}}
+                                  "config": {"base_dir": str(home / "history" / "runs")}},
+            # Dagster's files and schema, opened without reading its alembic scripts (sqlite_storage.py).
+            "run_storage": {"module": "synthex_assets.sqlite_storage", "class": "SqliteRuns",
+                            "config": {"base_dir": str(home / "history")}},
+            "schedule_storage": {"module": "synthex_assets.sqlite_storage", "class": "SqliteSchedules",
+                                 "config": {"base_dir": str(home / "schedules")}}}
