@@ -32,14 +32,15 @@ _GET_NAMES = ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threa
 
 
 def _loaded_openblas() -> list[Path]:
-    """The OpenBLAS libraries this process has loaded (from its memory map; Linux), numpy's among them."""
+    """The OpenBLAS libraries this process has loaded (from its memory map; Linux) but faiss's own: numpy's.
+    faiss's (an OpenMP build, faiss_cpu.libs) runs the IVF build's k-means, which wants every core."""
     maps = Path("/proc/self/maps")
     if not maps.exists():
         return []
     found: dict[str, None] = {}
     for line in maps.read_text().splitlines():
         path = line.split(maxsplit=5)[-1] if line.count(" ") >= 5 else ""
-        if "openblas" in os.path.basename(path).lower() and path.startswith("/"):
+        if "openblas" in os.path.basename(path).lower() and path.startswith("/") and "faiss" not in path.lower():
             found[path] = None
     return [Path(p) for p in found]
 
