@@ -39,6 +39,7 @@ from synthex_resources.search.dense_index import dense_index
 from synthex_resources.search.memory_lexical import memory_bm25
 from synthex_resources.search.postings import fts_stats, holds_live_rows, postings_bm25
 from synthex_resources.search.strategies import SearchStrategy
+from synthex_resources.search.threads import applied
 from synthex_resources.search.tokenize import PROJECT_INDEX, IndexAnalyzer, tokenize
 from synthex_resources.search.types import SearchHit, SearchRequest, SearchResults
 from synthex_resources.search.via import annotate_via
@@ -92,6 +93,11 @@ class SearchEngine:
                 return fn()
 
         return self.pool().submit(run)
+
+    def query_vector_future(self, query: str) -> Future:
+        """The query's embedding, computed on the pool (the caller answers the lexical leg meanwhile)."""
+        embedder = self.store.embedder
+        return self.pool().submit(lambda: embedder.embed([query])[0])
 
     def lexical_future(self, query: str, where: str, n: int) -> Future:
         """The lexical leg as a future: answered at once on this thread when the persisted postings serve the
@@ -286,6 +292,7 @@ class SearchEngine:
         question is asked; leaf-sum search (the conversational strategy) resolves relative dates in the
         query against it ("last week", search/temporal.py). Others ignore it."""
         scope = scope or BranchScope.own()
+        applied(self.store)  # the native pools' threads (search/threads.py), set at the store's first search
         with self.store.pinned_version():
             hits = self._search(query, steps, scope, k, strategy, periods, metadata, exact, query_vector, as_of)
             if not exact:  # a drilled-down leaf names the searched records it was reached through

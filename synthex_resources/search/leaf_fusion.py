@@ -155,11 +155,18 @@ def _first_stage(engine: SearchBackend, scope: Scope, text: str, steps: list[str
         if len(positions):
             add(*_best_per_position(positions, np.asarray(scores, dtype=total.dtype)[which]), weight)
 
-    # The lexical leg runs beside the embedder and the dense shortlist (its own thread, unless the postings answer
-    # it at once: search/engine.py lexical_future): overlap them. The legs are still added in the same order
-    # (lexical first), so the sums do not depend on which ends first.
+    # The lexical leg runs beside the embedder and the dense shortlist, overlapped. The persisted postings answer
+    # it on this thread (search/engine.py lexical_future), so the query's embedding (which needs no lexical
+    # result, and ONNX runs without the GIL) is handed to the pool first: at 1M records the two took ~13 and
+    # ~6 ms one after the other (docs/benchmarks.md). The legs are still added in the same order (lexical
+    # first), so the sums do not depend on which ends first.
+    wants_vector = bool(config.dense or config.leaf_dense_weight)
+    vector_future = engine.query_vector_future(text) if wants_vector and config.lexical else None
     lexical_future = engine.lexical_future(text, where, config.lexical_pool) if config.lexical else None
-    qvec = engine.store.embedder.embed([text])[0] if config.dense or config.leaf_dense_weight else None
+    if vector_future is not None:
+        qvec = vector_future.result()
+    else:
+        qvec = engine.store.embedder.embed([text])[0] if wants_vector else None
     index = dense_index(engine.store) if qvec is not None else None
     short = index.approximate_scores(qvec, steps, reads, periods, DENSE_SHORTLIST) \
         if index is not None and config.dense else None
@@ -290,8 +297,21 @@ def ranked_leaves(engine: SearchBackend, scope: Scope, total: np.ndarray, query:
         candidates = candidates[total[candidates] >= kth]
     order = candidates[np.lexsort((scope.tiebreak[candidates], -total[candidates]))]
     order = multihop.diversify(engine, scope, total, order, want, config)  # the first ones unless diversifying
-    rows = leaf_rows(engine, scope, [scope.leaf_ids[i] for i in order], reads)
-    hits = [engine._hit(rows[scope.leaf_ids[i]], float(total[i]), {}) for i in order if scope.leaf_ids[i] in rows]
-    hits = [h for h in hits if h.content.strip()]  # a leaf never embedded has no zero vector to tell
+    # Without a reranker only the first k readable hits are kept: their rows are read first, and the spare
+    # candidates' (an extended scope's k + 10) only when some of those turned out deleted or blank. A take
+    # costs per row and column (~0.6 ms per row at 1M records, docs/benchmarks.md); the hits are the same.
+    first = len(order) if config.reranker is not None else k
+    hits = _hits_of(engine, scope, total, order[:first], reads)
+    if len(hits) < k and len(order) > first:
+        hits += _hits_of(engine, scope, total, order[first:], reads)
     hits, warnings = config.rerank(query, hits)
     return SearchResults(hits[:k], warnings)
+
+
+def _hits_of(engine: SearchBackend, scope: Scope, total: np.ndarray, positions: np.ndarray,
+             reads: BranchScope) -> list[SearchHit]:
+    """The hits of the leaves at ``positions`` (in that order) whose rows ``reads`` reads and that hold text."""
+    ids = [scope.leaf_ids[i] for i in positions]
+    rows = leaf_rows(engine, scope, ids, reads)
+    hits = [engine._hit(rows[rid], float(total[i]), {}) for rid, i in zip(ids, positions, strict=True) if rid in rows]
+    return [h for h in hits if h.content.strip()]  # a leaf never embedded has no zero vector to tell
