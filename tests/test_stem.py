@@ -176,3 +176,30 @@ def test_an_update_saves_the_delta_not_the_base(tmp_path):
     shutil.rmtree(root / FOLDER)  # the same table, its postings built whole
     full = opened()
     assert search(full, "running") == got and postings_bm25(full).builds == 1
+
+
+def test_a_search_holding_older_postings_maps_its_words_with_their_own_numbering(tmp_path):
+    """A search takes the postings of its version, then maps its words to term ids; if another thread's full
+    build (after a compaction) lands in between, the words must still be numbered as those postings were
+    built (a newer numbering would score other words' rows)."""
+    from synthex_resources.search.tokenize import tokenize
+
+    root = write_store(tmp_path / "s", stem=False)
+    store = RecordStore(str(root), embedder=SeededEmbedder())
+    engine = SearchEngine(store)
+    where = engine.where(["turns"], BranchScope.own())
+    post = postings_bm25(store)
+    engine.lexical("zebra", where, 5)
+    store.records.upsert([Record(id="z1", step="turns", branch="main", period="2024-01",
+                                 content="zebra zebra stripes", materialization_key="z1")], embed=False)
+    engine.ensure_index()
+    want = engine.lexical("zebra", where, 5)
+    held = post.current()  # what a search on this version holds before it maps its words
+    store.records.delete_ids(["t00", "t01", "t02"])
+    store.records_table().optimize()
+    engine.ensure_index()
+    engine.lexical("stripes", where, 5)  # another search: a full build, its own numbering
+    assert post.last_update == "build" and post.current() is not held
+    post.current = lambda: held  # the first search goes on with the postings it held
+    assert want and want[0][0] == "z1"
+    assert post.search(tokenize("zebra"), where, 5) == want

@@ -98,6 +98,9 @@ class _Postings:
     # term -> (rows, its part of their scores): fixed for these rows, so a term asked again costs one addition
     parts: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=OrderedDict)
     parts_size: int = 0
+    # term -> id, as numbered for these levels: a search maps its words through the postings it holds, never
+    # through a newer build's numbering (an extension only appends ids, so it shares its predecessor's dict)
+    vocab: dict[str, int] = field(default_factory=dict)
 
     def term(self, term: int) -> tuple[np.ndarray, np.ndarray]:
         """The live-row statistics' part of ``term`` in the score of each row holding it (cached)."""
@@ -212,7 +215,6 @@ class PostingsBM25:
         self.store = store
         self.rows_from = rows_from
         self.enabled = enabled  # False: LanceDB's FTS answers every query (a reference in tests and benches)
-        self.vocab: dict[str, int] = {}
         self.analyzer: IndexAnalyzer | None = None  # of the FTS index at the last version asked about
         self._index: _Postings | None = None
         self._lock = threading.Lock()
@@ -248,16 +250,16 @@ class PostingsBM25:
 
     # -- upkeep ---------------------------------------------------------------------------------------
     def _build(self, ds: Any, state: TableState, analyzer: IndexAnalyzer) -> _Postings:
-        self.vocab = {}
+        vocab: dict[str, int] = {}
         table = _sorted_by_address(_read(ds, None))
-        rows, terms, lengths = _tokens(table, 0, self.vocab, analyzer)
+        rows, terms, lengths = _tokens(table, 0, vocab, analyzer)
         self.builds += 1
         self.last_update = "build"
         ids = np.asarray(table.column("id").to_numpy(zero_copy_only=False).astype(str))
         return _Postings(state=state, version=ds.version, dataset=ds, addr=table.column("_rowaddr").to_numpy(),
-                         ids=ids, lengths=lengths, base=_level(rows, terms, len(self.vocab)), delta=_EMPTY,
+                         ids=ids, lengths=lengths, base=_level(rows, terms, len(vocab)), delta=_EMPTY,
                          base_rows=len(ids), alive=None, analyzer=analyzer, base_id=os.urandom(8).hex(),
-                         base_vocab=len(self.vocab))
+                         base_vocab=len(vocab), vocab=vocab)
 
     def _extend(self, ds: Any, state: TableState, old: _Postings) -> _Postings | None:
         """``old`` at ``state``: rows deleted since masked, the appended fragments in a rebuilt delta; None when
@@ -283,7 +285,7 @@ class PostingsBM25:
                 alive = np.ones(old.base_rows, dtype=bool)
             alive[touched] = np.isin(base_addr[touched], live_addr)
         table = _sorted_by_address(_read(ds, added))  # the delta: every fragment appended since the base
-        rows, terms, lengths = _tokens(table, old.base_rows, self.vocab, old.analyzer)
+        rows, terms, lengths = _tokens(table, old.base_rows, old.vocab, old.analyzer)
         delta_alive = np.ones(table.num_rows, dtype=bool)  # their deletions are in the scan already
         self.last_update = "delta"
         ids = old.ids[:old.base_rows]
@@ -294,9 +296,9 @@ class PostingsBM25:
         return _Postings(state=state, version=ds.version, dataset=ds,
                          addr=np.concatenate([old.addr[:old.base_rows], table.column("_rowaddr").to_numpy()]),
                          ids=all_ids, lengths=np.concatenate([old.lengths[:old.base_rows], lengths]),
-                         base=old.base, delta=_level(rows, terms, len(self.vocab)) if len(rows) else _EMPTY,
+                         base=old.base, delta=_level(rows, terms, len(old.vocab)) if len(rows) else _EMPTY,
                          base_rows=old.base_rows, alive=alive, analyzer=old.analyzer, base_id=old.base_id,
-                         base_vocab=old.base_vocab)
+                         base_vocab=old.base_vocab, vocab=old.vocab)
 
     def _persisted(self, ds: Any, state: TableState, analyzer: IndexAnalyzer) -> _Postings | None:
         base = sidecar(self.store).load("lexical", "postings-base")
@@ -309,7 +311,7 @@ class PostingsBM25:
         if not state.grew_from(entry.state):
             return None
         old, vocab = _from_entries(base, delta, ds, analyzer)
-        self.vocab = dict(zip(vocab, range(len(vocab)), strict=True))
+        old.vocab = dict(zip(vocab, range(len(vocab)), strict=True))
         if state.same_rows(entry.state):
             self.last_update = "persisted"
             old.version, old.dataset = ds.version, ds
@@ -348,7 +350,7 @@ class PostingsBM25:
             self._index = new
             if self.last_update == "persisted":
                 return new
-            made, vocab = new, list(self.vocab)
+            made, vocab = new, list(new.vocab)
             # The base (its arrays are the bulk) is written once per build; each update writes the delta only.
             if self.last_update == "build":
                 sidecar(self.store).save("lexical", "postings-base", state, lambda: _base_entry(made, vocab),
@@ -386,7 +388,7 @@ class PostingsBM25:
         scores = np.zeros(len(p.addr), dtype=np.float32)
         with self._lock:
             mask = self._mask(p, where)
-            terms = [p.term(t) for t in (self.vocab.get(w) for w in p.analyzer.terms(tokens) if w is not None)
+            terms = [p.term(t) for t in (p.vocab.get(w) for w in p.analyzer.terms(tokens) if w is not None)
                      if t is not None]
         self.searches += 1
         for rows, parts in terms:  # in query order; a repeated query term counts again, as in LanceDB
