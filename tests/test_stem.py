@@ -203,3 +203,14 @@ def test_a_search_holding_older_postings_maps_its_words_with_their_own_numbering
     post.current = lambda: held  # the first search goes on with the postings it held
     assert want and want[0][0] == "z1"
     assert post.search(tokenize("zebra"), where, 5) == want
+
+
+def test_the_analyzer_remembers_words_up_to_its_bound(monkeypatch):
+    import synthex_resources.search.tokenize as tokenize_module
+
+    monkeypatch.setattr(tokenize_module, "WORDS_KEPT", 3)
+    analyzer = IndexAnalyzer({**PROJECT_INDEX, "stem": True})
+    assert analyzer.terms(["running", "cats", "runs"]) == ["run", "cat", "run"]
+    assert analyzer.terms(["jumping", "running", "flies"]) == ["jump", "run", "fli"]  # past the bound: still right
+    assert analyzer.analyzed == 5 and len(analyzer._terms) == 3
+    assert analyzer.terms(["jumping"]) == ["jump"] and analyzer.analyzed == 6  # not kept: analyzed again

@@ -26,6 +26,7 @@ PROJECT_INDEX = {"base_tokenizer": "simple", "language": "English", "max_token_l
                  "remove_stop_words": False, "ascii_folding": True}
 _ANCHOR = "0"  # a word every analyzer keeps as it is: positions are counted from the first token kept
 ANALYZE_CHUNK = 50_000  # words per call of LanceDB's analyzer (bounds the token objects it returns at once)
+WORDS_KEPT = 2_000_000  # words an analyzer remembers: bounds what ever-new query words add in a long-lived server
 
 
 def tokenize(text: str) -> list[str]:
@@ -65,19 +66,25 @@ class IndexAnalyzer:
     def terms(self, words: Sequence[str]) -> list[str | None]:
         """Each word's term in the index (None: not indexed, e.g. 40 characters or more)."""
         missing = [w for w in dict.fromkeys(words) if w not in self._terms]
-        if missing:
-            if self.stem:
-                self._analyze(missing)
-            else:  # ASCII words: lower-cased already, nothing to fold; only the length limit applies
-                for w in missing:
-                    self._terms[w] = w if not self.max_length or len(w) < self.max_length else None
-        return [self._terms[w] for w in words]
+        if not missing:
+            return [self._terms[w] for w in words]
+        if self.stem:
+            found = self._analyze(missing)
+        else:  # ASCII words: lower-cased already, nothing to fold; only the length limit applies
+            found = {w: w if not self.max_length or len(w) < self.max_length else None for w in missing}
+        # Remembered up to a bound: a long-lived server asked ever new words (hostile or not) must not grow
+        # without limit; past it a new word is analyzed again each time it is asked (a few microseconds).
+        room = WORDS_KEPT - len(self._terms)
+        if room > 0:
+            self._terms.update(found if len(found) <= room else dict(list(found.items())[:room]))
+        return [self._terms[w] if w in self._terms else found[w] for w in words]
 
-    def _analyze(self, words: list[str]) -> None:
+    def _analyze(self, words: list[str]) -> dict[str, str | None]:
         import lance  # pylance (not lancedb): a search never imports lancedb
 
         # One call per chunk of words: each is one token of the simple tokenizer, found again by its position
         # (counted from the first token kept: the anchor, which every analyzer keeps as it is).
+        terms: dict[str, str | None] = {}
         for start in range(0, len(words), ANALYZE_CHUNK):
             chunk = words[start:start + ANALYZE_CHUNK]
             tokens = lance.tokenize(" ".join([_ANCHOR, *chunk]), **self.params)
@@ -85,8 +92,9 @@ class IndexAnalyzer:
             if found.get(0) != _ANCHOR:
                 raise RuntimeError(f"LanceDB's analyzer changed the anchor word {_ANCHOR!r}: {found.get(0)!r}")
             for position, word in enumerate(chunk, start=1):
-                self._terms[word] = found.get(position)
+                terms[word] = found.get(position)
         self.analyzed += len(words)
+        return terms
 
     def text_terms(self, text: str) -> list[str]:
         """The terms of a whole text, split by the index's own tokenizer (texts with non-ASCII characters)."""
