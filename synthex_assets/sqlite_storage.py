@@ -14,6 +14,7 @@ the UI's process reads the same files with Dagster's stock classes.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from alembic.runtime.migration import MigrationContext
@@ -57,6 +58,29 @@ def open_or_set_up(engine: Any, metadata: Any, marker_table: str) -> tuple[bool,
         return new, inspect(engine).get_table_names()
 
 
+def _opened(cls: Any, base_dir: str, inst_data: ConfigurableClassData | None, name: str, metadata: Any,
+            marker_table: str, set_up: Callable[[Any, list[str]], None] | None = None) -> Any:
+    """A run or schedule storage of class ``cls`` on ``<base_dir>/<name>.db``, set up as ``from_local`` does
+    (``set_up``: what else the storage's ``from_local`` creates beside its tables), migrated when new."""
+    os.makedirs(base_dir, exist_ok=True)
+    conn_string = create_db_conn_string(base_dir, name)
+    engine = create_engine(conn_string, poolclass=NullPool)
+    new, tables = open_or_set_up(engine, metadata, marker_table)
+    if set_up is not None:
+        set_up(engine, tables)
+    engine.dispose()
+    storage = cls(conn_string, inst_data)
+    if new:
+        storage.migrate()
+        storage.optimize()
+    return storage
+
+
+def _instance_info(engine: Any, tables: list[str]) -> None:
+    if "instance_info" not in tables:
+        InstanceInfo.create(engine)
+
+
 class SqliteRuns(SqliteRunStorage):
     """``SqliteRunStorage`` opened without reading the alembic scripts when its file is set up (module doc)."""
 
@@ -66,18 +90,7 @@ class SqliteRuns(SqliteRunStorage):
 
     @classmethod
     def from_local(cls, base_dir: str, inst_data: ConfigurableClassData | None = None) -> SqliteRuns:
-        os.makedirs(base_dir, exist_ok=True)
-        conn_string = create_db_conn_string(base_dir, "runs")
-        engine = create_engine(conn_string, poolclass=NullPool)
-        new, tables = open_or_set_up(engine, RunStorageSqlMetadata, "runs")
-        if "instance_info" not in tables:
-            InstanceInfo.create(engine)
-        engine.dispose()
-        storage = cls(conn_string, inst_data)
-        if new:
-            storage.migrate()
-            storage.optimize()
-        return storage
+        return _opened(cls, base_dir, inst_data, "runs", RunStorageSqlMetadata, "runs", _instance_info)
 
 
 class SqliteSchedules(SqliteScheduleStorage):
@@ -89,13 +102,4 @@ class SqliteSchedules(SqliteScheduleStorage):
 
     @classmethod
     def from_local(cls, base_dir: str, inst_data: ConfigurableClassData | None = None) -> SqliteSchedules:
-        os.makedirs(base_dir, exist_ok=True)
-        conn_string = create_db_conn_string(base_dir, "schedules")
-        engine = create_engine(conn_string, poolclass=NullPool)
-        new, _tables = open_or_set_up(engine, ScheduleStorageSqlMetadata, "job_ticks")
-        engine.dispose()
-        storage = cls(conn_string, inst_data)
-        if new:
-            storage.migrate()
-            storage.optimize()
-        return storage
+        return _opened(cls, base_dir, inst_data, "schedules", ScheduleStorageSqlMetadata, "job_ticks")

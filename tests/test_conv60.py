@@ -45,13 +45,18 @@ class BagEmbedder:
     name, dim = "bag-test", 32
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for i, text in enumerate(texts):
-            for word in text.lower().replace("?", " ").replace(":", " ").split():
-                seed = int.from_bytes(hashlib.sha256(word.encode()).digest()[:4], "little")
-                out[i] += np.random.default_rng(seed).standard_normal(self.dim).astype(np.float32)
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.where(norms > 0, norms, 1.0)
+        return bag_vectors(texts, self.dim)
+
+
+def bag_vectors(texts: list[str], dim: int) -> np.ndarray:
+    """Each word a fixed random vector seeded by its hash; a text the normalized sum of its words'."""
+    out = np.zeros((len(texts), dim), dtype=np.float32)
+    for i, text in enumerate(texts):
+        for word in text.lower().replace("?", " ").replace(":", " ").split():
+            seed = int.from_bytes(hashlib.sha256(word.encode()).digest()[:4], "little")
+            out[i] += np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    return out / np.where(norms > 0, norms, 1.0)
 
 
 def _corpus() -> tuple[list[Record], list[Record]]:

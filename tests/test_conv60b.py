@@ -11,13 +11,13 @@ Real LanceDB store in a tmp dir; the test's own bag-of-words embedder (no model 
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pytest
+from test_conv60 import bag_vectors
 
 from synthex.core.record import Record
 from synthex.core.scope import BranchScope
@@ -47,13 +47,7 @@ class BagEmbedder:
     def embed(self, texts: list[str]) -> np.ndarray:
         self.threads.append(threading.current_thread().name)
         self.started.set()
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for i, text in enumerate(texts):
-            for word in text.lower().replace("?", " ").replace(":", " ").split():
-                seed = int.from_bytes(hashlib.sha256(word.encode()).digest()[:4], "little")
-                out[i] += np.random.default_rng(seed).standard_normal(self.dim).astype(np.float32)
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.where(norms > 0, norms, 1.0)
+        return bag_vectors(texts, self.dim)
 
 
 @pytest.fixture(scope="module")
