@@ -29,7 +29,7 @@ row of the scope on every query.
 from __future__ import annotations
 
 import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +37,7 @@ import numpy as np
 
 from synthex_resources.record_store import RECORDS, RecordStore
 from synthex_resources.search import bm25
+from synthex_resources.search.lru import LRU
 from synthex_resources.search.tokenize import tokenize
 from synthex_resources.store import filters
 from synthex_resources.store.filters import RecordFilter
@@ -66,7 +67,7 @@ class _Corpus:
     offsets: np.ndarray  # int64 (terms + 1): postings of term t are [offsets[t], offsets[t + 1])
     post_rows: np.ndarray  # int64 rows
     post_counts: np.ndarray  # float32 tf
-    masks: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict)
+    masks: LRU[str, np.ndarray] = field(default_factory=lambda: LRU(MASKS_KEPT))
 
 
 class MemoryBM25:
@@ -146,17 +147,13 @@ class MemoryBM25:
             return self._corpus
 
     def _mask(self, corpus: _Corpus, where: str) -> np.ndarray:
-        mask = corpus.masks.get(where)
-        if mask is None:
+        def made() -> np.ndarray:
             found = corpus.dataset.to_table(columns=["id"], filter=where, with_row_id=True).column("_rowid").to_numpy()
             mask = np.zeros(len(corpus.ids), dtype=bool)
             mask[np.searchsorted(corpus.rowids, found)] = True
-            corpus.masks[where] = mask
-            while len(corpus.masks) > MASKS_KEPT:
-                corpus.masks.popitem(last=False)
-        else:
-            corpus.masks.move_to_end(where)
-        return mask
+            return mask
+
+        return corpus.masks.get_or_make(where, made)
 
     # -- search -----------------------------------------------------------------------------------
     def exact(self, needle: str, where: str) -> dict[str, int]:

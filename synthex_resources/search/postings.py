@@ -50,6 +50,7 @@ import pyarrow.compute as pc
 
 from synthex_resources.record_store import RECORDS, RecordStore
 from synthex_resources.search import bm25
+from synthex_resources.search.lru import LRU
 from synthex_resources.search.sidecar import Entry, TableState, sidecar
 from synthex_resources.search.tokenize import PROJECT_INDEX, IndexAnalyzer
 
@@ -94,7 +95,7 @@ class _Postings:
     base_vocab: int  # terms known at the base's build (the vocabulary's first ones)
     live: int = 0
     norms: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
-    masks: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict)
+    masks: LRU[str, np.ndarray] = field(default_factory=lambda: LRU(MASKS_KEPT))
     # term -> (rows, its part of their scores): fixed for these rows, so a term asked again costs one addition
     parts: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=OrderedDict)
     parts_size: int = 0
@@ -339,7 +340,7 @@ class PostingsBM25:
             state = TableState.of(ds)
             new = None
             if p is not None and state.same_rows(p.state):
-                p.version, p.dataset, p.masks = version, ds, OrderedDict()  # an index update: the same rows
+                p.version, p.dataset, p.masks = version, ds, LRU(MASKS_KEPT)  # an index update: the same rows
                 return p
             if p is not None:
                 new = self._extend(ds, state, p)
@@ -364,8 +365,8 @@ class PostingsBM25:
         """Row positions matching ``where`` as a bool mask (None: every live row)."""
         if where == "TRUE" and p.alive is None:
             return None
-        mask = p.masks.get(where)
-        if mask is None:
+
+        def made() -> np.ndarray:
             found = p.dataset.to_table(columns=[], filter=None if where == "TRUE" else where,
                                        with_row_address=True).column("_rowaddr").to_numpy()
             mask = np.zeros(len(p.addr), dtype=bool)
@@ -373,12 +374,9 @@ class PostingsBM25:
             ok = pos < len(p.addr)
             pos = pos[ok]
             mask[pos[p.addr[pos] == found[ok]]] = True
-            p.masks[where] = mask
-            while len(p.masks) > MASKS_KEPT:
-                p.masks.popitem(last=False)
-        else:
-            p.masks.move_to_end(where)
-        return mask
+            return mask
+
+        return p.masks.get_or_make(where, made)
 
     def search(self, tokens: list[str], where: str, n: int) -> list[tuple[str, float]]:
         """BM25 top ``n`` (id, score) among the rows matching ``where``, best first, ties by id."""

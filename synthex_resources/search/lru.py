@@ -1,0 +1,35 @@
+"""A bounded map that keeps what was used last: the per-version caches of the lexical legs (row masks of
+search filters) take one, so each keeps at most its bound and the bookkeeping is written once."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class LRU(Generic[K, V]):
+    """At most ``limit`` entries; ``get_or_make`` makes a missing one and drops the least recently used."""
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError(f"an LRU keeps at least one entry; limit={limit}")
+        self.limit = limit
+        self._items: OrderedDict[K, V] = OrderedDict()
+
+    def get_or_make(self, key: K, make: Callable[[], V]) -> V:
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+            return value
+        value = make()
+        self._items[key] = value
+        while len(self._items) > self.limit:
+            self._items.popitem(last=False)
+        return value
+
+    def __len__(self) -> int:
+        return len(self._items)
