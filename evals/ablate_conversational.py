@@ -158,13 +158,13 @@ def session_by_category(questions: list[dict[str, Any]]) -> dict[str, dict[str, 
                 "n": len(rows)} for c, rows in sorted(groups.items())}
 
 
-def run(data: Path, work_dir: Path, limit: int | None = None, k: int = 10,
+def run(data: Path, work_dir: Path, limit: int | None = None, k: int = 10, offset: int = 0,
         only: list[str] | None = None, log=print) -> list[dict]:
     """``only``: substrings of the variant names to run (default: all). Each row carries its questions'
     hits under ``questions`` (``main`` prints the rows without them)."""
     chosen = {name: v for name, v in VARIANTS.items() if not only or any(o.lower() in name.lower() for o in only)}
     raw = json.loads(data.read_text(encoding="utf-8"))
-    conversations = load_locomo(data)[: limit or None]
+    conversations = load_locomo(data)[offset:][: limit or None]
     embedder = EmbedderConfig().create()
     pipes: dict[str, dict[str, Any]] = {}
     for arch in resolve(list(dict.fromkeys(v.architecture for v in chosen.values())), None):
@@ -242,19 +242,22 @@ def ablation_row(tally: Tally, identity: dict[str, Any], *, searching: float, in
 # -- output -----------------------------------------------------------------------------------------
 def main(run_ablation: Any = None, work_dir_help: str = "the eval's work dir: holds the conversational "
          "(and conversational-enriched) workspaces", description: str | None = None) -> None:
-    """The command line of an ablation script: ``run_ablation(data, work_dir, limit, only=)`` gives the rows
+    """The command line of an ablation script: ``run_ablation(data, work_dir, limit, only=, offset=)`` gives the rows
     (this module's ``run`` by default), printed as tables and optionally written as JSON / markdown."""
     parser = argparse.ArgumentParser(description=description or __doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--work-dir", type=Path, default=Path(".synthex/evals/work/locomo"), help=work_dir_help)
-    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--limit", type=int, default=None, help="at most this many conversations")
+    parser.add_argument("--offset", type=int, default=0,
+                        help="skip this many conversations first (held-out checks: choose on --limit 4, "
+                             "score on --offset 4)")
     parser.add_argument("--only", action="append", default=None,
                         help="run only the variants whose name contains this (repeatable)")
     parser.add_argument("--json", type=Path, default=None, help="write the rows (with each question's hits) here")
     parser.add_argument("--markdown", type=Path, default=None, help="write the tables here")
     args = parser.parse_args()
     started = time.perf_counter()
-    rows = (run_ablation or run)(args.data, args.work_dir, args.limit, only=args.only)
+    rows = (run_ablation or run)(args.data, args.work_dir, args.limit, only=args.only, offset=args.offset)
     text = table(rows)
     print(text)
     print(f"\n# total {time.perf_counter() - started:.0f} s", flush=True)

@@ -29,7 +29,12 @@ from evals.locomo_eval import add_question, ingest_conversation
 from evals.scoring import Tally
 from synthex_resources.embedder import EmbedderConfig
 from synthex_resources.search import SearchEngine
-from synthex_resources.search.builtin_strategies import CONVERSATIONAL, HIERARCHICAL, HIERARCHICAL_SPEAKER
+from synthex_resources.search.builtin_strategies import (
+    CONVERSATIONAL,
+    HIERARCHICAL,
+    HIERARCHICAL_EXPANDED,
+    HIERARCHICAL_SPEAKER,
+)
 from synthex_resources.search.strategies import SearchStrategy
 
 ARCHITECTURE = "hierarchical-conversational"
@@ -52,14 +57,24 @@ VARIANTS: dict[str, Variant] = {
     # Multi-hop (issue 22): the named speaker's turns x (1 + w); w = 0.15 chosen on dev7 conversations 1-4.
     **{f"kept, + named speaker x {1 + w:g}{' (hierarchical-speaker)' if w == 0.15 else ''}":
        Variant(HIERARCHICAL_SPEAKER.with_(speaker_weight=w), TURNS + ALTITUDES) for w in (0.05, 0.15, 0.25)},
+    # Word-neighbour expansion (search/word_neighbours.py); similarity 0.4, weight 0.5 chosen on conversations 1-4.
+    "kept, + word neighbours (no named speaker)": Variant(HIERARCHICAL.with_(expansion_weight=0.5), TURNS + ALTITUDES),
+    "kept, + named speaker + word neighbours (hierarchical-expanded)": Variant(HIERARCHICAL_EXPANDED,
+                                                                               TURNS + ALTITUDES),
+    "kept, + named speaker + own words only (similarity 0.999)": Variant(
+        HIERARCHICAL_EXPANDED.with_(expansion_similarity=0.999), TURNS + ALTITUDES),
+    # The grid the expansion's two parameters were chosen on (dev7 conversations 1-4: --limit 4 --only grid).
+    **{f"grid: similarity {tau:g}, weight {lam:g}": Variant(
+        HIERARCHICAL_EXPANDED.with_(expansion_similarity=tau, expansion_weight=lam), TURNS + ALTITUDES)
+       for tau in (0.35, 0.4, 0.45, 0.5, 0.55) for lam in (0.25, 0.5, 1.0)},
 }
 
 
-def run(data: Path, work_dir: Path, limit: int | None = None, k: int = 10,
+def run(data: Path, work_dir: Path, limit: int | None = None, k: int = 10, offset: int = 0,
         only: list[str] | None = None, log=print) -> list[dict]:
     chosen = {name: v for name, v in VARIANTS.items() if not only or any(o.lower() in name.lower() for o in only)}
     raw = json.loads(data.read_text(encoding="utf-8"))
-    conversations = load_locomo(data)[: limit or None]
+    conversations = load_locomo(data)[offset:][: limit or None]
     embedder = EmbedderConfig().create()
     arch = resolve([ARCHITECTURE], None)[0]
     started = time.perf_counter()

@@ -15,6 +15,9 @@ through its sources and queried through its search.
   aggregates scored at their altitude lift the turns they gather, search/drill_down.py).
 - ``hierarchical-speaker``: the same records (same workspace), searched with ``hierarchical-speaker``:
   also the turns of the one speaker the question names x 1.15 (multi-hop evidence is mostly one speaker's).
+- ``hierarchical-expanded``: the same records, searched with ``hierarchical-expanded``: also the turns
+  holding the question's words or their nearest words in the memory's vocabulary ranked higher
+  (search/word_neighbours.py).
 - any other name: the project's own pipeline (``pipeline.py``) on that branch, its sources pointed at
   the benchmark data; hits are drilled down to their leaves to score turns. ``branch@recipe``
   searches that branch with another search strategy of the registry (e.g. ``main@conversational``).
@@ -37,7 +40,7 @@ from synthex_resources.search.sidecar import TableState
 from synthex_resources.search.tokenize import tokenize
 
 BUILTIN = ("raw-bm25", "raw-dense", "raw-hybrid", "contextual-hybrid", "conversational", "conversational-enriched",
-           "hierarchical-conversational", "hierarchical-speaker")
+           "hierarchical-conversational", "hierarchical-speaker", "hierarchical-expanded")
 # The key aggregates of ``hierarchical-conversational`` (named key functions of ``pipeline.aggregate(by=)``).
 # Not "session": a session's aggregate lifted every turn of the best-matching session and cost recall
 # on LoCoMo (--limit 2, evals/ablate_hierarchical.py); the turn leg's neighbour credit already covers it.
@@ -240,6 +243,8 @@ def resolve(names: list[str], project: Path | None) -> list[Architecture]:
             out.append(Architecture(name, _hierarchical, mode="hierarchical", workspace="hierarchical"))
         elif name == "hierarchical-speaker":  # the same records, the named speaker's turns ranked higher
             out.append(Architecture(name, _hierarchical, mode="hierarchical-speaker", workspace="hierarchical"))
+        elif name == "hierarchical-expanded":  # the same records, also word-neighbour expansion
+            out.append(Architecture(name, _hierarchical, mode="hierarchical-expanded", workspace="hierarchical"))
         else:
             branch, _, mode = name.partition("@")  # "main@conversational": the branch searched with that recipe
             if project is None or not (project / "pipeline.py").exists():

@@ -129,11 +129,11 @@ def test_a_comparison_marks_its_best_and_names_the_best_llm_free_builtin():
     assert "**" not in table(results[:1])  # one row: nothing to mark
     assert comparison_notes(results).splitlines() == [
         "best here: turn recall_any@10 conversational 0.8600; turn recall_all@10 conversational 0.7700",
-        "best LLM-free built-in on locomo (docs/benchmarks.md): hierarchical-conversational, not in this "
-        "comparison; add it: --compare raw-hybrid,conversational,hierarchical-conversational"]
-    both = [*results, locomo_result("hierarchical-conversational", 0.87, 0.78)]
-    assert comparison_notes(both).splitlines()[1].endswith("hierarchical-conversational, in this comparison")
+        "best LLM-free built-in on locomo (docs/benchmarks.md): hierarchical-expanded, not in this "
+        "comparison; add it: --compare raw-hybrid,conversational,hierarchical-expanded"]
+    both = [*results, locomo_result("hierarchical-expanded", 0.89, 0.80)]
+    assert comparison_notes(both).splitlines()[1].endswith("hierarchical-expanded, in this comparison")
     assert comparison_notes([results[0] | {"benchmark": "longmemeval"}]) == ""  # no named best there
     help_text = " ".join(cli("eval", "locomo", "--help").stdout.split())
-    assert "hierarchical-conversational (the best LLM-free)" in help_text
+    assert "hierarchical-expanded (the best LLM-free)" in help_text
     assert benchmark_command(LoCoMo).name == "locomo"

@@ -122,8 +122,9 @@ def instruments_fixture() -> list[dict]:
     return locomo_sessions(INSTRUMENTS, "conv-h")
 
 
-def hierarchy_pipeline(name: str, root, data, mode: str) -> Pipeline:
-    """The hierarchical-conversational architecture's steps (evals/architectures.py) over a LoCoMo file, run."""
+def hierarchy_pipeline(name: str, root, data, mode: str, run: bool = True) -> Pipeline:
+    """The hierarchical-conversational architecture's steps (evals/architectures.py) over a LoCoMo file, run
+    (``run=False``: defined only)."""
     from synthex.prompts import key_profile
 
     pipe = Pipeline(name, project_dir=root, lexical_stem=True)
@@ -133,7 +134,8 @@ def hierarchy_pipeline(name: str, root, data, mode: str) -> Pipeline:
         pipe.aggregate(f"by-{key}", from_="turns", by=key, fn=key_profile)
     pipe.output("search", from_=["turns-in-context", "by-speaker", "by-entity", "by-topic"], surface="search",
                 mode=mode)
-    pipe.run()
+    if run:
+        pipe.run()
     return pipe
 
 
@@ -217,5 +219,16 @@ def test_the_hierarchical_conversational_template_runs_offline_and_searches(tmp_
         assert set(speakers) == {"user", "assistant"}
         turns = {r.id for r in pipe.records("chatgpt")}
         assert sorted(i for r in speakers.values() for i in r.source_ids) == sorted(turns)  # provenance: every turn
+        # word neighbours (hierarchical-expanded): the CLI and the Python API give the same turns, and a turn
+        # naming an instrument ("guitar") is lifted for a question that names none
+        asked = "Which instruments does the user play?"
+        by_cli = json.loads(cli("search", asked, "--mode", "hierarchical-expanded", "-k", 2, "--json",
+                                "--project", str(proj)).stdout)["hits"]
+        assert [h["id"] for h in by_cli] == [h.id for h in pipe.search(asked, mode="hierarchical-expanded", k=2)]
+        assert "cello" in by_cli[0]["content"]
+
+        def guitar(mode: str) -> float:
+            return next(h.score for h in pipe.search(asked, mode=mode, k=5) if "guitar" in h.content)
+        assert guitar("hierarchical-expanded") > 1.1 * guitar("hierarchical-speaker")
     finally:
         pipe.close()

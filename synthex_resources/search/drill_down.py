@@ -23,7 +23,10 @@ session, entity or topic; a monthly reflection). Then:
    speaker's turns take ``x (1 + speaker_weight)``. Multi-hop evidence is mostly one speaker's turns over
    several sessions (157 of dev7's 192 multi-hop questions), and the turn leg drops the speakers' names
    from the query, so without it the other speaker's matching turns take the slots. It costs on LoCoMo's
-   adversarial questions, which name the speaker who did not say it (docs/benchmarks.md).
+   adversarial questions, which name the speaker who did not say it (docs/benchmarks.md);
+6. word neighbours (``expansion_weight``, on in ``hierarchical-expanded``): ``x (1 + weight x e / max e)``
+   where ``e`` scores a turn by the words it shares with the query or that are the query words' nearest
+   neighbours in the memory's vocabulary (search/word_neighbours.py): "activities" reaches "camping".
 
 Leaves with no text never rank (their zero vector, store/vectors.py). Without altitude steps the
 strategy is its turn leg.
@@ -56,6 +59,8 @@ class DrillDownOptions(Protocol):
     altitude_dense_weight: float
     key_weight: float
     speaker_weight: float
+    expansion_weight: float
+    expansion_similarity: float
 
 
 def split_steps(engine: SearchBackend, steps: list[str], reads: BranchScope,
@@ -197,4 +202,21 @@ def drill_down_search(engine: SearchBackend, request: SearchRequest, config: Dri
     if altitude and config.speaker_weight:
         total = total * (1.0 + config.speaker_weight * named_speaker(engine, request.query, altitude, reads, periods,
                                                                      scope.index_of, len(scope.leaf_ids)))
+    if config.expansion_weight:
+        total = total * (1.0 + config.expansion_weight * _expansion(engine, request.query, turn_level, reads, periods,
+                                                                    scope, config.expansion_similarity))
     return ranked_leaves(engine, scope, total, request.query, reads, request.k, config.turns)
+
+
+def _expansion(engine: SearchBackend, query: str, turn_level: list[str], reads: BranchScope,
+               periods: list[str] | None, scope: Scope, similarity: float) -> np.ndarray:
+    """Step 6: word-neighbour scores of the scope's leaves, divided by their best (all 0 when none)."""
+    from synthex_resources.search.word_neighbours import expansion_scores, query_words, word_index
+
+    words = query_words(query, scope.participants)
+    if not words:
+        return np.zeros(len(scope.leaf_ids))
+    index = word_index(engine, engine.where(turn_level, reads, periods), scope)
+    scores = expansion_scores(index, words, engine.store.embedder.embed(words), similarity)
+    top = float(scores.max()) if len(scores) else 0.0
+    return scores / top if top > 0 else scores

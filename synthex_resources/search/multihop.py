@@ -110,7 +110,7 @@ def _sessions(prev: np.ndarray) -> np.ndarray:
     return np.cumsum(prev < 0) - 1
 
 
-def _leaf_texts(engine: SearchBackend, leaf_ids: list[str], leaf_steps: list[str]) -> list[tuple[str, str]]:
+def leaf_texts(engine: SearchBackend, leaf_ids: list[str], leaf_steps: list[str]) -> list[tuple[str, str]]:
     """(content, metadata JSON) of each leaf, in ``leaf_ids`` order ("" for a leaf not found): one scan of
     the leaf steps' rows, matched to the leaves by id in Arrow (any row of an id: the same content).
     The ids looked up in chunks took most of a 1M-leaf build (a filtered query per 1,000 ids)."""
@@ -133,7 +133,7 @@ def _build(engine: SearchBackend, leaf_ids: list[str], prev: np.ndarray, nxt: np
     n = len(leaf_ids)
     per_leaf: list[set[str]] = []
     entities: list[set[str]] = []
-    for content, metadata in _leaf_texts(engine, leaf_ids, list(leaf_steps or [])):
+    for content, metadata in leaf_texts(engine, leaf_ids, list(leaf_steps or [])):
         text = str(content)
         meta = json.loads(metadata or "{}")
         for name in tokenize(str((meta.get("chat") or {}).get("author", ""))):

@@ -325,6 +325,10 @@ class DrillDown(SearchStrategy):
                                                 "it lifted the wrong speaker on LoCoMo's adversarial questions)")
     speaker_weight: float = param(0.0, low=0.0, doc="x (1 + this) for the turns of the one speaker the question "
                                                     "names (a speaker aggregate's key; off: none or several named)")
+    expansion_weight: float = param(0.0, low=0.0, doc="x (1 + this x share of the best) for turns holding the query's "
+                                                      "words or their nearest words in the memory's vocabulary")
+    expansion_similarity: float = param(0.4, low=0.0, high=1.0, doc="cosine from which a vocabulary word counts as "
+                                                                   "a query word's neighbour")
 
     def search(self, engine: SearchBackend, request: SearchRequest) -> SearchResults:
         if request.metadata:

@@ -1,0 +1,148 @@
+"""Issue 22, multi-hop: word-neighbour query expansion (search/word_neighbours.py; drill-down step 6, the
+``hierarchical-expanded`` strategy). A list question's evidence names instances of what it asks for
+("violin", "guitar" for "instruments") and shares no word with it. Real LanceDB, the real offline MiniLM
+embedder, a real run on one tiny hand-made conversation; the scoring itself on hand-made vectors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import locomo_sessions, write_json
+from scipy import sparse
+from test_hier import dia, hierarchy_pipeline
+
+from synthex_resources.search.builtin_strategies import HIERARCHICAL_EXPANDED, HIERARCHICAL_SPEAKER
+from synthex_resources.search.strategies import DrillDown, load_search_strategies
+from synthex_resources.search.word_neighbours import WordIndex, _WordIndexCache, expansion_scores, query_words
+
+# Ann's instruments are named in sessions 1 and 3, never with the word "instrument"; Bob's question to
+# her (session 1) is nearer the question by the other legs and takes the second slot without expansion.
+MUSIC = {
+    "1:00 pm on 8 May, 2023": [("Ann", "I practised the violin for an hour before work today."),
+                               ("Bob", "Do you have any plans for the weekend, Ann?"),
+                               ("Ann", "I have a dinner with my neighbours on Friday, that is all.")],
+    "2:00 pm on 4 June, 2023": [("Bob", "We should have a round of golf some day."),
+                                ("Ann", "Sure, I have time for golf with you, Bob.")],
+    "3:00 pm on 9 September, 2023": [("Ann", "My new guitar arrived this morning, it sounds lovely."),
+                                     ("Bob", "Nice, the weather is good for a walk too.")],
+}
+QUESTION = "Which instruments does Ann play?"
+EVIDENCE = {"D1:1", "D3:1"}
+
+
+def test_query_words_leave_out_question_words_speakers_and_stopwords():
+    assert query_words("What kind of instruments does Ann play?", {"ann", "bob"}) == ["instruments", "play"]
+    assert query_words("How many times has Bob mentioned it?", {"ann", "bob"}) == ["times"]
+    assert query_words("Who?", set()) == []
+
+
+def test_a_leaf_scores_its_best_neighbour_per_query_word_times_idf_summed_over_the_words():
+    # vocabulary: violin, guitar, golf (unit vectors); query words: instruments (near violin and guitar),
+    # sport (near golf only)
+    vectors = np.array([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]], dtype=np.float32)
+    idf = np.array([[2.0, 0.0, 0.0],   # leaf 0: violin
+                    [2.0, 1.0, 0.0],   # leaf 1: violin and guitar
+                    [0.0, 0.0, 3.0],   # leaf 2: golf
+                    [0.0, 0.0, 0.0]])  # leaf 3: none of them
+    index = WordIndex(["violin", "guitar", "golf"], vectors, sparse.csc_matrix(idf), "test")
+    instruments = np.array([[1.0, 0.0]], dtype=np.float32)
+    scores = expansion_scores(index, ["instruments"], instruments, similarity=0.5)
+    assert scores.tolist() == pytest.approx([2.0, 2.0, 0.0, 0.0])  # the best of violin 1x2, guitar 0.8x1
+    below = expansion_scores(index, ["instruments"], instruments, similarity=0.9)
+    assert below.tolist() == pytest.approx([2.0, 2.0, 0.0, 0.0])  # guitar (0.8) no longer counts
+    sport = np.array([[0.0, 1.0]], dtype=np.float32)
+    both = expansion_scores(index, ["instruments", "sport"], np.vstack([instruments, sport]), similarity=0.7)
+    assert both.tolist() == pytest.approx([2.0, 2.0, 3.0, 0.0])
+    assert expansion_scores(index, [], np.zeros((0, 2), dtype=np.float32), 0.4).tolist() == [0.0] * 4
+
+
+@pytest.fixture(scope="module")
+def music(tmp_path_factory):
+    root = tmp_path_factory.mktemp("words")
+    data = write_json(root / "locomo.json", locomo_sessions(MUSIC, "conv-w"))
+    pipe = hierarchy_pipeline("words", root, data, "hierarchical-expanded")
+    yield pipe
+    pipe.close()
+
+
+def test_the_instances_of_what_a_list_question_asks_for_are_found_where_the_speaker_strategy_misses_them(music):
+    without = dia(music.search(QUESTION, mode="hierarchical-speaker", k=2))
+    assert without == ["D1:1", "D1:2"]  # Bob's question to Ann takes the second slot
+    found = music.search(QUESTION, k=2)  # the search output's mode=: hierarchical-expanded
+    assert set(dia(found)) == EVIDENCE
+    assert {h.meta("chat.author") for h in found} == {"Ann"}
+
+
+class CountingEmbedder:
+    """The offline embedder, counting the texts it is asked to embed (the word index's cost)."""
+
+    def __init__(self) -> None:
+        from synthex_resources.embedder import EmbedderConfig
+
+        self.inner = EmbedderConfig().create()
+        self.name, self.dim = self.inner.name, self.inner.dim
+        self.texts: list[str] = []
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.texts.extend(texts)
+        return self.inner.embed(texts)
+
+
+def test_the_word_index_is_saved_beside_the_table_and_a_write_embeds_only_new_words(tmp_path):
+    from synthex import Pipeline
+    from synthex_resources.search.sidecar import sidecar
+
+    data = write_json(tmp_path / "locomo.json", locomo_sessions(MUSIC, "conv-w"))
+    first = hierarchy_pipeline("words", tmp_path, data, "hierarchical-expanded")
+    assert set(dia(first.search(QUESTION, k=2))) == EVIDENCE
+    sidecar(first.app.store).wait()
+    assert list(sidecar(first.app.store).folder.glob("words-*.json"))  # saved beside the table
+    first.close()
+
+    def reopened() -> tuple[Pipeline, CountingEmbedder]:
+        pipe = hierarchy_pipeline("words", tmp_path, data, "hierarchical-expanded", run=False)
+        counting = CountingEmbedder()
+        pipe.open(embedder=counting)
+        return pipe, counting
+
+    # A new process's view. The first search wrote the turns' vectors back (lazy embedding), so the table
+    # moved on after the index was saved: the next process rebuilds it, reusing every saved word vector.
+    second, counting = reopened()
+    assert set(dia(second.search(QUESTION, k=2))) == EVIDENCE
+    assert "violin" not in counting.texts and "guitar" not in counting.texts
+    assert {"instruments", "play"} <= set(counting.texts)  # the query's own words only
+    sidecar(second.app.store).wait()
+    second.close()
+    settled, counting = reopened()  # nothing written since: the saved index is loaded as it is
+    assert set(dia(settled.search(QUESTION, k=2))) == EVIDENCE
+    assert settled.app.store.derived("word_neighbours", _WordIndexCache).builds == 0
+    assert "violin" not in counting.texts
+    settled.close()
+
+    grown = {**MUSIC, "4:00 pm on 1 October, 2023": [("Ann", "The cello lessons start next week."),
+                                                      ("Bob", "Good luck, see you soon.")]}
+    write_json(data, locomo_sessions(grown, "conv-w"))
+    third, counting = reopened()
+    third.run()
+    counting.texts.clear()
+    found = dia(third.search(QUESTION, k=4))
+    assert "cello" in counting.texts  # the new turn's words are embedded ...
+    assert "violin" not in counting.texts and "guitar" not in counting.texts  # ... and only those
+    assert third.app.store.derived("word_neighbours", _WordIndexCache).builds == 1
+    assert {"D1:1", "D4:1"} <= set(found[:3]) and "D3:1" in found  # the cello found by its neighbour word
+    third.close()
+
+
+def test_the_strategy_is_registered_validated_and_switchable_by_name(music):
+    registry = load_search_strategies()
+    strategy = registry.get("hierarchical-expanded")
+    assert strategy is HIERARCHICAL_EXPANDED and isinstance(strategy, DrillDown)
+    assert (strategy.expansion_weight, strategy.expansion_similarity) == (0.5, 0.4)
+    assert HIERARCHICAL_SPEAKER.expansion_weight == 0.0  # hierarchical-speaker unchanged
+    assert strategy.with_(expansion_weight=0.0).parameters() == HIERARCHICAL_SPEAKER.parameters()
+    with pytest.raises(Exception, match="expansion_similarity must be between 0.0 and 1.0"):
+        strategy.with_(expansion_similarity=1.5)
+    with pytest.raises(Exception, match="expansion_weight must be at least 0"):
+        strategy.with_(expansion_weight=-1.0)
+    assert music.search_mode() == "hierarchical-expanded"
