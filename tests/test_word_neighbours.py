@@ -12,9 +12,19 @@ from conftest import locomo_sessions, write_json
 from scipy import sparse
 from test_hier import dia, hierarchy_pipeline
 
+from synthex.core.scope import BranchScope
 from synthex_resources.search.builtin_strategies import HIERARCHICAL_EXPANDED, HIERARCHICAL_SPEAKER
+from synthex_resources.search.multihop import leaf_texts
 from synthex_resources.search.strategies import DrillDown, load_search_strategies
-from synthex_resources.search.word_neighbours import WordIndex, _WordIndexCache, expansion_scores, query_words
+from synthex_resources.search.word_neighbours import (
+    MAX_QUERY_WORDS,
+    WordIndex,
+    _WordIndexCache,
+    build_word_index,
+    content_words,
+    expansion_scores,
+    query_words,
+)
 
 # Ann's instruments are named in sessions 1 and 3, never with the word "instrument"; Bob's question to
 # her (session 1) is nearer the question by the other legs and takes the second slot without expansion.
@@ -38,23 +48,37 @@ def test_query_words_leave_out_question_words_speakers_and_stopwords():
 
 
 def test_a_leaf_scores_its_best_neighbour_per_query_word_times_idf_summed_over_the_words():
-    # vocabulary: violin, guitar, golf (unit vectors); query words: instruments (near violin and guitar),
-    # sport (near golf only)
+    # vocabulary: violin, guitar, golf (unit vectors); query words: instruments (near violin 1.0 and
+    # guitar 0.8), sport (near golf only)
     vectors = np.array([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]], dtype=np.float32)
-    idf = np.array([[2.0, 0.0, 0.0],   # leaf 0: violin
-                    [2.0, 1.0, 0.0],   # leaf 1: violin and guitar
-                    [0.0, 0.0, 3.0],   # leaf 2: golf
-                    [0.0, 0.0, 0.0]])  # leaf 3: none of them
-    index = WordIndex(["violin", "guitar", "golf"], vectors, sparse.csc_matrix(idf), "test")
+    holds = np.array([[1, 0, 0],   # leaf 0: violin
+                      [1, 1, 0],   # leaf 1: violin and guitar
+                      [0, 1, 0],   # leaf 2: guitar
+                      [0, 0, 1],   # leaf 3: golf
+                      [0, 0, 0]])  # leaf 4: none of them
+    index = WordIndex(["violin", "guitar", "golf"], sparse.csr_matrix(holds.astype(float)), vectors)
+    idf = np.log1p(5 / np.array([2, 2, 1]))  # log(1 + leaves / leaves holding the word)
     instruments = np.array([[1.0, 0.0]], dtype=np.float32)
-    scores = expansion_scores(index, ["instruments"], instruments, similarity=0.5)
-    assert scores.tolist() == pytest.approx([2.0, 2.0, 0.0, 0.0])  # the best of violin 1x2, guitar 0.8x1
-    below = expansion_scores(index, ["instruments"], instruments, similarity=0.9)
-    assert below.tolist() == pytest.approx([2.0, 2.0, 0.0, 0.0])  # guitar (0.8) no longer counts
+    scores = expansion_scores(index, instruments, similarity=0.5)
+    assert scores.tolist() == pytest.approx([idf[0], idf[0], 0.8 * idf[1], 0.0, 0.0])  # the best per leaf
+    strict = expansion_scores(index, instruments, similarity=0.9)
+    assert strict.tolist() == pytest.approx([idf[0], idf[0], 0.0, 0.0, 0.0])  # guitar (0.8) no longer counts
     sport = np.array([[0.0, 1.0]], dtype=np.float32)
-    both = expansion_scores(index, ["instruments", "sport"], np.vstack([instruments, sport]), similarity=0.7)
-    assert both.tolist() == pytest.approx([2.0, 2.0, 3.0, 0.0])
-    assert expansion_scores(index, [], np.zeros((0, 2), dtype=np.float32), 0.4).tolist() == [0.0] * 4
+    both = expansion_scores(index, np.vstack([instruments, sport]), similarity=0.7)
+    assert both.tolist() == pytest.approx([idf[0], idf[0], 0.8 * idf[1], idf[2], 0.0])  # summed over the words
+    assert expansion_scores(index, np.zeros((0, 2), dtype=np.float32), 0.4).tolist() == [0.0] * 5
+    itself = np.array([[0.99999994, 0.0]], dtype=np.float32)  # a word's cosine with itself may round below 1
+    assert expansion_scores(index, itself, similarity=1.0)[0] > 0
+
+
+def test_hostile_words_are_bounded():
+    long_word = "a" * 10_000
+    assert content_words(f"{long_word} violin") == ["violin"]  # longer than the FTS index keeps: no word
+    many = " ".join(f"word{chr(97 + i % 26)}{chr(97 + i // 26 % 26)}x" for i in range(500))
+    assert len(query_words(many, set())) == MAX_QUERY_WORDS
+    index = build_word_index([f"Ann: {long_word} plays the violin", "Bob: golf"],
+                             lambda words: np.eye(len(words), 4, dtype=np.float32))
+    assert set(index.words) == {"plays", "violin", "golf"}  # neither the long word nor the speaker "ann"
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +113,9 @@ class CountingEmbedder:
         return self.inner.embed(texts)
 
 
+VOCABULARY = {"violin", "guitar", "golf", "weather", "neighbours"}  # words of the turns
+
+
 def test_the_word_index_is_saved_beside_the_table_and_a_write_embeds_only_new_words(tmp_path):
     from synthex import Pipeline
     from synthex_resources.search.sidecar import sidecar
@@ -98,6 +125,7 @@ def test_the_word_index_is_saved_beside_the_table_and_a_write_embeds_only_new_wo
     assert set(dia(first.search(QUESTION, k=2))) == EVIDENCE
     sidecar(first.app.store).wait()
     assert list(sidecar(first.app.store).folder.glob("words-*.json"))  # saved beside the table
+    assert list(sidecar(first.app.store).folder.glob("word-vectors-*.json"))
     first.close()
 
     def reopened() -> tuple[Pipeline, CountingEmbedder]:
@@ -107,17 +135,25 @@ def test_the_word_index_is_saved_beside_the_table_and_a_write_embeds_only_new_wo
         return pipe, counting
 
     # A new process's view. The first search wrote the turns' vectors back (lazy embedding), so the table
-    # moved on after the index was saved: the next process rebuilds it, reusing every saved word vector.
+    # moved on after the index was saved: the next process rebuilds it from the texts, but embeds no word
+    # of them (the store's word vectors were saved).
     second, counting = reopened()
     assert set(dia(second.search(QUESTION, k=2))) == EVIDENCE
-    assert "violin" not in counting.texts and "guitar" not in counting.texts
-    assert {"instruments", "play"} <= set(counting.texts)  # the query's own words only
+    assert not VOCABULARY & set(counting.texts)
+    assert {"instruments", "play"} <= set(counting.texts)  # the query's own words
+    cache = second.app.store.derived("word_neighbours", _WordIndexCache)
+    assert cache.builds == 1
+    # Another scope of the same store (two periods of it): its own index, not one word embedded again.
+    counting.texts.clear()
+    second.search(QUESTION, k=2, periods=["2023-05", "2023-09"])
+    assert cache.builds == 2 and not {*VOCABULARY, "instruments", "play"} & set(counting.texts)
     sidecar(second.app.store).wait()
     second.close()
     settled, counting = reopened()  # nothing written since: the saved index is loaded as it is
     assert set(dia(settled.search(QUESTION, k=2))) == EVIDENCE
     assert settled.app.store.derived("word_neighbours", _WordIndexCache).builds == 0
-    assert "violin" not in counting.texts
+    assert not VOCABULARY & set(counting.texts)
+
     settled.close()
 
     grown = {**MUSIC, "4:00 pm on 1 October, 2023": [("Ann", "The cello lessons start next week."),
@@ -128,10 +164,43 @@ def test_the_word_index_is_saved_beside_the_table_and_a_write_embeds_only_new_wo
     counting.texts.clear()
     found = dia(third.search(QUESTION, k=4))
     assert "cello" in counting.texts  # the new turn's words are embedded ...
-    assert "violin" not in counting.texts and "guitar" not in counting.texts  # ... and only those
-    assert third.app.store.derived("word_neighbours", _WordIndexCache).builds == 1
+    assert not VOCABULARY & set(counting.texts)  # ... and only those
     assert {"D1:1", "D4:1"} <= set(found[:3]) and "D3:1" in found  # the cello found by its neighbour word
     third.close()
+
+
+def test_a_reader_extends_its_word_index_by_the_appended_leaves_as_a_full_build_would(tmp_path):
+    """A long-lived reader (an MCP server, the UI) sees another writer's appended turns: the word index
+    reads and adds only their rows (the scope bookkeeping extends at any size here; by default only
+    large scopes do), and equals a fresh build leaf by leaf."""
+    from test_leaf_scope import turns, write
+
+    from synthex_resources.record_store import RecordStore
+    from synthex_resources.search import SearchEngine
+    from synthex_resources.search.leaf_scope import ScopeCache, scope_for
+    from synthex_resources.search.word_neighbours import word_index
+
+    store = RecordStore(str(tmp_path / "store"))
+    store.derived("leaf_sum_scopes", lambda: ScopeCache(incremental_from=0))
+    write(store, turns("c1", 1, 6, 1))
+    engine = SearchEngine(store)
+    where = engine.where(["ctx"], BranchScope.own())
+    first = word_index(engine, where, scope_for(engine, where))
+    cache = store.derived("word_neighbours", _WordIndexCache)
+    assert (cache.builds, cache.extensions) == (1, 0) and "planned" not in first.words
+    write(store, turns("c1", 2, 4, 3, said="yesterday we planned"))
+    scope = scope_for(engine, where)
+    assert scope.extended_from is not None
+    extended = word_index(engine, where, scope)
+    assert (cache.builds, cache.extensions) == (1, 1) and "planned" in extended.words
+    fresh = build_word_index([t for t, _ in leaf_texts(engine, scope.leaf_ids, scope.leaf_steps)],
+                             lambda words: np.zeros((len(words), 2), dtype=np.float32))
+
+    def words_by_leaf(index: WordIndex) -> list[set[str]]:
+        rows = index.leaf_words.tolil().rows
+        return [{index.words[j] for j in row} for row in rows]
+    assert words_by_leaf(extended) == words_by_leaf(fresh)
+    assert sorted(extended.df.tolist()) == sorted(fresh.df.tolist())
 
 
 def test_the_strategy_is_registered_validated_and_switchable_by_name(music):
@@ -146,3 +215,23 @@ def test_the_strategy_is_registered_validated_and_switchable_by_name(music):
     with pytest.raises(Exception, match="expansion_weight must be at least 0"):
         strategy.with_(expansion_weight=-1.0)
     assert music.search_mode() == "hierarchical-expanded"
+
+
+def test_an_encrypted_store_is_read_in_plaintext_and_nothing_is_saved_beside_it(tmp_path):
+    from test_leaf_scope import turns, write
+
+    from synthex_resources.encryption import generate_key
+    from synthex_resources.record_store import RecordStore
+    from synthex_resources.search import SearchEngine
+    from synthex_resources.search.leaf_scope import scope_for
+    from synthex_resources.search.sidecar import sidecar
+    from synthex_resources.search.word_neighbours import word_index
+
+    store = RecordStore(str(tmp_path / "store"), encryption_key=generate_key())
+    write(store, turns("c1", 1, 6, 1))
+    engine = SearchEngine(store)
+    where = engine.where(["ctx"], BranchScope.own())
+    index = word_index(engine, where, scope_for(engine, where))
+    assert {"hiking", "lisbon", "chess"} <= set(index.words)  # the turns' words, not ciphertext
+    sidecar(store).wait()
+    assert sidecar(store).folder is None and not (tmp_path / "store" / "_search").exists()

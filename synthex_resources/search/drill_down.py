@@ -211,12 +211,17 @@ def drill_down_search(engine: SearchBackend, request: SearchRequest, config: Dri
 def _expansion(engine: SearchBackend, query: str, turn_level: list[str], reads: BranchScope,
                periods: list[str] | None, scope: Scope, similarity: float) -> np.ndarray:
     """Step 6: word-neighbour scores of the scope's leaves, divided by their best (all 0 when none)."""
-    from synthex_resources.search.word_neighbours import expansion_scores, query_words, word_index
+    from synthex_resources.search.word_neighbours import (
+        expansion_scores,
+        query_words,
+        word_index,
+        word_vectors,
+    )
 
     words = query_words(query, scope.participants)
     if not words:
         return np.zeros(len(scope.leaf_ids))
     index = word_index(engine, engine.where(turn_level, reads, periods), scope)
-    scores = expansion_scores(index, words, engine.store.embedder.embed(words), similarity)
+    scores = expansion_scores(index, word_vectors(engine).of(words, engine.store.embedder.embed), similarity)
     top = float(scores.max()) if len(scores) else 0.0
     return scores / top if top > 0 else scores

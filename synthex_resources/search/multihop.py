@@ -64,6 +64,7 @@ class MultiHopOptions(Protocol):
     session_penalty: float
 
 
+IDS_READ_BY_ID = 1_000  # leaf_texts filters by id up to this many ids (a scan of the steps above)
 _CAPITALIZED = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-zA-Z]+)")
 _NAMED = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-zA-Z]+(?:\s+[A-Z][a-zA-Z]+)*)")  # "Grand Canyon": one entity
 _SPLIT = re.compile(r"\s*(?:,|;|\band\b|\bor\b|\bas well as\b|\bboth\b)\s*", re.IGNORECASE)
@@ -111,18 +112,25 @@ def _sessions(prev: np.ndarray) -> np.ndarray:
 
 
 def leaf_texts(engine: SearchBackend, leaf_ids: list[str], leaf_steps: list[str]) -> list[tuple[str, str]]:
-    """(content, metadata JSON) of each leaf, in ``leaf_ids`` order ("" for a leaf not found): one scan of
+    """(content, metadata JSON) of each leaf, in ``leaf_ids`` order ("" for a leaf not found; an encrypted
+    store's content decrypted, so neither the lexicon nor the word index is made of ciphertext): one scan of
     the leaf steps' rows, matched to the leaves by id in Arrow (any row of an id: the same content).
     The ids looked up in chunks took most of a 1M-leaf build (a filtered query per 1,000 ids)."""
     ds = engine.store.dataset(RECORDS)
     if ds is None or not leaf_ids:
         return [("", "")] * len(leaf_ids)
+    # A few leaves (an extension's appended ones) are read by id; many, by one scan of their steps.
+    by_id = leaf_ids if len(leaf_ids) <= IDS_READ_BY_ID else None
     table = ds.to_table(columns=["id", "content", "metadata"],
-                        filter=filters.where(RecordFilter.of(steps=leaf_steps)) if leaf_steps else None)
+                        filter=filters.where(RecordFilter.of(steps=leaf_steps or None, ids=by_id))
+                        if leaf_steps or by_id else None)
     at = pc.index_in(pa.array(leaf_ids, type=pa.string()), value_set=table.column("id").combine_chunks())
     picked = table.take(pc.fill_null(at, 0)) if len(table) else None
     found = at.is_valid().to_pylist()
     contents = picked.column("content").to_pylist() if picked is not None else []
+    cipher = engine.store.cipher  # an encrypted store's text is read in plaintext (in memory only)
+    if cipher is not None:
+        contents = [cipher.decrypt(c) if c else c for c in contents]
     metas = picked.column("metadata").to_pylist() if picked is not None else []
     return [(c or "", m or "") if ok else ("", "") for ok, c, m in zip(found, contents or [None] * len(found),
                                                                    metas or [None] * len(found), strict=True)]

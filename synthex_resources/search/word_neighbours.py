@@ -8,22 +8,29 @@ words with their nearest neighbours in the collection's own vocabulary, by word 
 classic remedy (Kuzi, Shtok and Kurland, CIKM 2016; Roy et al., Neu-IR 2016); here the embedder is the
 store's own (MiniLM offline), so no model is added.
 
-How it scores: every content word of the scope's leaves (3+ letters, not a stopword, not a number) is
-embedded once. For a query, each content word that is not a speaker's name or a question word is
-embedded and compared with that vocabulary; a leaf takes, per query word, the best ``similarity x idf``
-among its own words whose cosine reaches ``expansion_similarity`` (the word itself counts: cosine 1),
-summed over the query words. Drill-down multiplies the turn scores by ``1 + weight x this / its max``, so
-it reorders what the other legs found and lifts turns naming an instance of the asked-for thing.
+How it scores: every content word of the scope's leaves (3 to ``MAX_WORD_LENGTH`` letters, not a
+stopword) is a column of the scope's word index. For a query, each content word that is not a speaker's
+name or a question word (at most ``MAX_QUERY_WORDS``) is compared with those columns by cosine; a leaf
+takes, per query word, the best ``cosine x idf`` (idf ``log(1 + leaves / df)``) among its own words whose
+cosine reaches ``expansion_similarity`` (the word itself counts), summed over the query words. Drill-down
+multiplies the turn scores by ``1 + weight x this / its max``, so it reorders what the other legs found.
 
-The structure (vocabulary, its vectors, leaves x words) is cached per (table version, scope) and saved
-beside the table (search/sidecar.py); a rebuild after a write embeds only words no earlier build of the
-scope embedded. Words are bounded (``MAX_WORDS``, the most frequent first): the first expanded query of a
-large store pays for embedding them once.
+Two structures, both cached on the store and saved beside the table (search/sidecar.py):
+
+- ``WordVectors``: word -> unit vector, one per store and embedder, shared by every scope (branch, steps,
+  periods) and by the query's own words, so a word is embedded once per store, whatever is searched;
+- ``WordIndex``: per (table version, scope), which leaves hold which words (presence only: idf comes from
+  the columns' document counts at query time). A scope that only appended leaves to the one the index was
+  made for (search/leaf_scope.py ``extended_from``) is extended: only the new leaves' texts are read.
+
+Bounds: words of at most ``MAX_WORD_LENGTH`` letters (the FTS index's own limit), at most ``MAX_WORDS``
+columns per scope (the most frequent kept: past the bound a store's rarest words take no part), at most
+``MAX_QUERY_WORDS`` words of a query. An encrypted store's texts are decrypted in memory to be read (its
+index is not saved: the sidecar keeps nothing of an encrypted store).
 """
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -39,86 +46,188 @@ from synthex_resources.search.sidecar import Entry, TableState, sidecar
 from synthex_resources.search.tokenize import tokenize
 from synthex_resources.search.types import SearchBackend
 
-MAX_WORDS = 50_000  # words embedded per scope (the most frequent): ~90 s of MiniLM CPU once, at the bound
+MAX_WORDS = 50_000  # columns per scope (the most frequent): ~1.5-2.5 min of MiniLM CPU once, at the bound
+MAX_WORD_LENGTH = 40  # letters; the FTS index drops longer tokens too (search/tokenize.py PROJECT_INDEX)
+MAX_QUERY_WORDS = 32
 MIN_LENGTH = 3
 # Words that say what form a question has, not what it is about.
 QUESTION_WORDS = frozenset("""what which when where who whom whose why how many much kind kinds type types sort
 does did do has have had ever mention mentioned mentions name names""".split())
-# A turn's speaker prefix ("Caroline: ..."): not part of what the turn says.
-_SPEAKER_PREFIX = re.compile(r"^[^:\n]{1,30}:\s")
 
 
 def content_words(text: str) -> list[str]:
-    return [w for w in tokenize(text) if len(w) >= MIN_LENGTH and w.isalpha() and w not in STOPWORDS]
+    return [w for w in tokenize(text)
+            if MIN_LENGTH <= len(w) <= MAX_WORD_LENGTH and w.isalpha() and w not in STOPWORDS]
+
+
+def _without_speaker(text: str) -> str:
+    """A turn's text without its speaker prefix ("Caroline: ..."): who speaks is not what the turn says."""
+    head, sep, rest = text.partition(":")
+    return rest if sep and 0 < len(head) <= 30 and "\n" not in head else text
+
+
+def _pack(words: Sequence[str]) -> dict[str, np.ndarray]:
+    """Words as one UTF-8 byte array and offsets (a fixed-width string array is as wide as the longest word)."""
+    encoded = [w.encode() for w in words]
+    return {"word_bytes": np.frombuffer(b"".join(encoded), dtype=np.uint8),
+            "word_ends": np.cumsum([len(b) for b in encoded], dtype=np.int64)}
+
+
+def _unpack(arrays: dict[str, np.ndarray]) -> list[str]:
+    data, ends = bytes(np.asarray(arrays["word_bytes"])), np.asarray(arrays["word_ends"]).tolist()
+    return [data[a:b].decode() for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+
+
+class WordVectors:
+    """Word -> unit vector for one store and embedder: embedded once, shared by every scope and query."""
+
+    def __init__(self, embedder: str) -> None:
+        self.embedder = embedder
+        self.vectors: dict[str, np.ndarray] = {}
+        self.embedded = 0  # words sent to the embedder by this object (tests watch it)
+        self.lock = threading.Lock()
+        self.saved = 0  # how many words the sidecar holds (a save only when it grew)
+
+    def of(self, words: Sequence[str], embed: Callable[[list[str]], np.ndarray]) -> np.ndarray:
+        """(len(words), dim) unit rows; the words not known yet are embedded (outside the lock)."""
+        with self.lock:
+            missing = [w for w in dict.fromkeys(words) if w not in self.vectors]
+        if missing:
+            fresh = np.asarray(embed(missing), dtype=np.float32)
+            with self.lock:
+                self.vectors.update(zip(missing, fresh, strict=True))
+                self.embedded += len(missing)
+        with self.lock:
+            if not words:
+                dim = len(next(iter(self.vectors.values()))) if self.vectors else 1
+                return np.zeros((0, dim), dtype=np.float32)
+            return np.stack([self.vectors[w] for w in words])
+
+
+def word_vectors(engine: SearchBackend) -> WordVectors:
+    """The store's word vectors for its embedder: in memory, else loaded from beside the table."""
+    name = str(getattr(engine.store.embedder, "name", type(engine.store.embedder).__name__))
+    return engine.store.derived(f"word_vectors:{name}", lambda: _loaded_vectors(engine, name))
+
+
+def _loaded_vectors(engine: SearchBackend, name: str) -> WordVectors:
+    found = WordVectors(name)
+    entry = sidecar(engine.store).load("word-vectors", name)
+    if entry is None:
+        return found
+    try:
+        words = _unpack(entry.arrays)
+        vectors = np.asarray(entry.arrays["vectors"], dtype=np.float32)
+    except (KeyError, ValueError, UnicodeDecodeError):
+        return found  # a malformed entry is no entry
+    if len(words) == len(vectors):
+        found.vectors.update(zip(words, vectors, strict=True))
+        found.saved = len(words)
+    return found
+
+
+def _save_vectors(engine: SearchBackend, vectors: WordVectors) -> None:
+    ds = engine.store.dataset(RECORDS)
+    with vectors.lock:
+        if ds is None or len(vectors.vectors) <= vectors.saved:
+            return
+        words = list(vectors.vectors)
+        matrix = np.stack([vectors.vectors[w] for w in words])
+        vectors.saved = len(words)
+    sidecar(engine.store).save("word-vectors", vectors.embedder, TableState.of(ds),
+                               lambda: ({"embedder": vectors.embedder}, {**_pack(words), "vectors": matrix}),
+                               mapped=("vectors",))
 
 
 @dataclass
 class WordIndex:
-    words: list[str]
-    vectors: np.ndarray  # words x dim, unit rows (the store's embedder)
-    leaf_words: sparse.csc_matrix  # leaves x words: log(1 + leaves / df) where the leaf has the word
-    embedder: str
+    words: list[str]  # the columns
+    leaf_words: sparse.csr_matrix  # leaves x words, 1 where the leaf holds the word
+    vectors: np.ndarray  # columns x dim, unit rows
     leaf_ids: list[str] | None = None
+
+    def __post_init__(self) -> None:
+        self.columns = self.leaf_words.tocsc()  # each word's leaves: one contiguous slice
+        self.df = np.diff(self.columns.indptr)
 
 
 class _WordIndexCache:
     def __init__(self) -> None:
         self.scopes: dict[tuple[int, str], WordIndex] = {}
         self.lock = threading.Lock()
-        self.builds = 0  # indexes built (not cached, not loaded) by this store object: tests watch it
+        self.builds = 0  # indexes built from every leaf's text by this store object (tests watch it)
+        self.extensions = 0  # indexes extended by appended leaves only
 
 
-def _build(engine: SearchBackend, scope: Any, known: dict[str, np.ndarray]) -> WordIndex:
-    texts = [str(content) for content, _meta in leaf_texts(engine, scope.leaf_ids, list(scope.leaf_steps or []))]
-    return build_word_index(texts, known, engine.store.embedder.embed, _embedder_name(engine), scope.leaf_ids)
+def _leaf_word_lists(texts: Sequence[str]) -> list[list[str]]:
+    return [list(dict.fromkeys(content_words(_without_speaker(t)))) for t in texts]
 
 
-def build_word_index(texts: Sequence[str], known: dict[str, np.ndarray], embed: Callable[[list[str]], np.ndarray],
-                     embedder: str, leaf_ids: list[str] | None = None) -> WordIndex:
-    """The word index of leaves with these texts: ``known`` word vectors are reused, the rest embedded."""
-    per_leaf = [set(content_words(_SPEAKER_PREFIX.sub("", text, count=1))) for text in texts]
+def build_word_index(texts: Sequence[str], vectors_of: Callable[[list[str]], np.ndarray],
+                     leaf_ids: list[str] | None = None) -> WordIndex:
+    """The word index of leaves with these texts (``vectors_of``: words -> their unit vectors)."""
+    per_leaf = _leaf_word_lists(texts)
     df: dict[str, int] = {}
     for words in per_leaf:
         for w in words:
             df[w] = df.get(w, 0) + 1
     kept = sorted(df, key=lambda w: (-df[w], w))[:MAX_WORDS]
-    column = {w: j for j, w in enumerate(kept)}
-    idf = np.log1p(max(len(per_leaf), 1) / np.asarray([df[w] for w in kept], dtype=np.float64))
+    return WordIndex(kept, _rows(per_leaf, {w: j for j, w in enumerate(kept)}, len(kept)), vectors_of(kept),
+                     leaf_ids)
+
+
+def _rows(per_leaf: list[list[str]], column: dict[str, int], width: int) -> sparse.csr_matrix:
     cols = [[column[w] for w in words if w in column] for words in per_leaf]
     indptr = np.cumsum([0, *map(len, cols)])
     indices = np.fromiter((j for row in cols for j in row), dtype=np.int64, count=int(indptr[-1]))
-    leaf_words = sparse.csr_matrix((idf[indices], indices, indptr), shape=(len(per_leaf), len(kept))).tocsc()
-    missing = [w for w in kept if w not in known]
-    fresh = np.asarray(embed(missing), dtype=np.float32) if missing else None
-    dim = fresh.shape[1] if fresh is not None else (len(next(iter(known.values()))) if known else 1)
-    vectors = np.zeros((len(kept), dim), dtype=np.float32)
-    at = {w: i for i, w in enumerate(missing)}
-    for j, w in enumerate(kept):
-        vectors[j] = fresh[at[w]] if w in at else known[w]
-    return WordIndex(kept, vectors, leaf_words, embedder, leaf_ids)
+    return sparse.csr_matrix((np.ones(len(indices)), indices, indptr), shape=(len(per_leaf), width))
 
 
-def _embedder_name(engine: SearchBackend) -> str:
-    return str(getattr(engine.store.embedder, "name", type(engine.store.embedder).__name__))
+def extend_word_index(old: WordIndex, texts: Sequence[str], vectors_of: Callable[[list[str]], np.ndarray],
+                      leaf_ids: list[str] | None = None) -> WordIndex:
+    """``old`` with rows for appended leaves of these texts; their new words become new columns (while
+    the columns are under ``MAX_WORDS``)."""
+    per_leaf = _leaf_word_lists(texts)
+    column = {w: j for j, w in enumerate(old.words)}
+    fresh = [w for w in dict.fromkeys(w for words in per_leaf for w in words) if w not in column]
+    fresh = fresh[: max(0, MAX_WORDS - len(old.words))]
+    for w in fresh:
+        column[w] = len(column)
+    words = old.words + fresh
+    added = _rows(per_leaf, column, len(words))
+    grown = sparse.csr_matrix((old.leaf_words.data, old.leaf_words.indices, old.leaf_words.indptr),
+                              shape=(old.leaf_words.shape[0], len(words)))
+    vectors = np.vstack([old.vectors, vectors_of(fresh)]) if fresh else old.vectors
+    return WordIndex(words, sparse.vstack([grown, added], format="csr"), vectors, leaf_ids)
+
+
+def _texts(engine: SearchBackend, leaf_ids: list[str], leaf_steps: list[str]) -> list[str]:
+    return [str(content) for content, _meta in leaf_texts(engine, leaf_ids, leaf_steps)]  # decrypted there
 
 
 def _to_entry(index: WordIndex, scope_token: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    m = index.leaf_words.tocsr()
-    return ({"scope_token": scope_token, "shape": list(m.shape), "embedder": index.embedder},
-            {"data": m.data, "indices": m.indices, "indptr": m.indptr,
-             "words": np.asarray(index.words, dtype=str), "vectors": index.vectors})
+    m = index.leaf_words
+    return ({"scope_token": scope_token, "shape": list(m.shape)},
+            {"indices": m.indices, "indptr": m.indptr, **_pack(index.words)})
 
 
-def _from_entry(entry: Entry, leaf_ids: list[str]) -> WordIndex:
-    a = entry.arrays
-    m = sparse.csr_matrix((a["data"], a["indices"], a["indptr"]), shape=tuple(entry.meta["shape"]))
-    return WordIndex(a["words"].tolist(), np.asarray(a["vectors"]), m.tocsc(), entry.meta["embedder"], leaf_ids)
+def _from_entry(entry: Entry, leaf_ids: list[str], vectors_of: Callable[[list[str]], np.ndarray]) -> WordIndex | None:
+    try:
+        a, shape = entry.arrays, tuple(int(x) for x in entry.meta["shape"])
+        words = _unpack(a)
+        m = sparse.csr_matrix((np.ones(len(a["indices"])), a["indices"], a["indptr"]), shape=shape)
+    except (KeyError, TypeError, ValueError, UnicodeDecodeError):
+        return None  # a malformed entry is no entry
+    if len(words) != shape[1] or shape[0] != len(leaf_ids):
+        return None
+    return WordIndex(words, m, vectors_of(words), leaf_ids)
 
 
 def word_index(engine: SearchBackend, where: str, scope: Any) -> WordIndex:
-    """The scope's word index at the table's current version: cached, else loaded from beside the table
-    when an earlier process built it for this very scope, else built (reusing the vectors of any earlier
-    build of the scope by the same embedder: a write embeds only its new words)."""
+    """The scope's word index at the table's current version: cached; else extended from the previous
+    version's when the scope only appended leaves; else loaded from beside the table when an earlier
+    process made it for this very scope; else built from the leaves' texts. The lock guards the cache
+    only: a build does not stop searches of other scopes (two concurrent builds of one scope build twice)."""
     version = engine.store.records_read_version()
     key = (version if version is not None else -1, where)
     cache: _WordIndexCache = engine.store.derived("word_neighbours", _WordIndexCache)
@@ -127,49 +236,62 @@ def word_index(engine: SearchBackend, where: str, scope: Any) -> WordIndex:
             return cache.scopes[key]
         older = [k for k in cache.scopes if k[1] == where]
         previous = cache.scopes[older[-1]] if older else None
-        for old in older:
-            del cache.scopes[old]
-        persisted = sidecar(engine.store)
+    vectors = word_vectors(engine)
+
+    def vectors_of(words: list[str]) -> np.ndarray:
+        return vectors.of(words, engine.store.embedder.embed)
+
+    persisted = sidecar(engine.store)
+    index, how = None, "load"
+    if previous is not None and scope.extended_from is not None and previous.leaf_ids is scope.extended_from:
+        n = len(previous.leaf_ids or [])
+        new_ids = scope.leaf_ids[n:]
+        index, how = extend_word_index(previous, _texts(engine, new_ids, list(scope.leaf_steps or [])), vectors_of,
+                                       scope.leaf_ids), "extend"
+    if index is None:
         entry = persisted.load("words", where)
-        name = _embedder_name(engine)
-        index = None
-        if entry is not None and entry.meta.get("embedder") == name and entry.meta.get("scope_token") == scope.token \
-                and entry.meta["shape"][0] == len(scope.leaf_ids):
-            index = _from_entry(entry, scope.leaf_ids)
-        if index is None:
-            known: dict[str, np.ndarray] = {}
-            for old_index in (_from_entry(entry, []) if entry is not None else None, previous):
-                if old_index is not None and old_index.embedder == name:
-                    known.update(zip(old_index.words, old_index.vectors, strict=True))
-            index = _build(engine, scope, known)
-            cache.builds += 1
-            ds = engine.store.dataset(RECORDS)
-            if ds is not None:
-                built = index
-                persisted.save("words", where, TableState.of(ds), lambda: _to_entry(built, scope.token))
+        if entry is not None and entry.meta.get("scope_token") == scope.token:
+            index = _from_entry(entry, scope.leaf_ids, vectors_of)
+    if index is None:
+        texts = _texts(engine, scope.leaf_ids, list(scope.leaf_steps or []))
+        index, how = build_word_index(texts, vectors_of, scope.leaf_ids), "build"
+    with cache.lock:
+        for old in [k for k in cache.scopes if k[1] == where and k != key]:
+            del cache.scopes[old]
         cache.scopes[key] = index
-        return index
+        if how == "build":
+            cache.builds += 1
+        elif how == "extend":
+            cache.extensions += 1
+    if how != "load":
+        ds = engine.store.dataset(RECORDS)
+        if ds is not None:
+            persisted.save("words", where, TableState.of(ds), lambda: _to_entry(index, scope.token))
+    _save_vectors(engine, vectors)
+    return index
 
 
 def query_words(query: str, participants: set[str]) -> list[str]:
-    """The words of ``query`` the expansion looks for: content words, not a speaker's name, not a
-    question word ("what", "kind", "mention")."""
-    return list(dict.fromkeys(w for w in content_words(query) if w not in participants and w not in QUESTION_WORDS))
+    """The words of ``query`` the expansion looks for (at most ``MAX_QUERY_WORDS``): content words, not a
+    speaker's name, not a question word ("what", "kind", "mention")."""
+    found = dict.fromkeys(w for w in content_words(query) if w not in participants and w not in QUESTION_WORDS)
+    return list(found)[:MAX_QUERY_WORDS]
 
 
-def expansion_scores(index: WordIndex, words: list[str], word_vectors: np.ndarray, similarity: float) -> np.ndarray:
-    """Per leaf: the sum over ``words`` of the best ``cosine x idf`` among its words at cosine >= ``similarity``."""
+def expansion_scores(index: WordIndex, word_vectors: np.ndarray, similarity: float) -> np.ndarray:
+    """Per leaf: the sum over the query words (rows of ``word_vectors``) of the best ``cosine x idf``
+    among its words at cosine >= ``similarity`` (a word's cosine with itself may round below 1)."""
     n = index.leaf_words.shape[0]
     out = np.zeros(n)
-    if not words or not index.words:
+    if not len(word_vectors) or not index.words:
         return out
+    idf = np.log1p(n / np.maximum(index.df, 1))
     sims = np.asarray(word_vectors, dtype=np.float32) @ index.vectors.T  # query words x vocabulary
-    columns = index.leaf_words  # CSC: each word's leaves and their idf are one contiguous slice
+    cols = index.columns
     for row in sims:
         best = np.zeros(n)
-        for j in np.flatnonzero(row >= similarity):
-            start, end = columns.indptr[j], columns.indptr[j + 1]
-            leaves = columns.indices[start:end]
-            best[leaves] = np.maximum(best[leaves], row[j] * columns.data[start:end])
+        for j in np.flatnonzero(row >= similarity - 1e-6):
+            leaves = cols.indices[cols.indptr[j]:cols.indptr[j + 1]]
+            best[leaves] = np.maximum(best[leaves], float(row[j]) * idf[j])
         out += best
     return out
