@@ -235,3 +235,24 @@ def test_an_encrypted_store_is_read_in_plaintext_and_nothing_is_saved_beside_it(
     assert {"hiking", "lisbon", "chess"} <= set(index.words)  # the turns' words, not ciphertext
     sidecar(store).wait()
     assert sidecar(store).folder is None and not (tmp_path / "store" / "_search").exists()
+
+
+def test_a_querys_own_words_are_kept_in_a_bounded_lru_and_not_among_the_stores_words():
+    from synthex_resources.search.lru import LRU
+    from synthex_resources.search.word_neighbours import WordVectors
+
+    sent: list[str] = []
+
+    def embed(words: list[str]) -> np.ndarray:
+        sent.extend(words)
+        return np.ones((len(words), 2), dtype=np.float32) / np.sqrt(2)
+
+    vectors = WordVectors("test")
+    vectors.asked = LRU(3)
+    vectors.of(["violin", "guitar"], embed)  # a scope's words: kept
+    assert vectors.of(["qa", "qb", "qc", "qd", "violin"], embed, asked=True).shape == (5, 2)
+    assert sent == ["violin", "guitar", "qa", "qb", "qc", "qd"]  # violin was known
+    assert set(vectors.vectors) == {"violin", "guitar"} and len(vectors.asked) == 3
+    sent.clear()
+    vectors.of(["qd", "qa"], embed, asked=True)
+    assert sent == ["qa"]  # qd still kept; qa, the least recently used, was dropped

@@ -222,6 +222,7 @@ def _expansion(engine: SearchBackend, query: str, turn_level: list[str], reads: 
     if not words:
         return np.zeros(len(scope.leaf_ids))
     index = word_index(engine, engine.where(turn_level, reads, periods), scope)
-    scores = expansion_scores(index, word_vectors(engine).of(words, engine.store.embedder.embed), similarity)
+    scores = expansion_scores(index, word_vectors(engine).of(words, engine.store.embedder.embed, asked=True),
+                              similarity)
     top = float(scores.max()) if len(scores) else 0.0
     return scores / top if top > 0 else scores

@@ -31,5 +31,12 @@ class LRU(Generic[K, V]):
             self._items.popitem(last=False)
         return value
 
+    def get(self, key: K) -> V | None:
+        """The entry (now the most recently used), or None."""
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+        return value
+
     def __len__(self) -> int:
         return len(self._items)

@@ -41,6 +41,7 @@ from scipy import sparse
 
 from synthex.core.enrich.words import STOPWORDS
 from synthex_resources.record_store import RECORDS
+from synthex_resources.search.lru import LRU
 from synthex_resources.search.multihop import leaf_texts
 from synthex_resources.search.sidecar import Entry, TableState, sidecar
 from synthex_resources.search.tokenize import tokenize
@@ -49,6 +50,7 @@ from synthex_resources.search.types import SearchBackend
 MAX_WORDS = 50_000  # columns per scope (the most frequent): ~1.5-2.5 min of MiniLM CPU once, at the bound
 MAX_WORD_LENGTH = 40  # letters; the FTS index drops longer tokens too (search/tokenize.py PROJECT_INDEX)
 MAX_QUERY_WORDS = 32
+QUERY_WORDS_KEPT = 10_000  # words only queries used, kept per store (an LRU)
 MIN_LENGTH = 3
 # Words that say what form a question has, not what it is about.
 QUESTION_WORDS = frozenset("""what which when where who whom whose why how many much kind kinds type types sort
@@ -79,29 +81,44 @@ def _unpack(arrays: dict[str, np.ndarray]) -> list[str]:
 
 
 class WordVectors:
-    """Word -> unit vector for one store and embedder: embedded once, shared by every scope and query."""
+    """Word -> unit vector for one store and embedder: embedded once, shared by every scope and query.
+    The words of the store's leaves are kept (bounded by ``MAX_WORDS`` per scope); words only queries used
+    are kept in an LRU of ``QUERY_WORDS_KEPT`` (a long-lived server asked ever new words must not grow)."""
 
     def __init__(self, embedder: str) -> None:
         self.embedder = embedder
         self.vectors: dict[str, np.ndarray] = {}
+        self.asked: LRU[str, np.ndarray] = LRU(QUERY_WORDS_KEPT)
         self.embedded = 0  # words sent to the embedder by this object (tests watch it)
         self.lock = threading.Lock()
         self.saved = 0  # how many words the sidecar holds (a save only when it grew)
 
-    def of(self, words: Sequence[str], embed: Callable[[list[str]], np.ndarray]) -> np.ndarray:
-        """(len(words), dim) unit rows; the words not known yet are embedded (outside the lock)."""
+    def of(self, words: Sequence[str], embed: Callable[[list[str]], np.ndarray], asked: bool = False) -> np.ndarray:
+        """(len(words), dim) unit rows; the words not known yet are embedded (outside the lock). ``asked``:
+        a query's words (kept in the LRU unless a leaf holds them too)."""
+        found: dict[str, np.ndarray] = {}
         with self.lock:
-            missing = [w for w in dict.fromkeys(words) if w not in self.vectors]
+            for w in dict.fromkeys(words):
+                vector = self.vectors.get(w)
+                if vector is None:
+                    vector = self.asked.get(w)
+                if vector is not None:
+                    found[w] = vector
+        missing = [w for w in dict.fromkeys(words) if w not in found]
         if missing:
             fresh = np.asarray(embed(missing), dtype=np.float32)
+            found.update(zip(missing, fresh, strict=True))
             with self.lock:
-                self.vectors.update(zip(missing, fresh, strict=True))
+                for w, vector in zip(missing, fresh, strict=True):
+                    if asked:
+                        self.asked.get_or_make(w, lambda vector=vector: vector)
+                    else:
+                        self.vectors[w] = vector
                 self.embedded += len(missing)
-        with self.lock:
-            if not words:
-                dim = len(next(iter(self.vectors.values()))) if self.vectors else 1
-                return np.zeros((0, dim), dtype=np.float32)
-            return np.stack([self.vectors[w] for w in words])
+        if not words:
+            dim = len(next(iter(self.vectors.values()))) if self.vectors else 1
+            return np.zeros((0, dim), dtype=np.float32)
+        return np.stack([found[w] for w in words])
 
 
 def word_vectors(engine: SearchBackend) -> WordVectors:
