@@ -256,3 +256,47 @@ def test_a_querys_own_words_are_kept_in_a_bounded_lru_and_not_among_the_stores_w
     sent.clear()
     vectors.of(["qd", "qa"], embed, asked=True)
     assert sent == ["qa"]  # qd still kept; qa, the least recently used, was dropped
+
+
+def test_a_save_of_rows_read_before_a_purge_cleared_the_sidecar_is_dropped(tmp_path):
+    """A purge (``Sidecar.clear``) lands while a search builds its word index, after the texts were read
+    (the embedder, asked for the vocabulary, runs the clear: a known point): neither the index nor the
+    word vectors, which hold the purged words, are written beside the table afterwards."""
+    from test_leaf_scope import turns, write
+
+    from synthex_resources.record_store import RecordStore
+    from synthex_resources.search import SearchEngine
+    from synthex_resources.search.leaf_scope import scope_for
+    from synthex_resources.search.sidecar import Sidecar, TableState, sidecar
+    from synthex_resources.search.word_neighbours import word_index
+
+    plain = Sidecar(tmp_path / "plain")
+    since = plain.generation
+    plain.clear()
+
+    def entry() -> tuple[dict, dict]:
+        return {}, {"x": np.zeros(3)}
+    plain.save("kind", "key", TableState(1, ()), entry, background=False, since=since)
+    assert plain.load("kind", "key") is None and not list((tmp_path / "plain").iterdir())  # nothing, no .tmp
+    plain.save("kind", "key", TableState(1, ()), entry, background=False, since=plain.generation)
+    assert plain.load("kind", "key") is not None  # a save begun after the clear is written
+
+    cleared: list[int] = []
+
+    class PurgingEmbedder(CountingEmbedder):
+        def embed(self, texts: list[str]) -> np.ndarray:
+            if "lisbon" in texts:  # the vocabulary: the leaves' texts were read
+                sidecar(store).clear()
+                cleared.append(len(texts))
+            return super().embed(texts)
+
+    store = RecordStore(str(tmp_path / "store"), embedder=PurgingEmbedder())
+    write(store, turns("c1", 1, 6, 1))
+    engine = SearchEngine(store)
+    where = engine.where(["ctx"], BranchScope.own())
+    index = word_index(engine, where, scope_for(engine, where))
+    assert "lisbon" in index.words and cleared  # the clear landed mid-build
+    sidecar(store).wait()
+    folder = sidecar(store).folder
+    assert not list(folder.glob("words-*")) and not list(folder.glob("word-vectors-*"))
+    assert not list(folder.glob("*.tmp"))

@@ -365,6 +365,8 @@ class DenseIndex:
         with self._lock:
             m = self._matrix
             if m is None or m.version != version:
+                persisted = sidecar(self.store)  # saved through this object: a purge clears (and bumps) it
+                since = persisted.generation  # before any row is read (search/sidecar.py, a purge)
                 ds = self.store.dataset(RECORDS, version)
                 new = None
                 if m is not None:
@@ -382,8 +384,8 @@ class DenseIndex:
                     self._generation += 1
                     loaded, state = new, TableState.of(ds)
                     self._saved = (state, len(new.ids))
-                    sidecar(self.store).save("dense", "matrix", state, lambda: _to_entry(loaded),
-                                             mapped=("vectors",))
+                    persisted.save("dense", "matrix", state, lambda: _to_entry(loaded), mapped=("vectors",),
+                                   since=since)
                 self._matrix = m = new
             if self.mode == "binary" and m.bits is None:
                 m.bits = _sign_bits(m.vectors)

@@ -203,6 +203,7 @@ def lexicon(engine: SearchBackend, where: str, scope: Any, rare_df: int) -> Lexi
             for old in older:
                 del cache.scopes[old]
             persisted = sidecar(engine.store)
+            since = persisted.generation  # before any row is read (search/sidecar.py, a purge)
             loaded = False
             if base is not None and scope.extended_from is not None and base.leaf_ids is scope.extended_from:
                 lex = _padded(base, scope.leaf_ids, scope.prev, scope.next)
@@ -225,7 +226,7 @@ def lexicon(engine: SearchBackend, where: str, scope: Any, rare_df: int) -> Lexi
             cache.scopes[key] = lex
             ds = engine.store.dataset(RECORDS) if not loaded else None
             if ds is not None:
-                persisted.save("lexicon", key[1], TableState.of(ds), lambda: _to_entry(lex, scope.token))
+                persisted.save("lexicon", key[1], TableState.of(ds), lambda: _to_entry(lex, scope.token), since=since)
         return cache.scopes[key]
 
 

@@ -336,6 +336,8 @@ class PostingsBM25:
                 p = None
             if p is not None and p.version == version:
                 return p
+            persisted = sidecar(self.store)  # saved through this object: a purge clears (and bumps) it
+            since = persisted.generation  # before any row is read (search/sidecar.py, a purge)
             ds = self.store.dataset(RECORDS, version)
             state = TableState.of(ds)
             new = None
@@ -354,10 +356,10 @@ class PostingsBM25:
             made, vocab = new, list(new.vocab)
             # The base (its arrays are the bulk) is written once per build; each update writes the delta only.
             if self.last_update == "build":
-                sidecar(self.store).save("lexical", "postings-base", state, lambda: _base_entry(made, vocab),
-                                         mapped=("base_rows_arr", "base_tf", "ids"))
+                persisted.save("lexical", "postings-base", state, lambda: _base_entry(made, vocab),
+                               mapped=("base_rows_arr", "base_tf", "ids"), since=since)
             else:
-                sidecar(self.store).save("lexical", "postings-delta", state, lambda: _delta_entry(made, vocab))
+                persisted.save("lexical", "postings-delta", state, lambda: _delta_entry(made, vocab), since=since)
             return new
 
     # -- search ---------------------------------------------------------------------------------------

@@ -20,7 +20,8 @@ else (compaction, a recreated table) is ignored and overwritten by the next buil
 Only local plaintext stores persist: an encrypted store's lexicon would put its words on disk in clear,
 and an object store would need a write per build (a remote round trip in the query path). A store on a
 read-only disk keeps its structures in memory only. ``clear`` removes the folder (a purge does: the
-entries may name purged records).
+entries may name purged records) and bumps ``generation``: a builder reads it before reading rows and
+passes it to ``save``, which drops an entry built from rows read before the clear.
 """
 
 from __future__ import annotations
@@ -91,6 +92,10 @@ class Sidecar:
     def __init__(self, folder: Path | None) -> None:
         self.folder = folder
         self.saves = 0  # entries written by this object (tests watch it)
+        # Bumped by ``clear`` (a purge). A structure built from rows read before a purge must not be saved
+        # after it (it would put purged words back beside the table): its builder reads the generation
+        # when it starts reading rows and passes it to ``save``, which drops the entry if a clear came since.
+        self.generation = 0
         self.loads = 0  # entries read by this object
         self._writers: list[threading.Thread] = []
         self._lock = threading.Lock()
@@ -127,12 +132,13 @@ class Sidecar:
 
     def save(self, kind: str, key: str, state: TableState,
              contents: Callable[[], tuple[dict[str, Any], dict[str, np.ndarray]]], background: bool = True,
-             mapped: tuple[str, ...] = ()) -> None:
+             mapped: tuple[str, ...] = (), since: int | None = None) -> None:
         """Write the entry for ``key``: ``contents()`` gives its description and arrays (called in a background
         thread unless told otherwise, so the query that built the structure does not wait on its
         serialization; ``wait`` joins it). A failure to write (read-only disk, full disk) leaves the
         structure in memory only. ``mapped``: arrays written to their own ``.npy`` file (named by the save),
-        which ``load`` maps instead of reading (the dense matrix: 1.5 GB at 1M records)."""
+        which ``load`` maps instead of reading (the dense matrix: 1.5 GB at 1M records). ``since``: the
+        ``generation`` read when the structure's rows were read; the entry is dropped if ``clear`` ran since."""
         if self.folder is None:
             return
 
@@ -152,6 +158,11 @@ class Sidecar:
                 tmp_meta.write_text(json.dumps({"format": FORMAT, "key": key, "token": token, "mapped": list(mapped),
                                                 "state": state.to_json(), "meta": meta}))
                 with self._lock:  # two saves of one key: each pair renamed whole
+                    if since is not None and since != self.generation:  # a purge cleared the folder since
+                        for leftover in (tmp_arrays, tmp_meta, *(self._mapped_path(arrays_path, token, name)
+                                                                 for name in mapped)):
+                            leftover.unlink(missing_ok=True)
+                        return
                     os.replace(tmp_arrays, arrays_path)
                     os.replace(tmp_meta, meta_path)
                     self.saves += 1
@@ -182,7 +193,10 @@ class Sidecar:
             self.wait()
 
     def clear(self) -> None:
-        """Remove every entry (after a purge: they may name purged records)."""
+        """Remove every entry (after a purge: they may name purged records). Saves of structures whose
+        rows were read before this call are dropped (``save(since=)``)."""
+        with self._lock:
+            self.generation += 1
         self.wait()
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)

@@ -43,7 +43,7 @@ from synthex.core.enrich.words import STOPWORDS
 from synthex_resources.record_store import RECORDS
 from synthex_resources.search.lru import LRU
 from synthex_resources.search.multihop import leaf_texts
-from synthex_resources.search.sidecar import Entry, TableState, sidecar
+from synthex_resources.search.sidecar import Entry, Sidecar, TableState, sidecar
 from synthex_resources.search.tokenize import tokenize
 from synthex_resources.search.types import SearchBackend
 
@@ -143,7 +143,7 @@ def _loaded_vectors(engine: SearchBackend, name: str) -> WordVectors:
     return found
 
 
-def _save_vectors(engine: SearchBackend, vectors: WordVectors) -> None:
+def _save_vectors(engine: SearchBackend, vectors: WordVectors, persisted: Sidecar, since: int) -> None:
     ds = engine.store.dataset(RECORDS)
     with vectors.lock:
         if ds is None or len(vectors.vectors) <= vectors.saved:
@@ -151,9 +151,9 @@ def _save_vectors(engine: SearchBackend, vectors: WordVectors) -> None:
         words = list(vectors.vectors)
         matrix = np.stack([vectors.vectors[w] for w in words])
         vectors.saved = len(words)
-    sidecar(engine.store).save("word-vectors", vectors.embedder, TableState.of(ds),
-                               lambda: ({"embedder": vectors.embedder}, {**_pack(words), "vectors": matrix}),
-                               mapped=("vectors",))
+    persisted.save("word-vectors", vectors.embedder, TableState.of(ds),
+                   lambda: ({"embedder": vectors.embedder}, {**_pack(words), "vectors": matrix}),
+                   mapped=("vectors",), since=since)
 
 
 @dataclass
@@ -253,12 +253,13 @@ def word_index(engine: SearchBackend, where: str, scope: Any) -> WordIndex:
             return cache.scopes[key]
         older = [k for k in cache.scopes if k[1] == where]
         previous = cache.scopes[older[-1]] if older else None
+    persisted = sidecar(engine.store)
+    since = persisted.generation  # before any row is read (search/sidecar.py, a purge)
     vectors = word_vectors(engine)
 
     def vectors_of(words: list[str]) -> np.ndarray:
         return vectors.of(words, engine.store.embedder.embed)
 
-    persisted = sidecar(engine.store)
     index, how = None, "load"
     if previous is not None and scope.extended_from is not None and previous.leaf_ids is scope.extended_from:
         n = len(previous.leaf_ids or [])
@@ -283,8 +284,8 @@ def word_index(engine: SearchBackend, where: str, scope: Any) -> WordIndex:
     if how != "load":
         ds = engine.store.dataset(RECORDS)
         if ds is not None:
-            persisted.save("words", where, TableState.of(ds), lambda: _to_entry(index, scope.token))
-    _save_vectors(engine, vectors)
+            persisted.save("words", where, TableState.of(ds), lambda: _to_entry(index, scope.token), since=since)
+    _save_vectors(engine, vectors, persisted, since)
     return index
 
 
