@@ -29,6 +29,7 @@ import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from synthex import Pipeline
@@ -39,8 +40,6 @@ from synthex_resources.embedder import Embedder, EmbedderConfig
 from synthex_resources.search.sidecar import TableState
 from synthex_resources.search.tokenize import tokenize
 
-BUILTIN = ("raw-bm25", "raw-dense", "raw-hybrid", "contextual-hybrid", "conversational", "conversational-enriched",
-           "hierarchical-conversational", "hierarchical-speaker", "hierarchical-expanded")
 # The key aggregates of ``hierarchical-conversational`` (named key functions of ``pipeline.aggregate(by=)``).
 # Not "session": a session's aggregate lifted every turn of the best-matching session and cost recall
 # on LoCoMo (--limit 2, evals/ablate_hierarchical.py); the turn leg's neighbour credit already covers it.
@@ -222,6 +221,22 @@ def check_mode(name: str, mode: str) -> None:
         raise ValueError(f"architecture {name!r}: unknown search recipe {mode!r}; recipes: {', '.join(names)}")
 
 
+# The built-in pipelines: name -> (pipeline builder, search mode, workspace). Architectures that share a
+# workspace share its ingested records and differ only in how they search them.
+BUILT: dict[str, tuple[Callable[[Path, Path, str], Pipeline], str, str]] = {
+    "contextual-hybrid": (_contextual, "hybrid", "contextual"),
+    "conversational": (partial(_contextual, stem=True), "conversational", "contextual-stemmed"),
+    "conversational-enriched": (partial(_contextual, stem=True, enriched=True), "conversational",
+                                "contextual-stemmed-enriched"),
+    "hierarchical-conversational": (_hierarchical, "hierarchical", "hierarchical"),
+    # the same records, the named speaker's turns ranked higher
+    "hierarchical-speaker": (_hierarchical, "hierarchical-speaker", "hierarchical"),
+    # the same records, also word-neighbour expansion (search/word_neighbours.py)
+    "hierarchical-expanded": (_hierarchical, "hierarchical-expanded", "hierarchical"),
+}
+BUILTIN = ("raw-bm25", "raw-dense", "raw-hybrid", *BUILT)
+
+
 def resolve(names: list[str], project: Path | None) -> list[Architecture]:
     out = []
     for name in names:
@@ -231,20 +246,9 @@ def resolve(names: list[str], project: Path | None) -> list[Architecture]:
             mode = name.split("-", 1)[1]
             check_mode(name, mode)
             out.append(Architecture(name, _raw, mode=mode, workspace="raw"))
-        elif name == "contextual-hybrid":
-            out.append(Architecture(name, _contextual, workspace="contextual"))
-        elif name == "conversational":
-            out.append(Architecture(name, lambda d, r, f: _contextual(d, r, f, stem=True), mode="conversational",
-                                    workspace="contextual-stemmed"))
-        elif name == "conversational-enriched":
-            out.append(Architecture(name, lambda d, r, f: _contextual(d, r, f, stem=True, enriched=True),
-                                    mode="conversational", workspace="contextual-stemmed-enriched"))
-        elif name == "hierarchical-conversational":
-            out.append(Architecture(name, _hierarchical, mode="hierarchical", workspace="hierarchical"))
-        elif name == "hierarchical-speaker":  # the same records, the named speaker's turns ranked higher
-            out.append(Architecture(name, _hierarchical, mode="hierarchical-speaker", workspace="hierarchical"))
-        elif name == "hierarchical-expanded":  # the same records, also word-neighbour expansion
-            out.append(Architecture(name, _hierarchical, mode="hierarchical-expanded", workspace="hierarchical"))
+        elif name in BUILT:
+            build, mode, workspace = BUILT[name]
+            out.append(Architecture(name, build, mode=mode, workspace=workspace))
         else:
             branch, _, mode = name.partition("@")  # "main@conversational": the branch searched with that recipe
             if project is None or not (project / "pipeline.py").exists():

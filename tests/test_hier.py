@@ -6,7 +6,9 @@ Real LanceDB, real embedder, real runs, on tiny hand-made data (one project per 
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 
 import pytest
 from conftest import cli, locomo_sessions, write_json
@@ -137,6 +139,18 @@ def hierarchy_pipeline(name: str, root, data, mode: str, run: bool = True) -> Pi
     if run:
         pipe.run()
     return pipe
+
+
+@contextlib.contextmanager
+def hierarchy_on(tmp_path_factory, name: str, sessions: dict, conversation: str, mode: str) -> Iterator[Pipeline]:
+    """``hierarchy_pipeline`` over a hand-made LoCoMo conversation (conftest ``locomo_sessions``), closed after."""
+    root = tmp_path_factory.mktemp(name)
+    pipe = hierarchy_pipeline(name, root, write_json(root / "locomo.json", locomo_sessions(sessions, conversation)),
+                              mode)
+    try:
+        yield pipe
+    finally:
+        pipe.close()
 
 
 @pytest.fixture(scope="module")

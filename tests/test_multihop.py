@@ -6,8 +6,7 @@ search mode. Real LanceDB, real embedder, a real run, on one tiny hand-made conv
 from __future__ import annotations
 
 import pytest
-from conftest import locomo_sessions, write_json
-from test_hier import dia, hierarchy_pipeline
+from test_hier import dia, hierarchy_on
 
 from synthex_resources.search.builtin_strategies import HIERARCHICAL, HIERARCHICAL_SPEAKER
 from synthex_resources.search.strategies import DrillDown, load_search_strategies
@@ -29,11 +28,8 @@ EVIDENCE = ["D3:1", "D1:1"]  # sessions 3 and 1
 @pytest.fixture(scope="module")
 def sports(tmp_path_factory):
     """The hierarchical-conversational architecture's steps (evals/architectures.py) on the conversation."""
-    root = tmp_path_factory.mktemp("multihop")
-    data = write_json(root / "locomo.json", locomo_sessions(SPORTS, "conv-m"))
-    pipe = hierarchy_pipeline("multihop", root, data, "hierarchical-speaker")
-    yield pipe
-    pipe.close()
+    with hierarchy_on(tmp_path_factory, "multihop", SPORTS, "conv-m", "hierarchical-speaker") as pipe:
+        yield pipe
 
 
 def test_the_named_speakers_evidence_from_two_sessions_is_found_where_flat_search_misses_it(sports):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import locomo_sessions, write_json
 from scipy import sparse
-from test_hier import dia, hierarchy_pipeline
+from test_hier import dia, hierarchy_on, hierarchy_pipeline
 
 from synthex.core.scope import BranchScope
 from synthex_resources.search.builtin_strategies import HIERARCHICAL_EXPANDED, HIERARCHICAL_SPEAKER
@@ -83,11 +83,8 @@ def test_hostile_words_are_bounded():
 
 @pytest.fixture(scope="module")
 def music(tmp_path_factory):
-    root = tmp_path_factory.mktemp("words")
-    data = write_json(root / "locomo.json", locomo_sessions(MUSIC, "conv-w"))
-    pipe = hierarchy_pipeline("words", root, data, "hierarchical-expanded")
-    yield pipe
-    pipe.close()
+    with hierarchy_on(tmp_path_factory, "words", MUSIC, "conv-w", "hierarchical-expanded") as pipe:
+        yield pipe
 
 
 def test_the_instances_of_what_a_list_question_asks_for_are_found_where_the_speaker_strategy_misses_them(music):
@@ -300,3 +297,43 @@ def test_a_save_of_rows_read_before_a_purge_cleared_the_sidecar_is_dropped(tmp_p
     folder = sidecar(store).folder
     assert not list(folder.glob("words-*")) and not list(folder.glob("word-vectors-*"))
     assert not list(folder.glob("*.tmp"))
+
+
+def test_every_door_gives_the_expanded_modes_hits(ran_project):
+    """``--mode hierarchical-expanded`` on the session's shared run of the default template (read only): the
+    Python API, the CLI, the MCP ``search`` tool and the Dagster ``SearchResource`` return the engine's own
+    ranking for that strategy, which is not the ranking without the expansion."""
+    import json
+
+    import anyio
+    from conftest import cli, load
+
+    from synthex.surfaces.mcp_server import SyncWorker, build_server
+    from synthex_resources.resources import SearchResource
+    from synthex_resources.search import SearchEngine
+
+    asked, mode, k = "which programming languages do I use", "hierarchical-expanded", 4
+    pipe = load(ran_project.root)
+    try:
+        app = pipe.app
+        engine = SearchEngine(app.store)
+        direct = engine.search(asked, steps=["summaries", "monthly"], scope=app.scope(None), k=k,
+                               strategy=HIERARCHICAL_EXPANDED)
+        unexpanded = engine.search(asked, steps=["summaries", "monthly"], scope=app.scope(None), k=k,
+                                   strategy=HIERARCHICAL_SPEAKER)
+        python_ids = [h.id for h in pipe.search(asked, k=k, mode=mode)]
+        server = build_server(app, "main", SyncWorker(app, "main"))
+        result = anyio.run(server.call_tool, "search", {"query": asked, "k": k, "mode": mode})
+        assert not result.is_error, result.content
+        mcp_ids = [h["id"] for h in json.loads(result.content[0].text)["hits"]]
+    finally:
+        pipe.close()
+    cli_ids = [h["id"] for h in json.loads(cli("search", asked, "-k", k, "--mode", mode, "--json",
+                                               "--project", ran_project.root).stdout)["hits"]]
+    resource = SearchResource(project_dir=str(ran_project.root))
+    try:
+        resource_ids = [h.id for h in resource.search(asked, k=k, mode=mode)]
+    finally:
+        resource.teardown_after_execution(None)  # type: ignore[arg-type]
+    assert len(direct) == k and [h.id for h in direct] != [h.id for h in unexpanded]  # the expansion is applied
+    assert python_ids == cli_ids == mcp_ids == resource_ids == [h.id for h in direct]
