@@ -203,7 +203,7 @@ def compact_physically(store: RecordStore, stem: bool = False,
             if tbl is not None and any(i.name == f"{FTS_COLUMN}_idx" for i in tbl.list_indices()):
                 # Rebuilt, not remapped: a remapped inverted index keeps the purged words in its dictionary.
                 with_commit_retry(lambda tbl=tbl: tbl.drop_index(f"{FTS_COLUMN}_idx"))
-                SearchEngine(store).ensure_index(optimize=False, stem=stem)
+                SearchEngine(store).ensure_index(optimize=False, stem=stem, warm_postings=False)
         ds = lance.dataset(path, storage_options=store.storage_options)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "removes every version except the latest": that is the point

@@ -139,6 +139,7 @@ def test_deletes_mark_rows_dead_and_a_compaction_rebuilds(saved, tmp_path) -> No
     store = RecordStore(str(root))
     store.records.upsert(records(fresh, 400))
     search(RecordStore(str(root)), q)  # the tail written
+    assert saved_rows(root) == 440  # appended to the saved file, not a copy
     store.records.delete_ids(["r00010", "r00020"])  # rows of the base: marked dead, the tail still mapped
     reader = RecordStore(str(root))
     got = search(reader, q)

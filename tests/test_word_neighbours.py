@@ -199,6 +199,24 @@ def test_a_reader_extends_its_word_index_by_the_appended_leaves_as_a_full_build_
     assert words_by_leaf(extended) == words_by_leaf(fresh)
     assert sorted(extended.df.tolist()) == sorted(fresh.df.tolist())
 
+    # A new process after another write: the scope saved beside the table is extended, and so is the word
+    # index saved for it (the saved one names that scope as its base), not rebuilt from every text.
+    from synthex_resources.search.sidecar import sidecar
+
+    sidecar(store).wait()
+    write(store, turns("c1", 3, 3, 5, said="tomorrow we rehearse"))
+    later = RecordStore(str(tmp_path / "store"))
+    later.derived("leaf_sum_scopes", lambda: ScopeCache(incremental_from=0))
+    engine = SearchEngine(later)
+    scope = scope_for(engine, where)
+    assert scope.base_token is not None
+    again = word_index(engine, where, scope)
+    counts = later.derived("word_neighbours", _WordIndexCache)
+    assert (counts.builds, counts.extensions) == (0, 1) and "rehearse" in again.words
+    fresh = build_word_index([t for t, _ in leaf_texts(engine, scope.leaf_ids, scope.leaf_steps)],
+                             lambda words: np.zeros((len(words), 2), dtype=np.float32))
+    assert words_by_leaf(again) == words_by_leaf(fresh)
+
 
 def test_the_strategy_is_registered_validated_and_switchable_by_name(music):
     registry = load_search_strategies()
@@ -277,6 +295,10 @@ def test_a_save_of_rows_read_before_a_purge_cleared_the_sidecar_is_dropped(tmp_p
     assert plain.load("kind", "key") is None and not list((tmp_path / "plain").iterdir())  # nothing, no .tmp
     plain.save("kind", "key", TableState(1, ()), entry, background=False, since=plain.generation)
     assert plain.load("kind", "key") is not None  # a save begun after the clear is written
+    guard = plain.guard()  # the same through a guard, the way every builder saves
+    plain.clear()
+    guard.save("kind", "key", TableState(1, ()), entry, background=False)
+    assert plain.load("kind", "key") is None
 
     cleared: list[int] = []
 

@@ -50,7 +50,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -59,7 +59,7 @@ import pyarrow.compute as pc
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RECORDS, RecordStore
 from synthex_resources.search.id_lookup import IdLookup, as_text, merged_order
-from synthex_resources.search.sidecar import Entry, TableState, sidecar
+from synthex_resources.search.sidecar import Entry, SaveGuard, TableState, sidecar
 
 MODES = ("auto", "float32", "binary")
 ANN_FROM = 200_000  # records in scope from which ``auto`` searches the IVF index
@@ -219,6 +219,15 @@ def _encode(column: pa.ChunkedArray | pa.Array, table: dict[Any, int]) -> np.nda
     return lut[idx] if len(lut) else np.zeros(len(arr), np.int32)
 
 
+class SavedMatrix(NamedTuple):
+    """The matrix as saved beside the table: the rows it was read from, how many, and the save guard of the
+    build that read them (the IVF index saved with it takes the same guard: a purge in between drops it)."""
+
+    state: TableState
+    rows: int
+    saving: SaveGuard
+
+
 class DenseIndex:
     def __init__(self, store: RecordStore, mode: str = "auto", shortlist: int = 20_000,
                  ann_from: int = ANN_FROM) -> None:
@@ -240,7 +249,7 @@ class DenseIndex:
         self._ann_thread: threading.Thread | None = None
         # (table state, rows) of the matrix as saved beside the table, rows [0, rows) of the current
         # generation: an IVF index over exactly those rows is saved with it and loaded by the next process
-        self._saved: tuple[TableState, int] | None = None
+        self._saved: SavedMatrix | None = None
         self.ivf_source = ""  # "built" / "loaded": how the last IVF index came to be (tests, benchmarks)
 
     # -- loading ------------------------------------------------------------------------------------
@@ -365,8 +374,7 @@ class DenseIndex:
         with self._lock:
             m = self._matrix
             if m is None or m.version != version:
-                persisted = sidecar(self.store)  # saved through this object: a purge clears (and bumps) it
-                since = persisted.generation  # before any row is read (search/sidecar.py, a purge)
+                saving = sidecar(self.store).guard()  # before any row is read: a purge in between drops saves
                 ds = self.store.dataset(RECORDS, version)
                 new = None
                 if m is not None:
@@ -376,22 +384,21 @@ class DenseIndex:
                     except Exception:  # noqa: BLE001 - an unexpected layout: a full reload is always right
                         new = None
                 if new is None and m is None:
-                    new = self._persisted(version, ds)
+                    new = self._persisted(version, ds, saving)
                 if new is None:
                     self._buffer = self._file = None
                     new = self._load(version, ds, None, None, None, set())
                     self.last_update = "load"
                     self._generation += 1
                     loaded, state = new, TableState.of(ds)
-                    self._saved = (state, len(new.ids))
-                    persisted.save("dense", "matrix", state, lambda: _to_entry(loaded), mapped=("vectors",),
-                                   since=since)
+                    self._saved = SavedMatrix(state, len(new.ids), saving)
+                    saving.save("dense", "matrix", state, lambda: _to_entry(loaded), mapped=("vectors",))
                 self._matrix = m = new
             if self.mode == "binary" and m.bits is None:
                 m.bits = _sign_bits(m.vectors)
             return m
 
-    def _persisted(self, version: int, ds: Any) -> _Matrix | None:
+    def _persisted(self, version: int, ds: Any, saving: SaveGuard) -> _Matrix | None:
         """The matrix an earlier process saved beside the table (its vectors mapped, not read), brought up to
         ``version`` when rows were only appended or deleted since; None when there is none or it no longer
         fits (a compaction rewrote fragments)."""
@@ -407,7 +414,7 @@ class DenseIndex:
         self._buffer = base.vectors  # read-only: appends go to the file's tail (``_VectorFile``)
         self._file = _VectorFile.of(base.vectors)
         self._generation += 1
-        self._saved = (entry.state, len(base.ids))
+        self._saved = SavedMatrix(entry.state, len(base.ids), saving)
         if state.same_rows(entry.state):
             self.last_update = "persisted"
             base.version = version
@@ -480,35 +487,35 @@ class DenseIndex:
             index.extend(m.vectors)
         return index
 
-    def _saved_ivf(self, saved: tuple[TableState, int] | None) -> Any | None:
+    def _saved_ivf(self, saved: SavedMatrix | None) -> Any | None:
         """The IVF index saved with the matrix ``saved`` describes, or None (none saved, or saved for other rows)."""
         if saved is None:
             return None
         entry = sidecar(self.store).load("dense_ivf", "ivf")
-        if entry is None or entry.state != saved[0] or int(entry.meta.get("rows", -1)) != saved[1]:
+        if entry is None or entry.state != saved.state or int(entry.meta.get("rows", -1)) != saved.rows:
             return None
         from synthex_resources.search.ann import IvfIndex
 
         try:
-            index = IvfIndex.loaded(entry.arrays["index"], saved[1])
+            index = IvfIndex.loaded(entry.arrays["index"], saved.rows)
         except RuntimeError:  # an unreadable save: built again
             return None
         self.ivf_source = "loaded"
         return index
 
-    def _build_ivf(self, generation: int, vectors: np.ndarray, saved: tuple[TableState, int] | None) -> None:
+    def _build_ivf(self, generation: int, vectors: np.ndarray, saved: SavedMatrix | None) -> None:
         """The IVF index of this matrix generation: the one saved with the matrix when there is one (a
         write since only appended rows, which ``_ivf`` adds), else built over the saved rows and saved."""
         from synthex_resources.search.ann import IvfIndex
 
         index = self._saved_ivf(saved)
         if index is None:
-            index = IvfIndex(vectors[:saved[1]] if saved is not None else vectors)
+            index = IvfIndex(vectors[:saved.rows] if saved is not None else vectors)
             self.ivf_source = "built"
             if saved is not None:
                 data, rows = index.to_bytes()
-                sidecar(self.store).save("dense_ivf", "ivf", saved[0], lambda: ({"rows": rows}, {"index": data}),
-                                         background=False, mapped=("index",))
+                saved.saving.save("dense_ivf", "ivf", saved.state, lambda: ({"rows": rows}, {"index": data}),
+                                  background=False, mapped=("index",))
         with self._lock:
             if self._generation == generation:
                 self._ann = (generation, index)

@@ -114,14 +114,15 @@ class SearchEngine:
         return self.submit(lambda: self.lexical(query, where, n))
 
     # -- index maintenance ------------------------------------------------------------------------
-    def ensure_index(self, optimize: bool = True, stem: bool = False) -> dict[str, Any]:
+    def ensure_index(self, optimize: bool = True, stem: bool = False, warm_postings: bool = True) -> dict[str, Any]:
         """Create the FTS index if missing (or rebuild it if its stemming differs from ``stem``); with
         ``optimize``, fold unindexed rows into it. Returns stats.
 
         Rows written after the index was built are searched too (LanceDB scans the unindexed part),
         so optimizing is about latency, not correctness. Stemming (English Snowball, inside LanceDB's
         tokenizer, so queries are stemmed the same way) is a per-project choice: it lost on LongMemEval
-        in the lethe notes and won on LoCoMo here (docs/benchmarks.md).
+        in the lethe notes and won on LoCoMo here (docs/benchmarks.md). ``warm_postings``: a large store's
+        persisted postings are brought up to date now (off for a purge, which clears them right after).
         """
         tbl = self.store.records_table()
         if tbl is None:
@@ -157,8 +158,8 @@ class SearchEngine:
             with_commit_retry(lambda: tbl.create_scalar_index("id", index_type="BTREE", replace=True))
         self._ensure_scope_indexes(tbl, names)
         postings = postings_bm25(self.store)
-        ds = self.store.dataset(RECORDS)
-        if postings.usable(ds) and ds.count_rows() >= postings.rows_from:
+        ds = self.store.dataset(RECORDS) if warm_postings else None  # a purge does not: it drops them next
+        if ds is not None and postings.usable(ds) and ds.count_rows() >= postings.rows_from:
             postings.current()  # a large store's: brought up to date (and saved) now; a small one's at its first search
         stats = tbl.index_stats(f"{FTS_COLUMN}_idx")
         return {"rows": tbl.count_rows(), "fts_indexed": stats.num_indexed_rows if stats else 0,

@@ -366,8 +366,7 @@ def scope_for(engine: SearchEngine, where: str) -> Scope:
     cache: ScopeCache = engine.store.derived("leaf_sum_scopes", ScopeCache)
     with cache.lock:
         if key not in cache.scopes:
-            persisted = sidecar(engine.store)  # saved through this object: a purge clears (and bumps) it
-            since = persisted.generation  # before any row is read (search/sidecar.py, a purge)
+            saving = sidecar(engine.store).guard()  # before any row is read: a purge in between drops the save
             older = [k for k in cache.scopes if k[1] == where]
             scope, how = None, "build"
             if older and len(cache.scopes[older[-1]].leaf_ids) >= cache.incremental_from:
@@ -388,5 +387,5 @@ def scope_for(engine: SearchEngine, where: str) -> Scope:
             if how != "load":
                 ds = engine.store.dataset(RECORDS)
                 if ds is not None:
-                    persisted.save("leaf_scope", where, TableState.of(ds), lambda: _to_entry(scope), since=since)
+                    saving.save("leaf_scope", where, TableState.of(ds), lambda: _to_entry(scope))
         return cache.scopes[key]

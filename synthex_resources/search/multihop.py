@@ -203,7 +203,7 @@ def lexicon(engine: SearchBackend, where: str, scope: Any, rare_df: int) -> Lexi
             for old in older:
                 del cache.scopes[old]
             persisted = sidecar(engine.store)
-            since = persisted.generation  # before any row is read (search/sidecar.py, a purge)
+            saving = persisted.guard()  # before any row is read: a purge in between drops the save
             loaded = False
             if base is not None and scope.extended_from is not None and base.leaf_ids is scope.extended_from:
                 lex = _padded(base, scope.leaf_ids, scope.prev, scope.next)
@@ -226,7 +226,7 @@ def lexicon(engine: SearchBackend, where: str, scope: Any, rare_df: int) -> Lexi
             cache.scopes[key] = lex
             ds = engine.store.dataset(RECORDS) if not loaded else None
             if ds is not None:
-                persisted.save("lexicon", key[1], TableState.of(ds), lambda: _to_entry(lex, scope.token), since=since)
+                saving.save("lexicon", key[1], TableState.of(ds), lambda: _to_entry(lex, scope.token))
         return cache.scopes[key]
 
 

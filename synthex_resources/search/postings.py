@@ -336,8 +336,7 @@ class PostingsBM25:
                 p = None
             if p is not None and p.version == version:
                 return p
-            persisted = sidecar(self.store)  # saved through this object: a purge clears (and bumps) it
-            since = persisted.generation  # before any row is read (search/sidecar.py, a purge)
+            saving = sidecar(self.store).guard()  # before any row is read: a purge in between drops the save
             ds = self.store.dataset(RECORDS, version)
             state = TableState.of(ds)
             new = None
@@ -356,10 +355,10 @@ class PostingsBM25:
             made, vocab = new, list(new.vocab)
             # The base (its arrays are the bulk) is written once per build; each update writes the delta only.
             if self.last_update == "build":
-                persisted.save("lexical", "postings-base", state, lambda: _base_entry(made, vocab),
-                               mapped=("base_rows_arr", "base_tf", "ids"), since=since)
+                saving.save("lexical", "postings-base", state, lambda: _base_entry(made, vocab),
+                            mapped=("base_rows_arr", "base_tf", "ids"))
             else:
-                persisted.save("lexical", "postings-delta", state, lambda: _delta_entry(made, vocab), since=since)
+                saving.save("lexical", "postings-delta", state, lambda: _delta_entry(made, vocab))
             return new
 
     # -- search ---------------------------------------------------------------------------------------

@@ -181,6 +181,11 @@ class Sidecar:
             self._writers = [t for t in self._writers if t.is_alive()] + [thread]
         thread.start()
 
+    def guard(self) -> SaveGuard:
+        """This sidecar as a builder sees it before reading rows: saves through the guard are dropped if
+        ``clear`` (a purge) runs in between, even when the store has replaced its sidecar since."""
+        return SaveGuard(self, self.generation)
+
     def wait(self) -> None:
         """Join the background saves started so far (tests, benchmarks, a clean shutdown)."""
         with self._lock:
@@ -200,6 +205,19 @@ class Sidecar:
         self.wait()
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class SaveGuard:
+    """``Sidecar.guard()``: the sidecar and its generation when a build started reading rows."""
+
+    sidecar: Sidecar
+    since: int
+
+    def save(self, kind: str, key: str, state: TableState,
+             contents: Callable[[], tuple[dict[str, Any], dict[str, np.ndarray]]], background: bool = True,
+             mapped: tuple[str, ...] = ()) -> None:
+        self.sidecar.save(kind, key, state, contents, background=background, mapped=mapped, since=self.since)
 
 
 def folder_of(store: Any) -> Path | None:

@@ -43,7 +43,7 @@ from synthex.core.enrich.words import STOPWORDS
 from synthex_resources.record_store import RECORDS
 from synthex_resources.search.lru import LRU
 from synthex_resources.search.multihop import leaf_texts
-from synthex_resources.search.sidecar import Entry, Sidecar, TableState, sidecar
+from synthex_resources.search.sidecar import Entry, SaveGuard, TableState, sidecar
 from synthex_resources.search.tokenize import tokenize
 from synthex_resources.search.types import SearchBackend
 
@@ -143,7 +143,10 @@ def _loaded_vectors(engine: SearchBackend, name: str) -> WordVectors:
     return found
 
 
-def _save_vectors(engine: SearchBackend, vectors: WordVectors, persisted: Sidecar, since: int) -> None:
+def _save_vectors(engine: SearchBackend, vectors: WordVectors, saving: SaveGuard) -> None:
+    with vectors.lock:
+        if len(vectors.vectors) <= vectors.saved:  # nothing new: no dataset opened, nothing written
+            return
     ds = engine.store.dataset(RECORDS)
     with vectors.lock:
         if ds is None or len(vectors.vectors) <= vectors.saved:
@@ -151,9 +154,8 @@ def _save_vectors(engine: SearchBackend, vectors: WordVectors, persisted: Sideca
         words = list(vectors.vectors)
         matrix = np.stack([vectors.vectors[w] for w in words])
         vectors.saved = len(words)
-    persisted.save("word-vectors", vectors.embedder, TableState.of(ds),
-                   lambda: ({"embedder": vectors.embedder}, {**_pack(words), "vectors": matrix}),
-                   mapped=("vectors",), since=since)
+    saving.save("word-vectors", vectors.embedder, TableState.of(ds),
+                lambda: ({"embedder": vectors.embedder}, {**_pack(words), "vectors": matrix}), mapped=("vectors",))
 
 
 @dataclass
@@ -254,22 +256,32 @@ def word_index(engine: SearchBackend, where: str, scope: Any) -> WordIndex:
         older = [k for k in cache.scopes if k[1] == where]
         previous = cache.scopes[older[-1]] if older else None
     persisted = sidecar(engine.store)
-    since = persisted.generation  # before any row is read (search/sidecar.py, a purge)
+    saving = persisted.guard()  # before any row is read: a purge in between drops the saves
     vectors = word_vectors(engine)
 
     def vectors_of(words: list[str]) -> np.ndarray:
         return vectors.of(words, engine.store.embedder.embed)
 
+    def extended(base: WordIndex) -> WordIndex:  # ``base`` plus the leaves the scope appended to its leaves
+        new_ids = scope.leaf_ids[len(base.leaf_ids or []):]
+        return extend_word_index(base, _texts(engine, new_ids, list(scope.leaf_steps or [])), vectors_of,
+                                 scope.leaf_ids)
+
     index, how = None, "load"
     if previous is not None and scope.extended_from is not None and previous.leaf_ids is scope.extended_from:
-        n = len(previous.leaf_ids or [])
-        new_ids = scope.leaf_ids[n:]
-        index, how = extend_word_index(previous, _texts(engine, new_ids, list(scope.leaf_steps or [])), vectors_of,
-                                       scope.leaf_ids), "extend"
+        index, how = extended(previous), "extend"
     if index is None:
         entry = persisted.load("words", where)
-        if entry is not None and entry.meta.get("scope_token") == scope.token:
+        owner = entry.meta.get("scope_token") if entry is not None else None
+        if entry is not None and owner == scope.token:
             index = _from_entry(entry, scope.leaf_ids, vectors_of)
+        elif entry is not None and owner is not None and owner == scope.base_token:
+            # saved for the scope this one extends (an earlier process's, before a write): its leaves come
+            # first in this scope, in the same order (search/leaf_scope.py)
+            n = int(entry.meta.get("shape", [0])[0])
+            base = _from_entry(entry, scope.leaf_ids[:n], vectors_of) if n <= len(scope.leaf_ids) else None
+            if base is not None:
+                index, how = extended(base), "extend"
     if index is None:
         texts = _texts(engine, scope.leaf_ids, list(scope.leaf_steps or []))
         index, how = build_word_index(texts, vectors_of, scope.leaf_ids), "build"
@@ -284,8 +296,8 @@ def word_index(engine: SearchBackend, where: str, scope: Any) -> WordIndex:
     if how != "load":
         ds = engine.store.dataset(RECORDS)
         if ds is not None:
-            persisted.save("words", where, TableState.of(ds), lambda: _to_entry(index, scope.token), since=since)
-    _save_vectors(engine, vectors, persisted, since)
+            saving.save("words", where, TableState.of(ds), lambda: _to_entry(index, scope.token))
+    _save_vectors(engine, vectors, saving)
     return index
 
 
