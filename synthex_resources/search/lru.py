@@ -7,6 +7,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+MASKS_KEPT = 32  # row masks a lexical leg caches per table version (one per distinct search filter)
+
 K = TypeVar("K")
 V = TypeVar("V")
 

@@ -37,12 +37,11 @@ import numpy as np
 
 from synthex_resources.record_store import RECORDS, RecordStore
 from synthex_resources.search import bm25
-from synthex_resources.search.lru import LRU
+from synthex_resources.search.lru import LRU, MASKS_KEPT
 from synthex_resources.search.tokenize import tokenize
 from synthex_resources.store import filters
 from synthex_resources.store.filters import RecordFilter
 
-MASKS_KEPT = 32  # row masks cached per table version (one per distinct filter)
 FETCH_ALL_SHARE = 0.25  # decrypt by scanning the table when this share of its texts is new
 
 

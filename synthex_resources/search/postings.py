@@ -50,7 +50,7 @@ import pyarrow.compute as pc
 
 from synthex_resources.record_store import RECORDS, RecordStore
 from synthex_resources.search import bm25
-from synthex_resources.search.lru import LRU
+from synthex_resources.search.lru import LRU, MASKS_KEPT
 from synthex_resources.search.sidecar import Entry, TableState, sidecar
 from synthex_resources.search.tokenize import PROJECT_INDEX, IndexAnalyzer
 
@@ -59,7 +59,6 @@ INDEX_NAME = "content_idx"
 PARTS_KEPT = 4_000_000  # (row, score part) pairs cached per table version (~48 MB)
 READ_BELOW = 100_000  # rows below which saved postings are read into memory rather than mapped
 DELTA_SHARE = 0.25  # a delta this share of the base rows: the next update is a full build
-MASKS_KEPT = 32
 _COLUMNS = ["id", "content"]
 
 
