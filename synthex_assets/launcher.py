@@ -9,6 +9,7 @@ re-execute it. It executes in this process with the run's live store, LLM client
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 
 from dagster import (
@@ -85,17 +86,34 @@ def _launch(defs: Definitions, pipeline: PipelineDefinition, instance: DagsterIn
             execute_as_location_run(job, location_job, instance, run_id=run_id, tags=run_tags,
                                     selection=selection, origin=remote_job_origin(pipeline),
                                     run_config=console_config(verbose))
-    except Failure as exc:
-        # The op reports a step's one-line error as a Failure (a clean message in the UI); give the
-        # caller the step's own error back.
+    except (Failure, DagsterUserCodeExecutionError) as exc:
+        if verbose:
+            _write_step_failures(instance, run_id)
+        _raise_user_error(exc)
+    return check_outcomes(instance, run_id)
+
+
+def _raise_user_error(exc: Failure | DagsterUserCodeExecutionError) -> None:
+    """The step's own error back to the caller (the op reports a step's one-line error as a Failure: a clean
+    message in the UI)."""
+    if isinstance(exc, Failure):
         if isinstance(exc.__cause__, SynthexError):
             raise exc.__cause__ from None
         raise SynthexError(exc.description or str(exc)) from exc
-    except DagsterUserCodeExecutionError as exc:
-        cause = exc.user_exception
-        raise (cause if isinstance(cause, SynthexError) else SynthexError(
-            f"{type(cause).__name__}: {cause}")) from cause
-    return check_outcomes(instance, run_id)
+    cause = exc.user_exception
+    raise (cause if isinstance(cause, SynthexError) else SynthexError(f"{type(cause).__name__}: {cause}")) from cause
+
+
+def _write_step_failures(instance: DagsterInstance, run_id: str) -> None:
+    """``--verbose``: the run's step failures as Dagster recorded them, written to stderr once the run is
+    over. Dagster mirrors a step's log to stderr through a ``tail`` process it stops when the step ends,
+    which drops the last lines on a busy machine (dagster-io/dagster#23336): the failure is read back
+    from the run's event log, where it is always complete."""
+    for entry in instance.all_logs(run_id, of_type=DagsterEventType.STEP_FAILURE):
+        error = entry.dagster_event.step_failure_data.error if entry.dagster_event else None
+        detail = f" {error.cls_name}: {error.message.strip()}" if error is not None else ""
+        sys.stderr.write(f"run log: {entry.step_key} STEP_FAILURE - {entry.user_message}{detail}\n")
+    sys.stderr.flush()
 
 
 def check_outcomes(instance: DagsterInstance, run_id: str) -> list[CheckOutcome]:
