@@ -154,6 +154,11 @@ class HookDeliveries:
         payload = {"output": output.name, "pipeline": self.pipeline.name, "branch": state.branch,
                    "record": record.to_dict(),
                    "delivery": {"id": f"{state.key}@{record.id}", "attempt": state.attempts + 1}}
+        grant = self.pipeline.shared_toml  # a TOML-loaded pipeline POSTs only to the URLs allowed at its load
+        if isinstance(output.on_update, str) and grant is not None and not grant.allows_hook(output.name,
+                                                                                          output.on_update):
+            return (f"{grant.path}: on_update {output.on_update} was not allowed when the TOML was loaded; "
+                    f"nothing was sent (load it with allow_effects=True)")
         delay, error = self.first_backoff_s, ""
         for attempt in range(self.tries):
             if attempt:

@@ -226,7 +226,7 @@ def test_follow_links_is_a_folder_option_that_keeps_versions_and_round_trips_thr
     assert following.steps["notes"].version_hash() == plain.steps["notes"].version_hash()
     assert plain.to_toml_dict()["steps"][0] == {"name": "notes", "kind": "source", "file": "notes", "format": "folder"}
     (tmp_path / "p.toml").write_text(following.to_toml())
-    again = PipelineDefinition.from_toml(tmp_path / "p.toml")
+    again = PipelineDefinition.from_toml(tmp_path / "p.toml", allow_effects=True)
     assert again.steps["notes"].reader().follow_links is True
     with pytest.raises(PipelineDefinitionError, match="follow_links= takes True or False"):
         plain.source("other", folder="notes", follow_links="yes")

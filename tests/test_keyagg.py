@@ -240,7 +240,7 @@ def test_definition_errors_and_toml_round_trip(tmp_path):
     pipe = key_pipeline(tmp_path, data)
     text = pipe.to_toml(tmp_path / "p.toml")
     assert 'by = "speaker"' in text and 'by = "test_keyagg:hashtags"' in text
-    again = Pipeline.from_toml(tmp_path / "p.toml", project_dir=tmp_path)
+    again = Pipeline.from_toml(tmp_path / "p.toml", project_dir=tmp_path, trust=True)
     assert {s: again.steps[s].version_hash() for s in again.steps} == {s: pipe.steps[s].version_hash() for s in pipe.steps}
     assert again.steps["tags"].key_fn is hashtags and again.steps["people"].by == "speaker"
     assert again.steps["people-monthly"].period == "month" and again.steps["people"].period is None
@@ -304,7 +304,7 @@ def test_fold_state_definition_errors_and_toml(tmp_path):
     pipe.fold("c", from_="turns", fn=append_turn, state=CompressState(every=3))
     text = pipe.to_toml(tmp_path / "p.toml")
     assert 'kind = "truncate"' in text and "tokens = 50" in text
-    again = Pipeline.from_toml(tmp_path / "p.toml", project_dir=tmp_path)
+    again = Pipeline.from_toml(tmp_path / "p.toml", project_dir=tmp_path, trust=True)
     assert again.steps["t"].state == TruncateState(tokens=50) and again.steps["c"].state == CompressState(every=3)
     assert again.steps["t"].version_hash() == pipe.steps["t"].version_hash()
     assert again.steps["c"].version_hash() == pipe.steps["c"].version_hash()

@@ -151,7 +151,10 @@ class ProjectApp:
         purge's own re-runs); ``say`` is told about it. A completed run on main leaves the change-tracking
         (CDC) state of the sources it read current (``track_changes``; ``sync`` tracks them itself), so the
         next sensor tick finds nothing new."""
-        branch = self.use_branch(branch).branch_name
+        definition = self.use_branch(branch)
+        if definition.shared_toml is not None:  # where a run first uses a shared TOML's hooks and sources
+            definition.shared_toml.check(definition)
+        branch = definition.branch_name
         if resume_purge:
             self.finish_interrupted_purge(say=say)
         from synthex_resources.branch_lock import BranchLock

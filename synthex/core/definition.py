@@ -10,7 +10,7 @@ import copy
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from synthex.core.branch_files import branch_module
 from synthex.core.errors import PipelineDefinitionError
@@ -27,17 +27,18 @@ from synthex.core.steps import (
     Step,
     TransformStep,
     get_step_kind,
-    step_kinds,
 )
-from synthex.core.steps.base import callable_ref, resolve_callable
+from synthex.core.steps.base import callable_ref
 from synthex.core.steps.fold_state import StateBound
-from synthex.core.steps.group_keys import key_functions
 
 SURFACES = ("projection", "search")
 # How often Dagster's daemon ticks each source sensor (`synthex ui`), in seconds: the wait between a change
 # and the run that brings it in. Dagster's sensor daemon loops every 5 s, so less than 5 is no faster.
 SENSOR_INTERVAL_S = 5
 S = TypeVar("S", bound=Step)
+
+if TYPE_CHECKING:
+    from synthex.core.shared_toml import SharedTomlGrant
 
 
 @dataclass
@@ -148,6 +149,8 @@ class PipelineDefinition:
         self.parent: PipelineDefinition | None = None
         self.applied_branches: list[str] = []  # branches promoted into this definition
         self._overriding = False
+        # Loaded from a shared TOML: what the user allowed it to do (a run checks it again before it starts).
+        self.shared_toml: SharedTomlGrant | None = None
 
     @property
     def limits(self) -> Limits:
@@ -548,40 +551,13 @@ class PipelineDefinition:
         return text
 
     @classmethod
-    def from_toml(cls, path: str | Path, project_dir: str | Path | None = None) -> PipelineDefinition:
-        import tomllib
+    def from_toml(cls, path: str | Path, project_dir: str | Path | None = None, *, trust: bool = False,
+                  allow_effects: bool | Callable[[Path, list[str]], bool] = False) -> PipelineDefinition:
+        """The pipeline a shared TOML describes (``to_toml``), under the rule of ``synthex.core.shared_toml``:
+        the modules its ``prompt``/``fn``/``by`` paths name are located before any import, and only
+        synthex's prompt modules and the project's own are imported unless ``trust=True``; its ``on_update``
+        URLs and sources outside the project are refused unless ``allow_effects`` is True (or a callable
+        that is shown them and returns True). The project is ``project_dir``, else the TOML's folder."""
+        from synthex.core.shared_toml import TomlTrust, load_shared_toml
 
-        p = Path(path)
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-        head = data.get("pipeline", {})
-        if "name" not in head:
-            raise PipelineDefinitionError(f"{p}: [pipeline] needs a name")
-        pipe = cls(head["name"], agent=head.get("agent", ""), description=head.get("description", ""),
-                   project_dir=project_dir or p.parent, lexical_stem=bool(head.get("lexical_stem", False)),
-                   limits=Limits.from_dict(head.get("limits", {}), where=f"{p}: [pipeline.limits]"),
-                   sensor_interval_s=head.get("sensor_interval_s", SENSOR_INTERVAL_S))
-        for entry in data.get("steps", []):
-            entry = dict(entry)
-            kind = entry.pop("kind", None)
-            if kind not in step_kinds():
-                raise PipelineDefinitionError(f"{p}: step {entry.get('name')!r} has unknown kind {kind!r}")
-            if "from" in entry:
-                entry["from_"] = entry.pop("from")
-            for attr in ("prompt", "fn"):
-                if attr in entry:
-                    entry[attr] = resolve_callable(entry[attr], where=f"{p}: step {entry.get('name')!r}")
-            # by= is the name of a registered key function, or a key function's module:qualname.
-            if isinstance(entry.get("by"), str) and entry["by"] not in key_functions() and ":" in entry["by"]:
-                entry["by"] = resolve_callable(entry["by"], where=f"{p}: step {entry.get('name')!r}")
-            pipe.step(kind, **entry)
-        for out in data.get("outputs", []):
-            pipe.output(out["name"], from_=out["from"], surface=out.get("surface", "search"),
-                        on_update=out.get("on_update"), mode=out.get("mode"))
-        for entry in data.get("evals", []):
-            unknown = set(entry) - {"benchmark", "data", "schedule", "thresholds", "blocking"}
-            if unknown or "benchmark" not in entry or "data" not in entry:
-                raise PipelineDefinitionError(f"{p}: [[evals]] needs benchmark and data (and may have schedule, "
-                                              f"thresholds, blocking); unknown: {', '.join(sorted(unknown)) or 'none'}")
-            pipe.eval_asset(entry["benchmark"], data=entry["data"], schedule=entry.get("schedule"),
-                            thresholds=entry.get("thresholds"), blocking=bool(entry.get("blocking", False)))
-        return pipe
+        return load_shared_toml(cls, path, project_dir, TomlTrust(code=trust, effects=allow_effects))[1]

@@ -702,6 +702,33 @@ def export_toml(output: str | None, project: str) -> None:
         click.echo(f"wrote {output}")
 
 
+# -- import-toml (design doc §4.8): a shared TOML to pipeline.py, under synthex.core.shared_toml's rule ----------
+@main.command("import-toml")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("-o", "--out", default=None, help="The pipeline.py to write (default: PROJECT/pipeline.py).")
+@click.option("--trust", is_flag=True, help="Import modules it names outside synthex's prompt modules and the "
+                                            "project (that runs their code).")
+@click.option("--allow-effects", is_flag=True, help="Allow its on_update URLs and sources outside the project "
+                                                    "(asked on a terminal; refused otherwise).")
+@click.option("--force", is_flag=True, help="Replace the file if it exists.")
+@project_option
+def import_toml_command(file: str, out: str | None, trust: bool, allow_effects: bool, force: bool,
+                        project: str) -> None:
+    """Write the Python equivalent of a shared TOML pipeline (a pipeline.py building the same steps)."""
+    from synthex.core.shared_toml import TomlTrust, import_toml
+
+    def confirm(path: Path, effects: list[str]) -> bool:
+        click.echo(f"{path} reaches outside the project:", err=True)
+        for line in effects:
+            click.echo(f"  {line}", err=True)
+        return click.confirm("Allow these?", default=False, err=True)
+
+    effects: Any = True if allow_effects else (confirm if sys.stdin.isatty() else False)
+    target, fingerprint = import_toml(file, out or Path(project) / "pipeline.py",
+                                      TomlTrust(code=trust, effects=effects), replace=force)
+    click.echo(f"wrote {target} (definition {fingerprint})")
+
+
 @main.command()
 @click.option("--port", default=3000, show_default=True)
 @click.option("--open", "open_browser", is_flag=True, help="Open the UI in a browser once it answers.")

@@ -32,6 +32,9 @@ class ExportFile(SourceKind):
     def toml_config(self, step: SourceFields) -> dict[str, Any]:
         return {"file": step.file, "format": step.format, **step.options}
 
+    def local_paths(self, step: SourceFields) -> list[Path] | None:
+        return [step.path()]
+
 
 class NotesFolder(ExportFile):
     """``folder=`` a folder of notes, dated by front matter, file name, else mtime. Links that lead out of
@@ -64,6 +67,9 @@ class AppendOnlyStream(SourceKind):
     def toml_config(self, step: SourceFields) -> dict[str, Any]:
         return {"file": step.file, "format": step.format}
 
+    def local_paths(self, step: SourceFields) -> list[Path] | None:
+        return [step.path()]
+
 
 def stream_origin(step: SourceFields, path: Path) -> StreamOrigin:
     """The reader of a stream file of ``step``: its quarantine and checkpoint live in the project's data
@@ -94,6 +100,15 @@ class DatabaseTable(SourceKind):
         from synthex.core.sources.table import TableOrigin
 
         return TableOrigin(step.table, Path(step.base_dir or "."))
+
+    def local_paths(self, step: SourceFields) -> list[Path] | None:
+        from synthex.core.errors import SourceError
+        from synthex.core.importers.tables import table_path
+
+        try:
+            return [table_path(step.table, step.base_dir or ".")]
+        except SourceError:
+            return None  # a malformed dsn: nothing to place (reading it fails with its own line)
 
     def toml_config(self, step: SourceFields) -> dict[str, Any]:
         return step.reader().toml_config()

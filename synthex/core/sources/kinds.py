@@ -66,6 +66,12 @@ class SourceKind(ABC):
         """The step's arguments in a TOML export (what ``fields`` takes back)."""
         return dict(step.options)
 
+    def local_paths(self, step: SourceFields) -> list[Path] | None:
+        """The local files or folders the step reads (a shared TOML's sources outside the project must be
+        allowed: ``synthex.core.shared_toml``); None when they are not files Synthex can place (an API, a
+        plugin kind's own origin), which a shared TOML must have allowed too."""
+        return None
+
 
 @functools.cache
 def source_kinds() -> Registry[SourceKind]:
