@@ -37,13 +37,13 @@ from dataclasses import dataclass, field
 from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from synthex.core.errors import PipelineDefinitionError
 from synthex.core.hashing import stable_hash
 
-if TYPE_CHECKING:
-    from synthex.core.definition import PipelineDefinition
+# A synthex.core.definition.PipelineDefinition (or subclass): not imported, the definition imports this module.
+PipelineDefinition = Any
 
 # synthex's modules whose functions are step functions (prompts, transforms, key functions): what the
 # templates and the prompt library export name. Their parent packages are imported on the way.
@@ -302,14 +302,14 @@ class SharedPipeline:
     outputs: list[dict[str, Any]] = field(default_factory=list)
     evals: list[dict[str, Any]] = field(default_factory=list)
 
-    def build(self, cls: type[PipelineDefinition]) -> PipelineDefinition:
+    def build(self, cls: Any) -> PipelineDefinition:
         from synthex.core.limits import Limits
 
         p, head = self.path, self.head
         pipe = cls(head["name"], agent=head.get("agent", ""), description=head.get("description", ""),
                    project_dir=self.project, lexical_stem=bool(head.get("lexical_stem", False)),
                    limits=Limits.from_dict(head.get("limits", {}), where=f"{p}: [pipeline.limits]"),
-                   sensor_interval_s=head.get("sensor_interval_s", _default_interval()))
+                   **({"sensor_interval_s": head["sensor_interval_s"]} if "sensor_interval_s" in head else {}))
         for kind, args in self.steps:
             _in_file(p, f"step {args['name']!r}", pipe.step, kind, **_values(args))
         for args in self.outputs:
@@ -370,12 +370,6 @@ class SharedPipeline:
                "from synthex import Limits, Pipeline" if head.get("limits") else "from synthex import Pipeline"]
         imported = [f"from {module} import {', '.join(names)}" for module, names in sorted(names_from.items())]
         return "\n".join(top + imported + ["", ""] + body) + "\n"
-
-
-def _default_interval() -> int:
-    from synthex.core.definition import SENSOR_INTERVAL_S
-
-    return SENSOR_INTERVAL_S
 
 
 def _values(value: Any) -> Any:
@@ -474,7 +468,7 @@ def read_shared_toml(path: str | Path, project_dir: str | Path | None, trust: To
     return shared
 
 
-def load_shared_toml(cls: type[PipelineDefinition], path: str | Path, project_dir: str | Path | None,
+def load_shared_toml(cls: Any, path: str | Path, project_dir: str | Path | None,
                      trust: TomlTrust) -> tuple[SharedPipeline, PipelineDefinition]:
     """The definition a TOML builds, under the rule: its code checked before import, its effects allowed
     (or refused in one line naming them). The grant is kept on the definition for the run's own check."""
@@ -511,12 +505,12 @@ def _code_refs(value: Any) -> list[CodeRef]:
     return []
 
 
-def import_toml(path: str | Path, out: str | Path, trust: TomlTrust, replace: bool = False) -> tuple[Path, str]:
+def import_toml(cls: Any, path: str | Path, out: str | Path, trust: TomlTrust,
+                replace: bool = False) -> tuple[Path, str]:
     """``synthex import-toml``: write the ``pipeline.py`` that builds the TOML's pipeline (design doc §4.8),
     under the same rule as ``from_toml``; the project is ``out``'s folder. Returns the file written and the
-    definition's ``structure_fingerprint`` (loading the file gives the same)."""
+    definition's ``structure_fingerprint`` (loading the file gives the same). ``cls``: the definition class."""
     from synthex.core.atomic_file import write_file_atomic
-    from synthex.core.definition import PipelineDefinition
     from synthex.core.errors import BadInputError
 
     target = Path(out).resolve()
@@ -524,7 +518,7 @@ def import_toml(path: str | Path, out: str | Path, trust: TomlTrust, replace: bo
         raise BadInputError(f"{target}: the Python equivalent is a .py file")
     if target.exists() and not replace:
         raise BadInputError(f"{target}: already exists; pass --force to replace it")
-    shared, pipe = load_shared_toml(PipelineDefinition, path, target.parent, trust)
+    shared, pipe = load_shared_toml(cls, path, target.parent, trust)
     for _kind, args in shared.steps:
         for code in _code_refs(args):
             if Path(code.value.__code__.co_filename).resolve() == target:

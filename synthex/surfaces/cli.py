@@ -715,6 +715,7 @@ def export_toml(output: str | None, project: str) -> None:
 def import_toml_command(file: str, out: str | None, trust: bool, allow_effects: bool, force: bool,
                         project: str) -> None:
     """Write the Python equivalent of a shared TOML pipeline (a pipeline.py building the same steps)."""
+    from synthex.core.definition import PipelineDefinition
     from synthex.core.shared_toml import TomlTrust, import_toml
 
     def confirm(path: Path, effects: list[str]) -> bool:
@@ -724,7 +725,7 @@ def import_toml_command(file: str, out: str | None, trust: bool, allow_effects: 
         return click.confirm("Allow these?", default=False, err=True)
 
     effects: Any = True if allow_effects else (confirm if sys.stdin.isatty() else False)
-    target, fingerprint = import_toml(file, out or Path(project) / "pipeline.py",
+    target, fingerprint = import_toml(PipelineDefinition, file, out or Path(project) / "pipeline.py",
                                       TomlTrust(code=trust, effects=effects), replace=force)
     click.echo(f"wrote {target} (definition {fingerprint})")
 
