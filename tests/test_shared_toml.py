@@ -18,6 +18,7 @@ from conftest import cli, write_small_export
 from synthex.core.definition import PipelineDefinition
 from synthex.core.errors import PipelineDefinitionError
 from synthex.core.project import load_pipeline
+from synthex.core.record import Record
 from synthex.core.shared_toml import structure_fingerprint
 
 PIPELINE_HEAD = "from pathlib import Path\n\nfrom synthex import Pipeline\n\nHERE = Path(__file__).parent\n"
@@ -259,3 +260,25 @@ def test_import_toml_applies_the_rule_too(tmp_path, receiver):
     os_system = write_toml(tmp_path / "q", transform("fn", "os:system"))
     refusal = cli("import-toml", str(os_system), "--project", str(tmp_path / "q"), "--trust", check=False)
     assert refusal.returncode == 2 and "fn = 'os:system'" in refusal.stderr
+
+
+
+def test_the_hook_delivery_posts_only_to_the_url_allowed_at_load(tmp_path, receiver):
+    """The delivery every run makes (synthex_assets' executor and `hooks retry` both go through it)."""
+    from synthex import Pipeline
+    from synthex_resources.hook_deliveries import HookDeliveries, HookState
+
+    pipe = Pipeline.from_toml(hooked_toml(tmp_path / "p", receiver.url), allow_effects=True)
+    record = Record(id="r1", content="hello", step="transcripts", branch="main", source_ids=[],
+                    materialization_key="k", run_id="run", created_at="2024-01-01T00:00:00Z", metadata={},
+                    audit={}, period="2024-01")
+    deliveries = HookDeliveries(pipe, pipe.store(), tries=1)
+    try:
+        assert deliveries._deliver(HookState("latest", "main"), record) == ""
+        assert [p["record"]["id"] for p in receiver.posts] == ["r1"]  # allowed: delivered
+        pipe.outputs["latest"].on_update = receiver.url.replace("/collect", "/elsewhere")
+        error = deliveries._deliver(HookState("latest", "main"), record)
+        assert "was not allowed when the TOML was loaded; nothing was sent" in error
+        assert len(receiver.posts) == 1
+    finally:
+        pipe.close()
