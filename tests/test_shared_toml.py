@@ -256,7 +256,10 @@ def test_import_toml_applies_the_rule_too(tmp_path, receiver):
     refusal = cli("import-toml", str(path), "--project", str(root), check=False)
     assert refusal.returncode == 2 and "not allowed" in refusal.stderr and not (root / "pipeline.py").exists()
     cli("import-toml", str(path), "--project", str(root), "--allow-effects")
-    assert f"on_update={receiver.url!r}" in (root / "pipeline.py").read_text() and receiver.posts == []
+    written = (root / "pipeline.py").read_text()
+    assert f"on_update={receiver.url!r}" in written and receiver.posts == []
+    assert f"# Allowed at import (outside the project): output 'latest' on_update POSTs each new record of " \
+           f"transcripts to {receiver.url}" in written
     os_system = write_toml(tmp_path / "q", transform("fn", "os:system"))
     refusal = cli("import-toml", str(os_system), "--project", str(tmp_path / "q"), "--trust", check=False)
     assert refusal.returncode == 2 and "fn = 'os:system'" in refusal.stderr

@@ -318,8 +318,9 @@ class SharedPipeline:
             _in_file(p, f"eval {args['benchmark']!r}", pipe.eval_asset, **args)
         return pipe
 
-    def to_python(self) -> str:
-        """A ``pipeline.py`` making the same calls (the step graph and versions are the TOML's)."""
+    def to_python(self, allowed: list[str] | None = None) -> str:
+        """A ``pipeline.py`` making the same calls (the step graph and versions are the TOML's); ``allowed``:
+        the effects the user allowed at import, listed at its top (the file is the user's code now)."""
         imports: dict[str, str] = {}  # ref -> the name it is bound to
         names_from: dict[str, list[str]] = {}  # module -> what is imported from it
 
@@ -367,6 +368,8 @@ class SharedPipeline:
                              + [f"{k}={render(v)}" for k, v in ev.items() if k != "benchmark" and v is not None]))
         top = [f'"""{head["name"]}: written by `synthex import-toml {self.path.name}` (the same steps, outputs and',
                'evals as the TOML; edit freely: this file is the pipeline now)."""', "",
+               *([f"# Allowed at import (outside the project): {line}" for line in allowed or []] + (
+                   [""] if allowed else [])),
                "from synthex import Limits, Pipeline" if head.get("limits") else "from synthex import Pipeline"]
         imported = [f"from {module} import {', '.join(names)}" for module, names in sorted(names_from.items())]
         return "\n".join(top + imported + ["", ""] + body) + "\n"
@@ -524,5 +527,6 @@ def import_toml(cls: Any, path: str | Path, out: str | Path, trust: TomlTrust,
             if Path(code.value.__code__.co_filename).resolve() == target:
                 raise PipelineDefinitionError(f"{shared.path}: step {args['name']!r}: {code.ref} is defined in "
                                               f"{target}, the file this would replace; write elsewhere (--out)")
-    write_file_atomic(target, shared.to_python())
+    allowed = effects_of(pipe, pipe.shared_toml.outputs, pipe.shared_toml.sources, pipe.shared_toml.evals)
+    write_file_atomic(target, shared.to_python([e.line for e in allowed]))
     return target, structure_fingerprint(pipe)
