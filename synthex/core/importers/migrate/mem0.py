@@ -1,0 +1,7 @@
+"""(to come)"""
+
+from typing import Any
+
+
+def register(registry: Any) -> None:
+    pass
