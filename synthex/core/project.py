@@ -173,7 +173,7 @@ def init_project(target: str | Path, name: str, sources: list[str], agent: str =
     from synthex.core.importers.migrate.init import write_migration_project
 
     detected = [(Path(src).expanduser().resolve(), detect_format(Path(src).expanduser().resolve())) for src in sources]
-    if (migrated := write_migration_project(root, name, detected, agent)) is not None:
+    if (migrated := write_migration_project(root, name, detected, agent, PIPELINE_FILE)) is not None:
         return migrated  # other memory systems' files, or a Synthex export to restore
     path = root / PIPELINE_FILE
     chosen: list[tuple[str, str, str]] = []

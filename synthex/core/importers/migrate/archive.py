@@ -147,7 +147,7 @@ def sniff(found: Any) -> bool:
 
 
 def register(registry: Any) -> None:
-    from synthex.core.importers.migrate import MigrationFormat
+    from synthex.core.importers.migrate.registry import MigrationFormat
 
     registry.register(MigrationFormat(
         name=FORMAT_NAME, system="synthex", description="a Synthex export (`synthex export`)",

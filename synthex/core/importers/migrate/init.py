@@ -12,8 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from synthex.core.errors import BadInputError
-from synthex.core.importers.migrate import MigrationFormat, migration_formats
 from synthex.core.importers.migrate.archive import FORMAT_NAME as ARCHIVE
+from synthex.core.importers.migrate.catalogue import migration_formats
+from synthex.core.importers.migrate.registry import MigrationFormat
 
 HEADER = '''"""Memory pipeline for {name} (`synthex init --from` a {systems} file; edit freely, it is plain Python).
 
@@ -42,10 +43,10 @@ def migration_sources(sources: list[tuple[Path, str]]) -> list[tuple[Path, Migra
     return known
 
 
-def write_migration_project(root: Path, name: str, sources: list[tuple[Path, str]], agent: str = "") -> Path | None:
+def write_migration_project(root: Path, name: str, sources: list[tuple[Path, str]], agent: str = "",
+                            pipeline_file: str = "pipeline.py") -> Path | None:
     """Write the project for migration-format sources (None: they are not, the templates apply)."""
     from synthex.core.importers.migrate.restore import write_restored_project
-    from synthex.core.project import PIPELINE_FILE
 
     known = migration_sources(sources)
     if known is None:
@@ -53,7 +54,7 @@ def write_migration_project(root: Path, name: str, sources: list[tuple[Path, str
     if any(f.name == ARCHIVE for _, f in known):
         if len(known) > 1:
             raise BadInputError("a Synthex export is restored alone: give it as the only --from")
-        return write_restored_project(root, name, known[0][0])
+        return write_restored_project(root, name, known[0][0], pipeline_file)
     lines: list[str] = []
     by_system: dict[str, list[tuple[str, MigrationFormat]]] = {}
     taken: set[str] = set()
@@ -76,7 +77,7 @@ def write_migration_project(root: Path, name: str, sources: list[tuple[Path, str
                 searched.append(view)
     lines.append(f"\npipeline.output('search', from_={searched or [s for s in taken]!r}, surface='search')")
     text = HEADER.format(name=name, agent=agent or name, systems=", ".join(by_system)) + "\n".join(lines) + "\n"
-    path = root / PIPELINE_FILE
+    path = root / pipeline_file
     if path.exists():
         if path.read_text(encoding="utf-8") == text:
             return path

@@ -130,7 +130,7 @@ def memory_lines(records: list[Record]) -> tuple[list[str], int, int]:
 
 
 def register(registry: Any) -> None:
-    from synthex.core.importers.migrate import MigrationFormat
+    from synthex.core.importers.migrate.registry import MigrationFormat
 
     registry.register(MigrationFormat(
         name=FORMAT_NAME, system=SYSTEM, description="the MCP reference memory server's memory.jsonl",

@@ -169,14 +169,14 @@ def restored_pipeline(name: str, export: Path, archive: Archive) -> tuple[str, d
     return "\n".join(lines) + "\n", branches
 
 
-def write_restored_project(root: Path, name: str, export: Path) -> Path:
+def write_restored_project(root: Path, name: str, export: Path, pipeline_file: str) -> Path:
     """Write the restoring project for ``export`` into ``root`` (pipeline.py and branches/), refusing to
     overwrite a pipeline.py that differs."""
-    from synthex.core.project import BRANCHES_DIR, PIPELINE_FILE
+    from synthex.core.branch_files import BRANCHES_DIR
 
     archive = read_archive(export)
     pipeline_text, branches = restored_pipeline(name, export, archive)
-    path = root / PIPELINE_FILE
+    path = root / pipeline_file
     if path.exists() and path.read_text(encoding="utf-8") != pipeline_text:
         raise PipelineDefinitionError(f"{path} already exists (and differs); not overwriting it")
     root.mkdir(parents=True, exist_ok=True)
