@@ -2,10 +2,10 @@
 
 ``pipeline.step("migrated", "mem0_memories", from_="mem0", kinds=["memory"])`` makes one record per
 upstream record whose ``source.kind`` is one of ``kinds`` and whose ``source.current`` is not False (a
-deletion or a superseded version stays history: in the source's records, not searched). Its ``sources``
-are the upstream record itself, then the records of the items its ``source.derived_from`` names (a Mem0
-memory's history events, a Graphiti fact's episodes, a Letta message's agent), so ``synthex lineage``
-shows them. Derived items may sit in any period, so the step's records live in the one partition ``all``
+deletion or a superseded version stays history: in the source's records, not searched), one per original
+id (the first of ``kinds`` that has it). Its ``sources`` are the upstream record itself, then the records
+of the items its ``source.derived_from`` names (a Graphiti fact's episodes, a relation's entities) and the
+history items whose ``source.about`` names it (a Mem0 memory's events), so ``synthex lineage`` shows them. Derived items may sit in any period, so the step's records live in the one partition ``all``
 (like a key aggregate without ``period=``); their dates stay in ``time``. No model is called.
 """
 
@@ -54,17 +54,32 @@ class MigratedStep(Step):
     def work(self, ctx: StepContext) -> list[WorkItem]:
         upstream = [r for s in self.from_ for r in ctx.upstream(s)]
         by_key: dict[str, Record] = {}
+        about: dict[str, list[Record]] = {}  # item key -> the history items about it (a Mem0 memory's events)
         for rec in upstream:
             key = rec.meta("source.key")
             if isinstance(key, str):
                 by_key.setdefault(key, rec)
+            subject = rec.meta("source.about")
+            if isinstance(subject, str) and rec.meta("source.current") is False:
+                about.setdefault(subject, []).append(rec)
+        # One record per original id: the first of ``kinds`` that has it (Mem0's get_all memory over the
+        # one rebuilt from history.db when both files are read).
+        rank = {k: i for i, k in enumerate(self.kinds)}
+        chosen: dict[str, Record] = {}
+        for rec in upstream:
+            kind = rec.meta("source.kind")
+            if kind not in rank or rec.meta("source.current") is False:
+                continue
+            identity = f"{rec.meta('source.system')}:{rec.meta('source.original_id') or rec.id}"
+            held = chosen.get(identity)
+            if held is None or rank[kind] < rank[held.meta("source.kind")]:
+                chosen[identity] = rec
         version = self.version_hash()
         items = []
-        for rec in upstream:
-            if rec.meta("source.kind") not in self.kinds or rec.meta("source.current") is False:
-                continue
-            derived = rec.meta("source.derived_from") or []
-            linked = [by_key[k] for k in derived if isinstance(k, str) and k in by_key and by_key[k].id != rec.id]
+        for rec in chosen.values():
+            derived = [by_key[k] for k in rec.meta("source.derived_from") or [] if isinstance(k, str) and k in by_key]
+            subject = rec.meta("source.about") or rec.meta("source.key")
+            linked = list({r.id: r for r in [*derived, *about.get(subject, [])] if r.id != rec.id}.values())
             inputs = [rec, *linked]
             items.append(self.item(ctx, [input_print(r.id, r.content) for r in inputs], rec.meta("source.key") or rec.id,
                                    version, inputs=inputs))
