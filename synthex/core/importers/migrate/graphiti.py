@@ -1,7 +1,0 @@
-"""(to come)"""
-
-from typing import Any
-
-
-def register(registry: Any) -> None:
-    pass
