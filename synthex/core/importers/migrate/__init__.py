@@ -1,5 +1,5 @@
-"""Migration formats: what other memory systems keep (Mem0, Letta, Graphiti/Zep, LangGraph, the MCP
-reference memory server; Graphiti/Zep and LangGraph are not built yet) and Synthex's own export, read as source formats.
+"""Migration formats: what other memory systems keep (Mem0, Letta, the MCP reference memory server) and
+Synthex's own export, read as source formats (Graphiti/Zep and LangGraph are not built yet).
 
 Each format is a ``MigrationFormat`` in the registry ``migration_formats()``: a name (the ``format=`` of
 ``pipeline.source``), a ``sniff`` that recognises a file from its first bytes (``Sniff``), and a parser
