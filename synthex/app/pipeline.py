@@ -116,6 +116,12 @@ class Pipeline(PipelineDefinition):
         return get_evaluator(benchmark)(self, data, **options)
 
     # -- branches (design doc §4.5) -------------------------------------------------------------------
+    def export(self, path: str | Path, branch: str | None = None, format: str = "synthex") -> Any:
+        """Write this project's records to ``path`` (``synthex export``: ``format`` "synthex" or "mcp-memory")."""
+        from synthex.app.export import export_project
+
+        return export_project(self.app, path, branch=branch, fmt=format)
+
     def diff(self) -> Any:
         """This branch against its parent: changed steps, records added / removed / changed, samples."""
         return self.app.branches.diff(self.branch_name)

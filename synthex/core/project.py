@@ -170,6 +170,11 @@ def init_project(target: str | Path, name: str, sources: list[str], agent: str =
     blocking = next((p for p in root.parents if p.exists() and not p.is_dir()), None)
     if blocking is not None:
         raise BadInputError(f"{root}: {blocking} is a file, not a folder")
+    from synthex.core.importers.migrate.init import write_migration_project
+
+    detected = [(Path(src).expanduser().resolve(), detect_format(Path(src).expanduser().resolve())) for src in sources]
+    if (migrated := write_migration_project(root, name, detected, agent, PIPELINE_FILE)) is not None:
+        return migrated  # other memory systems' files, or a Synthex export to restore
     path = root / PIPELINE_FILE
     chosen: list[tuple[str, str, str]] = []
     for i, src in enumerate(sources):

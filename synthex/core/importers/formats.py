@@ -22,6 +22,7 @@ from synthex.core.importers.base import (
     show,
     special_kind,
 )
+from synthex.core.importers.migrate import detect_migration_format, migration_parsers
 from synthex.core.limits import Limits
 
 FORMATS = ("chatgpt-export", "claude-export", "folder", "jsonl")
@@ -34,6 +35,9 @@ def detect_format(path: Path, max_bytes: int | None = None) -> str:
         return "folder"
     if not path.exists():
         raise SourceError(f"{path}: no such file or folder")
+    # Other memory systems' files and Synthex's own export (synthex.core.importers.migrate) are sniffed first.
+    if (migrated := detect_migration_format(path, max_bytes or Limits().source_file_bytes)) is not None:
+        return migrated
     if path.suffix.lower() == ".jsonl":
         return "jsonl"
     if path.suffix.lower() in (".md", ".txt"):
@@ -66,6 +70,7 @@ BUILTIN_PARSERS: dict[str, Callable[[Path, Intake], list[SourceItem]]] = {
     "claude-export": claude.parse,
     "folder": folder.parse,
     "jsonl": jsonl.parse,
+    **migration_parsers(),
 }
 
 
@@ -90,7 +95,7 @@ def load_source(path: str | Path, fmt: str = "auto", intake: Intake | None = Non
             fmt = detect_format(p, cap)
         parsers: dict[str, Callable[..., list[SourceItem]]] = {**BUILTIN_PARSERS, **EXTRA_FORMATS}
         if fmt not in parsers:
-            known = ", ".join([*FORMATS, *EXTRA_FORMATS])
+            known = ", ".join([*BUILTIN_PARSERS, *EXTRA_FORMATS])
             raise SourceError(f"{p}: unknown format {fmt!r}; expected one of {known} or 'auto'")
         items = parsers[fmt](p, intake) if fmt in BUILTIN_PARSERS else parsers[fmt](p)
     except TooLarge as exc:  # grew past the bound while read: skipped like any file over it

@@ -14,7 +14,7 @@ import functools
 from synthex.core.plugins import Registry, populate
 from synthex.core.steps.base import Step
 
-BUILTIN_MODULES = ("synthex.core.steps.builtin",)
+BUILTIN_MODULES = ("synthex.core.steps.builtin", "synthex.core.importers.migrate.restore")
 
 
 @functools.cache
