@@ -323,7 +323,7 @@ def test_a_statement_is_stopped_at_the_timeout_in_one_line(unrun_project):
 
 def test_memory_and_temp_directory_are_the_consoles_own_and_locked(unrun_project):
     from synthex.core.limits import MB, Limits
-    from synthex_resources.sql import sql_limits
+    from synthex_resources.sql import SqlLimits, StatementLimitError, sql_limits
 
     temp = str(unrun_project / ".synthex" / "sql-tmp")  # never DuckDB's default, `.tmp` in the working dir
     assert settings(unrun_project) == {"memory_limit": "1.0 GiB", "temp_directory": temp}  # not 80 % of RAM
@@ -337,9 +337,13 @@ def test_memory_and_temp_directory_are_the_consoles_own_and_locked(unrun_project
         assert console.query("select current_setting('memory_limit') as m").column("m").to_pylist() == ["512.0 MiB"]
         with pytest.raises(duckdb.Error, match="locked"):  # not even past the statement check
             console.con.execute("set memory_limit = '100GB'")
-        from synthex_resources.sql import StatementLimitError
-
         with pytest.raises(StatementLimitError, match=r"^the statement stopped after 0\.5 s"):
             console.query(ENDLESS)
         # The interrupt never reaches the console's next statement.
         assert console.query("select count(*) as n from range(1000000)").column("n").to_pylist() == [1_000_000]
+    # Over the memory bound with nowhere to spill: one line naming the bound, not DuckDB's five.
+    with SqlConsole(str(unrun_project / ".synthex" / "lancedb"), limits=SqlLimits(memory_bytes=16 * MB)) as console:
+        with pytest.raises(StatementLimitError) as over:
+            console.query("select count(*) from (select md5(i::varchar) m from range(1000000) t(i) order by m)")
+    assert str(over.value) == ("the statement needed more memory than the sql_memory_bytes bound of 16 MB "
+                               "(with no temp directory to spill to)")
