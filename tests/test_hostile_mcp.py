@@ -278,13 +278,26 @@ def test_stdio_answers_lines_that_are_not_json_and_keeps_serving(tmp_path):
                 b"",  # a blank line is no message: no answer
                 b'{"jsonrpc": "2.0", "id": 5, "params": {}}',  # JSON, but no method
                 b'{"jsonrpc": "2.0", "id": 6, "method": "tools/list"}']
+    lines: list[bytes] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+    reader.start()
     try:
-        out, err = proc.communicate(b"\n".join(requests) + b"\n", timeout=WAIT_S)
+        proc.stdin.write(b"\n".join(requests) + b"\n")
+        proc.stdin.flush()
+        # stdin stays open until the last request is answered (at end of input the SDK stops serving).
+        deadline = time.monotonic() + WAIT_S
+        while not any(b'"id":6' in line for line in list(lines)):
+            assert proc.poll() is None and time.monotonic() < deadline, "the request after the bad lines was not answered"
+            time.sleep(0.05)
+        proc.stdin.close()
+        err = proc.stderr.read()
+        proc.wait(WAIT_S)
+        reader.join(WAIT_S)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0 and b"Traceback" not in err, err.decode()
-    replies = [json.loads(line) for line in out.splitlines()]
+    replies = [json.loads(line) for line in lines]
     parse_errors = [r for r in replies if r.get("error", {}).get("code") == -32700]
     assert len(parse_errors) == 3
     assert all(r["id"] is None and r["error"]["message"] == "Parse error" for r in parse_errors)
