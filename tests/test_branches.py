@@ -228,15 +228,12 @@ def test_a_parent_cycle_and_an_unknown_branch_are_one_line(project):
 
 
 
-def test_status_and_doctor_send_an_interrupted_promote_to_promote_and_it_finishes(branch_ran, monkeypatch):
-    """Issue 32 item 10: cut short after it moved `summaries` (pipeline.py applies the branch, so main
-    looks stale), `synthex status` says to re-run the promote, not a run (a run recomputes what the
-    promote copies and leaves the branch's copies and the journal); doctor reports it; re-running the
-    promote finishes it."""
+def promote_cut_short_after_summaries(project, monkeypatch) -> dict[str, list[str]]:
+    """Promote better-summaries, interrupted once it moved `summaries` (a known point); returns the record
+    ids per moved step that main must hold once the promote is finished."""
     from synthex_resources.store.records import Records
 
-    p = ("--project", str(branch_ran))
-    main = load(branch_ran)
+    main = load(project)
     expected = {s: sorted(r.id for r in main.records(s, branch="better-summaries"))
                 for s in ("summaries", "monthly", "world-model")}
     real = Records.move_step_rows
@@ -251,7 +248,26 @@ def test_status_and_doctor_send_an_interrupted_promote_to_promote_and_it_finishe
         main.app.branches.promote("better-summaries")
     monkeypatch.setattr(Records, "move_step_rows", real)
     main.close()
+    return expected
 
+
+def test_doctor_repair_finishes_an_interrupted_promote(branch_ran, monkeypatch):
+    expected = promote_cut_short_after_summaries(branch_ran, monkeypatch)
+    fixed = json.loads(cli("doctor", "--repair", "--json", "--project", str(branch_ran), check=False).stdout)
+    assert fixed["repaired"] is True and [x["branch"] for x in fixed["interrupted_promotes"]] == ["better-summaries"]
+    assert json.loads(cli("doctor", "--json", "--project", str(branch_ran)).stdout)["healthy"] is True
+    fresh = load(branch_ran)
+    assert {s: sorted(r.id for r in fresh.records(s)) for s in expected} == expected
+    assert own_rows(fresh, "better-summaries") == [] and fresh.plan().steps == []
+
+
+def test_status_and_doctor_send_an_interrupted_promote_to_promote_and_it_finishes(branch_ran, monkeypatch):
+    """Issue 32 item 10: cut short after it moved `summaries` (pipeline.py applies the branch, so main
+    looks stale), `synthex status` says to re-run the promote, not a run (a run recomputes what the
+    promote copies and leaves the branch's copies and the journal); doctor reports it; re-running the
+    promote finishes it."""
+    p = ("--project", str(branch_ran))
+    expected = promote_cut_short_after_summaries(branch_ran, monkeypatch)
     finish = "run `synthex branch promote better-summaries` to finish it"
     status = cli("status", *p).stdout
     assert status.splitlines()[0] == (
