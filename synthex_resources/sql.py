@@ -34,6 +34,15 @@ written anywhere). A filter on those columns is evaluated after decryption, in D
 decrypts every row in scope (filters on the plaintext columns still reach the Lance scanner first).
 Without the key the console refuses to open, like the store.
 
+Bounded (issue 32): DuckDB has no statement timeout, a memory limit of 80 % of the machine's RAM and a
+temp directory relative to the working directory. ``SqlLimits`` gives the console its own: a statement
+runs under a timer that interrupts the connection (``connection.interrupt()``) when ``timeout_s`` passes
+and is then one line ("stopped after 30 s"); ``memory_limit`` and ``temp_directory`` (``<data dir>/sql-tmp``,
+or no spilling without a data dir, never the working directory) are set with the sandbox, before the
+configuration is locked (``LOCKED``), so user SQL cannot raise them. Every door that runs SQL makes its console with
+``sql_limits(pipeline.limits, pipeline.data_dir, ...)``: the project's ``Limits`` (``sql_timeout_s``,
+``sql_memory_bytes``) unless a caller's flag overrides them.
+
 Read-only: one statement, ``SELECT`` (``FROM``, ``WITH``, ``DESCRIBE``, ``SHOW``, ``SUMMARIZE``,
 ``VALUES``) or ``EXPLAIN`` of one; anything else is refused in one line before DuckDB runs it. Underneath, the
 views over Arrow cannot be written, and the sandbox refuses whatever a statement would reach outside them.
@@ -43,6 +52,7 @@ Storage layer: no Dagster here.
 from __future__ import annotations
 
 import re
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +61,7 @@ from typing import Any
 import pyarrow as pa
 
 from synthex.core.errors import BadInputError, SynthexError
+from synthex.core.limits import Limits
 from synthex_resources.record_store import RecordStore
 from synthex_resources.store.schemas import (
     LLM_CACHE,
@@ -62,6 +73,7 @@ from synthex_resources.store.schemas import (
     records_schema,
 )
 
+SQL_TEMP_DIR = "sql-tmp"  # in the project's data dir: where a console's DuckDB spills what exceeds its memory
 EVAL_RESULTS_FILE = "eval_results.duckdb"  # in the project's eval dir, ``<project>/.synthex/evals/``
 EVAL_RESULTS_TABLE = "eval_results"
 CDC_TABLES = ("cdc_sources", "cdc_items")  # cdc_state.SCHEMA's tables, shown under the same names
@@ -80,8 +92,11 @@ SANDBOX = {
     "autoload_known_extensions": False,
     "allow_community_extensions": False,
     "python_enable_replacements": False,  # `FROM name` never reaches a Python variable of the caller
-    "lock_configuration": True,  # last: SET / RESET / PRAGMA cannot undo the above
 }
+# Given after the sandbox and the console's limits (``SqlLimits.duckdb_config``): SET / RESET / PRAGMA
+# cannot undo any of them. (The limits go between: DuckDB refuses a temp_directory given before
+# enable_external_access in the same config, and any setting after the lock.)
+LOCKED = {"lock_configuration": True}
 SANDBOX_REASON = "external access is off in synthex sql: only the project's views can be read"
 # Statement kinds that exist to reach outside the views (files, URLs, extensions, settings, databases):
 # refused with the sandbox's reason rather than the "records are written by ..." one.
@@ -92,6 +107,35 @@ SNAPSHOT_WAIT_S = 5.0
 _EXPLAIN = re.compile(r"^\s*explain\s+(analyze\s+)?(\([^)]*\)\s*)?", re.IGNORECASE)
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LEADING_COMMENTS = re.compile(r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class SqlLimits:
+    """What one console's statements may take: ``timeout_s`` per statement, ``memory_bytes`` of DuckDB
+    memory, spilling to ``temp_dir`` (None: no spilling; a statement over the memory fails in one line)."""
+
+    timeout_s: float = Limits.sql_timeout_s
+    memory_bytes: int = Limits.sql_memory_bytes
+    temp_dir: Path | None = None
+
+    def __post_init__(self) -> None:
+        if not self.timeout_s > 0 or not self.memory_bytes > 0:
+            raise BadInputError(f"SQL limits must be positive (timeout {self.timeout_s!r} s, "
+                                f"memory {self.memory_bytes!r} bytes)")
+
+    def duckdb_config(self) -> dict[str, Any]:
+        """The DuckDB settings these limits make (given with the sandbox, before ``lock_configuration``)."""
+        return {"memory_limit": f"{int(self.memory_bytes)}B",
+                "temp_directory": str(self.temp_dir) if self.temp_dir is not None else ""}
+
+
+def sql_limits(limits: Limits, data_dir: Path | None, timeout_s: float | None = None,
+               memory_bytes: int | None = None) -> SqlLimits:
+    """A project's SQL limits: its ``Limits.sql_timeout_s`` / ``sql_memory_bytes`` unless the caller gives
+    others (a command's flags), spilling under ``<data_dir>/sql-tmp`` (None: no spilling)."""
+    return SqlLimits(timeout_s=limits.sql_timeout_s if timeout_s is None else timeout_s,
+                     memory_bytes=limits.sql_memory_bytes if memory_bytes is None else memory_bytes,
+                     temp_dir=Path(data_dir) / SQL_TEMP_DIR if data_dir is not None else None)
 
 
 @dataclass(frozen=True)
@@ -177,6 +221,10 @@ def _fetch_arrow(relation: Any) -> pa.Table:
     return fetch()
 
 
+def _megabytes(size: float) -> str:
+    return f"{size / (1024 * 1024):,.0f} MB"
+
+
 def _kind(statement: Any) -> str:
     """A parsed statement's kind (``SELECT``, ``COPY``...); ``UNKNOWN`` for one the duckdb module has no
     name for (``UPDATE EXTENSIONS`` in duckdb 2.0: its enum lacks the value)."""
@@ -188,6 +236,45 @@ def _kind(statement: Any) -> str:
 
 class FileBusyError(SynthexError):
     """A DuckDB file stayed locked by a writer for longer than the console waits."""
+
+
+class StatementLimitError(SynthexError):
+    """A statement stopped by the console's limits (``SqlLimits``): its timeout, or its memory. ``bound``:
+    the ``Limits`` field it hit (what a caller tells the user to raise)."""
+
+    def __init__(self, message: str, bound: str) -> None:
+        super().__init__(message)
+        self.bound = bound
+
+
+class StatementTimer:
+    """Interrupts ``connection`` once ``timeout_s`` passes, unless ``finish`` came first. The interrupt is
+    sent under the lock and only while the statement has not finished, and ``finish`` waits for the timer
+    thread, so an interrupt never lands on a later statement of the same connection."""
+
+    def __init__(self, connection: Any, timeout_s: float) -> None:
+        self._connection = connection
+        self._lock = threading.Lock()
+        self._finished = False
+        self.fired = False
+        self._timer = threading.Timer(timeout_s, self._interrupt)
+        self._timer.daemon = True
+
+    def _interrupt(self) -> None:
+        with self._lock:
+            if not self._finished:
+                self.fired = True
+                self._connection.interrupt()
+
+    def __enter__(self) -> StatementTimer:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._finished = True
+        self._timer.cancel()
+        self._timer.join()
 
 
 def eval_results_path(data_dir: Path) -> Path:
@@ -219,16 +306,25 @@ class SqlConsole:
     ``query(sql) -> pyarrow.Table``."""
 
     def __init__(self, store: RecordStore | str, eval_results: Path | None = None,
-                 cdc_state: Path | None = None, snapshot_wait_s: float = SNAPSHOT_WAIT_S) -> None:
+                 cdc_state: Path | None = None, snapshot_wait_s: float = SNAPSHOT_WAIT_S,
+                 limits: SqlLimits | None = None) -> None:
         """``eval_results``: the eval results DuckDB file (``eval_results_path``); ``cdc_state``: the project's
         data dir, whose ``cdc.duckdb`` becomes ``cdc_sources`` / ``cdc_items`` (``cdc_state_views``);
         ``snapshot_wait_s``: how long to wait for a DuckDB file a writer holds (then its views are left out
-        and a query naming them is told why)."""
+        and a query naming them is told why); ``limits``: each statement's timeout, the memory and where it
+        spills (``sql_limits``; default: ``Limits``' bounds, no spilling)."""
         import duckdb
 
         self.store = store if isinstance(store, RecordStore) else RecordStore(store)
         self.eval_results = Path(eval_results) if eval_results else None
-        self.con = duckdb.connect(":memory:", config=dict(SANDBOX))
+        self.limits = limits or SqlLimits()
+        if self.limits.temp_dir is not None:  # DuckDB makes the directory when it spills, not its parents
+            try:
+                self.limits.temp_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise SynthexError(f"{self.limits.temp_dir}: cannot make the SQL temp directory "
+                                   f"({exc.strerror or exc})") from None
+        self.con = duckdb.connect(":memory:", config={**SANDBOX, **self.limits.duckdb_config(), **LOCKED})
         self.views: dict[str, str] = {}  # view name -> where its rows come from
         self.unavailable: dict[str, str] = {}  # view name -> why it is missing (told to a query naming it)
         self.snapshot_wait_s = snapshot_wait_s
@@ -354,11 +450,23 @@ class SqlConsole:
         import duckdb
 
         [statement] = self.check_read_only(sql)
+        timer = StatementTimer(self.con, self.limits.timeout_s)
         try:
-            relation = self.con.sql(statement.query)
-            if relation is None:  # not a query (cannot happen for the statements let through)
-                return pa.table({})
-            return _fetch_arrow(relation)
+            with timer:
+                relation = self.con.sql(statement.query)
+                if relation is None:  # not a query (cannot happen for the statements let through)
+                    return pa.table({})
+                return _fetch_arrow(relation)
+        except duckdb.InterruptException:
+            if not timer.fired:
+                raise
+            raise StatementLimitError(f"the statement stopped after {self.limits.timeout_s:g} s "
+                                      "(the sql_timeout_s bound)", "sql_timeout_s") from None
+        except duckdb.OutOfMemoryException:
+            spill = (f"spilling to {self.limits.temp_dir}" if self.limits.temp_dir is not None
+                     else "with no temp directory to spill to")
+            raise StatementLimitError(f"the statement needed more memory than the sql_memory_bytes bound of "
+                                      f"{_megabytes(self.limits.memory_bytes)} ({spill})", "sql_memory_bytes") from None
         except duckdb.PermissionException as exc:  # the sandbox: a file, URL or extension out of reach
             raise BadInputError(f"{SANDBOX_REASON} ({one_line(exc)})") from None
         except duckdb.Error as exc:

@@ -226,3 +226,66 @@ def test_a_parent_cycle_and_an_unknown_branch_are_one_line(project):
     gone = synthex("branch", "delete", "typo", "--project", str(ran), check=False)
     assert gone.returncode == 2 and gone.stderr.startswith("error: no branch 'typo'")
 
+
+
+def promote_cut_short_after_summaries(project, monkeypatch) -> dict[str, list[str]]:
+    """Promote better-summaries, interrupted once it moved `summaries` (a known point); returns the record
+    ids per moved step that main must hold once the promote is finished."""
+    from synthex_resources.store.records import Records
+
+    main = load(project)
+    expected = {s: sorted(r.id for r in main.records(s, branch="better-summaries"))
+                for s in ("summaries", "monthly", "world-model")}
+    real = Records.move_step_rows
+
+    def crash_after_first_step(self, step, *args):
+        if step != "summaries":
+            raise KeyboardInterrupt("killed mid-promote")
+        return real(self, step, *args)
+
+    monkeypatch.setattr(Records, "move_step_rows", crash_after_first_step)
+    with pytest.raises(KeyboardInterrupt):
+        main.app.branches.promote("better-summaries")
+    monkeypatch.setattr(Records, "move_step_rows", real)
+    main.close()
+    return expected
+
+
+def test_doctor_repair_finishes_an_interrupted_promote(branch_ran, monkeypatch):
+    expected = promote_cut_short_after_summaries(branch_ran, monkeypatch)
+    fixed = json.loads(cli("doctor", "--repair", "--json", "--project", str(branch_ran), check=False).stdout)
+    assert fixed["repaired"] is True and [x["branch"] for x in fixed["interrupted_promotes"]] == ["better-summaries"]
+    assert json.loads(cli("doctor", "--json", "--project", str(branch_ran)).stdout)["healthy"] is True
+    fresh = load(branch_ran)
+    assert {s: sorted(r.id for r in fresh.records(s)) for s in expected} == expected
+    assert own_rows(fresh, "better-summaries") == [] and fresh.plan().steps == []
+
+
+def test_status_and_doctor_send_an_interrupted_promote_to_promote_and_it_finishes(branch_ran, monkeypatch):
+    """Issue 32 item 10: cut short after it moved `summaries` (pipeline.py applies the branch, so main
+    looks stale), `synthex status` says to re-run the promote, not a run (a run recomputes what the
+    promote copies and leaves the branch's copies and the journal); doctor reports it; re-running the
+    promote finishes it."""
+    p = ("--project", str(branch_ran))
+    expected = promote_cut_short_after_summaries(branch_ran, monkeypatch)
+    finish = "run `synthex branch promote better-summaries` to finish it"
+    status = cli("status", *p).stdout
+    assert status.splitlines()[0] == (
+        "a promote of branch 'better-summaries' into main was interrupted before it finished (it moves summaries, "
+        f"monthly, world-model): {finish} (it copies the branch's records; a run would recompute them)"), status
+    [main_row] = [line for line in status.splitlines() if line.startswith("  main ")]
+    assert "monthly" in main_row and main_row.endswith("; `synthex branch promote better-summaries` finishes first")
+    assert "a run computes" not in main_row
+    pending = json.loads(cli("status", "--json", *p).stdout)["interrupted_promotes"]
+    assert [(x["branch"], x["command"]) for x in pending] == [("better-summaries",
+                                                                 "synthex branch promote better-summaries")]
+    doctor = json.loads(cli("doctor", "--json", *p, check=False).stdout)
+    assert doctor["healthy"] is False and [x["branch"] for x in doctor["interrupted_promotes"]] == ["better-summaries"]
+
+    assert "promoted 'better-summaries' into main" in cli("branch", "promote", "better-summaries", *p).stdout
+    status = cli("status", *p).stdout
+    assert "interrupted" not in status and "  main                 up to date" in status, status
+    assert json.loads(cli("doctor", "--json", *p).stdout)["healthy"] is True
+    fresh = load(branch_ran)
+    assert {s: sorted(r.id for r in fresh.records(s)) for s in expected} == expected
+    assert own_rows(fresh, "better-summaries") == [] and fresh.plan().steps == []

@@ -256,3 +256,55 @@ def test_next_start_resumes_then_a_client_that_closes_mid_sync(hostile_project, 
     # The resumed sync finished the first item; the second was stopped mid-way (note written, no digest).
     assert records["digests"] == ["Digest: Note: HOLD-http: the user moved to Lisbon"]
     assert records["notes"] == ["Note: HOLD-http: the user moved to Lisbon", "Note: HOLD-stdio: the cat is called Miso"]
+
+
+# -- malformed lines on stdio ----------------------------------------------------------------------
+
+def test_stdio_answers_lines_that_are_not_json_and_keeps_serving(tmp_path):
+    """Issue 32 item 8: a line that is not JSON, or holds a raw NUL, is answered with JSON-RPC's parse error
+    (-32700, id null), JSON that is no JSON-RPC message with -32600, and the next request is served. (The
+    SDK's stdio transport dropped such lines: the client waited forever.) A raw `synthex mcp` subprocess:
+    the official client cannot send a malformed line."""
+    from conftest import write_project, write_small_export
+
+    project = write_project(tmp_path / "proj", write_small_export(tmp_path / "exports" / "conversations.json"))
+    proc = subprocess.Popen([sys.executable, "-m", "synthex.surfaces.cli", "mcp", "--project", str(project)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env_without_openai())
+    requests = [INITIALIZE, b'{"jsonrpc": "2.0", "method": "notifications/initialized"}',
+                b'{"jsonrpc": "2.0", "id": 2, "method": "tools/list"',  # cut short: not JSON
+                b'{"jsonrpc": "2.0", "id": 3, "method": "tools/\x00list"}',  # a raw NUL inside a string
+                b"\x00",
+                b"",  # a blank line is no message: no answer
+                b'{"jsonrpc": "2.0", "id": 5, "params": {}}',  # JSON, but no method
+                b'{"jsonrpc": "2.0", "id": 6, "method": "tools/list"}']
+    lines: list[bytes] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+    reader.start()
+    try:
+        proc.stdin.write(b"\n".join(requests) + b"\n")
+        proc.stdin.flush()
+        # stdin stays open until the last request is answered (at end of input the SDK stops serving).
+        deadline = time.monotonic() + WAIT_S
+        while not any(b'"id":6' in line for line in list(lines)):
+            assert proc.poll() is None and time.monotonic() < deadline, "the request after the bad lines was not answered"
+            time.sleep(0.05)
+        proc.stdin.close()
+        err = proc.stderr.read()
+        proc.wait(WAIT_S)
+        reader.join(WAIT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0 and b"Traceback" not in err, err.decode()
+    replies = [json.loads(line) for line in lines]
+    parse_errors = [r for r in replies if r.get("error", {}).get("code") == -32700]
+    assert len(parse_errors) == 3
+    assert all(r["id"] is None and r["error"]["message"] == "Parse error" for r in parse_errors)
+    assert "control character" in parse_errors[1]["error"]["data"]
+    assert all("\n" not in r["error"]["data"] and "tools/" not in r["error"]["data"] for r in parse_errors)
+    [invalid] = [r for r in replies if r.get("error", {}).get("code") == -32600]
+    assert invalid["id"] == 5 and invalid["error"]["message"] == "Invalid Request"
+    by_id = {r["id"]: r for r in replies if "result" in r}
+    assert set(by_id) == {1, 6} and len(replies) == 6
+    assert {t["name"] for t in by_id[6]["result"]["tools"]} >= {"search", "remember"}

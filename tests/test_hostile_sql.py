@@ -291,3 +291,59 @@ def test_the_sql_command_loads_neither_lancedb_nor_dagster(synced):
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env_without_openai(),
                          timeout=PROCESS_TIMEOUT, check=True).stdout.split()
     assert out == ["0", '[{"n":12}]', "False", "False"]
+
+
+# -- limits of its own (issue 32, item 9) ------------------------------------------------------------
+
+@pytest.fixture
+def unrun_project(tmp_path) -> Path:
+    """A project that was never run: the views exist with no rows; enough for statements over range()."""
+    from conftest import write_project, write_small_export
+
+    return write_project(tmp_path / "proj", write_small_export(tmp_path / "exports" / "conversations.json"))
+
+
+ENDLESS = "select count(*) from range(10000000000000)"  # 10^13 rows: about half an hour of both cores
+
+
+def settings(project: Path, *extra: str) -> dict[str, str]:
+    out = cli("sql", "select current_setting('memory_limit') as memory_limit, "
+              "current_setting('temp_directory') as temp_directory", "--json", "--project", str(project), *extra)
+    assert out.exit_code == 0, out.output
+    [row] = json.loads(out.stdout)
+    return row
+
+
+def test_a_statement_is_stopped_at_the_timeout_in_one_line(unrun_project):
+    out = cli("sql", ENDLESS, "--timeout", "1", "--project", str(unrun_project))
+    assert out.exit_code == 1 and out.stdout == "", out.output
+    assert out.stderr.splitlines() == ["error: the statement stopped after 1 s (the sql_timeout_s bound); raise it "
+                                       "with --timeout SECONDS or Pipeline(limits=Limits(sql_timeout_s=...))"]
+
+
+def test_memory_and_temp_directory_are_the_consoles_own_and_locked(unrun_project):
+    from synthex.core.limits import MB, Limits
+    from synthex_resources.sql import SqlLimits, StatementLimitError, sql_limits
+
+    temp = str(unrun_project / ".synthex" / "sql-tmp")  # never DuckDB's default, `.tmp` in the working dir
+    assert settings(unrun_project) == {"memory_limit": "1.0 GiB", "temp_directory": temp}  # not 80 % of RAM
+    assert settings(unrun_project, "--memory-limit", "256MB") == {"memory_limit": "256.0 MiB", "temp_directory": temp}
+    assert "is not a size" in cli("sql", "select 1", "--memory-limit", "lots", "--project", str(unrun_project)).output
+    assert "SET statements are refused" in refused(unrun_project, "set memory_limit = '100GB'")
+
+    # The project's own bounds (Pipeline(limits=...)), when no flag overrides them.
+    limits = sql_limits(Limits(sql_memory_bytes=512 * MB, sql_timeout_s=0.5), unrun_project / ".synthex")
+    with SqlConsole(str(unrun_project / ".synthex" / "lancedb"), limits=limits) as console:
+        assert console.query("select current_setting('memory_limit') as m").column("m").to_pylist() == ["512.0 MiB"]
+        with pytest.raises(duckdb.Error, match="locked"):  # not even past the statement check
+            console.con.execute("set memory_limit = '100GB'")
+        with pytest.raises(StatementLimitError, match=r"^the statement stopped after 0\.5 s"):
+            console.query(ENDLESS)
+        # The interrupt never reaches the console's next statement.
+        assert console.query("select count(*) as n from range(1000000)").column("n").to_pylist() == [1_000_000]
+    # Over the memory bound with nowhere to spill: one line naming the bound, not DuckDB's five.
+    with SqlConsole(str(unrun_project / ".synthex" / "lancedb"), limits=SqlLimits(memory_bytes=16 * MB)) as console:
+        with pytest.raises(StatementLimitError) as over:
+            console.query("select count(*) from (select md5(i::varchar) m from range(1000000) t(i) order by m)")
+    assert str(over.value) == ("the statement needed more memory than the sql_memory_bytes bound of 16 MB "
+                               "(with no temp directory to spill to)")

@@ -8,9 +8,11 @@ creating a branch writes no record, and promote copies rows instead of recomputi
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from synthex.core.definition import PipelineDefinition
@@ -24,6 +26,7 @@ from synthex.core.project import (
     current_branch,
     load_branch,
     promotion_journal,
+    promotion_journals,
     set_current_branch,
     write_promotion,
 )
@@ -47,6 +50,45 @@ class BranchInfo:
 
     def to_dict(self) -> dict[str, Any]:
         return dict(vars(self))
+
+
+@dataclass(frozen=True)
+class InterruptedPromotion:
+    """A promote that was cut short: its journal (``promotion_journal``) is still there. pipeline.py may
+    already apply the branch, so main looks stale; a run would recompute those steps (model calls)
+    where the promote copies the branch's rows, and would leave the branch's own copies behind. Only
+    promote finishes it."""
+
+    branch: str
+    steps: list[str]  # what the promote moves (some may be moved already)
+    journal: Path
+    problem: str = ""  # the journal cannot be read: why
+
+    def command(self) -> str:
+        return f"synthex branch promote {self.branch}"
+
+    def describe(self) -> str:
+        if self.problem:
+            return f"{self.journal}: the journal of an interrupted promote cannot be read ({self.problem})"
+        return (f"a promote of branch {self.branch!r} into main was interrupted before it finished (it moves "
+                f"{', '.join(self.steps)}): run `{self.command()}` to finish it (it copies the branch's records; "
+                "a run would recompute them)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"branch": self.branch, "steps": self.steps, "journal": str(self.journal),
+                "command": self.command(), "message": self.describe()}
+
+
+def read_promotion_journal(path: Path) -> InterruptedPromotion:
+    """The promote a journal file records; an unreadable one is reported (``problem``), never raised."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        branch, steps = data["branch"], data["steps"]
+        if not isinstance(branch, str) or not isinstance(steps, list) or not all(isinstance(s, str) for s in steps):
+            raise ValueError("no branch name and step list")
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        return InterruptedPromotion(path.stem, [], path, problem=" ".join(str(exc).split()) or type(exc).__name__)
+    return InterruptedPromotion(branch, steps, path)
 
 
 @dataclass
@@ -168,15 +210,18 @@ class Branches:
         the steps it owns (rows copied, no model call); the branch then reads them through main.
 
         Resumable: the steps being moved are written to a journal first (``.synthex/promotions``);
-        a promote cut short finishes when run again, even though pipeline.py already applies the branch.
+        a promote cut short finishes when run again, even though pipeline.py already applies the branch
+        (``interrupted_promotions`` finds it for `synthex status` and `synthex doctor`).
         """
-        import json
-
+        from synthex.core.atomic_file import write_file_atomic
         from synthex_resources.branch_lock import BranchLock
 
         journal = promotion_journal(self.main, name)
         if journal.exists():
-            owned = json.loads(journal.read_text(encoding="utf-8"))["steps"]
+            pending = read_promotion_journal(journal)
+            if pending.problem:
+                raise SynthexError(pending.describe())
+            owned = pending.steps
         else:
             owned = self._promotable_steps(name)
         copied: dict[str, int] = {}
@@ -185,8 +230,7 @@ class Branches:
             # Every branch: main and the promoted branch change, and any branch may read them.
             for branch in [MAIN, *branch_names(self.main.project_dir)]:
                 held.enter_context(BranchLock(self.main.data_dir, branch, marker).acquire())
-            journal.parent.mkdir(parents=True, exist_ok=True)
-            journal.write_text(json.dumps({"branch": name, "steps": owned}), encoding="utf-8")
+            write_file_atomic(journal, json.dumps({"branch": name, "steps": owned}), fsync=True)
             # 1. main's definition becomes the branch's: pipeline.py applies its overrides.
             write_promotion(self.main, name, now_iso())
             if name not in self.main.applied_branches:
@@ -197,6 +241,10 @@ class Branches:
                 copied[step] = self.app.store.records.move_step_rows(step, name, MAIN, marker)
             journal.unlink()
         return copied
+
+    def interrupted_promotions(self) -> list[InterruptedPromotion]:
+        """Promotes cut short (their journals are still there), in journal-file order."""
+        return [read_promotion_journal(path) for path in promotion_journals(self.main)]
 
     def _promotable_steps(self, name: str) -> list[str]:
         """The steps a promote of ``name`` moves, after checking it can be promoted without computing."""

@@ -6,7 +6,9 @@
   record, so the next run recomputes it from what exists;
 - runs stuck in "running" whose branch no run holds: repaired by marking them failed;
 - an unfinished purge (killed before it finished: ``synthex.core.purge_journal``): repaired by finishing
-  it (first, since it deletes records and re-runs branches; the other checks then look again).
+  it (first, since it deletes records and re-runs branches; the other checks then look again);
+- an interrupted promote (its journal is still there: ``Branches.interrupted_promotions``): repaired by
+  running the promote again, which finishes it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from synthex.core.purge_journal import PurgeJournal, PurgeProgress
 
 if TYPE_CHECKING:
+    from synthex.app.branches import InterruptedPromotion
     from synthex.app.services import AppServices
 
 
@@ -27,17 +30,20 @@ class DoctorReport:
     dangling: dict[str, list[str]] = field(default_factory=dict)  # record id -> missing source ids
     stuck_runs: list[str] = field(default_factory=list)
     unfinished_purge: PurgeProgress | None = None
+    interrupted_promotes: list[InterruptedPromotion] = field(default_factory=list)
     repaired: bool = False
 
     @property
     def healthy(self) -> bool:
-        return not (self.duplicate_ids or self.dangling or self.stuck_runs or self.unfinished_purge)
+        return not (self.duplicate_ids or self.dangling or self.stuck_runs or self.unfinished_purge
+                    or self.interrupted_promotes)
 
     def to_dict(self) -> dict[str, Any]:
         purge = self.unfinished_purge
         return {"healthy": self.healthy, "duplicate_ids": self.duplicate_ids, "dangling_sources": self.dangling,
                 "stuck_runs": self.stuck_runs,
                 "unfinished_purge": purge.to_dict() | {"message": purge.describe()} if purge else None,
+                "interrupted_promotes": [p.to_dict() for p in self.interrupted_promotes],
                 "repaired": self.repaired}
 
 
@@ -53,6 +59,7 @@ def dangling_sources(rows: list[dict[str, Any]]) -> dict[str, list[str]]:
 
 
 def diagnose(app: AppServices) -> DoctorReport:
+    from synthex.app.branches import Branches
     from synthex_resources.branch_lock import BranchBusyError, BranchLock
 
     store = app.store
@@ -60,7 +67,8 @@ def diagnose(app: AppServices) -> DoctorReport:
     counts = Counter((r["id"], r["branch"]) for r in rows)  # one row per (id, branch) is the rule
     report = DoctorReport(duplicate_ids=sorted({i for (i, _), n in counts.items() if n > 1}),
                           dangling=dangling_sources(rows),
-                          unfinished_purge=PurgeJournal(app.pipeline.data_dir).progress())
+                          unfinished_purge=PurgeJournal(app.pipeline.data_dir).progress(),
+                          interrupted_promotes=Branches(app).interrupted_promotions())
     for run in store.runs.running():
         lock = BranchLock(app.pipeline.data_dir, run.branch, run.id)
         try:
@@ -80,6 +88,11 @@ def repair(app: AppServices, report: DoctorReport) -> DoctorReport:
         found = diagnose(app)  # the purge deleted records and re-ran branches: look again
         report.duplicate_ids, report.dangling = found.duplicate_ids, found.dangling
         report.stuck_runs = sorted(set(report.stuck_runs) | set(found.stuck_runs))
+    if report.interrupted_promotes:  # before the record checks: a promote moves rows
+        from synthex.app.branches import Branches
+
+        for promotion in report.interrupted_promotes:
+            Branches(app).promote(promotion.branch)  # an unreadable journal: one line, nothing repaired
     store = app.store
     if report.duplicate_ids:
         kept: dict[tuple[str, str], Record] = {}

@@ -42,6 +42,11 @@ class Limits:
     # A key aggregate's group key (``by=``): its characters, and how many groups one record may join.
     group_key_chars: int = 256
     group_keys_per_record: int = 64
+    # One `synthex sql` statement: stopped after this many seconds (DuckDB has no timeout of its own).
+    sql_timeout_s: float = 30.0
+    # The DuckDB memory of one SQL console (DuckDB's default is 80 % of the machine's RAM); a statement
+    # that needs more spills to the project's data dir (``<data dir>/sql-tmp``), else fails in one line.
+    sql_memory_bytes: int = 1024 * MB
 
     def __post_init__(self) -> None:
         for field in fields(self):

@@ -261,9 +261,12 @@ def write_promotion(main: PipelineDefinition, name: str, when: str) -> Path:
     line = f"{variable}.apply_branch({name!r}, __file__)"
     text = path.read_text(encoding="utf-8")
     if line not in text:
+        from synthex.core.atomic_file import write_file_atomic
+
         text = text.rstrip("\n") + (f"\n\n# Promoted from branch {name!r} by `synthex branch promote` on {when}: main "
                                     f"runs the overrides in branches/{name}.py.\n{line}\n")
-        path.write_text(text, encoding="utf-8")
+        # Whole or not at all: a promote killed here leaves pipeline.py as it was or as promoted.
+        write_file_atomic(path, text, fsync=True, mode=path.stat().st_mode & 0o7777)
         if getattr(main, "source_file", None):
             main.source_file = (path, path.stat().st_mtime_ns)  # main is updated in memory as well
     return path
@@ -271,4 +274,12 @@ def write_promotion(main: PipelineDefinition, name: str, when: str) -> Path:
 
 def promotion_journal(main: PipelineDefinition, name: str) -> Path:
     """Steps a promote of ``name`` is moving, kept until it finishes (a re-run resumes from it)."""
-    return main.data_dir / "promotions" / f"{check_branch_name(name).replace('/', '__')}.json"
+    return main.data_dir / PROMOTIONS_DIR / f"{check_branch_name(name).replace('/', '__')}.json"
+
+
+def promotion_journals(main: PipelineDefinition) -> list[Path]:
+    """The journals of promotes that have not finished (``promotion_journal``), by file name."""
+    return sorted((main.data_dir / PROMOTIONS_DIR).glob("*.json"))
+
+
+PROMOTIONS_DIR = "promotions"  # in the data dir

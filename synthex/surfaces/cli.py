@@ -464,8 +464,9 @@ def branch_delete(name: str, project: str) -> None:
 @json_option
 def status(project: str, as_json: bool) -> None:
     """The current branch, stale steps per branch, sources whose deletions are held back, the last run,
-    what a run would do, and a purge that was killed before it finished."""
+    what a run would do, and a purge or a promote that was killed before it finished."""
     from synthex.core.deletions import refusal_line
+    from synthex.core.naming import MAIN
     from synthex.core.project import current_branch
     from synthex.core.purge_journal import PurgeJournal
 
@@ -485,18 +486,26 @@ def status(project: str, as_json: bool) -> None:
     quarantined = pipe.app.quarantined()
     unfinished = PurgeJournal(pipe.data_dir).progress()
     purge = unfinished.to_dict() | {"message": unfinished.describe()} if unfinished else None
+    promotions = pipe.app.branches.interrupted_promotions()
     if as_json:
         emit_json({"current": here, "branches": rows, "last_run": last.to_dict() if last else None,
-                   "unfinished_purge": purge, "quarantined": [q.to_dict() for q in quarantined]})
+                   "unfinished_purge": purge, "interrupted_promotes": [p.to_dict() for p in promotions],
+                   "quarantined": [q.to_dict() for q in quarantined]})
         return
     if purge:
         click.echo(purge["message"])
+    for promotion in promotions:
+        click.echo(promotion.describe())
+    # What main's (or the promoted branch's) staleness is waiting for: the promote, not a run.
+    finish_first = ({MAIN: promotions[0]} | {p.branch: p for p in promotions}) if promotions else {}
     click.echo(f"on branch {here}")
     for row in rows:
         stale = row["stale"]
         what = row.get("error") or (", ".join(f"{s} ({n} period(s))" for s, n in stale.items()) or "up to date")
-        click.echo(f"  {row['branch']:<20} {what}"
-                   + (f"; a run computes ~{row['records_to_compute']} records" if stale else ""))
+        pending = finish_first.get(row["branch"])
+        next_step = (f"; `{pending.command()}` finishes first" if pending else
+                     f"; a run computes ~{row['records_to_compute']} records")
+        click.echo(f"  {row['branch']:<20} {what}" + (next_step if stale else ""))
         for held in row.get("held_back", []):
             click.echo(f"  {'':<20} held back: {held['message']}")
     for q in quarantined:
@@ -655,7 +664,7 @@ def search(query: str, steps: tuple[str, ...], exact: bool, k: int, mode: str | 
 
 @main.command()
 @click.option("--repair", is_flag=True, help="Fix what was found (duplicate ids, dangling sources, stuck runs, "
-              "an unfinished purge).")
+              "an unfinished purge or promote).")
 @project_option
 @json_option
 def doctor(repair: bool, project: str, as_json: bool) -> None:
@@ -682,6 +691,8 @@ def doctor(repair: bool, project: str, as_json: bool) -> None:
     if report.unfinished_purge is not None:
         click.echo(f"  {report.unfinished_purge.describe()}"
                    + ("; finished by this repair" if report.repaired else ""))
+    for promotion in report.interrupted_promotes:
+        click.echo(f"  {promotion.describe()}" + ("; finished by this repair" if report.repaired else ""))
     if report.healthy:
         click.echo("healthy")
     elif report.repaired:

@@ -261,7 +261,96 @@ def _server_class() -> type:
                     raise ToolError(one_line(f"invalid arguments for {name}: {problems}")) from None
                 raise
 
+        async def run_stdio_async(self) -> None:
+            """The SDK's stdio transport (``stdio_server``) and server loop, with every line it cannot read
+            answered (``MalformedLinesAnswered``) instead of dropped, so a client never waits on one."""
+            from mcp.server.stdio import stdio_server
+
+            lowlevel = self._lowlevel_server  # what the SDK's own run_stdio_async serves; no public accessor
+            async with stdio_server() as (read_stream, write_stream):
+                await lowlevel.run(MalformedLinesAnswered(read_stream, write_stream), write_stream,
+                                   lowlevel.create_initialization_options())
+
     return SynthexMCP
+
+
+class MalformedLinesAnswered:
+    """The read stream of the SDK's stdio transport, answering the lines it could not read.
+
+    ``stdio_server`` parses each line and, when that fails, puts the exception in the read stream,
+    which the server loop logs at debug level and drops: the client of a line that was not JSON (or
+    held a raw NUL) never got an answer and waited forever. Here each such item is answered on the
+    write stream as JSON-RPC 2.0 says: -32700 "Parse error" (id null) for text that is not JSON,
+    -32600 "Invalid Request" for JSON that is not a JSON-RPC message (under its id when it has a usable
+    one), the parser's one line as ``data`` (never the line itself, up to ``mcp_request_bytes``). A
+    blank line is no message and gets no answer. Everything else passes as it is, with the sender
+    context the server reads (``last_context``)."""
+
+    def __init__(self, inner: Any, write_stream: Any) -> None:
+        self._inner = inner
+        self._write = write_stream
+        self.answered = 0
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        while True:
+            item = await self._inner.receive()
+            if not isinstance(item, Exception):
+                return item
+            reply = malformed_line_reply(item)
+            if reply is not None:
+                from mcp.shared.message import SessionMessage
+
+                await self._write.send(SessionMessage(reply))
+                self.answered += 1
+
+    def close(self) -> None:
+        self._inner.close()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> "MalformedLinesAnswered":
+        return self
+
+    async def __anext__(self) -> Any:
+        import anyio
+
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> "MalformedLinesAnswered":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def malformed_line_reply(error: Exception) -> Any:
+    """The JSON-RPC error answering a line the stdio transport could not read (``error``: what parsing
+    it raised), or None for a blank line."""
+    from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+    from pydantic import ValidationError
+
+    problems = error.errors() if isinstance(error, ValidationError) else []
+    first = problems[0] if problems else {}
+    line = first.get("input")
+    if first.get("type") == "json_invalid" and isinstance(line, str) and not line.strip():
+        return None
+    if problems and first.get("type") != "json_invalid":
+        found = line.get("id") if isinstance(line, dict) else None
+        request_id = found if isinstance(found, str | int) and not isinstance(found, bool) else None
+        return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(
+            code=INVALID_REQUEST, message="Invalid Request",
+            data="not a JSON-RPC 2.0 message (a request needs jsonrpc \"2.0\", a method and, to be answered, an id)"))
+    detail = str(first.get("msg", "")).removeprefix("Invalid JSON: ") if problems else f"{type(error).__name__}: {error}"
+    return JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(
+        code=PARSE_ERROR, message="Parse error", data=one_line(f"the request line is not JSON ({detail})")))
 
 
 def build_server(app: "ProjectApp", branch: str, sync: SyncWorker, token: "BearerToken | None" = None,

@@ -19,6 +19,28 @@ from typing import Any
 import click
 
 CELL_WIDTH = 60  # the aligned table cuts longer cells (--json and --csv never do)
+SIZE_UNITS = {"": 1, "B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3, "TB": 1024 ** 4}  # as Limits counts
+# How a statement stopped by a bound is told to raise it, per bound (``StatementLimitError.bound``).
+RAISE_WITH = {"sql_timeout_s": "--timeout SECONDS", "sql_memory_bytes": "--memory-limit SIZE"}
+
+
+class ByteSize(click.ParamType):
+    """A size such as ``2GB``, ``512MB`` or a number of bytes (units of 1024, as ``Limits`` counts)."""
+
+    name = "size"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        import re
+
+        if isinstance(value, int):
+            return value
+        found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?b?)\s*", str(value), re.IGNORECASE)
+        unit = found.group(2).upper() if found else ""
+        unit = unit + "B" if unit and not unit.endswith("B") else unit
+        size = int(float(found.group(1)) * SIZE_UNITS[unit]) if found else 0
+        if size <= 0:
+            self.fail(f"{value!r} is not a size (e.g. 2GB, 512MB)", param, ctx)
+        return size
 
 
 @click.command("sql")
@@ -29,12 +51,21 @@ CELL_WIDTH = 60  # the aligned table cuts longer cells (--json and --csv never d
 @click.option("--csv", "as_csv", is_flag=True, help="Rows as CSV with a header line.")
 @click.option("--eval-results", "eval_results", default=None, type=click.Path(dir_okay=False),
               help="The eval results DuckDB file (default: the project's .synthex/evals/eval_results.duckdb).")
-def sql_command(query: str, project: str, as_json: bool, as_csv: bool, eval_results: str | None) -> None:
+@click.option("--timeout", "timeout_s", default=None, type=click.FloatRange(0, min_open=True),
+              help="Seconds a statement may run before it is stopped (default: the project's "
+                   "Limits.sql_timeout_s, 30).")
+@click.option("--memory-limit", "memory_bytes", default=None, type=ByteSize(),
+              help="DuckDB memory for the statement, e.g. 2GB; beyond it DuckDB spills to .synthex/sql-tmp "
+                   "(default: the project's Limits.sql_memory_bytes, 1GB).")
+def sql_command(query: str, project: str, as_json: bool, as_csv: bool, eval_results: str | None,
+                timeout_s: float | None, memory_bytes: int | None) -> None:
     """Run a read-only SQL QUERY (DuckDB) over the records, runs and eval results.
 
     Views: records (every column but vector), record_vectors (id, branch, step, vector), runs, run_steps,
     cdc_sources and cdc_items (what each source held at its last sync), and eval_results (one row per
     eval question) once `synthex eval` has run. Nothing else: files, URLs and extensions are out of reach.
+    A statement is stopped after --timeout seconds and given --memory-limit of memory (spilling to the
+    project's .synthex/sql-tmp beyond it).
 
     \b
     Examples:
@@ -43,7 +74,7 @@ def sql_command(query: str, project: str, as_json: bool, as_csv: bool, eval_resu
     """
     from synthex.core.errors import BadInputError
     from synthex.core.project import load_pipeline
-    from synthex_resources.sql import SqlConsole, eval_results_path
+    from synthex_resources.sql import SqlConsole, StatementLimitError, eval_results_path, sql_limits
 
     if as_json and as_csv:
         raise BadInputError("give --json or --csv, not both")
@@ -51,8 +82,13 @@ def sql_command(query: str, project: str, as_json: bool, as_csv: bool, eval_resu
         raise BadInputError(f"{eval_results}: no such eval results file")
     pipeline = load_pipeline(project)
     results = Path(eval_results) if eval_results else eval_results_path(pipeline.data_dir)
-    with SqlConsole(pipeline.store_uri, eval_results=results, cdc_state=pipeline.data_dir) as console:
-        table = console.query(query)
+    limits = sql_limits(pipeline.limits, pipeline.data_dir, timeout_s=timeout_s, memory_bytes=memory_bytes)
+    with SqlConsole(pipeline.store_uri, eval_results=results, cdc_state=pipeline.data_dir, limits=limits) as console:
+        try:
+            table = console.query(query)
+        except StatementLimitError as exc:
+            raise StatementLimitError(f"{exc}; raise it with {RAISE_WITH[exc.bound]} or "
+                                      f"Pipeline(limits=Limits({exc.bound}=...))", exc.bound) from None
     columns = table.column_names
     rows = [list(r) for r in zip(*(c.to_pylist() for c in table.columns), strict=True)] if columns else []
     if as_json:
