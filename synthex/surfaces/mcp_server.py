@@ -342,7 +342,9 @@ def _add_read_tools(server: Any, app: "ProjectApp", branch: str) -> None:
             f"Step(s) to search; one or a list of: {step_names}. Default: the pipeline's search output steps "
             "(with exact=True: the source steps)."))] = None,
         branch: Branch = None,
-        mode: Annotated[SearchModes | None, Field(description=(  # type: ignore[valid-type]
+        # Omitted: None, resolved by the app (the default depends on whether a step is named); typed as the
+        # names alone so the schema enumerates them (pydantic does not validate a default).
+        mode: Annotated[SearchModes, Field(description=(  # type: ignore[valid-type]
             f"Search strategy (default: {default_mode} when no step is named; a step named without a mode "
             f"ranks that step's own records, by hybrid if {default_mode} drills down). "
             f"{strategies.describe()}."))] = None,
