@@ -2,7 +2,8 @@
 ``mode="hierarchical"`` is the default of every door (``Pipeline.search``, ``synthex search``, the MCP
 ``search`` tool, the Dagster ``SearchResource``), the hits are the conversations the drill-down ranks and
 each names the summary and monthly reflection it was reached through (``via``); ``--mode hybrid`` still
-ranks the summaries and reflections themselves. And a LoCoMo comparison names the best LLM-free built-in.
+ranks the summaries and reflections themselves, and naming a step is surface search at that step (issue 32).
+And a LoCoMo comparison names the best LLM-free built-in.
 
 The project is the session's shared run of the default template (conftest ``ran_project``); tests only read.
 """
