@@ -65,8 +65,9 @@ class SearchResource(ConfigurableResource):
     """
 
     project_dir: str
-    # A name of the search strategies' registry, as ``synthex search --mode``; None: the pipeline's search
-    # output's ``mode=``, else hybrid (what every other door uses when none is named).
+    # A name of the search strategies' registry, as ``synthex search --mode``: this resource's default in
+    # place of the pipeline's search output's ``mode=`` (None: that, else hybrid), under the same rule: a
+    # search that names a step but no mode is surface search there (``StrategyRegistry.resolve``).
     mode: str | None = None
     k: int = 10
     _store: RecordStore | None = PrivateAttr(default=None)
@@ -98,8 +99,8 @@ class SearchResource(ConfigurableResource):
         pipeline = self.pipeline()
         return search_memory(pipeline, self.store(pipeline), pipeline.scope(branch), self.strategies(), query,
                              step=step,
-                             exact=exact, k=k or self.k, mode=mode or self.mode, periods=periods,
-                             metadata=metadata, as_of=as_of)
+                             exact=exact, k=k or self.k, mode=mode, periods=periods,
+                             metadata=metadata, as_of=as_of, default_mode=self.mode)
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
         if self._store is not None:

@@ -2,7 +2,8 @@
 ``mode="hierarchical"`` is the default of every door (``Pipeline.search``, ``synthex search``, the MCP
 ``search`` tool, the Dagster ``SearchResource``), the hits are the conversations the drill-down ranks and
 each names the summary and monthly reflection it was reached through (``via``); ``--mode hybrid`` still
-ranks the summaries and reflections themselves. And a LoCoMo comparison names the best LLM-free built-in.
+ranks the summaries and reflections themselves, and naming a step is surface search at that step (issue 32).
+And a LoCoMo comparison names the best LLM-free built-in.
 
 The project is the session's shared run of the default template (conftest ``ran_project``); tests only read.
 """
@@ -77,7 +78,9 @@ def test_every_door_searches_the_drill_down_by_default_and_hybrid_still_ranks_th
         mcp_server = build_server(app, "main", SyncWorker(app, "main"))
         tools = anyio.run(mcp_server.list_tools)
         schema = next(t for t in tools if t.name == "search").input_schema["properties"]["mode"]
-        assert schema["default"] == "hierarchical"
+        # No fixed default in the schema: the default depends on the step (naming one is surface search there);
+        # the description names both, and a search with no mode and no step drills down (mcp_hits below).
+        assert schema["default"] is None and "default: hierarchical when no step is named" in schema["description"]
         mcp_hits = mcp_search(mcp_server, {"query": QUERY, "k": K})
         mcp_hybrid = mcp_search(mcp_server, {"query": QUERY, "k": K, "mode": "hybrid"})
         hybrid_python = pipe.search(QUERY, k=K, mode="hybrid")
@@ -137,3 +140,69 @@ def test_a_comparison_marks_its_best_and_names_the_best_llm_free_builtin():
     help_text = " ".join(cli("eval", "locomo", "--help").stdout.split())
     assert "hierarchical-expanded (the best LLM-free)" in help_text
     assert benchmark_command(LoCoMo).name == "locomo"
+
+
+SURFACE_QUERY = "Rust"  # the design's own example (§4.6, §6.2): pipeline.search("Rust", step="monthly")
+
+
+def test_a_named_step_is_surface_search_at_that_step_on_every_door(built):
+    """Issue 32, item 1: naming a step is surface search at that step (its own records ranked, drill down with
+    ``sources()`` / ``leaves()``), although the template's search output drills down (``mode="hierarchical"``);
+    the same ids on every door. A mode named with a step is that strategy over that step: the drill-down
+    scores the step's records and returns the conversations they stand for, each ``via`` that step."""
+    from synthex.surfaces.mcp_server import SyncWorker, build_server
+    from synthex_resources.resources import SearchResource
+    from synthex_resources.search.engine import SearchEngine
+
+    pipe = load(built)
+    try:
+        app = pipe.app
+        engine = SearchEngine(app.store)
+        surfaced: dict[str, list[str]] = {}
+        # A fold's state is made from its period's input and the state before it.
+        for step, below in (("monthly", {"summaries"}), ("world-model", {"monthly", "world-model"})):
+            hits = pipe.search(SURFACE_QUERY, step=step, k=K)
+            own = engine.search(SURFACE_QUERY, steps=[step], scope=app.scope(None), k=K,
+                                strategy=app.search_strategies.get("hybrid"))
+            assert hits and ids(hits) == ids(own), f"step={step!r} is not that step's own ranking"
+            assert {h.step for h in hits} == {step} and all(not h.via for h in hits)
+            for hit in hits:  # drill down from the altitude: the sources one step below, the leaves at the bottom
+                assert hit.sources() and {s.step for s in hit.sources()} <= below
+                assert hit.leaves() and {leaf.step for leaf in hit.leaves()} == {"chatgpt"}
+            assert hits.mode == "hybrid"
+            surfaced[step] = ids(hits)
+        both = pipe.search(SURFACE_QUERY, step=["summaries", "monthly"], k=K)  # several named steps: theirs too
+        assert both and {h.step for h in both} <= {"summaries", "monthly"} and both.mode == "hybrid"
+
+        # A mode named with the step: the drill-down from that step (what the evals ask), hits via its records.
+        drilled = pipe.search(SURFACE_QUERY, step="monthly", k=K, mode="hierarchical")
+        assert ids(drilled) == ids(engine.search(SURFACE_QUERY, steps=["monthly"], scope=app.scope(None), k=K,
+                                                 strategy=app.search_strategies.get("hierarchical")))
+        assert drilled and {h.step for h in drilled} == {"chatgpt"} and drilled.mode == "hierarchical"
+        assert all([v.step for v in h.via] == ["monthly"] for h in drilled)
+
+        mcp_server = build_server(app, "main", SyncWorker(app, "main"))
+        mcp = {step: anyio.run(mcp_server.call_tool, "search", {"query": SURFACE_QUERY, "step": step, "k": K})
+               for step in surfaced}
+        mcp_drilled = mcp_search(mcp_server, {"query": SURFACE_QUERY, "step": "monthly", "k": K,
+                                              "mode": "hierarchical"})
+    finally:
+        pipe.close()
+    for step, expected in surfaced.items():
+        answer = json.loads(mcp[step].content[0].text)
+        assert not mcp[step].is_error and ids(answer["hits"]) == expected and answer["mode"] == "hybrid"
+        cli_answer = json.loads(cli("search", SURFACE_QUERY, "--step", step, "-k", K, "--json",
+                                    "--project", built).stdout)
+        assert ids(cli_answer["hits"]) == expected and cli_answer["mode"] == "hybrid"
+    assert ids(mcp_drilled) == ids(drilled)
+    cli_drilled = json.loads(cli("search", SURFACE_QUERY, "--step", "monthly", "--mode", "hierarchical", "-k", K,
+                                 "--json", "--project", built).stdout)
+    assert ids(cli_drilled["hits"]) == ids(drilled) and cli_drilled["mode"] == "hierarchical"
+    # The resource's own mode= is a default like the search output's: a named step still surfaces there.
+    for resource in (SearchResource(project_dir=str(built)), SearchResource(project_dir=str(built), mode="hierarchical")):
+        try:
+            for step, expected in surfaced.items():
+                assert ids(resource.search(SURFACE_QUERY, step=step, k=K)) == expected
+            assert ids(resource.search(SURFACE_QUERY, step="monthly", k=K, mode="hierarchical")) == ids(drilled)
+        finally:
+            resource.teardown_after_execution(None)  # type: ignore[arg-type]

@@ -32,6 +32,9 @@ from synthex.core.steps.base import callable_ref
 from synthex.core.steps.fold_state import StateBound
 
 SURFACES = ("projection", "search")
+# The search strategy of a search output that names no mode, and of a search at a named step when the
+# output's mode does not rank the searched records themselves (a drill-down: search/memory_search.py).
+DEFAULT_SEARCH_MODE = "hybrid"
 # How often Dagster's daemon ticks each source sensor (`synthex ui`), in seconds: the wait between a change
 # and the run that brings it in. Dagster's sensor daemon loops every 5 s, so less than 5 is no faster.
 SENSOR_INTERVAL_S = 5
@@ -500,8 +503,10 @@ class PipelineDefinition:
         return list(dict.fromkeys(steps)) or self.order()
 
     def search_mode(self) -> str:
-        """The search strategy a search that names none uses: the first search output's ``mode``, else hybrid."""
-        return next((o.mode for o in self.outputs.values() if o.surface == "search" and o.mode), "hybrid")
+        """The search strategy a search that names none (and no step) uses: the first search output's
+        ``mode``, else hybrid. At a named step a drill-down default gives way to surface search there
+        (``StrategyRegistry.resolve``)."""
+        return next((o.mode for o in self.outputs.values() if o.surface == "search" and o.mode), DEFAULT_SEARCH_MODE)
 
     def projection_step(self, name: str) -> str:
         """The step a ``surface="projection"`` output reads (e.g. the world model)."""

@@ -620,11 +620,12 @@ def via_line(via: list) -> str:
 
 @main.command()
 @click.argument("query")
-@click.option("--step", "steps", multiple=True, help="Step(s) to search (default: the search output's steps).")
+@click.option("--step", "steps", multiple=True, help="Step(s) to search (default: the search output's steps). "
+              "Without --mode, surface search: the step's own records ranked; `synthex lineage ID` drills down.")
 @click.option("--exact", is_flag=True, help="Verbatim substring search (default steps: the leaf/source steps).")
 @click.option("-k", "k", default=10, show_default=True, type=click.IntRange(min=1), help="Number of hits.")
 @click.option("--mode", cls=SearchModeOption, type=SearchMode(), default=None,
-              show_default="the search output's mode=, else hybrid")
+              show_default="the search output's mode=, else hybrid; with --step, hybrid if that mode drills down")
 @click.option("--period", "periods", multiple=True, help="Only records of this period, e.g. 2024-03 (repeatable).")
 @click.option("--metadata", "metadata", multiple=True, help="KEY=VALUE metadata filter (repeatable).")
 @click.option("--rerank", type=click.Choice(["llm"]), default=None,
@@ -647,8 +648,7 @@ def search(query: str, steps: tuple[str, ...], exact: bool, k: int, mode: str | 
     for warning in hits.warnings:  # e.g. a reranker that could not rank: the hits are in first-stage order
         click.echo(f"warning: {warning}", err=True)
     if as_json:  # the same keys as the MCP tool's answer: which branch and mode answered, then the hits
-        answered_by = "exact" if exact else (mode or pipe.app.pipeline.search_mode())
-        emit_json({"branch": on, "mode": answered_by, "hits": [h.to_hit_dict() for h in hits]}
+        emit_json({"branch": on, "mode": hits.mode, "hits": [h.to_hit_dict() for h in hits]}
                   | ({"warnings": [str(w) for w in hits.warnings]} if hits.warnings else {}))
         return
     if not hits:

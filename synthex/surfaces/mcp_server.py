@@ -411,7 +411,7 @@ def _add_read_tools(server: Any, app: "ProjectApp", branch: str) -> None:
     for failure in strategies.failures:  # a plugin that did not load: said on stderr (stdout is the protocol)
         click.echo(f"warning: {failure}", err=True)
     SearchModes = Literal[tuple(strategies.names())]  # type: ignore[valid-type]
-    default_mode = app.pipeline.search_mode()  # the search output's mode=, else hybrid
+    default_mode = pipe.search_mode()  # the search output's mode=, else hybrid (StrategyRegistry.resolve)
     Branch = Annotated[str | None, Field(description=f"Branch to read (default: {branch!r}, the server's branch).")]
     RecordId = Annotated[str, Field(description="A record id, or a unique prefix of it (the 8 characters search "
                                                 "hits and lineage nodes start with).", min_length=1)]
@@ -421,8 +421,8 @@ def _add_read_tools(server: Any, app: "ProjectApp", branch: str) -> None:
         f"record id, its step, score, period (YYYY-MM), a content excerpt (first {EXCERPT_CHARS} characters; "
         "`get` returns the whole record) and the ids of the records it was made from (`lineage` drills "
         "down). A hit the search drilled down to (a conversation or turn found through the summaries or "
-        "aggregates that stand for it) names those records, with their step, in `via`. Search at a high step "
-        "(summaries, reflections) with mode=hybrid for themes; at the source steps with exact=True for "
+        "aggregates that stand for it) names those records, with their step, in `via`. Name a high step "
+        "(summaries, reflections) to rank its own records for themes; the source steps with exact=True for "
         "verbatim text."))
     def search(
         query: Annotated[str, Field(description="What to look for (words, a question, or with exact=True a "
@@ -431,8 +431,12 @@ def _add_read_tools(server: Any, app: "ProjectApp", branch: str) -> None:
             f"Step(s) to search; one or a list of: {step_names}. Default: the pipeline's search output steps "
             "(with exact=True: the source steps)."))] = None,
         branch: Branch = None,
+        # Omitted: None, resolved by the app (the default depends on whether a step is named); typed as the
+        # names alone so the schema enumerates them (pydantic does not validate a default).
         mode: Annotated[SearchModes, Field(description=(  # type: ignore[valid-type]
-            f"Search strategy (default: {default_mode}). {strategies.describe()}."))] = default_mode,
+            f"Search strategy (default: {default_mode} when no step is named; a step named without a mode "
+            f"ranks that step's own records, by hybrid if {default_mode} drills down). "
+            f"{strategies.describe()}."))] = None,
         k: Annotated[int, Field(description="How many hits to return (at least 1).",
                                 json_schema_extra={"minimum": 1})] = 10,
         exact: Annotated[bool, Field(description="Case-insensitive verbatim substring match instead of ranking.")]
@@ -441,7 +445,7 @@ def _add_read_tools(server: Any, app: "ProjectApp", branch: str) -> None:
         if not query.strip():
             raise SynthexError("the query is empty")
         hits = app.search(query, step=step, exact=exact, branch=on(branch), k=k, mode=mode)
-        return {"branch": on(branch), "mode": "exact" if exact else mode, "hits": [hit_dict(h) for h in hits]} | (
+        return {"branch": on(branch), "mode": hits.mode, "hits": [hit_dict(h) for h in hits]} | (
             {"warnings": [str(w) for w in hits.warnings]} if hits.warnings else {})
 
     @server.tool(annotations=read_only, description=(

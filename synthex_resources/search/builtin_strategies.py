@@ -21,7 +21,8 @@ DENSE = DenseOnly(name="dense", description="meaning only (embeddings)", dedup_c
 # The default hybrid: BM25 leads, dense adds recall. On conversational memory BM25 is the stronger leg
 # (lethe notes: BM25-only 0.242 vs vector-only 0.138 NDCG@10 on LongMemEval); on LoCoMo turns here a
 # sharper fusion (k = 10) with half-weight dense beat k = 60 / equal weights (docs/benchmarks.md).
-HYBRID = RRFHybrid(name="hybrid", description="BM25 + embeddings fused by RRF (k = 10, dense at half weight; the default when a search output names no mode)",
+HYBRID = RRFHybrid(name="hybrid", description="BM25 + embeddings fused by RRF (k = 10, dense at half weight; the default when a search output names no mode, and at a "
+                                 "named step when that mode drills down)",
                    rrf_k=10, dense_weight=0.5)
 # Textbook RRF (k = 60, equal weights).
 HYBRID_EQUAL = RRFHybrid(name="hybrid-equal", description="BM25 + embeddings fused by textbook RRF (k = 60, equal weights)")

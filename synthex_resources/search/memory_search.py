@@ -19,11 +19,15 @@ from synthex_resources.search.types import SearchResults
 def search_memory(pipeline: PipelineDefinition, store: RecordStore, scope: BranchScope, strategies: StrategyRegistry,
                   query: str, *, step: str | list[str] | None = None, exact: bool = False, k: int = 10,
                   mode: str | None = None, periods: list[str] | None = None, metadata: dict[str, Any] | None = None,
-                  rerank: str | None = None, rerank_top_n: int = 20, as_of: str | None = None) -> SearchResults:
+                  rerank: str | None = None, rerank_top_n: int = 20, as_of: str | None = None,
+                  default_mode: str | None = None) -> SearchResults:
     """Surface search at a step (altitude); ``exact=True`` is verbatim search in leaf steps by default.
-    ``mode``: a name of ``strategies`` (the registry every door lists; None: the pipeline's search output's
-    ``mode``, else hybrid). The hits come with the search's
-    warnings (``SearchResults.warnings``: a reranker that could not rank).
+    ``mode``: a name of ``strategies`` (the registry every door lists). None: ``default_mode`` (a door's
+    own default, e.g. ``SearchResource(mode=)``), else the pipeline's search output's ``mode``, else
+    hybrid; but a search that names a step is surface search there: a default that does not rank the
+    searched records (a drill-down) gives way to hybrid (``StrategyRegistry.resolve``, the rule in one
+    place). The hits come with the search's warnings (``SearchResults.warnings``: a reranker that could
+    not rank) and the mode that answered (``SearchResults.mode``).
 
     ``as_of``: when the question is asked; the conversational strategy resolves relative dates in the
     query ("last week") against it. ``rerank="llm"``: the strategy's top ``rerank_top_n`` hits are
@@ -36,10 +40,8 @@ def search_memory(pipeline: PipelineDefinition, store: RecordStore, scope: Branc
     for s in steps:
         if s not in pipeline.steps:
             raise PipelineDefinitionError(f"unknown step {s!r}; steps: {', '.join(pipeline.steps)}")
-    mode = mode or pipeline.search_mode()
-    if mode not in strategies:
-        raise PipelineDefinitionError(f"unknown search mode {mode!r}; expected one of {', '.join(strategies.names())}")
-    strategy = strategies.get(mode)
+    strategy = strategies.resolve(mode, default_mode or pipeline.search_mode(), at_named_step=step is not None)
+    mode = strategy.name
     if k < 1:
         raise BadInputError(f"k must be at least 1 (got {k})")
     if metadata and not strategy.takes_metadata_filter:
@@ -51,8 +53,9 @@ def search_memory(pipeline: PipelineDefinition, store: RecordStore, scope: Branc
     if rerank and exact:
         raise BadInputError("exact (verbatim) search is not reranked; drop --rerank or --exact")
     if rerank is None:
-        return SearchEngine(store).search(query, steps=steps, scope=scope, k=k, strategy=strategy,
-                                          periods=periods, metadata=metadata, exact=exact, as_of=as_of)
+        found = SearchEngine(store).search(query, steps=steps, scope=scope, k=k, strategy=strategy,
+                                           periods=periods, metadata=metadata, exact=exact, as_of=as_of)
+        return SearchResults(found, found.warnings, mode="exact" if exact else mode)
     from synthex_resources.llm import LLMConfig
     from synthex_resources.search.rerank import LLMReranker
 
@@ -63,6 +66,7 @@ def search_memory(pipeline: PipelineDefinition, store: RecordStore, scope: Branc
     reranker = LLMReranker(llm.get_completer(cache=store.llm_cache), llm.resolved()["model"], top_n=rerank_top_n)
     # The strategy applies its reranker to its own candidate pool (record fusions: every fused
     # candidate; leaf-sum: the top ``top_n`` turns), so every caller of the engine gets the same ranking.
-    return SearchEngine(store).search(query, steps=steps, scope=scope, k=k,
-                                      strategy=strategy.with_(reranker=reranker), periods=periods,
-                                      metadata=metadata, as_of=as_of)
+    found = SearchEngine(store).search(query, steps=steps, scope=scope, k=k,
+                                       strategy=strategy.with_(reranker=reranker), periods=periods,
+                                       metadata=metadata, as_of=as_of)
+    return SearchResults(found, found.warnings, mode=mode)

@@ -69,6 +69,10 @@ class SearchStrategy(ABC):
     fusion: ClassVar[Fusion] = Fusion.CUSTOM
     kind: ClassVar[str] = "strategy"  # the class's short name: the default ``name``, and in messages
     takes_metadata_filter: ClassVar[bool] = True  # False: a metadata filter would cut its top k silently
+    # True: its hits are records of the searched steps, ranked (surface search). False: it returns other
+    # records reached through them (leaves a drill-down or leaf-sum lands on); a search that names a step
+    # but no mode then does not take it as its default (``StrategyRegistry.resolve``).
+    ranks_searched_records: ClassVar[bool] = True
 
     name: str = ""  # the registry's name for it (default: ``kind``)
     description: str = ""  # one line for help texts and the MCP tool
@@ -269,6 +273,7 @@ class LeafSum(SearchStrategy):
     fusion: ClassVar[Fusion] = Fusion.LEAF_SUM
     kind: ClassVar[str] = "leaf-sum"
     takes_metadata_filter: ClassVar[bool] = False
+    ranks_searched_records: ClassVar[bool] = False
 
     lexical: bool = param(True, doc="score the searched records with BM25")
     dense: bool = param(True, doc="score the searched records by cosine")
@@ -316,6 +321,7 @@ class DrillDown(SearchStrategy):
     fusion: ClassVar[Fusion] = Fusion.DRILL_DOWN
     kind: ClassVar[str] = "drill-down"
     takes_metadata_filter: ClassVar[bool] = False
+    ranks_searched_records: ClassVar[bool] = False
 
     turns: LeafSum = param(LeafSum(), doc="the turn leg: a leaf-sum recipe over the turn-level steps")
     altitude_weight: float = param(0.25, low=0.0, doc="x a turn's score per unit of its aggregates' scores")
@@ -357,6 +363,28 @@ class StrategyRegistry(Registry[SearchStrategy]):
             raise PipelineDefinitionError(f"search strategy {name!r}: the strategy is named {item.name!r}; "
                                           f"register it under its name")
         return super().register(name, item, replace=replace)
+
+    def resolve(self, mode: str | None, default: str, *, at_named_step: bool) -> SearchStrategy:
+        """The strategy a search uses; every door's search comes here (``search_memory``).
+
+        - a mode named: that strategy, over the steps the search reads (named or the output's). A drill-down
+          named with a step scores that step's records and returns the leaves they stand for, each with
+          ``via`` naming the step's records it was reached through (what the evals ask for);
+        - no mode, no step: ``default`` (the search output's ``mode=``, e.g. the template's drill-down);
+        - no mode, a step named: surface search at that step (design §6.2): ``default`` if it ranks the
+          searched records themselves, else ``DEFAULT_SEARCH_MODE`` (hybrid); ``hit.sources()`` and
+          ``hit.leaves()`` drill down from there.
+        An unknown name is one line naming the known ones."""
+        # Imported here: a search has its pipeline's definition loaded already, `--help` (the registry) does not.
+        from synthex.core.definition import DEFAULT_SEARCH_MODE
+
+        name = mode or default
+        if name not in self:
+            raise PipelineDefinitionError(f"unknown search mode {name!r}; expected one of {', '.join(self.names())}")
+        strategy = self.get(name)
+        if mode is None and at_named_step and not strategy.ranks_searched_records:
+            return self.get(DEFAULT_SEARCH_MODE)
+        return strategy
 
     def describe(self) -> str:
         """``name: description`` of each, for help texts."""

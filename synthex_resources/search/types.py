@@ -118,11 +118,13 @@ class SearchWarning:
 
 class SearchResults(list[SearchHit]):
     """The hits, best first (a list), and the warnings of the search that found them (``warnings``):
-    a reranker that failed is said here, not swallowed."""
+    a reranker that failed is said here, not swallowed. ``mode``: the strategy that ranked them ("exact"
+    for verbatim search) as a door resolved it (``search_memory``; empty from the engine itself)."""
 
-    def __init__(self, hits: Iterable[SearchHit] = (), warnings: Iterable[SearchWarning] = ()) -> None:
+    def __init__(self, hits: Iterable[SearchHit] = (), warnings: Iterable[SearchWarning] = (), mode: str = "") -> None:
         super().__init__(hits)
         self.warnings: tuple[SearchWarning, ...] = tuple(warnings)
+        self.mode = mode
 
 
 @dataclass(frozen=True)
