@@ -106,6 +106,10 @@ class Benchmark(ABC, Generic[C]):
     # ``score`` gives freshness figures (``fresh@k`` in ``QuestionScore.extra``); empty: not measurable here.
     temporal_categories: ClassVar[tuple[str, ...]] = ()
     knowledge_update_categories: ClassVar[tuple[str, ...]] = ()
+    # How many turns each question's ranking holds (searched with k = this, when above the eval's k): a
+    # benchmark whose session metrics walk the turn ranking past k turns (LongMemEval's turn2session) needs
+    # a deeper one. 0: the eval's k.
+    ranking_depth: ClassVar[int] = 0
 
     @property
     def result_name(self) -> str:
@@ -141,6 +145,11 @@ class Benchmark(ABC, Generic[C]):
             turns=list(ranked_turns), sessions=sessions,
             turn=metrics.score(ranked_turns, question.gold_turns) if question.gold_turns else None,
             session=metrics.score(sessions, question.gold_sessions))
+
+    def load_notes(self) -> Sequence[str]:
+        """Lines about the last ``load`` for the eval's log (questions skipped as malformed, how many each
+        protocol scores); none by default."""
+        return ()
 
     def result_fields(self, data: Path, conversations: Sequence[C], scores: Sequence[QuestionScore]) -> dict[str, Any]:
         """Fields of one architecture's result after its identity (benchmark, pipeline, ..., mode)."""
@@ -220,6 +229,9 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
 
             qa_accuracy([])  # raises the clear "needs a real LLM" error before any work
     conversations = list(benchmark.load(data))[: limit or None]
+    for line in benchmark.load_notes():
+        log(line)
+    depth = max(k, benchmark.ranking_depth)  # the turns each question's ranking holds (metrics stay @k)
     results = []
     # One model, and one embedding per distinct text, for every workspace (and, with the cache, every run).
     if embedder is None:
@@ -248,11 +260,11 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
             # searches instead of reopening per search (docs/benchmarks.md). A search that writes (the first
             # one embeds the leaf vectors) clears the pin, so the next reads the version it wrote.
             with pipe.store().pinned_version() as pin:
-                search = partial(_search_question, pipe, arch, k, pin)
+                search = partial(_search_question, pipe, arch, depth, pin)
                 for question, hits in zip(questions, searched_in_order(questions, search, search_workers),
                                           strict=True):
                     card.check_provenance(provenance, hits)
-                    turns = ranked_leaf_keys(hits, question.text, lambda r: r.meta(benchmark.turn_id_field), k,
+                    turns = ranked_leaf_keys(hits, question.text, lambda r: r.meta(benchmark.turn_id_field), depth,
                                              leaf_cache)
                     scored = benchmark.score(question, turns, conversation)
                     scores.append(scored)
