@@ -59,7 +59,7 @@ class LongMemEval(Benchmark[LMEQuestion]):
     options = (BenchmarkOption("protocol", "official: user turns, abstention questions left out; any: as given.",
                                default="official", choices=PROTOCOLS),)
     category_level = "session"
-    progress_every = 25
+    progress_every = 5  # a progress line (with its ETA) every 5 haystacks
     temporal_categories = ("temporal-reasoning",)
     knowledge_update_categories = ("knowledge-update",)  # ``score`` gives them fresh@5
 
@@ -117,6 +117,10 @@ class LongMemEval(Benchmark[LMEQuestion]):
         return [BenchmarkQuestion(conversation.question_id, conversation.question, frozenset(gold_turns),
                                   frozenset(gold_sessions), conversation.question_type,
                                   as_of=conversation.question_date or None, answer=conversation.answer)]
+
+    def texts(self, conversation: LMEQuestion) -> list[str]:
+        """Its turn records' texts (the protocol's turns, as ``_turn_items`` writes them) and its question."""
+        return [doc.text for doc in documents(conversation, "turn", self.protocol)[0]] + [conversation.question]
 
     def session_of(self, conversation: LMEQuestion, turn_id: str) -> str:
         return turn_id.rsplit("_", 1)[0]  # turn documents are "<session id>_<n>"

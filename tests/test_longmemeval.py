@@ -191,3 +191,37 @@ def test_eval_longmemeval_official_counts_what_it_scored(tmp_path):
     assert "3 questions, 1 scored; left out: 1 abstention (_abs), 1 with no target turn" in proc.stderr
     assert out["metrics"]["turn"]["recall_any@1"] == 1.0  # answer_a_1 first
     assert out["metrics"]["session"]["recall_all@1"] == 1.0  # gold answer_a only: answer_b was relabelled
+
+
+class CountingEmbedder:
+    """A deterministic stand-in model that counts what it embedded (the model is not what is tested)."""
+
+    name, dim = "counting", 4
+
+    def __init__(self):
+        self.seen = []
+
+    def embed(self, texts):
+        import numpy as np
+
+        self.seen += texts
+        return np.array([[len(t), t.count("a"), 1.0, 0.0] for t in texts], dtype=np.float32)
+
+
+def test_texts_embedded_ahead_are_not_embedded_again(tmp_path):
+    from evals.longmemeval_eval import LongMemEval
+    from evals.shared_embedder import EmbedAheadOfWorkspaces, MemoEmbedder
+
+    benchmark = LongMemEval()
+    questions = benchmark.load(write_json(tmp_path / "lme.json", PROTOCOL_FIXTURE))
+    texts = benchmark.texts(questions[0])
+    assert texts == ["I adopted a cat named Miso.", "Any tips for a pet?", "Recommend a movie.",
+                     "What is the name of my cat?"]  # user turns, a repeated session once, the question
+    inner = CountingEmbedder()
+    memo = MemoEmbedder(inner)
+    ahead = EmbedAheadOfWorkspaces(memo, [texts, texts[:1]], ahead=0, chunk=2)
+    ahead.drain()
+    assert sorted(inner.seen) == sorted(texts) and memo.computed == 4
+    memo.embed(texts)  # what the workspace's store asks for later: all from the memo
+    assert memo.computed == 4 and len(inner.seen) == 4
+    ahead.close()
