@@ -106,6 +106,10 @@ class Benchmark(ABC, Generic[C]):
     # ``score`` gives freshness figures (``fresh@k`` in ``QuestionScore.extra``); empty: not measurable here.
     temporal_categories: ClassVar[tuple[str, ...]] = ()
     knowledge_update_categories: ClassVar[tuple[str, ...]] = ()
+    # How many turns each question's ranking holds (searched with k = this, when above the eval's k): a
+    # benchmark whose session metrics walk the turn ranking past k turns (LongMemEval's turn2session) needs
+    # a deeper one. 0: the eval's k.
+    ranking_depth: ClassVar[int] = 0
 
     @property
     def result_name(self) -> str:
@@ -141,6 +145,16 @@ class Benchmark(ABC, Generic[C]):
             turns=list(ranked_turns), sessions=sessions,
             turn=metrics.score(ranked_turns, question.gold_turns) if question.gold_turns else None,
             session=metrics.score(sessions, question.gold_sessions))
+
+    def texts(self, conversation: C) -> list[str]:
+        """The texts its workspace will embed whatever the architecture (its leaf turns, its questions), embedded
+        ahead of its ingest (``EmbedAheadOfWorkspaces``); none by default (nothing is embedded ahead)."""
+        return []
+
+    def load_notes(self) -> Sequence[str]:
+        """Lines about the last ``load`` for the eval's log (questions skipped as malformed, how many each
+        protocol scores); none by default."""
+        return ()
 
     def result_fields(self, data: Path, conversations: Sequence[C], scores: Sequence[QuestionScore]) -> dict[str, Any]:
         """Fields of one architecture's result after its identity (benchmark, pipeline, ..., mode)."""
@@ -188,7 +202,7 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
              limit: int | None = None, k: int = 10, log: Callable[[str], None] = print, qa: bool = False,
              qa_context: int = 5, progress: Callable[[ConversationDone], None] | None = None,
              embedding_cache: Path | None = None, embedder: MemoEmbedder | None = None,
-             search_workers: int = SEARCH_WORKERS) -> list[dict[str, Any]]:
+             search_workers: int = SEARCH_WORKERS, embed_ahead: int = 2) -> list[dict[str, Any]]:
     """One result per architecture: each conversation ingested through the architecture's pipeline in its own
     workspace, each question searched there, its ranked turns scored. ``qa``: also answer from the top
     ``qa_context`` hits and judge (a real LLM only; refused before any work). ``progress`` gets a
@@ -197,7 +211,9 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
     across eval runs (``evals.shared_embedder.EmbeddingCache``; None: this run's memory only). ``embedder``:
     the memo every workspace embeds through (its ``computed`` counts what the model embedded); None: one
     over the configured model with ``embedding_cache``. ``search_workers``: threads a workspace's questions
-    are searched on (``searched_in_order``; 1: one after another); figures are the same either way."""
+    are searched on (``searched_in_order``; 1: one after another); figures are the same either way.
+    ``embed_ahead``: how many conversations ahead of the one ingested ``benchmark.texts`` are embedded on a
+    background thread (0: none); figures are the same either way."""
     from evals.architectures import (
         IngestMarker,
         LeafCache,
@@ -207,7 +223,7 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
     )
     from evals.eval_progress import EtaClock
     from evals.scorecard import ProvenanceCheck, ScorecardCollector, source_steps_of
-    from evals.shared_embedder import MemoEmbedder
+    from evals.shared_embedder import EmbedAheadOfWorkspaces, MemoEmbedder
     from synthex_resources.search.engine import SearchEngine
 
     if qa:
@@ -220,6 +236,9 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
 
             qa_accuracy([])  # raises the clear "needs a real LLM" error before any work
     conversations = list(benchmark.load(data))[: limit or None]
+    for line in benchmark.load_notes():
+        log(line)
+    depth = max(k, benchmark.ranking_depth)  # the turns each question's ranking holds (metrics stay @k)
     results = []
     # One model, and one embedding per distinct text, for every workspace (and, with the cache, every run).
     if embedder is None:
@@ -231,51 +250,59 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
         pipeline_name = arch.name
         card = ScorecardCollector(benchmark, k)
         clock = EtaClock(benchmark.result_name, arch.name, len(conversations))
-        for index, conversation in enumerate(conversations, start=1):
-            source = benchmark.ingest(conversation)
-            root = work_dir / benchmark.work_subdir / arch.work_key / path_segment(source.key)
-            fresh = index == 1 and not (root / ".synthex").exists()  # its first run is timed (the scorecard)
-            run_times: list[float] = []
-            pipe = arch.ingest(root, source.filename, source.payload, source.source_format, embedder,
-                               run_times=run_times)
-            if index == 1:
-                time_rerun(card, pipe, arch, fresh, sum(run_times))
-            provenance = ProvenanceCheck(source_steps_of(pipe))
-            pipeline_name = pipe.name
-            questions = benchmark.questions(conversation)
-            leaf_cache = LeafCache(partial(unambiguous_records, pipe))  # read once for all its questions
-            # One table version for all its questions: the dataset and its index caches stay warm across
-            # searches instead of reopening per search (docs/benchmarks.md). A search that writes (the first
-            # one embeds the leaf vectors) clears the pin, so the next reads the version it wrote.
-            with pipe.store().pinned_version() as pin:
-                search = partial(_search_question, pipe, arch, k, pin)
-                for question, hits in zip(questions, searched_in_order(questions, search, search_workers),
-                                          strict=True):
-                    card.check_provenance(provenance, hits)
-                    turns = ranked_leaf_keys(hits, question.text, lambda r: r.meta(benchmark.turn_id_field), k,
-                                             leaf_cache)
-                    scored = benchmark.score(question, turns, conversation)
-                    scores.append(scored)
-                    card.record(question, scored)
-                    tally.record(scored, question.gold_turns, question.gold_sessions, question.category,
-                                 question_id=question.question_id, question=question.text)
-                    if qa and question.answer is not None:
-                        from evals.qa import QAItem
+        texts_of = [benchmark.texts(c) for c in conversations] if embed_ahead > 0 else []
+        ahead = EmbedAheadOfWorkspaces(embedder, texts_of, ahead=embed_ahead) if any(texts_of) else None
+        try:
+            for index, conversation in enumerate(conversations, start=1):
+                if ahead is not None:
+                    ahead.reached(index - 1)
+                source = benchmark.ingest(conversation)
+                root = work_dir / benchmark.work_subdir / arch.work_key / path_segment(source.key)
+                fresh = index == 1 and not (root / ".synthex").exists()  # its first run is timed (the scorecard)
+                run_times: list[float] = []
+                pipe = arch.ingest(root, source.filename, source.payload, source.source_format, embedder,
+                                   run_times=run_times)
+                if index == 1:
+                    time_rerun(card, pipe, arch, fresh, sum(run_times))
+                provenance = ProvenanceCheck(source_steps_of(pipe))
+                pipeline_name = pipe.name
+                questions = benchmark.questions(conversation)
+                leaf_cache = LeafCache(partial(unambiguous_records, pipe))  # read once for all its questions
+                # One table version for all its questions: the dataset and its index caches stay warm across
+                # searches instead of reopening per search (docs/benchmarks.md). A search that writes (the first
+                # one embeds the leaf vectors) clears the pin, so the next reads the version it wrote.
+                with pipe.store().pinned_version() as pin:
+                    search = partial(_search_question, pipe, arch, depth, pin)
+                    for question, hits in zip(questions, searched_in_order(questions, search, search_workers),
+                                              strict=True):
+                        card.check_provenance(provenance, hits)
+                        turns = ranked_leaf_keys(hits, question.text, lambda r: r.meta(benchmark.turn_id_field), depth,
+                                                 leaf_cache)
+                        scored = benchmark.score(question, turns, conversation)
+                        scores.append(scored)
+                        card.record(question, scored)
+                        tally.record(scored, question.gold_turns, question.gold_sessions, question.category,
+                                     question_id=question.question_id, question=question.text)
+                        if qa and question.answer is not None:
+                            from evals.qa import QAItem
 
-                        qa_items.append(QAItem(question.text, question.answer, [h.content for h in hits[:qa_context]],
-                                               question.category))
-            # The first search rewrote the leaf rows (their vectors): the FTS index is rebuilt on the live rows
-            # (same statistics: the texts did not change), so the next eval's lexical leg is the postings.
-            SearchEngine(pipe.store()).settle_lexical_index()
-            IngestMarker(root).settle(records_state(pipe))  # what its searches wrote is part of this ingest
-            pipe.close()  # its store, caches and Dagster instance: one workspace held at a time
-            embedder.save()  # after each workspace: a killed eval keeps what it embedded
-            done = clock.done(index, source.key, len(questions))
-            if index % benchmark.progress_every == 0 or done.last:  # LongMemEval: every 25th of 500 items
-                if progress is not None:
-                    progress(done)
-                else:
-                    log(f"  {done.line()}")
+                            qa_items.append(QAItem(question.text, question.answer, [h.content for h in hits[:qa_context]],
+                                                   question.category))
+                # The first search rewrote the leaf rows (their vectors): the FTS index is rebuilt on the live rows
+                # (same statistics: the texts did not change), so the next eval's lexical leg is the postings.
+                SearchEngine(pipe.store()).settle_lexical_index()
+                IngestMarker(root).settle(records_state(pipe))  # what its searches wrote is part of this ingest
+                pipe.close()  # its store, caches and Dagster instance: one workspace held at a time
+                embedder.save()  # after each workspace: a killed eval keeps what it embedded
+                done = clock.done(index, source.key, len(questions))
+                if index % benchmark.progress_every == 0 or done.last:  # LongMemEval: every 5th of 500 items
+                    if progress is not None:
+                        progress(done)
+                    else:
+                        log(f"  {done.line()}")
+        finally:  # stops the embedding thread, also when a workspace raised
+            if ahead is not None:
+                ahead.close()
         head: dict[str, Any] = {}
         if benchmark.supports_qa:
             from evals.qa import qa_accuracy

@@ -1,8 +1,10 @@
 """`synthex eval longmemeval`: the LongMemEval benchmark, on ``evals.benchmarks``: each question's haystack
 ingested through the architecture, then searched as of the question's date.
 
-Turn records follow the protocol (official: user turns only); session metrics come from the ranked
-turns' sessions. Headline under the official protocol: recall_all@5 (session level).
+Turn records follow the protocol (official: user turns only). Official protocol: the paper's metrics
+(``evals.longmemeval.paper_turn_metrics`` / ``paper_session_metrics``: session figures from the ranked turns
+as the paper's ``evaluate_retrieval_turn2session``) over the questions it scores; headline session
+recall_all@5. ``any``: the peers' figure, session recall_any@5 of the ranked turns' sessions.
 """
 
 from __future__ import annotations
@@ -13,14 +15,26 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from evals import metrics
 from evals.architectures import Architecture
 from evals.benchmarks import Benchmark, BenchmarkOption, BenchmarkQuestion, BenchmarkSource, evaluate
-from evals.longmemeval import PROTOCOLS, LMEQuestion, documents, load_longmemeval, questions_for
+from evals.longmemeval import (
+    ABSTENTION,
+    NO_TARGET,
+    PROTOCOLS,
+    LMEQuestion,
+    documents,
+    excluded_because,
+    paper_session_metrics,
+    paper_turn_metrics,
+    read_longmemeval,
+)
 from evals.metrics import freshness, mean
 from evals.scoring import QuestionScore
 from synthex.core.errors import BadInputError
 
-HEADLINES = {"official": "session recall_all@5", "any": "session recall_any@5"}
+HEADLINES = {"official": "session recall_all@5",
+             "any": "session recall_any@5 (the peers' protocol: all turns, every non-abstention question)"}
 FRESHNESS_K = 5
 
 
@@ -45,14 +59,20 @@ class LongMemEval(Benchmark[LMEQuestion]):
     options = (BenchmarkOption("protocol", "official: user turns, abstention questions left out; any: as given.",
                                default="official", choices=PROTOCOLS),)
     category_level = "session"
-    progress_every = 25
+    progress_every = 5  # a progress line (with its ETA) every 5 haystacks
     temporal_categories = ("temporal-reasoning",)
     knowledge_update_categories = ("knowledge-update",)  # ``score`` gives them fresh@5
+
+    # The turns each question's ranking holds: the paper's session metrics walk the turn ranking until k
+    # distinct sessions (``paper_session_metrics``), past k turns; 50 is the paper's deepest k.
+    ranking_depth = 50
 
     def __init__(self, protocol: str = "official") -> None:
         if protocol not in PROTOCOLS:
             raise BadInputError(f"longmemeval: unknown protocol {protocol!r}; expected one of {', '.join(PROTOCOLS)}")
         self.protocol = protocol
+        self._notes: list[str] = []
+        self._selection: dict[str, Any] = {}
 
     @property
     def result_name(self) -> str:
@@ -63,7 +83,29 @@ class LongMemEval(Benchmark[LMEQuestion]):
         return self.protocol  # the protocol decides which turns are records
 
     def load(self, data: Path) -> list[LMEQuestion]:
-        return questions_for(self.protocol, load_longmemeval(data))
+        """The questions the protocol scores; the malformed ones and the counts left out go to ``load_notes``."""
+        loaded = read_longmemeval(data).require_questions()
+        excluded: dict[str, list[str]] = {ABSTENTION: [], NO_TARGET: []}
+        kept = []
+        for question in loaded.questions:
+            reason = excluded_because(self.protocol, question)
+            if reason is None:
+                kept.append(question)
+            else:
+                excluded[reason].append(question.question_id)
+        self._selection = {"in_file": len(loaded.questions) + len(loaded.problems), "malformed": len(loaded.problems),
+                           "scored": len(kept), "excluded_abstention": len(excluded[ABSTENTION]),
+                           "excluded_no_target": len(excluded[NO_TARGET])}
+        self._notes = [*(f"skipped: {line}" for line in loaded.problems),
+                       f"{self.result_name}: {data}: {self._selection['in_file']} questions, {len(kept)} scored; left "
+                       f"out: {len(excluded[ABSTENTION])} abstention (_abs)"
+                       + (f", {len(excluded[NO_TARGET])} with no target turn on the user side (the paper's "
+                          "ignored_qs_no_target)" if self.protocol == "official" else "")
+                       + (f", {len(loaded.problems)} malformed" if loaded.problems else "")]
+        return kept
+
+    def load_notes(self) -> list[str]:
+        return list(self._notes)
 
     def ingest(self, conversation: LMEQuestion) -> BenchmarkSource:
         return BenchmarkSource(conversation.question_id, "question.json", json.dumps([conversation.raw]),
@@ -76,11 +118,21 @@ class LongMemEval(Benchmark[LMEQuestion]):
                                   frozenset(gold_sessions), conversation.question_type,
                                   as_of=conversation.question_date or None, answer=conversation.answer)]
 
+    def texts(self, conversation: LMEQuestion) -> list[str]:
+        """Its turn records' texts (the protocol's turns, as ``_turn_items`` writes them) and its question."""
+        return [doc.text for doc in documents(conversation, "turn", self.protocol)[0]] + [conversation.question]
+
     def session_of(self, conversation: LMEQuestion, turn_id: str) -> str:
         return turn_id.rsplit("_", 1)[0]  # turn documents are "<session id>_<n>"
 
     def score(self, question: BenchmarkQuestion, ranked_turns: Sequence[str], conversation: LMEQuestion) -> QuestionScore:
         scored = super().score(question, ranked_turns, conversation)
+        if self.protocol == "official":  # the paper's metrics, also for a question without gold turns
+            scored = replace(scored, turn=paper_turn_metrics(ranked_turns, question.gold_turns) | {
+                "mrr": metrics.mrr(ranked_turns, question.gold_turns)},
+                session=paper_session_metrics(ranked_turns, question.gold_turns,
+                                              lambda t: self.session_of(conversation, t))
+                | {"mrr": metrics.mrr(scored.sessions, question.gold_sessions)})
         if conversation.question_type != "knowledge-update":
             return scored
         evidence = evidence_by_time(conversation, question.gold_sessions)
@@ -90,7 +142,7 @@ class LongMemEval(Benchmark[LMEQuestion]):
                       scores: Sequence[QuestionScore]) -> dict[str, Any]:
         fresh_rows = [s.extra for s in scores if s.extra is not None]
         return {"protocol": self.protocol, "data": str(data), "freshness": mean(fresh_rows) | {"n": len(fresh_rows)},
-                "headline": HEADLINES[self.protocol]}
+                "headline": HEADLINES[self.protocol], "selection": dict(self._selection)}
 
 
 def evaluate_longmemeval(data: Path, architectures: list[Architecture], work_dir: Path, protocol: str = "official",

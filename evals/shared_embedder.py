@@ -218,3 +218,59 @@ class MemoEmbedder:
             if self.cache is not None and self._dirty:
                 self.cache.save(self._vectors)
                 self._dirty = False
+
+
+class EmbedAheadOfWorkspaces:
+    """Embeds, on one background thread, the texts of the conversations an eval is about to ingest (through
+    ``embedder``, so each workspace's store then finds them in the memo), staying at most ``ahead``
+    conversations in front of the one being ingested. A workspace's set-up (its pipeline run's planning,
+    Dagster instance and store writes: most of a LongMemEval haystack's cost besides the model) then overlaps
+    the model's work on the next haystacks. Vectors are a pure function of the text (any batch), so figures do
+    not change; texts go in chunks of ``chunk``, so an embed the workspace itself makes waits at most one chunk.
+    ``close`` stops the thread (the texts not embedded yet are embedded later, where they are needed)."""
+
+    def __init__(self, embedder: MemoEmbedder, texts_of: list[list[str]], ahead: int = 2, chunk: int = 64) -> None:
+        self.embedder, self.texts_of, self.ahead, self.chunk = embedder, texts_of, ahead, chunk
+        self._current = 0  # the conversation the eval is ingesting (0-based)
+        self._changed = threading.Condition()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._work, name="synthex-eval-embed-ahead", daemon=True)
+        self._thread.start()
+
+    def reached(self, index: int) -> None:
+        """The eval started conversation ``index`` (0-based): the thread may run up to ``index + ahead``."""
+        with self._changed:
+            self._current = index
+            self._changed.notify_all()
+
+    def _work(self) -> None:
+        for index, texts in enumerate(self.texts_of):
+            with self._changed:
+                while not self._stopped and index > self._current + self.ahead:
+                    self._changed.wait()
+                if self._stopped:
+                    return
+            for start in range(0, len(texts), self.chunk):
+                if self._stopped:
+                    return
+                try:
+                    self.embedder.embed(texts[start:start + self.chunk])
+                except Exception:  # noqa: BLE001 - the workspace embeds them itself and raises it there
+                    return
+
+    def drain(self) -> None:
+        """Let it embed every conversation's texts, and wait until it has."""
+        self.reached(len(self.texts_of))
+        self._thread.join()
+
+    def close(self) -> None:
+        with self._changed:
+            self._stopped = True
+            self._changed.notify_all()
+        self._thread.join()
+
+    def __enter__(self) -> EmbedAheadOfWorkspaces:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

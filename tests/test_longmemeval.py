@@ -49,7 +49,7 @@ def test_any_protocol_keeps_everything(lme_file):
     docs, gold = documents(q1, "session", "any")
     assert gold == {"answer_1", "answer_2"}
     assert "Lisbon is lovely." in docs[0].text
-    assert len(questions_for("any", [q1, q2])) == 2
+    assert [x.question_id for x in questions_for("any", [q1, q2])] == ["q1"]  # peers leave out _abs too
     docs, gold = documents(q2, "session", "any")
     assert gold == {"answer_abs_1"}
 
@@ -57,8 +57,8 @@ def test_any_protocol_keeps_everything(lme_file):
 def test_loader_errors_name_the_question(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps([{"question_id": "x1", "question": "?"}]))
-    with pytest.raises(SourceError, match=r"question #0 \(x1\) lacks question_type"):
-        load_longmemeval(bad)
+    with pytest.raises(SourceError, match=r"bad.json: question #0 \(x1\): question_type: missing"):
+        load_longmemeval(bad)  # no question parses: the file is refused, naming the first
     assert parse_lme_date("2023/05/20 (Sat) 02:21") == "2023-05-20T02:21:00Z"
 
 
@@ -97,3 +97,131 @@ def test_freshness_metric():
     assert freshness(["new", "old", "x"], ["old", "new"], 5) == {"fresh@5": 1.0, "recency_precision@5": 0.3}
     assert freshness(["old", "new"], ["old", "new"], 5)["fresh@5"] == 0.0  # stale fact ranked first
     assert freshness(["x", "old"], ["old", "new"], 5) == {"fresh@5": 0.0, "recency_precision@5": 0.1}
+
+
+# -- the real files' shapes and the paper's protocol (xiaowu0162/LongMemEval src/retrieval/) -------------
+
+def turn(role, content, has_answer=None):
+    out = {"role": role, "content": content}
+    if has_answer is not None:
+        out["has_answer"] = has_answer
+    return out
+
+
+# Each rule of the official protocol changes what is scored here:
+# - "rel": answer_b is an evidence session whose only has_answer turn is the assistant's: relabelled
+#   non-evidence; other_c is repeated (same id and turns, two positions, as in 13 of 498 real S haystacks).
+# - "asst": its only has_answer turn is an assistant turn: no target on the user side (left out).
+# - "gone_abs": abstention (left out by both protocols).
+PROTOCOL_FIXTURE = [
+    q("rel", [[turn("user", "I adopted a cat named Miso.", True), turn("assistant", "Congrats!", False)],
+              [turn("user", "Any tips for a pet?", False), turn("assistant", "Your cat Miso needs water.", True)],
+              [turn("user", "Recommend a movie."), turn("assistant", "Try Alien.")],
+              [turn("user", "Recommend a movie."), turn("assistant", "Try Alien.")]],
+      ["answer_a", "answer_b"], ["answer_a", "answer_b", "other_c", "other_c"]),
+    q("asst", [[turn("user", "Name a dessert.", False), turn("assistant", "Tiramisu.", True)]],
+      ["answer_d"], ["answer_d"]),
+    q("gone_abs", [[turn("user", "I adopted a dog.", False)]], ["answer_e"], ["answer_e"]),
+]
+PROTOCOL_FIXTURE[0]["question"] = "What is the name of my cat?"
+PROTOCOL_FIXTURE[1]["question_type"] = "single-session-assistant"
+
+
+def test_repeated_session_is_one_document(tmp_path):
+    rel, _, _ = load_longmemeval(write_json(tmp_path / "lme.json", PROTOCOL_FIXTURE))
+    docs, gold = documents(rel, "turn", "official")
+    assert [d.doc_id for d in docs] == ["answer_a_1", "answer_b_1", "other_c_1"]  # other_c once
+    assert gold == {"answer_a_1"}
+    assert documents(rel, "session", "official")[1] == {"answer_a"}  # answer_b relabelled
+    assert documents(rel, "session", "any")[1] == {"answer_a", "answer_b"}
+
+
+def test_gzip_file_loads_and_a_malformed_question_is_one_line(tmp_path):
+    import gzip
+
+    data = [*PROTOCOL_FIXTURE, {**PROTOCOL_FIXTURE[0], "question_id": "broken", "haystack_dates": ["soon"] * 4},
+            {**PROTOCOL_FIXTURE[0], "question_id": "clash",
+             "haystack_sessions": [*PROTOCOL_FIXTURE[0]["haystack_sessions"][:3], [turn("user", "other text")]]}]
+    path = tmp_path / "longmemeval_s.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(data).encode()))
+    warned = []
+    questions = load_longmemeval(path, warn=warned.append)
+    assert [x.question_id for x in questions] == ["rel", "asst", "gone_abs"]
+    assert warned == [f"{path}: question #3 (broken): haystack_dates[0]: not a date like '2023/05/20 (Sat) 02:21': 'soon'",
+                      f"{path}: question #4 (clash): haystack_sessions[3]: session 'other_c' repeats an earlier "
+                      "session's id with other turns"]
+
+
+def test_official_protocol_leaves_out_no_target_and_abstention(tmp_path):
+    questions = load_longmemeval(write_json(tmp_path / "lme.json", PROTOCOL_FIXTURE))
+    assert [x.question_id for x in questions_for("official", questions)] == ["rel"]
+    assert [x.question_id for x in questions_for("any", questions)] == ["rel", "asst"]
+
+
+def test_paper_metrics():
+    from evals.longmemeval import paper_ndcg, paper_session_metrics, paper_turn_metrics
+
+    # The paper's DCG counts the first two positions fully: a lone relevant item second is nDCG 1.
+    assert paper_ndcg([False, True], 1, 2) == 1.0
+    assert paper_ndcg([False, False, True], 1, 3) == pytest.approx(1 / 1.584962500721156)
+    gold = {"answer_a_1", "answer_f_3"}
+    ranked = ["answer_a_3", "x_1", "answer_a_1", "y_1", "answer_f_3"]
+    turn_scores = paper_turn_metrics(ranked, gold, ks=(1, 3, 5))
+    assert (turn_scores["recall_any@1"], turn_scores["recall_any@3"], turn_scores["recall_all@3"],
+            turn_scores["recall_all@5"]) == (0.0, 1.0, 0.0, 1.0)
+    sessions = paper_session_metrics(ranked, gold, lambda t: t.rsplit("_", 1)[0], ks=(1, 2, 3))
+    # answer_a_3 is a non-evidence turn of an evidence session: it stands for "noans_a", not answer_a.
+    assert sessions["recall_any@1"] == 0.0
+    # k=2: {noans_a, x}; k=3 grows to 3 turns: {noans_a, x, answer_a}.
+    assert (sessions["recall_any@2"], sessions["recall_any@3"], sessions["recall_all@3"]) == (0.0, 1.0, 0.0)
+    assert sessions["ndcg_any@3"] == pytest.approx(paper_ndcg([False, False, True], 2, 3))
+    assert paper_turn_metrics(["x_1"], set(), ks=(1,)) == {"recall_any@1": 0.0, "recall_all@1": 1.0,
+                                                         "ndcg_any@1": 0.0}
+
+
+def test_eval_longmemeval_official_counts_what_it_scored(tmp_path):
+    from conftest import cli
+
+    data = write_json(tmp_path / "lme.json", PROTOCOL_FIXTURE)
+    proc = cli("eval", "longmemeval", "--data", data, "--compare", "raw-bm25", "--json", "--project", tmp_path)
+    out = json.loads(proc.stdout)
+    assert out["n_questions"] == 1
+    assert out["selection"] == {"in_file": 3, "malformed": 0, "scored": 1, "excluded_abstention": 1,
+                                "excluded_no_target": 1}
+    assert "3 questions, 1 scored; left out: 1 abstention (_abs), 1 with no target turn" in proc.stderr
+    assert out["metrics"]["turn"]["recall_any@1"] == 1.0  # answer_a_1 first
+    assert out["metrics"]["session"]["recall_all@1"] == 1.0  # gold answer_a only: answer_b was relabelled
+
+
+class CountingEmbedder:
+    """A deterministic stand-in model that counts what it embedded (the model is not what is tested)."""
+
+    name, dim = "counting", 4
+
+    def __init__(self):
+        self.seen = []
+
+    def embed(self, texts):
+        import numpy as np
+
+        self.seen += texts
+        return np.array([[len(t), t.count("a"), 1.0, 0.0] for t in texts], dtype=np.float32)
+
+
+def test_texts_embedded_ahead_are_not_embedded_again(tmp_path):
+    from evals.longmemeval_eval import LongMemEval
+    from evals.shared_embedder import EmbedAheadOfWorkspaces, MemoEmbedder
+
+    benchmark = LongMemEval()
+    questions = benchmark.load(write_json(tmp_path / "lme.json", PROTOCOL_FIXTURE))
+    texts = benchmark.texts(questions[0])
+    assert texts == ["I adopted a cat named Miso.", "Any tips for a pet?", "Recommend a movie.",
+                     "What is the name of my cat?"]  # user turns, a repeated session once, the question
+    inner = CountingEmbedder()
+    memo = MemoEmbedder(inner)
+    ahead = EmbedAheadOfWorkspaces(memo, [texts, texts[:1]], ahead=0, chunk=2)
+    ahead.drain()
+    assert sorted(inner.seen) == sorted(texts) and memo.computed == 4
+    memo.embed(texts)  # what the workspace's store asks for later: all from the memo
+    assert memo.computed == 4 and len(inner.seen) == 4
+    ahead.close()
