@@ -279,6 +279,20 @@ def loads(text: str) -> Any:
         raise ValueError("too large to load into memory") from exc
 
 
+# What may follow the error position of a JSON text cut off inside its last value: a string that runs to the
+# end (no closing quote, perhaps half an escape), or the start of a number or of true / false / null.
+_CUT_STRING = re.compile(r'"(?:[^"\\\x00-\x1f]|\\.)*\\?\Z', re.S)
+_CUT_NUMBER = re.compile(r"-?\d*(?:\.\d*)?(?:[eE][-+]?\d*)?\Z")
+
+
+def looks_truncated(text: str, pos: int) -> bool:
+    """A JSON text whose parse failed at ``pos`` was cut off (a download or an extraction that stopped
+    mid-way) rather than written wrong: nothing but an unfinished value follows ``pos``."""
+    rest = text[pos:].rstrip()
+    return (not rest or bool(_CUT_STRING.match(rest)) or bool(_CUT_NUMBER.match(rest))
+            or any(word.startswith(rest) for word in ("true", "false", "null")))
+
+
 def read_json(path: Path, max_bytes: int | None = None) -> Any:
     """The JSON value in ``path``, read to at most ``max_bytes`` (default: ``Limits().source_file_bytes``;
     ``TooLarge`` over it)."""
@@ -300,8 +314,11 @@ def read_json(path: Path, max_bytes: int | None = None) -> Any:
     try:
         return loads(text)
     except json.JSONDecodeError as exc:
-        hint = " (the file looks truncated)" if exc.pos >= len(text.rstrip()) - 1 else ""
-        raise SourceError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}{hint}") from exc
+        where = f"line {exc.lineno} column {exc.colno}"
+        if looks_truncated(text, exc.pos):
+            raise SourceError(f"{path}: invalid JSON: the file looks truncated (it ends at character {len(text)} "
+                              f"in an unfinished value; {exc.msg}: {where}); download or extract it again") from exc
+        raise SourceError(f"{path}: invalid JSON at {where}: {exc.msg}") from exc
     except ValueError as exc:
         raise SourceError(f"{path}: invalid JSON ({exc})") from exc
 
