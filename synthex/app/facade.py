@@ -26,7 +26,7 @@ from synthex.core.progress import NullProgress, ProgressReporter
 from synthex.core.record import CheckName, CheckOutcome, Record, Run, RunStats, RunStatus
 from synthex.core.redact import redact
 from synthex.core.scope import BranchScope
-from synthex.core.sources.base import LineReader
+from synthex.core.sources.base import LineReader, SetsAside
 from synthex.core.sources.quarantine import Quarantine, QuarantinedLine
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ class SyncReport:
 
     @property
     def quarantined(self) -> list[QuarantinedLine]:
-        """Stream lines set aside (malformed or undatable; each source's first ones), by source."""
+        """Stream lines and notes set aside (malformed or undatable; each source's first ones), by source."""
         return [line for c in self.changes if c.quarantine for line in c.quarantine.lines]
 
     @property
@@ -481,10 +481,11 @@ class ProjectApp:
         return out
 
     def quarantined(self) -> list[Quarantine]:
-        """Per source, the stream lines its reader sets aside (malformed, undatable, too long) until they are
-        fixed or removed; its reader keeps them in ``<data dir>/quarantine/`` for other processes too."""
+        """Per source, the stream lines (notes) its reader sets aside (malformed, undatable, too long; a note
+        not UTF-8 or badly dated) until they are fixed or removed; a stream's reader keeps them in
+        ``<data dir>/quarantine/`` for other processes too, a notes folder's finds them again."""
         readers = [step.reader() for step in self.pipeline.sources().values()]
-        return [q for r in readers if isinstance(r, LineReader) and (q := r.quarantine())]
+        return [q for r in readers if isinstance(r, SetsAside) and (q := r.quarantine())]
 
     # -- privacy ----------------------------------------------------------------------------------
     def purge(self, record_ids: str | list[str] | None = None, *, match: str | None = None, regex: bool = False,

@@ -500,8 +500,7 @@ def status(project: str, as_json: bool) -> None:
         for held in row.get("held_back", []):
             click.echo(f"  {'':<20} held back: {held['message']}")
     for q in quarantined:
-        click.echo(f"source {q.source}: {q.total} line(s) set aside (quarantined) until fixed or removed; "
-                   f"the lines after them are read:")
+        click.echo(q.headline())
         for line in q.lines:
             click.echo(f"  {line}")
         if q.total > len(q.lines):

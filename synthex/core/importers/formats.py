@@ -15,6 +15,7 @@ from synthex.core.importers import base, chatgpt, claude, folder, jsonl
 from synthex.core.importers.base import (
     Intake,
     NotRegularFile,
+    SetAside,
     SourceItem,
     TooLarge,
     file_digest,
@@ -104,19 +105,20 @@ def load_source(path: str | Path, fmt: str = "auto", intake: Intake | None = Non
     return items
 
 
-def _reads_notes(path: Path, fmt: str) -> bool:
+def reads_notes(path: Path, fmt: str) -> bool:
+    """A parse of ``path`` in format ``fmt`` reads a notes folder (or one note)."""
     return fmt == "folder" or (fmt == "auto" and path.is_dir())
 
 
 def _listing(path: Path, fmt: str, follow_links: bool) -> Callable[[Path], list[Path]] | None:
     """The files a folder source's parse reads (None: every file of a folder of another format)."""
-    if not _reads_notes(path, fmt):
+    if not reads_notes(path, fmt):
         return None
     return lambda folder_path: folder.note_files(folder_path, Intake(follow_links=follow_links))
 
 
 def _cap(path: Path, fmt: str, limits: Limits) -> int:
-    return limits.note_bytes if _reads_notes(path, fmt) else limits.source_file_bytes
+    return limits.note_bytes if reads_notes(path, fmt) else limits.source_file_bytes
 
 
 def change_token(path: Path, fmt: str = "auto", limits: Limits | None = None, follow_links: bool = False) -> str:
@@ -142,6 +144,7 @@ class ParsedSource:
         self._key: tuple[str, str, Limits, bool] | None = None
         self._items: list[SourceItem] = []
         self._skipped: list[str] = []
+        self._set_aside: tuple[SetAside, ...] = ()
 
     def items(self, path: str | Path, fmt: str = "auto", limits: Limits | None = None,
               follow_links: bool = False) -> list[SourceItem]:
@@ -163,12 +166,18 @@ class ParsedSource:
         if key != self._key or digest != self._digest:
             intake = Intake(limits=limits, follow_links=follow_links)
             self._items = load_source(p, fmt, intake)
-            self._skipped = intake.warnings
+            self._skipped, self._set_aside = intake.warnings, tuple(intake.set_aside)
         self._key, self._stat, self._digest = key, stat, digest
         return self._items
 
     @property
+    def set_aside(self) -> tuple[SetAside, ...]:
+        """The files the current parse set aside for an error (a notes folder's bad notes), in order."""
+        return self._set_aside
+
+    @property
     def warnings(self) -> list[str]:
-        """One line per file the read skipped (over a bound, a link out of the folder, a FIFO), then the
-        warnings of the current items (e.g. turns left out for having no text), in order."""
-        return [*self._skipped, *(w for item in self._items for w in item.warnings)]
+        """One line per file the read skipped (over a bound, a link out of the folder, a FIFO) or set aside
+        (a bad note), then the warnings of the current items (e.g. turns left out for having no text)."""
+        aside = [f"{note}: note set aside (quarantined); the other notes are read" for note in self._set_aside]
+        return [*self._skipped, *aside, *(w for item in self._items for w in item.warnings)]

@@ -54,15 +54,20 @@ class SourceOrigin(ABC):
 
 
 @runtime_checkable
-class LineReader(Protocol):
-    """An origin that reads a file line by line (a stream, an API's landing stream): it sets aside the
-    lines that cannot become items, and reads at most a batch of lines beyond its checkpoint. A protocol,
-    not ``SourceOrigin`` methods: a wrapper of origins (one that delegates what it does not define)
-    passes it through."""
+class SetsAside(Protocol):
+    """An origin that sets aside what cannot become an item and reads on: a stream's lines, a notes
+    folder's notes (``synthex.core.sources.quarantine``). A protocol, not ``SourceOrigin`` methods: a
+    wrapper of origins (one that delegates what it does not define) passes it through."""
 
     def quarantine(self) -> Quarantine:
-        """The lines set aside (malformed, undatable, too long: ``synthex.core.sources.quarantine``)."""
+        """What is set aside now (malformed, undatable, too long, unreadable), by file and reason."""
         ...
+
+
+@runtime_checkable
+class LineReader(SetsAside, Protocol):
+    """An origin that reads a file line by line (a stream, an API's landing stream): it sets aside the
+    lines that cannot become items, and reads at most a batch of lines beyond its checkpoint."""
 
     def waiting(self) -> bool:
         """Whole lines exist beyond this read's batch (``Limits.stream_batch_lines``): the next sync reads on."""
