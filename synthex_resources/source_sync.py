@@ -37,6 +37,7 @@ def detect_changes(pipeline: PipelineDefinition, cdc: CdcState | TokenSnapshot, 
         hidden = (lambda key, name=name: purged.hides_item(name, key)) if purged.per_source.get(name) else None
         changes = cdc.detect(name, origin, hidden)
         changes.pulled = pulled
+        changes.empty = origin.why_empty()  # also when unchanged: said until the source is read right
         if isinstance(origin, SetsAside):
             # Also when the token is unchanged: a line or note set aside is said until it is fixed or removed.
             changes.quarantine = origin.quarantine()

@@ -480,6 +480,11 @@ class ProjectApp:
                                f"(listed by hash in {self.pipeline.data_dir / 'purged.json'})")
         return out
 
+    def empty_sources(self) -> list[tuple[str, str]]:
+        """(source, why) for each source that yields no item although it holds data: a folder whose files
+        are no notes, an export split into parts read as a notes folder (``SourceOrigin.why_empty``)."""
+        return [(name, why) for name, step in self.pipeline.sources().items() if (why := step.reader().why_empty())]
+
     def quarantined(self) -> list[Quarantine]:
         """Per source, the stream lines (notes) its reader sets aside (malformed, undatable, too long; a note
         not UTF-8 or badly dated) until they are fixed or removed; a stream's reader keeps them in

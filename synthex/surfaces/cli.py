@@ -483,11 +483,13 @@ def status(project: str, as_json: bool) -> None:
                      "held_back": [v.to_dict() | {"message": refusal_line([v])} for v in held]})
     last = next(iter(pipe.runs(limit=1)), None)
     quarantined = pipe.app.quarantined()
+    empty = pipe.app.empty_sources()
     unfinished = PurgeJournal(pipe.data_dir).progress()
     purge = unfinished.to_dict() | {"message": unfinished.describe()} if unfinished else None
     if as_json:
         emit_json({"current": here, "branches": rows, "last_run": last.to_dict() if last else None,
-                   "unfinished_purge": purge, "quarantined": [q.to_dict() for q in quarantined]})
+                   "unfinished_purge": purge, "quarantined": [q.to_dict() for q in quarantined],
+                   "empty_sources": [{"source": name, "message": why} for name, why in empty]})
         return
     if purge:
         click.echo(purge["message"])
@@ -499,6 +501,8 @@ def status(project: str, as_json: bool) -> None:
                    + (f"; a run computes ~{row['records_to_compute']} records" if stale else ""))
         for held in row.get("held_back", []):
             click.echo(f"  {'':<20} held back: {held['message']}")
+    for name, why in empty:
+        click.echo(f"source {name}: nothing imported: {why}")
     for q in quarantined:
         click.echo(q.headline())
         for line in q.lines:

@@ -183,13 +183,15 @@ class SetAside:
 class Intake:
     """How one read of a source takes files in: its bounds, whether a notes folder's links may lead out
     of it, the warning lines of what the read left out whole (a file over a bound, a link out of the
-    folder, a FIFO), and the files it set aside for an error (``set_aside``). One per parse;
+    folder, a FIFO), the files it set aside for an error (``set_aside``), and why a folder that holds files
+    gave no item (``nothing``: none is a note; an export split into parts, passed as notes). One per parse;
     ``ParsedSource`` keeps both with the items."""
 
     limits: Limits = field(default_factory=Limits)
     follow_links: bool = False
     warnings: list[str] = field(default_factory=list)
     set_aside: list[SetAside] = field(default_factory=list)
+    nothing: str | None = None  # why a folder that holds files yields no item (its files are no notes)
 
     def warn(self, line: str) -> None:
         self.warnings.append(line)

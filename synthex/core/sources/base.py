@@ -40,6 +40,11 @@ class SourceOrigin(ABC):
     def warnings(self) -> list[str]:
         return [w for item in self.items() for w in item.warnings]
 
+    def why_empty(self) -> str | None:
+        """One line saying why the source yields no item although it holds data (a folder whose files are no
+        notes, an export split into parts read as notes); None otherwise. Never an empty memory without a word."""
+        return None
+
     def config(self) -> dict[str, Any]:
         """What belongs in the step's version: how items are read, never where from."""
         return {"kind": self.kind}

@@ -35,6 +35,10 @@ class FileOrigin(SourceOrigin):
         self.items()
         return self._parsed.warnings
 
+    def why_empty(self) -> str | None:
+        self.items()
+        return self._parsed.nothing
+
     def quarantine(self) -> Quarantine:
         """The notes the current parse set aside (``synthex.core.importers.folder``): an export is read
         whole or not at all, so it sets nothing aside."""
