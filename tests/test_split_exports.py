@@ -13,9 +13,11 @@ import os
 import textwrap
 from pathlib import Path
 
+import pytest
 from conftest import cli, load
 
 from synthex.core.demo.generate import generate
+from synthex.core.errors import SourceError
 from synthex.core.importers import detect_format, load_source
 from synthex.core.importers.base import Intake
 from synthex.core.importers.formats import change_token
@@ -93,6 +95,13 @@ def test_a_claude_export_in_batches_is_one_source_over_every_batch(tmp_path):
     write(folder / "data-2024-batch-0001" / "conversations.json", [claude_conversation("c2", "Book the ryokan")])
     assert detect_format(folder) == "claude-export"
     assert [i.key for i in load_source(folder)] == ["c1", "c2"]
+    # Two exports in one folder of parts: the part of the other one is named as such, in one line.
+    mixed = chatgpt_split(tmp_path / "mixed", generate(conversations=4, months=1, seed=3))
+    write(mixed / "conversations-001.json", [claude_conversation("c3", "Kyoto again")])
+    with pytest.raises(SourceError) as err:
+        load_source(mixed)
+    assert str(err.value) == (f"{mixed / 'conversations-001.json'}: a Claude export among the parts of a ChatGPT "
+                              f"export; give each export its own --from")
 
 
 def test_a_folder_source_that_yields_nothing_says_why_in_run_sync_and_status(tmp_path):

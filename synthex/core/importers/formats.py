@@ -62,6 +62,27 @@ def _json_format(path: Path, data: object) -> str:
     )
 
 
+def _part_parser(fmt: str, max_bytes: int) -> Callable[[Path, Intake], list[SourceItem]]:
+    """The parser of one part of a ``fmt`` export: a part of the other export (a Claude file among ChatGPT
+    parts) is said as such, not as the field the other export lacks."""
+    parse = BUILTIN_PARSERS[fmt]
+
+    def parse_part(part: Path, intake: Intake) -> list[SourceItem]:
+        try:
+            return parse(part, intake)
+        except SourceError:
+            try:
+                found = _json_format(part, read_json(part, max_bytes))
+            except SourceError:
+                found = fmt
+            if found != fmt:
+                raise SourceError(f"{part}: a {CHAT_EXPORTS[found]} export among the parts of a {CHAT_EXPORTS[fmt]} "
+                                  f"export; give each export its own --from") from None
+            raise
+
+    return parse_part
+
+
 def _split_export_format(folder: Path, parts: list[Path], max_bytes: int | None) -> str:
     for part in parts:
         data = read_json(part, max_bytes)
@@ -113,7 +134,7 @@ def load_source(path: str | Path, fmt: str = "auto", intake: Intake | None = Non
             known = ", ".join([*FORMATS, *EXTRA_FORMATS])
             raise SourceError(f"{p}: unknown format {fmt!r}; expected one of {known} or 'auto'")
         if fmt in CHAT_EXPORTS and p.is_dir():  # an export split into parts: every part, in order
-            items = parse_parts(p, BUILTIN_PARSERS[fmt], intake)
+            items = parse_parts(p, _part_parser(fmt, cap), intake)
         else:
             items = parsers[fmt](p, intake) if fmt in BUILTIN_PARSERS else parsers[fmt](p)
     except TooLarge as exc:  # grew past the bound while read: skipped like any file over it
