@@ -81,6 +81,7 @@ class SourceChanges:
     quarantine: Quarantine | None = None
     waiting: bool = False
     position: Any = field(default=None, repr=False)
+    empty: str | None = None  # why the source yields no item although it holds data (SourceOrigin.why_empty)
     _upserts: list[tuple[str, str, str]] = field(default_factory=list, repr=False)
 
     @property
@@ -100,8 +101,10 @@ class SourceChanges:
                 f"{pulled}{where}")
 
     def notes(self) -> list[str]:
-        """What the counts do not say: lines set aside, lines left for the next sync."""
-        out = [self.quarantine.summary()] if self.quarantine else []
+        """What the counts do not say: why a source holding data yields nothing, lines set aside, lines left
+        for the next sync."""
+        out = [self.empty] if self.empty else []
+        out += [self.quarantine.summary()] if self.quarantine else []
         if self.waiting:
             out.append("more lines wait for the next sync (at most Limits.stream_batch_lines per sync)")
         return out
@@ -110,7 +113,8 @@ class SourceChanges:
         return {"source": self.source, "origin": self.origin, "new": len(self.new), "changed": len(self.changed),
                 "deleted": len(self.deleted), "periods": self.periods, "items": self.items,
                 "unchanged": self.token_unchanged, "pulled": self.pulled,
-                "quarantined": self.quarantine.to_dict() if self.quarantine else None, "waiting": self.waiting}
+                "quarantined": self.quarantine.to_dict() if self.quarantine else None, "waiting": self.waiting,
+                "empty": self.empty}
 
 
 @dataclass(frozen=True)

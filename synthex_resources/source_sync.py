@@ -13,7 +13,7 @@ from synthex.core.deletions import DeletionConsent, DeletionGuard, DeletionVerdi
 from synthex.core.naming import check_branch_name
 from synthex.core.project import branch_names
 from synthex.core.purges import PurgeLedger
-from synthex.core.sources.base import LineReader
+from synthex.core.sources.base import LineReader, SetsAside
 from synthex.core.sources.bounded import BoundedOrigin
 from synthex_resources.cdc_state import CdcState, SourceChanges, TokenSnapshot
 from synthex_resources.planner import compute_partition_plan
@@ -37,10 +37,12 @@ def detect_changes(pipeline: PipelineDefinition, cdc: CdcState | TokenSnapshot, 
         hidden = (lambda key, name=name: purged.hides_item(name, key)) if purged.per_source.get(name) else None
         changes = cdc.detect(name, origin, hidden)
         changes.pulled = pulled
+        changes.empty = origin.why_empty()  # also when unchanged: said until the source is read right
+        if isinstance(origin, SetsAside):
+            # Also when the token is unchanged: a line or note set aside is said until it is fixed or removed.
+            changes.quarantine = origin.quarantine()
         if isinstance(origin, LineReader):
-            # Also when the token is unchanged: a line set aside is said until it is fixed or removed.
-            changes.quarantine, changes.waiting = origin.quarantine(), origin.waiting()
-            changes.position = origin.read_position()
+            changes.waiting, changes.position = origin.waiting(), origin.read_position()
             if changes.waiting:  # stored so, the next detect never takes the unchanged-token shortcut: it reads on
                 changes.token += WAITING_MARK
         if not changes.token_unchanged and isinstance(origin, BoundedOrigin) and origin.holds_back():

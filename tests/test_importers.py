@@ -122,3 +122,24 @@ def test_a_source_is_parsed_once_while_its_file_is_unchanged(tmp_path, monkeypat
     path.write_text('{"id": "a", "text": "first note, EDITED", "created_at": "2024-01-02"}\n')
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert "EDITED" in parsed.items(path, "jsonl")[0].content and len(parses) == 3
+
+
+def test_an_export_cut_mid_way_says_it_looks_truncated_in_one_line(tmp_path):
+    """A download or extraction that stopped mid-way ends inside a string, where the parser names the
+    string's start, not the end of the file: the error still says the file looks truncated, and where."""
+    from synthex.core.demo.generate import generate
+
+    text = json.dumps(generate(conversations=3, months=1, seed=3))
+    for cut in (len(text) // 2, len(text) // 3, len(text) - 1):
+        path = tmp_path / f"cut-{cut}.json"
+        path.write_text(text[:cut])
+        with pytest.raises(SourceError) as err:
+            load_source(path)
+        message = str(err.value)
+        assert "\n" not in message and message.startswith(f"{path}: invalid JSON: the file looks truncated")
+        assert f"it ends at character {cut}" in message and "line 1 column" in message
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text('[{"mapping": {}, "title": "x"}}, {"mapping": {}}]')  # broken, not cut: no such hint
+    with pytest.raises(SourceError) as err:
+        load_source(wrong)
+    assert "truncated" not in str(err.value) and "invalid JSON at line 1 column 31" in str(err.value)

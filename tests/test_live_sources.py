@@ -214,3 +214,34 @@ def test_data_arriving_during_a_sync_is_the_next_syncs_work_not_a_failed_run(tmp
     second = pipe.sync()
     assert second.changes[0].new and sorted(r.content for r in pipe.records("notes")) == [
         "arrived mid-run", "the first line"]
+
+
+def test_a_sync_that_waited_for_another_reports_only_what_it_added(tmp_path):
+    """Two processes sync the same project: the second waits for the branch lock while the first takes in
+    the new lines. Once it holds the lock there is nothing left for it, and it says so (before, it said
+    the lines were new, counted before it waited)."""
+    from synthex_resources.branch_lock import BranchLock
+
+    root = stream_project(tmp_path / "p", STREAM_PIPELINE.split('pipeline.transform')[0]
+                          + 'pipeline.output("search", from_=["inbox"], surface="search")\n')
+    append_lines(root / "inbox.jsonl", [{"id": f"f{i}", "text": fact, "created_at": "2024-03-01"}
+                                        for i, fact in enumerate(FACTS[:3])])
+    waiting, other = load(root), load(root)
+    holder = BranchLock(waiting.data_dir, "main", "another-sync").acquire()
+    first: list = []
+
+    def the_other_sync_runs_now(message: str) -> None:
+        # Called once by the waiting sync, between two tries of the lock: the holder finishes its sync.
+        assert "waiting: branch 'main' is being written by run another-sync" in message
+        holder.release()
+        first.append(other.sync())
+
+    try:
+        report = waiting.app.sync(wait=True, on_wait=the_other_sync_runs_now)
+    finally:
+        holder.release()
+    (took,) = first[0].changes
+    assert len(took.new) == 3 and first[0].run.dagster_run_ids
+    (change,) = report.changes
+    assert (change.new, change.changed, change.deleted) == ([], [], []) and change.token_unchanged
+    assert report.run.dagster_run_ids == [] and len(waiting.records("inbox")) == 3

@@ -26,7 +26,7 @@ from synthex.core.progress import NullProgress, ProgressReporter
 from synthex.core.record import CheckName, CheckOutcome, Record, Run, RunStats, RunStatus
 from synthex.core.redact import redact
 from synthex.core.scope import BranchScope
-from synthex.core.sources.base import LineReader
+from synthex.core.sources.base import LineReader, SetsAside
 from synthex.core.sources.quarantine import Quarantine, QuarantinedLine
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ class SyncReport:
 
     @property
     def quarantined(self) -> list[QuarantinedLine]:
-        """Stream lines set aside (malformed or undatable; each source's first ones), by source."""
+        """Stream lines and notes set aside (malformed or undatable; each source's first ones), by source."""
         return [line for c in self.changes if c.quarantine for line in c.quarantine.lines]
 
     @property
@@ -157,20 +157,31 @@ class ProjectApp:
         branch = definition.branch_name
         if resume_purge:
             self.finish_interrupted_purge(say=say)
+        detect = (lambda: self._detect_source_changes(branch, step, from_)) if track_changes else list
+        return self._tracked_run(step, from_, full, branch, progress, wait, on_wait, allow_deletions, verbose,
+                                 detect, self._commit_source_changes)[0]
+
+    def _tracked_run(self, step: str | None, from_: str | None, full: bool, branch: str,
+                     progress: ProgressReporter | None, wait: bool, on_wait: Callable[[str], None] | None,
+                     allow_deletions: bool, verbose: bool, detect: Callable[[], list[SourceChanges]],
+                     commit: Callable[[list[SourceChanges]], None]) -> tuple[Run, list[SourceChanges]]:
+        """One run under the branch's lock, with what ``detect`` says the sources changed (detected once the
+        lock is held, so a run or sync that waited for another counts only what that one did not take in)
+        and ``commit``-ted once the run completed."""
         from synthex_resources.branch_lock import BranchLock
 
         run = Run(id=str(uuid.uuid4()), pipeline=self.pipeline.name, branch=branch,
                   steps=self.pipeline.select(step, from_), status=RunStatus.RUNNING, started_at=now_iso())
-        # One writer per branch: planning and writing happen under the branch's lock.
+        # One writer per branch: detecting, planning and writing happen under the branch's lock.
         with BranchLock(self.pipeline.data_dir, branch, run.id).acquire(wait=wait, on_wait=on_wait):
+            tracked = detect()
             # A suspicious shrink stops the run here, records untouched (synthex.core.deletions); the step ops
             # of the run launched below are told it was judged (or allowed) under this lock.
             enforce(self.deletion_verdicts(branch), allow_deletions)
             consent = DeletionConsent.ALLOWED if allow_deletions else DeletionConsent.GUARDED
-            tracked = self._detect_source_changes(branch, step, from_) if track_changes else []
             done = self._run_locked(run, step, from_, full, branch, progress, verbose, consent)
-            self._commit_source_changes(tracked)
-            return done
+            commit(tracked)
+            return done, tracked
 
     def _detect_source_changes(self, branch: str, step: str | None, from_: str | None) -> list[SourceChanges]:
         """What the sources this run reads on main changed since their committed CDC state, detected before
@@ -294,14 +305,19 @@ class ProjectApp:
         from synthex_resources.cdc_state import open_cdc_state
         from synthex_resources.source_sync import commit_changes, detect_changes
 
+        def detect() -> list[SourceChanges]:
+            with open_cdc_state(self.pipeline.data_dir) as cdc:  # held for milliseconds, never during the run
+                return detect_changes(self.pipeline, cdc, [source] if source else None)
+
+        def commit(changes: list[SourceChanges]) -> None:
+            with open_cdc_state(self.pipeline.data_dir) as cdc:
+                commit_changes(self.pipeline, cdc, changes)
+
+        branch = self.use_branch(branch).branch_name
         # Before detecting changes: an unfinished purge may still have items for the CDC state to forget.
         self.finish_interrupted_purge(say=say)
-        with open_cdc_state(self.pipeline.data_dir) as cdc:  # held for milliseconds, never during the run
-            changes = detect_changes(self.pipeline, cdc, [source] if source else None)
-        run = self.run(from_=source, branch=branch, progress=progress, wait=wait, on_wait=on_wait,
-                       allow_deletions=allow_deletions, verbose=verbose, say=say, track_changes=False)
-        with open_cdc_state(self.pipeline.data_dir) as cdc:
-            commit_changes(self.pipeline, cdc, changes)
+        run, changes = self._tracked_run(None, source, False, branch, progress, wait, on_wait, allow_deletions,
+                                         verbose, detect, commit)
         return SyncReport(changes=changes, run=run)
 
     def unsynced_sources(self, sources: list[str] | None = None) -> list[str]:
@@ -467,11 +483,17 @@ class ProjectApp:
                                f"(listed by hash in {self.pipeline.data_dir / 'purged.json'})")
         return out
 
+    def empty_sources(self) -> list[tuple[str, str]]:
+        """(source, why) for each source that yields no item although it holds data: a folder whose files
+        are no notes, an export split into parts read as a notes folder (``SourceOrigin.why_empty``)."""
+        return [(name, why) for name, step in self.pipeline.sources().items() if (why := step.reader().why_empty())]
+
     def quarantined(self) -> list[Quarantine]:
-        """Per source, the stream lines its reader sets aside (malformed, undatable, too long) until they are
-        fixed or removed; its reader keeps them in ``<data dir>/quarantine/`` for other processes too."""
+        """Per source, the stream lines (notes) its reader sets aside (malformed, undatable, too long; a note
+        not UTF-8 or badly dated) until they are fixed or removed; a stream's reader keeps them in
+        ``<data dir>/quarantine/`` for other processes too, a notes folder's finds them again."""
         readers = [step.reader() for step in self.pipeline.sources().values()]
-        return [q for r in readers if isinstance(r, LineReader) and (q := r.quarantine())]
+        return [q for r in readers if isinstance(r, SetsAside) and (q := r.quarantine())]
 
     # -- privacy ----------------------------------------------------------------------------------
     def purge(self, record_ids: str | list[str] | None = None, *, match: str | None = None, regex: bool = False,

@@ -484,13 +484,15 @@ def status(project: str, as_json: bool) -> None:
                      "held_back": [v.to_dict() | {"message": refusal_line([v])} for v in held]})
     last = next(iter(pipe.runs(limit=1)), None)
     quarantined = pipe.app.quarantined()
+    empty = pipe.app.empty_sources()
     unfinished = PurgeJournal(pipe.data_dir).progress()
     purge = unfinished.to_dict() | {"message": unfinished.describe()} if unfinished else None
     promotions = pipe.app.branches.interrupted_promotions()
     if as_json:
         emit_json({"current": here, "branches": rows, "last_run": last.to_dict() if last else None,
                    "unfinished_purge": purge, "interrupted_promotes": [p.to_dict() for p in promotions],
-                   "quarantined": [q.to_dict() for q in quarantined]})
+                   "quarantined": [q.to_dict() for q in quarantined],
+                   "empty_sources": [{"source": name, "message": why} for name, why in empty]})
         return
     if purge:
         click.echo(purge["message"])
@@ -508,9 +510,10 @@ def status(project: str, as_json: bool) -> None:
         click.echo(f"  {row['branch']:<20} {what}" + (next_step if stale else ""))
         for held in row.get("held_back", []):
             click.echo(f"  {'':<20} held back: {held['message']}")
+    for name, why in empty:
+        click.echo(f"source {name}: nothing imported: {why}")
     for q in quarantined:
-        click.echo(f"source {q.source}: {q.total} line(s) set aside (quarantined) until fixed or removed; "
-                   f"the lines after them are read:")
+        click.echo(q.headline())
         for line in q.lines:
             click.echo(f"  {line}")
         if q.total > len(q.lines):

@@ -167,18 +167,39 @@ def repaired(item: SourceItem, where: str) -> SourceItem:
 # -- reading files within bounds ---------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class SetAside:
+    """A file a read could not take in and went on without (a note that is not UTF-8, a link loop, a
+    front-matter date that is not a date): the file and the problem, as its one-line error said them."""
+
+    file: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.reason}"
+
+
 @dataclass
 class Intake:
     """How one read of a source takes files in: its bounds, whether a notes folder's links may lead out
-    of it, and the warning lines of what the read left out whole (a file over a bound, a link out of
-    the folder, a FIFO). One per parse; ``ParsedSource`` keeps its warnings with the items."""
+    of it, the warning lines of what the read left out whole (a file over a bound, a link out of the
+    folder, a FIFO), the files it set aside for an error (``set_aside``), and why a folder that holds files
+    gave no item (``nothing``: none is a note; an export split into parts, passed as notes). One per parse;
+    ``ParsedSource`` keeps both with the items."""
 
     limits: Limits = field(default_factory=Limits)
     follow_links: bool = False
     warnings: list[str] = field(default_factory=list)
+    set_aside: list[SetAside] = field(default_factory=list)
+    nothing: str | None = None  # why a folder that holds files yields no item (its files are no notes)
 
     def warn(self, line: str) -> None:
         self.warnings.append(line)
+
+    def put_aside(self, file: Path, error: SourceError) -> None:
+        """Go on without ``file``, whose read raised ``error`` (a one-line message naming it)."""
+        message, prefix = " ".join(str(error).split()), f"{file}: "
+        self.set_aside.append(SetAside(str(file), message[len(prefix):] if message.startswith(prefix) else message))
 
 
 class TooLarge(SourceError):
@@ -279,6 +300,20 @@ def loads(text: str) -> Any:
         raise ValueError("too large to load into memory") from exc
 
 
+# What may follow the error position of a JSON text cut off inside its last value: a string that runs to the
+# end (no closing quote, perhaps half an escape), or the start of a number or of true / false / null.
+_CUT_STRING = re.compile(r'"(?:[^"\\\x00-\x1f]|\\.)*\\?\Z', re.S)
+_CUT_NUMBER = re.compile(r"-?\d*(?:\.\d*)?(?:[eE][-+]?\d*)?\Z")
+
+
+def looks_truncated(text: str, pos: int) -> bool:
+    """A JSON text whose parse failed at ``pos`` was cut off (a download or an extraction that stopped
+    mid-way) rather than written wrong: nothing but an unfinished value follows ``pos``."""
+    rest = text[pos:].rstrip()
+    return (not rest or bool(_CUT_STRING.match(rest)) or bool(_CUT_NUMBER.match(rest))
+            or any(word.startswith(rest) for word in ("true", "false", "null")))
+
+
 def read_json(path: Path, max_bytes: int | None = None) -> Any:
     """The JSON value in ``path``, read to at most ``max_bytes`` (default: ``Limits().source_file_bytes``;
     ``TooLarge`` over it)."""
@@ -300,8 +335,11 @@ def read_json(path: Path, max_bytes: int | None = None) -> Any:
     try:
         return loads(text)
     except json.JSONDecodeError as exc:
-        hint = " (the file looks truncated)" if exc.pos >= len(text.rstrip()) - 1 else ""
-        raise SourceError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}{hint}") from exc
+        where = f"line {exc.lineno} column {exc.colno}"
+        if looks_truncated(text, exc.pos):
+            raise SourceError(f"{path}: invalid JSON: the file looks truncated (it ends at character {len(text)} "
+                              f"in an unfinished value; {exc.msg}: {where}); download or extract it again") from exc
+        raise SourceError(f"{path}: invalid JSON at {where}: {exc.msg}") from exc
     except ValueError as exc:
         raise SourceError(f"{path}: invalid JSON ({exc})") from exc
 
@@ -335,9 +373,18 @@ def file_digest(path: Path, max_bytes: int | None = None,
     others are hashed in chunks (a file's size never decides the memory this takes)."""
     cap = max_bytes if max_bytes is not None else Limits().source_file_bytes
     digest = hashlib.sha256()
+    in_folder = path.is_dir()
     for p in source_files(path, listing):
-        digest.update(str(p.relative_to(path) if path.is_dir() else p.name).encode())
-        fd, st = open_regular(p)
+        digest.update(str(p.relative_to(path) if in_folder else p.name).encode())
+        try:
+            fd, st = open_regular(p)
+        except OSError as exc:
+            if not in_folder:
+                raise
+            # A folder's file that cannot be opened (a link loop, no permission): the parse sets it aside;
+            # its error stands for its content, so fixing it is a change.
+            digest.update(f"unreadable:{exc.errno}".encode())
+            continue
         try:
             digest.update(str(st.st_size).encode())
             if st.st_size > cap:
@@ -360,10 +407,19 @@ def stat_signature(path: Path, listing: Callable[[Path], list[Path]] | None = No
     """(name, size, mtime, ctime, inode) of a file or of every file in a folder (as ``listing`` finds
     them): the cheap "did it change?" test. None when a file was modified in the last seconds, where
     same-tick edits could go unseen (git's "racy" rule): then the content is hashed instead."""
-    stats = [(str(q), q.stat()) for q in source_files(path, listing)]
-    if any(time.time() - st.st_mtime < RACY_SECONDS for _, st in stats):
-        return None
-    return tuple((name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) for name, st in stats)
+    signature: list[tuple] = []
+    for q in source_files(path, listing):
+        try:
+            st = q.stat()
+        except OSError as exc:
+            if not path.is_dir():
+                raise
+            signature.append((str(q), "unreadable", exc.errno))  # a folder's link loop: its parse sets it aside
+            continue
+        if time.time() - st.st_mtime < RACY_SECONDS:
+            return None
+        signature.append((str(q), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+    return tuple(signature)
 
 
 def render_conversation(title: str, turns: list[tuple[str, str, str]]) -> str:

@@ -27,8 +27,11 @@ other indented lines become one string, ``null``/``~``/empty become null. The bl
 content (the record is the note's body); its keys go to ``metadata["custom"]``, and ``title:`` (a string
 or a number) replaces the file name as the title (``metadata["chat"]["title"]``).
 
-Errors: a file that cannot be read or is not UTF-8 (naming the file); a bad front-matter date or title
-(naming the file and the field). Files whose body is empty (blank, or front matter only) are skipped.
+Set aside (issue 32), never a reason to stop the folder: a note that cannot be read (a link loop, a broken
+link, no permission) or is not UTF-8, and one with a bad front-matter date or title. Each is
+``Intake.set_aside`` with its one-line error (naming the file, and the field); the other notes are read,
+and a fixed note is read like any other at the next parse. Files whose body is empty (blank, or front
+matter only) are skipped.
 
 What a folder source reads stays inside its folder (issue 20). Skipped with a warning line naming the
 file: a link (to a note or to a folder) that resolves outside the folder, unless the source allows it
@@ -314,35 +317,45 @@ def parse(path: Path, intake: Intake | None = None) -> list[SourceItem]:
     root = os.path.realpath(path) if is_folder else None
     items: list[SourceItem] = []
     for file in files:
-        note = _read_note(file, root, intake)
-        if note is None:
-            continue
-        raw, mtime = note
         try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise not_text(file, raw[:8], exc) from exc
-        del raw
-        keys, body = split_front_matter(text)
-        content = body.strip()
-        if not content:
+            item = _note(file, file.relative_to(path) if is_folder else PurePath(file.name), root, intake)
+        except SourceError as exc:  # set aside, named; the other notes are read
+            intake.put_aside(file, exc)
             continue
-        rel_path = file.relative_to(path) if is_folder else PurePath(file.name)
-        where = f"{file}: front matter"
-        ts, dated_by = (front_matter_date(keys, where)[0] if keys else None), "front-matter"
-        if ts is None:
-            ts, dated_by = file_name_date(rel_path), "file-name"
-        if ts is None:
-            ts, dated_by = datetime.fromtimestamp(mtime, tz=UTC), "mtime"
-        title = (get_title(keys, "title", where) if keys else None) or file.stem
-        created = iso(ts)
-        metadata: dict[str, Any] = {
-            "time": {"created_at": created, "dated_by": dated_by},
-            "chat": {"title": title},
-            "source": {"type": "folder", "path": str(file)},
-        }
-        if keys is not None:
-            metadata["custom"] = keys
-        item = SourceItem(key=str(rel_path), content=content, created_at=created, metadata=metadata)
-        items.append(repaired(item, str(file)))  # a quoted front-matter value may escape half an emoji
+        if item is not None:
+            items.append(item)
     return items
+
+
+def _note(file: Path, rel_path: PurePath, root: str | None, intake: Intake) -> SourceItem | None:
+    """The item of one note; None when it is skipped (with a warning on ``intake``) or its body is empty."""
+    note = _read_note(file, root, intake)
+    if note is None:
+        return None
+    raw, mtime = note
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise not_text(file, raw[:8], exc) from exc
+    del raw
+    keys, body = split_front_matter(text)
+    content = body.strip()
+    if not content:
+        return None
+    where = f"{file}: front matter"
+    ts, dated_by = (front_matter_date(keys, where)[0] if keys else None), "front-matter"
+    if ts is None:
+        ts, dated_by = file_name_date(rel_path), "file-name"
+    if ts is None:
+        ts, dated_by = datetime.fromtimestamp(mtime, tz=UTC), "mtime"
+    title = (get_title(keys, "title", where) if keys else None) or file.stem
+    created = iso(ts)
+    metadata: dict[str, Any] = {
+        "time": {"created_at": created, "dated_by": dated_by},
+        "chat": {"title": title},
+        "source": {"type": "folder", "path": str(file)},
+    }
+    if keys is not None:
+        metadata["custom"] = keys
+    item = SourceItem(key=str(rel_path), content=content, created_at=created, metadata=metadata)
+    return repaired(item, str(file))  # a quoted front-matter value may escape half an emoji

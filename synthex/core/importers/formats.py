@@ -7,6 +7,7 @@ this module only (no cycle between ``base`` and the importers).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from synthex.core.importers import base, chatgpt, claude, folder, jsonl
 from synthex.core.importers.base import (
     Intake,
     NotRegularFile,
+    SetAside,
     SourceItem,
     TooLarge,
     file_digest,
@@ -22,17 +24,23 @@ from synthex.core.importers.base import (
     show,
     special_kind,
 )
+from synthex.core.importers.export_parts import describe_parts, export_parts, parse_parts
 from synthex.core.importers.migrate import detect_migration_format, migration_parsers
 from synthex.core.limits import Limits
 
 FORMATS = ("chatgpt-export", "claude-export", "folder", "jsonl")
 
 
+CHAT_EXPORTS = {"chatgpt-export": "ChatGPT", "claude-export": "Claude"}  # formats an export split into parts has
+
+
 def detect_format(path: Path, max_bytes: int | None = None) -> str:
     """Guess the export format of ``path`` (a file or a folder); a JSON file is read to at most
-    ``max_bytes`` (``read_json``)."""
+    ``max_bytes`` (``read_json``). A folder is a notes folder unless it holds an export split into parts
+    (``export_parts``): then it is that export's format, as its first part holding a conversation says."""
     if path.is_dir():
-        return "folder"
+        parts = export_parts(path)
+        return _split_export_format(path, parts, max_bytes) if parts else "folder"
     if not path.exists():
         raise SourceError(f"{path}: no such file or folder")
     # Other memory systems' files and Synthex's own export (synthex.core.importers.migrate) are sniffed first.
@@ -42,7 +50,10 @@ def detect_format(path: Path, max_bytes: int | None = None) -> str:
         return "jsonl"
     if path.suffix.lower() in (".md", ".txt"):
         return "folder"
-    data = read_json(path, max_bytes)
+    return _json_format(path, read_json(path, max_bytes))
+
+
+def _json_format(path: Path, data: object) -> str:
     if isinstance(data, list) and data and isinstance(data[0], dict):
         first = data[0]
         if "mapping" in first:
@@ -53,6 +64,36 @@ def detect_format(path: Path, max_bytes: int | None = None) -> str:
         f"{path}: unknown format: expected a ChatGPT export (conversations with 'mapping'), "
         f"a Claude export (conversations with 'chat_messages'), a .jsonl file or a folder of .md/.txt"
     )
+
+
+def _part_parser(fmt: str, max_bytes: int) -> Callable[[Path, Intake], list[SourceItem]]:
+    """The parser of one part of a ``fmt`` export: a part of the other export (a Claude file among ChatGPT
+    parts) is said as such, not as the field the other export lacks."""
+    parse = BUILTIN_PARSERS[fmt]
+
+    def parse_part(part: Path, intake: Intake) -> list[SourceItem]:
+        try:
+            return parse(part, intake)
+        except SourceError:
+            try:
+                found = _json_format(part, read_json(part, max_bytes))
+            except SourceError:
+                found = fmt
+            if found != fmt:
+                raise SourceError(f"{part}: a {CHAT_EXPORTS[found]} export among the parts of a {CHAT_EXPORTS[fmt]} "
+                                  f"export; give each export its own --from") from None
+            raise
+
+    return parse_part
+
+
+def _split_export_format(folder: Path, parts: list[Path], max_bytes: int | None) -> str:
+    for part in parts:
+        data = read_json(part, max_bytes)
+        if data != []:  # an empty part says nothing of its export
+            return _json_format(part, data)
+    raise SourceError(f"{folder}: an export split into {describe_parts(folder, parts)}, none of which holds a "
+                      f"conversation")
 
 
 # Formats added by other packages (e.g. evals registers the benchmark formats): name -> parser(path).
@@ -97,10 +138,15 @@ def load_source(path: str | Path, fmt: str = "auto", intake: Intake | None = Non
         if fmt not in parsers:
             known = ", ".join([*BUILTIN_PARSERS, *EXTRA_FORMATS])
             raise SourceError(f"{p}: unknown format {fmt!r}; expected one of {known} or 'auto'")
-        items = parsers[fmt](p, intake) if fmt in BUILTIN_PARSERS else parsers[fmt](p)
+        if fmt in CHAT_EXPORTS and p.is_dir():  # an export split into parts: every part, in order
+            items = parse_parts(p, _part_parser(fmt, cap), intake)
+        else:
+            items = parsers[fmt](p, intake) if fmt in BUILTIN_PARSERS else parsers[fmt](p)
     except TooLarge as exc:  # grew past the bound while read: skipped like any file over it
         intake.warn(str(exc))
         return []
+    if not items and not intake.set_aside and reads_notes(p, fmt) and p.is_dir():
+        intake.nothing = _why_no_notes(p, cap)
     seen: set[str] = set()
     for item in items:  # a set, not list.count: an export of 100k items stays linear
         if item.key in seen:
@@ -109,19 +155,48 @@ def load_source(path: str | Path, fmt: str = "auto", intake: Intake | None = Non
     return items
 
 
-def _reads_notes(path: Path, fmt: str) -> bool:
-    return fmt == "folder" or (fmt == "auto" and path.is_dir())
+def reads_notes(path: Path, fmt: str) -> bool:
+    """A parse of ``path`` in format ``fmt`` reads a notes folder (or one note)."""
+    return fmt == "folder" or (fmt == "auto" and path.is_dir() and not export_parts(path))
+
+
+FILES_COUNTED = 1000  # a folder with no notes: its files are counted up to this, for the message
+
+
+def _why_no_notes(path: Path, max_bytes: int) -> str | None:
+    """The line saying why the notes folder ``path`` yields nothing although it holds files (None when it
+    holds none): what it holds, and how to read it when that is an export split into parts."""
+    if parts := export_parts(path):
+        try:
+            fmt = detect_format(path, max_bytes)
+            what, how = f"a {CHAT_EXPORTS[fmt]} export", f"format={fmt!r}"
+        except SourceError:  # a part that is not JSON: the source that reads it will say so
+            what, how = "an export", "format='chatgpt-export' (or 'claude-export')"
+        return (f"{path}: no notes (.md, .txt, .markdown) here, but {what} split into {describe_parts(path, parts)}: "
+                f"read it with pipeline.source(NAME, file={str(path)!r}, {how}), as `synthex init --from` does")
+    count = 0
+    for _, _, files in os.walk(path):
+        count += len(files)
+        if count >= FILES_COUNTED:
+            break
+    if not count:
+        return None
+    shown = f"{FILES_COUNTED}+" if count >= FILES_COUNTED else str(count)
+    return f"{path}: no notes (.md, .txt, .markdown) among its {shown} file(s): nothing is imported from it"
 
 
 def _listing(path: Path, fmt: str, follow_links: bool) -> Callable[[Path], list[Path]] | None:
-    """The files a folder source's parse reads (None: every file of a folder of another format)."""
-    if not _reads_notes(path, fmt):
-        return None
-    return lambda folder_path: folder.note_files(folder_path, Intake(follow_links=follow_links))
+    """The files a folder source's parse reads: a notes folder's notes, an export's parts (None: every file
+    of a folder of another format)."""
+    if reads_notes(path, fmt):
+        return lambda folder_path: folder.note_files(folder_path, Intake(follow_links=follow_links))
+    if path.is_dir() and (fmt in CHAT_EXPORTS or fmt == "auto"):
+        return export_parts
+    return None
 
 
 def _cap(path: Path, fmt: str, limits: Limits) -> int:
-    return limits.note_bytes if _reads_notes(path, fmt) else limits.source_file_bytes
+    return limits.note_bytes if reads_notes(path, fmt) else limits.source_file_bytes
 
 
 def change_token(path: Path, fmt: str = "auto", limits: Limits | None = None, follow_links: bool = False) -> str:
@@ -147,6 +222,8 @@ class ParsedSource:
         self._key: tuple[str, str, Limits, bool] | None = None
         self._items: list[SourceItem] = []
         self._skipped: list[str] = []
+        self._set_aside: tuple[SetAside, ...] = ()
+        self._nothing: str | None = None
 
     def items(self, path: str | Path, fmt: str = "auto", limits: Limits | None = None,
               follow_links: bool = False) -> list[SourceItem]:
@@ -168,12 +245,24 @@ class ParsedSource:
         if key != self._key or digest != self._digest:
             intake = Intake(limits=limits, follow_links=follow_links)
             self._items = load_source(p, fmt, intake)
-            self._skipped = intake.warnings
+            self._skipped, self._set_aside, self._nothing = intake.warnings, tuple(intake.set_aside), intake.nothing
         self._key, self._stat, self._digest = key, stat, digest
         return self._items
 
     @property
+    def nothing(self) -> str | None:
+        """Why the current parse found no item in a folder that holds files (``Intake.nothing``)."""
+        return self._nothing
+
+    @property
+    def set_aside(self) -> tuple[SetAside, ...]:
+        """The files the current parse set aside for an error (a notes folder's bad notes), in order."""
+        return self._set_aside
+
+    @property
     def warnings(self) -> list[str]:
-        """One line per file the read skipped (over a bound, a link out of the folder, a FIFO), then the
-        warnings of the current items (e.g. turns left out for having no text), in order."""
-        return [*self._skipped, *(w for item in self._items for w in item.warnings)]
+        """One line per file the read skipped (over a bound, a link out of the folder, a FIFO) or set aside
+        (a bad note), then the warnings of the current items (e.g. turns left out for having no text)."""
+        aside = [f"{note}: note set aside (quarantined); the other notes are read" for note in self._set_aside]
+        nothing = [self._nothing] if self._nothing else []
+        return [*nothing, *self._skipped, *aside, *(w for item in self._items for w in item.warnings)]

@@ -40,6 +40,11 @@ class SourceOrigin(ABC):
     def warnings(self) -> list[str]:
         return [w for item in self.items() for w in item.warnings]
 
+    def why_empty(self) -> str | None:
+        """One line saying why the source yields no item although it holds data (a folder whose files are no
+        notes, an export split into parts read as notes); None otherwise. Never an empty memory without a word."""
+        return None
+
     def config(self) -> dict[str, Any]:
         """What belongs in the step's version: how items are read, never where from."""
         return {"kind": self.kind}
@@ -54,15 +59,20 @@ class SourceOrigin(ABC):
 
 
 @runtime_checkable
-class LineReader(Protocol):
-    """An origin that reads a file line by line (a stream, an API's landing stream): it sets aside the
-    lines that cannot become items, and reads at most a batch of lines beyond its checkpoint. A protocol,
-    not ``SourceOrigin`` methods: a wrapper of origins (one that delegates what it does not define)
-    passes it through."""
+class SetsAside(Protocol):
+    """An origin that sets aside what cannot become an item and reads on: a stream's lines, a notes
+    folder's notes (``synthex.core.sources.quarantine``). A protocol, not ``SourceOrigin`` methods: a
+    wrapper of origins (one that delegates what it does not define) passes it through."""
 
     def quarantine(self) -> Quarantine:
-        """The lines set aside (malformed, undatable, too long: ``synthex.core.sources.quarantine``)."""
+        """What is set aside now (malformed, undatable, too long, unreadable), by file and reason."""
         ...
+
+
+@runtime_checkable
+class LineReader(SetsAside, Protocol):
+    """An origin that reads a file line by line (a stream, an API's landing stream): it sets aside the
+    lines that cannot become items, and reads at most a batch of lines beyond its checkpoint."""
 
     def waiting(self) -> bool:
         """Whole lines exist beyond this read's batch (``Limits.stream_batch_lines``): the next sync reads on."""

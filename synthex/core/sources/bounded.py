@@ -138,6 +138,9 @@ class BoundedOrigin(SourceOrigin):
     def is_empty(self) -> bool:
         return self.origin.is_empty()
 
+    def why_empty(self) -> str | None:
+        return self.origin.why_empty()
+
     def token(self) -> str:
         return self.origin.token()
 

@@ -10,6 +10,7 @@ from synthex.core.importers import ParsedSource, SourceItem
 from synthex.core.importers.formats import change_token
 from synthex.core.limits import Limits
 from synthex.core.sources.base import SourceOrigin
+from synthex.core.sources.quarantine import QUARANTINE_KEPT, Quarantine, QuarantinedLine, SetAsideUnit
 
 IMPORTER_VERSION = "importers/v1"
 
@@ -17,8 +18,11 @@ IMPORTER_VERSION = "importers/v1"
 class FileOrigin(SourceOrigin):
     kind = "file"
 
-    def __init__(self, path: Path, fmt: str = "auto", limits: Limits | None = None, follow_links: bool = False) -> None:
+    def __init__(self, path: Path, fmt: str = "auto", limits: Limits | None = None, follow_links: bool = False,
+                 source: str = "") -> None:
+        """``source``: the step's name, for what it sets aside (default: the file's name)."""
         self.path, self.format = path, fmt
+        self.source = source or path.name
         self.limits = limits or Limits()
         # A notes folder's links may lead out of it only when the source says so (issue 20).
         self.follow_links = follow_links
@@ -30,6 +34,18 @@ class FileOrigin(SourceOrigin):
     def warnings(self) -> list[str]:
         self.items()
         return self._parsed.warnings
+
+    def why_empty(self) -> str | None:
+        self.items()
+        return self._parsed.nothing
+
+    def quarantine(self) -> Quarantine:
+        """The notes the current parse set aside (``synthex.core.importers.folder``): an export is read
+        whole or not at all, so it sets nothing aside."""
+        self.items()
+        notes = self._parsed.set_aside
+        kept = tuple(QuarantinedLine(note.file, None, note.reason) for note in notes[:QUARANTINE_KEPT])
+        return Quarantine(self.source, str(self.path), kept, len(notes), SetAsideUnit.NOTE)
 
     def token(self) -> str:
         """The stat signature, or the content hash for a file modified in the last seconds."""

@@ -1,9 +1,16 @@
-"""Stream lines set aside (quarantined): a line that is not JSON, not an object, has a field of the
-wrong type or cannot be dated is not a reason to stop a stream (issue 20). Its reader skips it, names
+"""Stream lines and notes set aside (quarantined): a line that is not JSON, not an object, has a field of
+the wrong type or cannot be dated is not a reason to stop a stream (issue 20). Its reader skips it, names
 it (file, line number, reason) and reads on, so the lines after it still flow into memory with the
-record ids they would have had without it.
+record ids they would have had without it. A notes folder does the same with a note it cannot take in
+(not UTF-8, a link loop, a front-matter date that is not a date: issue 32): the note is named with its
+reason and the other notes are read; fixed, it is read like any other note at the next sync. Its record,
+if it had one, leaves memory meanwhile (the folder's current content is what memory holds, and the note's
+current content cannot be read); the deletion guard judges that like any note removed.
 
-What a stream's reader set aside is kept in ``<data dir>/quarantine/<source>.json`` (rewritten
+A notes folder is read whole at every change, so what it sets aside is found again by every read (no
+ledger). A stream is read from its checkpoint, so a line set aside before it would not be read again:
+
+what a stream's reader set aside is kept in ``<data dir>/quarantine/<source>.json`` (rewritten
 atomically by the reader whenever the set changes), so ``synthex status`` and every later process
 show it until the line is fixed or removed. The ledger holds where and why, never the line's text:
 the line may hold what an agent was told to forget (``synthex purge`` sweeps text, not line numbers).
@@ -13,6 +20,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -24,24 +32,33 @@ QUARANTINE_KEPT = 100  # lines named per source; a file of garbage is counted, n
 REASON_CHARS = 240  # a reason quotes at most a short value of the line
 
 
+class SetAsideUnit(StrEnum):
+    """What a source's reader sets aside: a stream's lines, or a notes folder's notes (whole files)."""
+
+    LINE = "line"
+    NOTE = "note"
+
+
 @dataclass(frozen=True)
 class QuarantinedLine:
-    """One line of a stream that its reader set aside: where it is and why."""
+    """One line of a stream (or one note: ``line`` None, the whole file) that its reader set aside: where
+    it is and why."""
 
     file: str
-    line: int
+    line: int | None
     reason: str
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}: {self.reason}"
+        return f"{self.file}: {self.reason}" if self.line is None else f"{self.file}:{self.line}: {self.reason}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"file": self.file, "line": self.line, "reason": self.reason}
 
     @classmethod
-    def of_error(cls, file: str, line: int, message: str) -> QuarantinedLine:
-        """From a reader's one-line error (``<file>:<line>: <problem>``): the problem alone, clipped."""
-        prefix = f"{file}:{line}: "
+    def of_error(cls, file: str, line: int | None, message: str) -> QuarantinedLine:
+        """From a reader's one-line error (``<file>:<line>: <problem>``, a note's ``<file>: <problem>``): the
+        problem alone, clipped."""
+        prefix = f"{file}: " if line is None else f"{file}:{line}: "
         reason = message[len(prefix):] if message.startswith(prefix) else message
         reason = " ".join(reason.split())
         return cls(file, line, reason if len(reason) <= REASON_CHARS else reason[: REASON_CHARS - 1] + "…")
@@ -49,32 +66,39 @@ class QuarantinedLine:
 
 @dataclass(frozen=True)
 class Quarantine:
-    """What one source's reader set aside: the first ``QUARANTINE_KEPT`` lines and how many in all."""
+    """What one source's reader set aside: the first ``QUARANTINE_KEPT`` lines (or notes) and how many in all."""
 
     source: str
     file: str
     lines: tuple[QuarantinedLine, ...] = ()
     total: int = 0
+    unit: SetAsideUnit = SetAsideUnit.LINE
 
     def __bool__(self) -> bool:
         return self.total > 0
 
     def summary(self) -> str:
-        """One line: how many lines are set aside and the first of them."""
+        """One line: how many lines (notes) are set aside and the first of them."""
         if not self.total:
             return ""
         first = f" (first: {self.lines[0]})" if self.lines else ""
-        return f"{self.total} line(s) set aside (quarantined){first}"
+        return f"{self.total} {self.unit}(s) set aside (quarantined){first}"
+
+    def headline(self) -> str:
+        """What ``synthex status`` says above the lines (notes) it lists."""
+        rest = "the other notes are read" if self.unit is SetAsideUnit.NOTE else "the lines after them are read"
+        return f"source {self.source}: {self.total} {self.unit}(s) set aside (quarantined) until fixed or removed; {rest}:"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "file": self.file, "total": self.total,
+        return {"source": self.source, "file": self.file, "total": self.total, "unit": str(self.unit),
                 "lines": [q.to_dict() for q in self.lines]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Quarantine:
-        return cls(str(data["source"]), str(data["file"]),
-                   tuple(QuarantinedLine(str(q["file"]), int(q["line"]), str(q["reason"])) for q in data["lines"]),
-                   int(data["total"]))
+        lines = tuple(QuarantinedLine(str(q["file"]), None if q["line"] is None else int(q["line"]), str(q["reason"]))
+                      for q in data["lines"])
+        return cls(str(data["source"]), str(data["file"]), lines, int(data["total"]),
+                   SetAsideUnit(data.get("unit", SetAsideUnit.LINE)))
 
 
 class QuarantineLedger:
