@@ -14,17 +14,23 @@ import os
 import re
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from synthex.core.atomic_file import write_file_atomic
+from synthex.core.errors import SynthexError
 
 PURGED_TEXT = "[purged]"
 MIN_NEEDLE = 12  # shorter lines ("user: ok") are not evidence of anything
 _PREVIEW_ID = re.compile(r"`([0-9a-f]{8})`")
 SQLITE_MAGIC = b"SQLite format 3\x00"
 DUCKDB_MAGIC = b"DUCK"  # at offset 8
+
+
+class PurgeFileError(SynthexError):
+    """A file under the data directory the sweep could not read or rewrite: one line naming it."""
 
 
 def needles_of(texts: list[str], limit: int = 400) -> list[str]:
@@ -108,7 +114,8 @@ def file_kind(path: Path) -> str:
 
 def scrub_sqlite(path: Path, needles: Needles) -> int:
     """Rewrite cells that mention purged text or records, then VACUUM (free pages hold old bytes)."""
-    conn = sqlite3.connect(path, timeout=30)
+    # mode=rw: a database that vanished since the listing is an error here, never a new empty file.
+    conn = sqlite3.connect(path.resolve().as_uri() + "?mode=rw", uri=True, timeout=30)
     try:
         conn.execute("PRAGMA secure_delete = ON")
         changed = 0
@@ -219,20 +226,40 @@ def scrub_text_file(path: Path, needles: Needles) -> int:
     return 1
 
 
-def scrub_files(data_dir: Path, needles: Needles, skip: list[Path]) -> dict[str, int]:
+def scrub_files(data_dir: Path, needles: Needles, skip: list[Path],
+                on_file: Callable[[str], None] | None = None) -> dict[str, int]:
     """Scrub every SQLite, DuckDB and text file under ``data_dir`` except under ``skip`` (LanceDB's
-    folder, handled by ``synthex_resources.purge``). Returns relative path -> rows/cells/files changed."""
+    folder, handled by ``synthex_resources.purge``). Returns relative path -> rows/cells/files changed.
+    ``on_file``: told each file's relative path once it is done (a purge reports it; tests kill there).
+
+    A file listed that is gone when its turn comes is not an error: closing a SQLite database in WAL
+    mode removes its ``-wal`` and ``-shm`` files (a process killed with the database open leaves them
+    behind, the sweep's own close of that database removes them). Any other failure is one line naming
+    the file (``PurgeFileError``)."""
     changed: dict[str, int] = {}
     skip = [p.resolve() for p in skip]
+    scrubbers: dict[str, Callable[[Path, Needles], int]] = {
+        "sqlite": scrub_sqlite, "duckdb": scrub_duckdb, "file": scrub_text_file}
     for path in sorted(p for p in data_dir.rglob("*") if p.is_file()):
         if any(path.resolve().is_relative_to(s) for s in skip) or any(
                 part.endswith(".lance") for part in path.parts):
             continue  # LanceDB datasets (the store, eval workspaces) are rewritten by compaction, not by text edits
-        kind = file_kind(path)
-        n = {"sqlite": scrub_sqlite, "duckdb": scrub_duckdb, "file": scrub_text_file}.get(
-            kind, lambda *_: 0)(path, needles)
+        rel = str(path.relative_to(data_dir))
+        try:
+            scrubber = scrubbers.get(file_kind(path))
+            n = scrubber(path, needles) if scrubber is not None else 0
+        except FileNotFoundError:
+            continue  # vanished since the listing: nothing left in it to scrub
+        except (OSError, sqlite3.Error) as exc:
+            if not path.exists():
+                continue  # removed while it was being opened (sqlite3 says "unable to open database file")
+            raise PurgeFileError(f"{data_dir / rel}: {type(exc).__name__}: {exc}") from exc
+        except Exception as exc:  # duckdb.Error and kin: still one line naming the file
+            raise PurgeFileError(f"{data_dir / rel}: {type(exc).__name__}: {exc}") from exc
         if n:
-            changed[str(path.relative_to(data_dir))] = n
+            changed[rel] = n
+        if on_file is not None:
+            on_file(rel)
     return changed
 
 

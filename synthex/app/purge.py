@@ -27,17 +27,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from synthex.core.errors import BadInputError
+from synthex.core.errors import BadInputError, SynthexError
 from synthex.core.naming import MAIN
 from synthex.core.periods import now_iso
 from synthex.core.project import branch_names
 from synthex.core.purge_journal import (
+    RESUME_HINT,
     SWEEP,
     PurgeEvent,
     PurgeJournal,
     PurgePhase,
     PurgeProgress,
     PurgeStep,
+    PurgeStepError,
     PurgeTargets,
     plan_steps,
 )
@@ -234,7 +236,14 @@ class Purger:
         pending = progress.pending()
 
         def do(step: PurgeStep) -> None:
-            result = self._step_action(step.phase)(step, targets, progress, tell, emit)
+            try:
+                result = self._step_action(step.phase)(step, targets, progress, tell, emit)
+            except SynthexError:
+                raise
+            except Exception as exc:  # one line, never a traceback (`synthex purge --verbose` prints it)
+                where = f" ({exc.filename})" if isinstance(exc, OSError) and exc.filename else ""
+                raise PurgeStepError(f"purge stopped at step {step.describe()}{where}: {type(exc).__name__}: "
+                                     f"{exc}; the journal keeps what is left, {RESUME_HINT}") from exc
             self.journal.mark_done(progress, step, result)
             emit(PurgeEvent(step, done=True))
 
@@ -313,14 +322,16 @@ class Purger:
         return compact_physically(self.app.store, stem=self.pipeline.lexical_stem,
                                   on_table=lambda name: emit(PurgeEvent(step, done=False, detail=name))).to_dict()
 
-    def _scrub_files(self, step: PurgeStep, targets: PurgeTargets, *_: Any) -> dict[str, int]:
+    def _scrub_files(self, step: PurgeStep, targets: PurgeTargets, progress: PurgeProgress,
+                     tell: Callable[[str], None], emit: Callable[[PurgeEvent], None]) -> dict[str, int]:
         from synthex_resources.residue import scrub_files
 
         # Dagster keeps connections to its SQLite files: close ours before they are rewritten.
         self.app.close()
         store_dir = Path(self.pipeline.store_uri)
         skip = [store_dir] if "://" not in self.pipeline.store_uri else []
-        return scrub_files(self.pipeline.data_dir, self._needles(targets), [*skip, self.journal.dir])
+        return scrub_files(self.pipeline.data_dir, self._needles(targets), [*skip, self.journal.dir],
+                           on_file=lambda rel: emit(PurgeEvent(step, done=False, detail=rel)))
 
     def _rebuild_cdc(self, step: PurgeStep, targets: PurgeTargets, *_: Any) -> bool:
         from synthex_resources.cdc_state import CDC_FILE

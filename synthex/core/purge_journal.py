@@ -46,6 +46,11 @@ FORMAT = "synthex-purge-journal/1"
 RESUME_HINT = "`synthex purge --resume` finishes it (so does any `synthex run` or `synthex doctor --repair`)"
 
 
+class PurgeStepError(SynthexError):
+    """A step of a purge failed (a file it could not rewrite, a store error): one line naming the step and
+    what failed; the journal keeps what is left to do."""
+
+
 class TextCipher(Protocol):
     """The store's cipher as the journal uses it (``synthex_resources.encryption.StoreCipher``)."""
 
