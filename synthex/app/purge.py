@@ -214,6 +214,7 @@ class Purger:
     # -- the journaled steps ----------------------------------------------------------------------
     def _targets(self, cascade: Cascade, roots: list[str], also_find: list[str]) -> PurgeTargets:
         """What the journal must hold for the purge to finish once the rows are gone."""
+        from synthex.core.needle_prints import prints_of
         from synthex_resources.purge import text_digest
         from synthex_resources.residue import needles_of
 
@@ -223,9 +224,12 @@ class Purger:
         root_texts = [r.content for r in records if r.id in set(roots) or not r.source_ids]
         entries, source_keys = self._ledger_entries(cascade)
         return PurgeTargets(roots=list(roots), rows=list(cascade.rows), ledger=[e.to_dict() for e in entries],
-                            source_keys=source_keys, text_digests=sorted({text_digest(r.content) for r in records}),
+                            source_key_hashes={s: sorted(source_key_hash(s, k) for k in keys)
+                                               for s, keys in source_keys.items()},
+                            text_digests=sorted({text_digest(r.content) for r in records}),
                             raw_digests=sorted(text_digest(r) for r in raws),
-                            needles=needles_of(root_texts) + also_find, id_prefixes=sorted({i[:8] for i in affected}))
+                            needle_prints=[n.to_list() for n in prints_of(needles_of(root_texts) + also_find)],
+                            id_prefixes=sorted({i[:8] for i in affected}))
 
     def _complete(self, progress: PurgeProgress, targets: PurgeTargets, say: Callable[[str], None] | None,
                   on_event: Callable[[PurgeEvent], None] | None) -> PurgeReport:
@@ -292,28 +296,34 @@ class Purger:
     def _needles(self, targets: PurgeTargets) -> Needles:
         from synthex_resources.residue import Needles
 
-        return Needles(list(targets.needles), set(targets.id_prefixes))
+        return Needles(targets.prints(), set(targets.id_prefixes))
 
     def _drop_cache(self, step: PurgeStep, targets: PurgeTargets, *_: Any) -> int:
         from synthex_resources.purge import drop_cached_by_digest
 
         return drop_cached_by_digest(self.app.store, set(targets.text_digests), set(targets.raw_digests),
-                                     self._needles(targets).texts)
+                                     self._needles(targets))
 
     def _scrub_bookkeeping(self, step: PurgeStep, targets: PurgeTargets, *_: Any) -> int:
         from synthex_resources.hook_deliveries import HOOK_DELIVERIES
         from synthex_resources.purge import scrub_bookkeeping
         from synthex_resources.record_store import RUN_STEPS, RUNS
 
-        return scrub_bookkeeping(self.app.store, self._needles(targets).texts, [RUNS, RUN_STEPS, HOOK_DELIVERIES])
+        return scrub_bookkeeping(self.app.store, self._needles(targets), [RUNS, RUN_STEPS, HOOK_DELIVERIES])
 
     def _forget_cdc_items(self, step: PurgeStep, targets: PurgeTargets, *_: Any) -> int:
         from synthex_resources.cdc_state import CDC_FILE, open_cdc_state
 
-        if not targets.source_keys or not (self.pipeline.data_dir / CDC_FILE).exists():
+        if not targets.source_key_hashes or not (self.pipeline.data_dir / CDC_FILE).exists():
             return 0
         with open_cdc_state(self.pipeline.data_dir) as cdc:
-            return sum(cdc.forget_items(s, keys) for s, keys in targets.source_keys.items())
+            # The journal names the items by the ledger's hash of their keys: the keys are read back here.
+            forgotten = 0
+            for source, hashes in targets.source_key_hashes.items():
+                wanted = set(hashes)
+                keys = [k for k in cdc.item_keys(source) if source_key_hash(source, k) in wanted]
+                forgotten += cdc.forget_items(source, keys)
+            return forgotten
 
     def _compact(self, step: PurgeStep, targets: PurgeTargets, progress: PurgeProgress,
                  tell: Callable[[str], None], emit: Callable[[PurgeEvent], None]) -> dict[str, Any]:
@@ -340,7 +350,7 @@ class Purger:
         # Always when items were forgotten, even by an earlier (killed) process: forgotten items' hashes
         # leave the file only when it is copied, not when the table forgets them.
         path = self.pipeline.data_dir / CDC_FILE
-        if not targets.source_keys or not path.exists():
+        if not targets.source_key_hashes or not path.exists():
             return False
         rebuild_duckdb(path)
         return True
@@ -348,9 +358,9 @@ class Purger:
     def _scan(self, step: PurgeStep, targets: PurgeTargets, *_: Any) -> dict[str, Any]:
         from synthex_resources.residue import scan
 
-        forms = self._needles(targets).forms()
-        return {"residue": scan(self.pipeline.data_dir, forms, skip=[self.journal.dir]),
-                "outside": self._sources_still_holding(forms)}
+        # The journal is scanned too: it names the purged text by prints only, so it must hold none.
+        needles = self._needles(targets)
+        return {"residue": scan(self.pipeline.data_dir, needles), "outside": self._sources_still_holding(needles)}
 
     # -- parts ------------------------------------------------------------------------------------
     def _ledger_entries(self, cascade: Cascade) -> tuple[list[LedgerEntry], dict[str, list[str]]]:
@@ -388,7 +398,7 @@ class Purger:
             stack.enter_context(BranchLock(self.pipeline.data_dir, branch, "purge").acquire(wait=True))
         return stack
 
-    def _sources_still_holding(self, forms: list[bytes]) -> list[str]:
+    def _sources_still_holding(self, needles: Needles) -> list[str]:
         """Source files outside the data directory (the user's exports) that still contain the text: the
         ledger keeps it out of every run; the file itself is the user's to edit."""
         from synthex.core.steps import SourceStep
@@ -402,6 +412,6 @@ class Purger:
             path = step.path()
             files = [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else [path]
             for f in files:
-                if f.exists() and not f.resolve().is_relative_to(data_dir) and occurrences(f, forms):
+                if f.exists() and not f.resolve().is_relative_to(data_dir) and occurrences(f, needles):
                     out.append(str(f))
         return out
