@@ -105,6 +105,24 @@ def matching_records(store: RecordStore, pattern: str, steps: list[str], regex: 
     return sorted(set(found))
 
 
+def lines_kept_elsewhere(store: RecordStore, needles: list[str], purged: set[str]) -> set[str]:
+    """The needles (``residue.needles_of``: a line's first 80 characters) that begin a line of a record
+    the purge keeps: conversations share lines ("user: What are the trade-offs?"), and a line another
+    record holds stays on disk with it, so it is not purged text to sweep or to find."""
+    wanted = set(needles)
+    if not wanted:
+        return set()
+    kept: set[str] = set()
+    for row in store.records.scan(["id", "content", "step", "branch", "sources", "materialization_key",
+                                   "run_id", "created_at", "metadata", "audit", "period"]):
+        if row["id"] in purged:
+            continue
+        for line in store.to_record(row).content.splitlines():  # to_record: readable, whatever the storage
+            if (piece := line.strip()[:80]) in wanted:
+                kept.add(piece)
+    return kept
+
+
 def delete_rows(store: RecordStore, ids: list[str]) -> int:
     """Delete every row (all branches) of ``ids``: one commit per 2,000 ids."""
     return store.records.delete_ids(ids, chunk=2000)

@@ -95,3 +95,31 @@ def test_doctor_exits_non_zero_while_the_purge_is_unfinished_and_zero_after(kill
     assert json.loads(killed["doctor_json"].stdout)["healthy"] is False
     after = cli("doctor", "--project", str(killed["root"]), check=False)
     assert after.returncode == 0 and "healthy" in after.stdout
+
+
+def test_a_line_other_conversations_share_is_not_residue(tmp_path, ran_project):
+    # Conversations share lines ("user: What are the trade-offs?"): the purge removes its conversation,
+    # and the copies the others hold stay with them; neither swept nor reported as residue (a purge that
+    # exits 1 on every such conversation tells the user nothing).
+    root = ran_project.copy(tmp_path / "proj")
+    pipe = load(root)
+    try:
+        records = pipe.records("chatgpt")
+
+        def lines(rec) -> set[str]:
+            return {line.strip()[:80] for line in rec.content.splitlines() if len(line.strip()) >= 12}
+
+        source = next(r for r in sorted(records, key=lambda r: r.id)
+                      if lines(r) & {line for o in records if o.id != r.id for line in lines(o)})
+        shared = sorted(lines(source) & {line for o in records if o.id != source.id for line in lines(o)})
+    finally:
+        pipe.close()
+    out = cli("purge", source.id[:8], "--project", str(root), check=False)
+    assert out.returncode == 0 and "residue under" in out.stdout, out.stdout + out.stderr
+    pipe = load(root)
+    try:
+        assert pipe.get(source.id) is None
+        kept = "\n".join(r.content for r in pipe.records("chatgpt"))
+        assert all(line in kept for line in shared)  # the other conversations keep their lines
+    finally:
+        pipe.close()

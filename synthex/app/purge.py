@@ -215,20 +215,23 @@ class Purger:
     def _targets(self, cascade: Cascade, roots: list[str], also_find: list[str]) -> PurgeTargets:
         """What the journal must hold for the purge to finish once the rows are gone."""
         from synthex.core.needle_prints import prints_of
-        from synthex_resources.purge import text_digest
+        from synthex_resources.purge import lines_kept_elsewhere, text_digest
         from synthex_resources.residue import needles_of
 
         affected = cascade.affected_records
         records = self.app.store.records.get_many(affected)
         raws = {str(r.audit.get("raw_response") or "") for r in records} - {""}
         root_texts = [r.content for r in records if r.id in set(roots) or not r.source_ids]
+        needles = needles_of(root_texts)
+        shared = lines_kept_elsewhere(self.app.store, needles, set(affected))
+        needles = [n for n in needles if n not in shared]
         entries, source_keys = self._ledger_entries(cascade)
         return PurgeTargets(roots=list(roots), rows=list(cascade.rows), ledger=[e.to_dict() for e in entries],
                             source_key_hashes={s: sorted(source_key_hash(s, k) for k in keys)
                                                for s, keys in source_keys.items()},
                             text_digests=sorted({text_digest(r.content) for r in records}),
                             raw_digests=sorted(text_digest(r) for r in raws),
-                            needle_prints=[n.to_list() for n in prints_of(needles_of(root_texts) + also_find)],
+                            needle_prints=[n.to_list() for n in prints_of(needles + also_find)],
                             id_prefixes=sorted({i[:8] for i in affected}))
 
     def _complete(self, progress: PurgeProgress, targets: PurgeTargets, say: Callable[[str], None] | None,
