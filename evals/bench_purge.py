@@ -75,7 +75,7 @@ def main() -> None:
     parser.add_argument("--descendants", type=int, default=1_000)
     args = parser.parse_args()
     from synthex_resources.purge import compact_physically, delete_rows, drop_cached_responses, find_cascade
-    from synthex_resources.residue import byte_forms, needles_of, scan
+    from synthex_resources.residue import Needles, needles_of, scan
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -92,25 +92,25 @@ def main() -> None:
             print(f"  {name:<12} {timings[name]:7.2f} s", flush=True)
             return out
 
-        # Positive control: the same raw scan before the purge (a large fragment is compressed, so the
-        # bytes may not show; the logical checks, rows left and versions removed, say the rest).
-        before = scan(root, byte_forms([TOKEN]))
+        # Positive control: the same scan before the purge (it decodes Lance's compressed pages).
+        before = scan(root, Needles.of_texts([TOKEN]))
         cascade = timed("cascade", lambda: find_cascade(store, [root_id]))
         affected = cascade.affected_records
         records = store.records.get_many(affected)
         texts = {r.content for r in records}
         needles = needles_of([r.content for r in records if r.id == root_id])
         timed("delete", lambda: delete_rows(store, affected))
-        dropped = timed("llm_cache", lambda: drop_cached_responses(store, texts, set(), needles))
+        dropped = timed("llm_cache", lambda: drop_cached_responses(store, texts, set(),
+                                                                       Needles.of_texts(needles)))
         compaction = timed("compaction", lambda: compact_physically(store))
-        residue = timed("residue_scan", lambda: scan(root, byte_forms([*needles, TOKEN])))
+        residue = timed("residue_scan", lambda: scan(root, Needles.of_texts([*needles, TOKEN])))
         size_after = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
         remaining = store.records.scan(["id"])
         total = sum(timings.values())
         print(f"purged {len(affected)} records ({cascade.steps}) of {args.records}; cache entries {dropped}; "
               f"{compaction.fragments_rewritten} fragments rewritten, {compaction.versions_removed} versions removed")
         holding = [r for r in store.records.scan(["content"]) if TOKEN in r["content"]]
-        print(f"before: raw scan found the token in {len(before)} file(s), {sum(before.values())} time(s); "
+        print(f"before: the scan found the token in {len(before)} file(s), {sum(before.values())} time(s); "
               f"after: {len(holding)} row(s) hold it")
         print(f"total {total:.2f} s; residue {residue or 'none'}; rows left {len(remaining)}; "
               f"data dir {size_before / 1e6:.1f} MB -> {size_after / 1e6:.1f} MB")

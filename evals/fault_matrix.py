@@ -860,7 +860,9 @@ def case_doctor(wb: Workbench) -> tuple[str, bool]:
     finally:
         pipe.close()
     found = synthex("doctor", "--json", "--project", str(root), cwd=root)
-    report = json.loads(found.out) if found.code == 0 else {}
+    # Exit 3: doctor found problems it did not repair (0 would tell a script all is well).
+    report = json.loads(found.out) if found.code == 3 else {}
+    obs.check(found.code == 3, f"doctor exits {found.code} while it reports problems (3 expected)")
     obs.note(f"doctor: duplicates {len(report.get('duplicate_ids', []))}, dangling "
              f"{len(report.get('dangling_sources', {}))}, stuck {report.get('stuck_runs')}")
     obs.check(report.get("duplicate_ids") == sorted(doubled), "the duplicate ids were not reported")
@@ -933,7 +935,8 @@ CASES: list[Case] = [
     Case("search: '' / -k 0 / -k -5", "refused, exit 2, one line", case_search_arguments),
     Case("init: failed init leaves nothing", "exit 2, one line, no folder or file left behind", case_failed_init),
     Case("doctor: duplicate id, dangling source, stuck run",
-         "doctor reports all three; --repair fixes them; the next run restores the clean store", case_doctor),
+         "doctor reports all three and exits 3; --repair fixes them; the next run restores the clean store",
+         case_doctor),
 ]
 
 

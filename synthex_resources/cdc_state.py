@@ -290,6 +290,10 @@ class CdcState:
             self.conn.execute("DELETE FROM cdc_items WHERE source = ?", [source])
             self.conn.execute("DELETE FROM cdc_sources WHERE source = ?", [source])
 
+    def item_keys(self, source: str) -> list[str]:
+        """The keys of every item of ``source`` the state holds (a purge picks the ones it forgets)."""
+        return [k for (k,) in self.conn.execute("SELECT key FROM cdc_items WHERE source = ?", [source]).fetchall()]
+
     def forget_items(self, source: str, keys: list[str]) -> int:
         """Drop the stored state (key, content hash) of some items of ``source``; returns rows removed."""
         if not keys:

@@ -17,10 +17,13 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from synthex_resources.commits import with_commit_retry
 from synthex_resources.record_store import RECORDS, RecordStore
+
+if TYPE_CHECKING:
+    from synthex_resources.residue import Needles
 
 PURGED_TEXT = "[purged]"
 
@@ -102,6 +105,24 @@ def matching_records(store: RecordStore, pattern: str, steps: list[str], regex: 
     return sorted(set(found))
 
 
+def lines_kept_elsewhere(store: RecordStore, needles: list[str], purged: set[str]) -> set[str]:
+    """The needles (``residue.needles_of``: a line's first 80 characters) that begin a line of a record
+    the purge keeps: conversations share lines ("user: What are the trade-offs?"), and a line another
+    record holds stays on disk with it, so it is not purged text to sweep or to find."""
+    wanted = set(needles)
+    if not wanted:
+        return set()
+    kept: set[str] = set()
+    for row in store.records.scan(["id", "content", "step", "branch", "sources", "materialization_key",
+                                   "run_id", "created_at", "metadata", "audit", "period"]):
+        if row["id"] in purged:
+            continue
+        for line in store.to_record(row).content.splitlines():  # to_record: readable, whatever the storage
+            if (piece := line.strip()[:80]) in wanted:
+                kept.add(piece)
+    return kept
+
+
 def delete_rows(store: RecordStore, ids: list[str]) -> int:
     """Delete every row (all branches) of ``ids``: one commit per 2,000 ids."""
     return store.records.delete_ids(ids, chunk=2000)
@@ -113,7 +134,7 @@ def text_digest(text: str) -> str:
 
 
 def drop_cached_responses(store: RecordStore, texts: set[str], raws: set[str],
-                          needles: tuple[str, ...] | list[str] = ()) -> int:
+                          needles: Needles | None = None) -> int:
     """Delete the LLM cache entries that produced purged records: a cached response equal to a purged
     record's content, or a raw body equal to one's ``audit.raw_response`` (a replay would write the
     purged text again), and any entry quoting a piece of the purged source text (``needles``)."""
@@ -121,22 +142,24 @@ def drop_cached_responses(store: RecordStore, texts: set[str], raws: set[str],
 
 
 def drop_cached_by_digest(store: RecordStore, text_digests: set[str], raw_digests: set[str],
-                          needles: tuple[str, ...] | list[str] = ()) -> int:
+                          needles: Needles | None = None) -> int:
     """``drop_cached_responses`` with the purged texts given by ``text_digest`` (what a purge's journal
     keeps once the records are deleted)."""
+    rows = store.llm_cache.entries()  # readable text, whatever the storage
+    quoting = needles.holding([f"{row['response'] or ''}\0{row['raw'] or ''}" for row in rows]) if needles else set()
     doomed = []
-    for row in store.llm_cache.entries():  # readable text, whatever the storage
+    for i, row in enumerate(rows):
         response, raw = row["response"] or "", row["raw"] or ""
         if (text_digest(response) in text_digests or (raw and text_digest(raw) in raw_digests)
-                or any(n in response or n in raw for n in needles)):
+                or i in quoting):
             doomed.append(row["key"])
     return store.llm_cache.drop(doomed)
 
 
-def scrub_bookkeeping(store: RecordStore, needles: list[str], tables: list[str]) -> int:
+def scrub_bookkeeping(store: RecordStore, needles: Needles, tables: list[str]) -> int:
     """Replace purged text inside the small bookkeeping tables (run records and their error text, hook
     delivery state): rows are kept, the text is ``[purged]``. Returns rows rewritten."""
-    if not needles:
+    if not needles.prints:
         return 0
     rewritten = 0
     for name in tables:
@@ -147,20 +170,13 @@ def scrub_bookkeeping(store: RecordStore, needles: list[str], tables: list[str])
         key = "key" if "key" in schema.names else "id"
         changed = []
         for row in store.tables.read(name):
-            new = {k: _scrub_text(v, needles) if isinstance(v, str) else v for k, v in row.items()}
+            new = {k: needles.scrub(v) if isinstance(v, str) else v for k, v in row.items()}
             if new != row:
                 changed.append(new)
         if changed:
             store.tables.upsert_rows(name, schema, changed, key=key)
             rewritten += len(changed)
     return rewritten
-
-
-def _scrub_text(text: str, needles: list[str]) -> str:
-    for needle in needles:
-        if needle in text:
-            text = text.replace(needle, PURGED_TEXT)
-    return text
 
 
 @dataclass

@@ -28,7 +28,9 @@ def test_doctor_finds_and_repairs_duplicates_dangling_sources_and_stuck_runs(tmp
     store.runs.save(Run(id="dead-run", pipeline=pipe.name, branch="main", steps=[], status="running",
                        started_at="2026-01-01T00:00:00.000Z"))
 
-    found = json.loads(cli("doctor", "--json", "--project", str(project)).stdout)
+    doctor = cli("doctor", "--json", "--project", str(project), check=False)
+    assert doctor.returncode == 3  # a problem found and not repaired: scripts can tell
+    found = json.loads(doctor.stdout)
     assert found["healthy"] is False
     assert found["duplicate_ids"] == sorted(doubled)
     assert list(found["dangling_sources"]) == [monthly.id]

@@ -23,8 +23,11 @@ from pathlib import Path
 import pytest
 from conftest import cli, load
 
+from synthex.core.needle_prints import prints_of
 from synthex.core.project import create_branch_file
 from synthex.core.purge_journal import PurgeJournal, PurgePhase, PurgeStep, PurgeTargets, plan_steps
+from synthex.core.purges import source_key_hash
+from synthex_resources.residue import Needles
 
 BRANCH = "short"
 OVERRIDE = '''
@@ -135,7 +138,7 @@ def chain(tmp_path_factory, ran_project):
     pipe.close()
     seen["status"] = json.loads(cli("status", "--json", "--project", str(root)).stdout)["unfinished_purge"]
     seen["status_text"] = cli("status", "--project", str(root)).stdout
-    seen["doctor"] = json.loads(cli("doctor", "--json", "--project", str(root)).stdout)
+    seen["doctor"] = json.loads(cli("doctor", "--json", "--project", str(root), check=False).stdout)
     first, second = sorted({r[2] for r in targets.rows})
 
     # 2. the same command again, SIGKILLed after the delete on the first of the two branches.
@@ -171,7 +174,7 @@ def test_killed_after_the_journal_nothing_is_deleted_and_status_says_how_to_fini
     done, rows, targets = chain["after_journal"]
     assert done == [PurgeStep(PurgePhase.JOURNALED).key]
     assert set(rows) == {"main", BRANCH} and sum(rows.values()) == len(targets.rows)  # all rows still there
-    assert chain["id"] in targets.roots and targets.needles and targets.text_digests
+    assert chain["id"] in targets.roots and targets.needle_prints and targets.text_digests
     status = chain["status"]
     assert status["roots"] == [chain["id"]] and "synthex purge --resume" in status["message"]
     assert "next step: ledger" in status["message"]
@@ -205,7 +208,8 @@ def test_killed_during_the_sweep_and_compaction_the_text_is_still_on_disk(chain)
     done, hits = chain["after_cache"]
     assert PurgeStep(PurgePhase.CACHE).key in done and PurgeStep(PurgePhase.COMPACTION).key not in done
     assert any(".lance" in f for f in hits)  # old fragments still hold it: the kill landed mid-way
-    assert any("purge-journal" in f for f in hits)  # the journal holds it until the purge ends (then: removed)
+    # The journal names the text by prints only (issue 32): it holds none of it, even mid-way.
+    assert not any("purge-journal" in f for f in hits)
     done, hits = chain["after_compaction_kill"]
     assert PurgeStep(PurgePhase.COMPACTION).key not in done and hits
 
@@ -237,8 +241,9 @@ def test_the_same_purge_again_says_it_was_purged(chain):
 
 def _targets() -> PurgeTargets:
     return PurgeTargets(roots=["a" * 36], rows=[("a" * 36, "chatgpt", "main", "2024-01")], ledger=[],
-                        source_keys={"chatgpt": ["conv-1"]}, text_digests=["d"], raw_digests=[],
-                        needles=["my locker code is ZQX-4471"], id_prefixes=["aaaaaaaa"])
+                        source_key_hashes={"chatgpt": [source_key_hash("chatgpt", "conv-1")]}, text_digests=["d"],
+                        raw_digests=[], needle_prints=[n.to_list() for n in prints_of(["my locker code is ZQX-4471"])],
+                        id_prefixes=["aaaaaaaa"])
 
 
 def test_an_encrypted_store_gets_an_encrypted_journal(tmp_path):
@@ -249,12 +254,34 @@ def test_an_encrypted_store_gets_an_encrypted_journal(tmp_path):
     journal.begin(_targets(), plan_steps(["main"], ["main"]), cipher)
     on_disk = b"".join(p.read_bytes() for p in journal.dir.iterdir())
     assert b"ZQX-4471" not in on_disk and b"conv-1" not in on_disk
-    assert journal.targets(cipher).needles == ["my locker code is ZQX-4471"]
+    assert Needles(journal.targets(cipher).prints()).hit("my locker code is ZQX-4471")
     with pytest.raises(Exception, match="encrypted"):
         journal.targets(None)
     assert oct(journal.dir.stat().st_mode & 0o777) == "0o700"
     journal.finish()
     assert not journal.dir.exists() and journal.progress() is None
+
+
+def test_a_plain_journal_holds_no_purged_text_yet_finds_it(tmp_path):
+    journal = PurgeJournal(tmp_path)
+    journal.begin(_targets(), plan_steps(["main"], ["main"]), None)
+    on_disk = b"".join(p.read_bytes() for p in journal.dir.iterdir())
+    assert b"ZQX-4471" not in on_disk and b"locker" not in on_disk and b"conv-1" not in on_disk
+    needles = Needles(journal.targets(None).prints())
+    assert needles.hit('{"text": "user: my locker code is ZQX-4471!"}') and not needles.hit("my locker code is ZQX-4472")
+    assert needles.scrub("so my locker code is ZQX-4471, ok") == "so [purged], ok"
+
+
+def test_a_journal_of_the_older_format_with_text_is_read_and_known_by_prints(tmp_path):
+    journal = PurgeJournal(tmp_path)
+    journal.dir.mkdir()
+    old = {"roots": ["a" * 36], "rows": [["a" * 36, "chatgpt", "main", "2024-01"]], "ledger": [],
+           "source_keys": {"chatgpt": ["conv-1"]}, "text_digests": [], "raw_digests": [],
+           "needles": ["my locker code is ZQX-4471"], "id_prefixes": []}
+    (journal.dir / "targets.json").write_text(json.dumps(old))
+    targets = journal.targets(None)
+    assert targets.source_key_hashes == {"chatgpt": [source_key_hash("chatgpt", "conv-1")]}
+    assert Needles(targets.prints()).hit("my locker code is ZQX-4471")
 
 
 def test_a_journal_killed_while_being_written_is_discarded(tmp_path):

@@ -19,6 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 from synthex.core.purge_journal import PurgeJournal, PurgeProgress
 
+# `synthex doctor`'s exit status when it reports a problem it did not repair (0: healthy or repaired; 1 and
+# 2 are every command's "failed" and "bad input"), so a script or a cron job can tell without parsing.
+PROBLEMS_FOUND_EXIT = 3
+
 if TYPE_CHECKING:
     from synthex.app.branches import InterruptedPromotion
     from synthex.app.services import AppServices
@@ -37,6 +41,10 @@ class DoctorReport:
     def healthy(self) -> bool:
         return not (self.duplicate_ids or self.dangling or self.stuck_runs or self.unfinished_purge
                     or self.interrupted_promotes)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.healthy or self.repaired else PROBLEMS_FOUND_EXIT
 
     def to_dict(self) -> dict[str, Any]:
         purge = self.unfinished_purge

@@ -27,17 +27,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from synthex.core.errors import BadInputError
+from synthex.core.errors import BadInputError, SynthexError
 from synthex.core.naming import MAIN
 from synthex.core.periods import now_iso
 from synthex.core.project import branch_names
 from synthex.core.purge_journal import (
+    RESUME_HINT,
     SWEEP,
     PurgeEvent,
     PurgeJournal,
     PurgePhase,
     PurgeProgress,
     PurgeStep,
+    PurgeStepError,
     PurgeTargets,
     plan_steps,
 )
@@ -212,18 +214,25 @@ class Purger:
     # -- the journaled steps ----------------------------------------------------------------------
     def _targets(self, cascade: Cascade, roots: list[str], also_find: list[str]) -> PurgeTargets:
         """What the journal must hold for the purge to finish once the rows are gone."""
-        from synthex_resources.purge import text_digest
+        from synthex.core.needle_prints import prints_of
+        from synthex_resources.purge import lines_kept_elsewhere, text_digest
         from synthex_resources.residue import needles_of
 
         affected = cascade.affected_records
         records = self.app.store.records.get_many(affected)
         raws = {str(r.audit.get("raw_response") or "") for r in records} - {""}
         root_texts = [r.content for r in records if r.id in set(roots) or not r.source_ids]
+        needles = needles_of(root_texts)
+        shared = lines_kept_elsewhere(self.app.store, needles, set(affected))
+        needles = [n for n in needles if n not in shared]
         entries, source_keys = self._ledger_entries(cascade)
         return PurgeTargets(roots=list(roots), rows=list(cascade.rows), ledger=[e.to_dict() for e in entries],
-                            source_keys=source_keys, text_digests=sorted({text_digest(r.content) for r in records}),
+                            source_key_hashes={s: sorted(source_key_hash(s, k) for k in keys)
+                                               for s, keys in source_keys.items()},
+                            text_digests=sorted({text_digest(r.content) for r in records}),
                             raw_digests=sorted(text_digest(r) for r in raws),
-                            needles=needles_of(root_texts) + also_find, id_prefixes=sorted({i[:8] for i in affected}))
+                            needle_prints=[n.to_list() for n in prints_of(needles + also_find)],
+                            id_prefixes=sorted({i[:8] for i in affected}))
 
     def _complete(self, progress: PurgeProgress, targets: PurgeTargets, say: Callable[[str], None] | None,
                   on_event: Callable[[PurgeEvent], None] | None) -> PurgeReport:
@@ -234,7 +243,14 @@ class Purger:
         pending = progress.pending()
 
         def do(step: PurgeStep) -> None:
-            result = self._step_action(step.phase)(step, targets, progress, tell, emit)
+            try:
+                result = self._step_action(step.phase)(step, targets, progress, tell, emit)
+            except SynthexError:
+                raise
+            except Exception as exc:  # one line, never a traceback (`synthex purge --verbose` prints it)
+                where = f" ({exc.filename})" if isinstance(exc, OSError) and exc.filename else ""
+                raise PurgeStepError(f"purge stopped at step {step.describe()}{where}: {type(exc).__name__}: "
+                                     f"{exc}; the journal keeps what is left, {RESUME_HINT}") from exc
             self.journal.mark_done(progress, step, result)
             emit(PurgeEvent(step, done=True))
 
@@ -283,28 +299,34 @@ class Purger:
     def _needles(self, targets: PurgeTargets) -> Needles:
         from synthex_resources.residue import Needles
 
-        return Needles(list(targets.needles), set(targets.id_prefixes))
+        return Needles(targets.prints(), set(targets.id_prefixes))
 
     def _drop_cache(self, step: PurgeStep, targets: PurgeTargets, *_: Any) -> int:
         from synthex_resources.purge import drop_cached_by_digest
 
         return drop_cached_by_digest(self.app.store, set(targets.text_digests), set(targets.raw_digests),
-                                     self._needles(targets).texts)
+                                     self._needles(targets))
 
     def _scrub_bookkeeping(self, step: PurgeStep, targets: PurgeTargets, *_: Any) -> int:
         from synthex_resources.hook_deliveries import HOOK_DELIVERIES
         from synthex_resources.purge import scrub_bookkeeping
         from synthex_resources.record_store import RUN_STEPS, RUNS
 
-        return scrub_bookkeeping(self.app.store, self._needles(targets).texts, [RUNS, RUN_STEPS, HOOK_DELIVERIES])
+        return scrub_bookkeeping(self.app.store, self._needles(targets), [RUNS, RUN_STEPS, HOOK_DELIVERIES])
 
     def _forget_cdc_items(self, step: PurgeStep, targets: PurgeTargets, *_: Any) -> int:
         from synthex_resources.cdc_state import CDC_FILE, open_cdc_state
 
-        if not targets.source_keys or not (self.pipeline.data_dir / CDC_FILE).exists():
+        if not targets.source_key_hashes or not (self.pipeline.data_dir / CDC_FILE).exists():
             return 0
         with open_cdc_state(self.pipeline.data_dir) as cdc:
-            return sum(cdc.forget_items(s, keys) for s, keys in targets.source_keys.items())
+            # The journal names the items by the ledger's hash of their keys: the keys are read back here.
+            forgotten = 0
+            for source, hashes in targets.source_key_hashes.items():
+                wanted = set(hashes)
+                keys = [k for k in cdc.item_keys(source) if source_key_hash(source, k) in wanted]
+                forgotten += cdc.forget_items(source, keys)
+            return forgotten
 
     def _compact(self, step: PurgeStep, targets: PurgeTargets, progress: PurgeProgress,
                  tell: Callable[[str], None], emit: Callable[[PurgeEvent], None]) -> dict[str, Any]:
@@ -313,14 +335,16 @@ class Purger:
         return compact_physically(self.app.store, stem=self.pipeline.lexical_stem,
                                   on_table=lambda name: emit(PurgeEvent(step, done=False, detail=name))).to_dict()
 
-    def _scrub_files(self, step: PurgeStep, targets: PurgeTargets, *_: Any) -> dict[str, int]:
+    def _scrub_files(self, step: PurgeStep, targets: PurgeTargets, progress: PurgeProgress,
+                     tell: Callable[[str], None], emit: Callable[[PurgeEvent], None]) -> dict[str, int]:
         from synthex_resources.residue import scrub_files
 
         # Dagster keeps connections to its SQLite files: close ours before they are rewritten.
         self.app.close()
         store_dir = Path(self.pipeline.store_uri)
         skip = [store_dir] if "://" not in self.pipeline.store_uri else []
-        return scrub_files(self.pipeline.data_dir, self._needles(targets), [*skip, self.journal.dir])
+        return scrub_files(self.pipeline.data_dir, self._needles(targets), [*skip, self.journal.dir],
+                           on_file=lambda rel: emit(PurgeEvent(step, done=False, detail=rel)))
 
     def _rebuild_cdc(self, step: PurgeStep, targets: PurgeTargets, *_: Any) -> bool:
         from synthex_resources.cdc_state import CDC_FILE
@@ -329,7 +353,7 @@ class Purger:
         # Always when items were forgotten, even by an earlier (killed) process: forgotten items' hashes
         # leave the file only when it is copied, not when the table forgets them.
         path = self.pipeline.data_dir / CDC_FILE
-        if not targets.source_keys or not path.exists():
+        if not targets.source_key_hashes or not path.exists():
             return False
         rebuild_duckdb(path)
         return True
@@ -337,9 +361,9 @@ class Purger:
     def _scan(self, step: PurgeStep, targets: PurgeTargets, *_: Any) -> dict[str, Any]:
         from synthex_resources.residue import scan
 
-        forms = self._needles(targets).forms()
-        return {"residue": scan(self.pipeline.data_dir, forms, skip=[self.journal.dir]),
-                "outside": self._sources_still_holding(forms)}
+        # The journal is scanned too: it names the purged text by prints only, so it must hold none.
+        needles = self._needles(targets)
+        return {"residue": scan(self.pipeline.data_dir, needles), "outside": self._sources_still_holding(needles)}
 
     # -- parts ------------------------------------------------------------------------------------
     def _ledger_entries(self, cascade: Cascade) -> tuple[list[LedgerEntry], dict[str, list[str]]]:
@@ -377,7 +401,7 @@ class Purger:
             stack.enter_context(BranchLock(self.pipeline.data_dir, branch, "purge").acquire(wait=True))
         return stack
 
-    def _sources_still_holding(self, forms: list[bytes]) -> list[str]:
+    def _sources_still_holding(self, needles: Needles) -> list[str]:
         """Source files outside the data directory (the user's exports) that still contain the text: the
         ledger keeps it out of every run; the file itself is the user's to edit."""
         from synthex.core.steps import SourceStep
@@ -391,6 +415,6 @@ class Purger:
             path = step.path()
             files = [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else [path]
             for f in files:
-                if f.exists() and not f.resolve().is_relative_to(data_dir) and occurrences(f, forms):
+                if f.exists() and not f.resolve().is_relative_to(data_dir) and occurrences(f, needles):
                     out.append(str(f))
         return out

@@ -13,11 +13,13 @@ Two files under ``<data dir>/purge-journal/``:
 
 - ``progress.json``: the steps in order and those done, with their counts. No purged text (record ids
   are content hashes, the ledger lists them too): ``synthex status`` reads it without opening the store.
-- ``targets.json``: the cascade, the ledger entries, the items' keys, digests of the purged texts and
-  the needles (pieces of the purged source text) the sweep and the scan look for. It necessarily holds
-  purged text until the sweep ends: the sweep and the scan skip this folder, it is encrypted with the
-  store's cipher when the store is encrypted, and it is overwritten and deleted when the purge
-  completes.
+- ``targets.json``: the cascade, the ledger entries, the purged items (by the ledger's hash of their
+  keys), digests of the purged texts, and the prints of the needles (pieces of the purged source text,
+  a ``--match`` text) the sweep and the scan look for (``synthex.core.needle_prints``): no purged text,
+  so a purge killed before its sweep ended leaves none of it here (the final scan reads this folder
+  too). It is encrypted with the store's cipher when the store is encrypted, and overwritten and
+  deleted when the purge completes. A journal written by an older version (``synthex-purge-journal/1``:
+  needles and item keys as text) is read and finished as it is.
 
 ``progress.json`` is written first, ``targets.json`` second; a journal exists when ``targets.json``
 does (a folder without it is what a purge killed before its first delete left: nothing to finish, and
@@ -37,13 +39,20 @@ from typing import Any, Protocol
 
 from synthex.core.atomic_file import write_file_atomic
 from synthex.core.errors import SynthexError
+from synthex.core.needle_prints import NeedlePrint, prints_of
 from synthex.core.periods import now_iso
+from synthex.core.purges import source_key_hash
 
 JOURNAL_DIR = "purge-journal"
 TARGETS_FILE = "targets.json"
 PROGRESS_FILE = "progress.json"
-FORMAT = "synthex-purge-journal/1"
+FORMAT = "synthex-purge-journal/2"
 RESUME_HINT = "`synthex purge --resume` finishes it (so does any `synthex run` or `synthex doctor --repair`)"
+
+
+class PurgeStepError(SynthexError):
+    """A step of a purge failed (a file it could not rewrite, a store error): one line naming the step and
+    what failed; the journal keeps what is left to do."""
 
 
 class TextCipher(Protocol):
@@ -113,16 +122,20 @@ def plan_steps(delete_branches: list[str], rerun_branches: list[str]) -> list[Pu
 
 @dataclass
 class PurgeTargets:
-    """What the purge removes and looks for; written before the first delete (``targets.json``)."""
+    """What the purge removes and looks for; written before the first delete (``targets.json``). No field
+    holds purged text: ids are content hashes, texts and item keys are known by digests and prints."""
 
     roots: list[str]
     rows: list[tuple[str, str, str, str]]  # the cascade: (id, step, branch, period)
     ledger: list[dict[str, str]]  # synthex.core.purges.LedgerEntry dicts
-    source_keys: dict[str, list[str]]  # source step -> item keys the CDC state forgets
+    source_key_hashes: dict[str, list[str]]  # source step -> source_key_hash of the items the CDC state forgets
     text_digests: list[str]  # sha256 of each purged record's content (LLM cache responses equal to one go)
     raw_digests: list[str]  # sha256 of each purged record's raw model response
-    needles: list[str]  # pieces of purged text the sweep removes and the scan looks for
+    needle_prints: list[list[Any]]  # NeedlePrint.to_list() of each piece the sweep removes and the scan looks for
     id_prefixes: list[str]  # purged ids' first 8 characters (Dagster previews name records by them)
+
+    def prints(self) -> list[NeedlePrint]:
+        return [NeedlePrint.from_list(n) for n in self.needle_prints]
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -131,6 +144,11 @@ class PurgeTargets:
     def from_dict(cls, data: dict[str, Any]) -> PurgeTargets:
         data = dict(data)
         data["rows"] = [tuple(r) for r in data["rows"]]
+        if "needles" in data:  # synthex-purge-journal/1 kept the text itself
+            data["needle_prints"] = [n.to_list() for n in prints_of(list(data.pop("needles")))]
+        if "source_keys" in data:
+            data["source_key_hashes"] = {s: sorted(source_key_hash(s, k) for k in keys)
+                                         for s, keys in data.pop("source_keys").items()}
         return cls(**data)
 
 

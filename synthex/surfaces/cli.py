@@ -672,7 +672,8 @@ def search(query: str, steps: tuple[str, ...], exact: bool, k: int, mode: str | 
 @json_option
 def doctor(repair: bool, project: str, as_json: bool) -> None:
     """Check the project's store for duplicate ids, dangling sources, runs stuck in "running" and a purge
-    that was killed before it finished."""
+    that was killed before it finished. Exit status: 0 healthy (or repaired), 3 a problem found and not
+    repaired (scripts can tell), 1 the check itself failed."""
     from synthex.app.doctor import diagnose
     from synthex.app.doctor import repair as fix
 
@@ -682,7 +683,7 @@ def doctor(repair: bool, project: str, as_json: bool) -> None:
         report = fix(app, report)
     if as_json:
         emit_json(report.to_dict())
-        return
+        sys.exit(report.exit_code)
     click.echo(f"duplicate ids: {len(report.duplicate_ids)}  dangling sources: {len(report.dangling)}  "
                f"stuck runs: {len(report.stuck_runs)}")
     for rid in report.duplicate_ids[:10]:
@@ -702,6 +703,7 @@ def doctor(repair: bool, project: str, as_json: bool) -> None:
         click.echo("repaired; `synthex run` recomputes what was removed")
     else:
         click.echo("run `synthex doctor --repair` to fix")
+    sys.exit(report.exit_code)
 
 
 @main.command("export-toml")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+import traceback
 from collections import Counter
 from typing import Any
 
 import click
 
-from synthex.core.errors import BadInputError
+from synthex.core.errors import BadInputError, SynthexError
 from synthex.surfaces.output import emit_json
 
 
@@ -26,8 +28,9 @@ def _emit(data: Any) -> None:
 @click.option("--project", "project", default=".", show_default=True, type=click.Path(file_okay=False),
               help="Project folder (holds pipeline.py).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--verbose", is_flag=True, help="On a failure, also print its Python traceback (one line otherwise).")
 def purge_command(record_ids: tuple[str, ...], match: str | None, regex: bool, dry_run: bool, resume: bool,
-                  project: str, as_json: bool) -> None:
+                  project: str, as_json: bool, verbose: bool) -> None:
     """Remove RECORD_IDS (or the source records --match finds) and everything made from them, on every
     branch; recompute the aggregates and folds that used them; leave no copy of their text under the
     project's data directory (old LanceDB versions, FTS index, LLM cache, Dagster's event log, CDC
@@ -44,6 +47,21 @@ def purge_command(record_ids: tuple[str, ...], match: str | None, regex: bool, d
       synthex purge --match "jane.doe@example.com" --dry-run
       synthex purge --resume
     """
+    try:
+        _purge(record_ids, match, regex, dry_run, resume, project, as_json)
+    except (click.ClickException, click.Abort):
+        raise
+    except Exception as exc:
+        # Every failure is one line (the group prints a SynthexError); the trace only when asked for.
+        if verbose:
+            traceback.print_exception(exc.__cause__ or exc, file=sys.stderr)
+        if isinstance(exc, SynthexError):
+            raise
+        raise SynthexError(f"purge: {type(exc).__name__}: {exc}") from exc
+
+
+def _purge(record_ids: tuple[str, ...], match: str | None, regex: bool, dry_run: bool, resume: bool,
+           project: str, as_json: bool) -> None:
     from synthex.core.project import load_pipeline
     from synthex.core.purge_journal import PurgeJournal
 
