@@ -38,6 +38,25 @@ def rows() -> list[tuple[str, int, int, set[str], set[str]]]:
         history = [dict(r) for r in db.execute("select * from history")]
     items = load_source(mem0 / "history.db")
     out.append(("mem0-history (history.db)", len(history), len(items), native_fields(history), kept(items, ("event",))))
+    graph_file = TESTS / "data" / "graphiti" / "graph.json"
+    graph = json.loads(graph_file.read_text())
+    items = load_source(graph_file)
+    for name, kinds in (("episodes", ("episode",)), ("entity_nodes", ("entity",)),
+                        ("episodic_edges", ("mention",)), ("entity_edges", ("fact", "expired-fact"))):
+        made = [i for i in items if i.metadata["source"]["kind"] in kinds]
+        out.append((f"graphiti (graph.json: {name})", len(graph[name]), len(made), native_fields(graph[name]),
+                    kept(items, kinds)))
+    store = TESTS / "data" / "langgraph"
+    listed = json.loads((store / "items.json").read_text())
+    items = load_source(store / "items.json")
+    out.append(("langgraph-store (items.json: Item.dict())", len(listed), len(items), native_fields(listed),
+                kept(items, ("item",))))
+    with sqlite3.connect(store / "store.db") as db:
+        db.row_factory = sqlite3.Row
+        rows_ = [dict(r) for r in db.execute("select * from store")]
+    items = load_source(store / "store.db")
+    out.append(("langgraph-sqlite (store.db: the store table)", len(rows_), len(items), native_fields(rows_),
+                kept(items, ("item",))))
     with tempfile.TemporaryDirectory() as tmp:
         for name, data, fmt in (("memory.jsonl", MCP_LINES, "mcp-memory"), ("v2.af", AGENT_FILE_V2, "letta-agent"),
                                 ("v1.af", AGENT_FILE_V1, "letta-agent"), ("archival.json", PASSAGES, "letta-passages")):

@@ -1,5 +1,5 @@
-"""Migration formats: what other memory systems keep (Mem0, Letta, the MCP reference memory server) and
-Synthex's own export, read as source formats (Graphiti/Zep and LangGraph are not built yet).
+"""Migration formats: what other memory systems keep (Mem0, Letta, Graphiti / Zep, LangGraph / LangMem,
+the MCP reference memory server) and Synthex's own export, read as source formats.
 
 Each format is a ``MigrationFormat`` in the registry ``migration_formats()``: a name (the ``format=`` of
 ``pipeline.source``), a ``sniff`` that recognises a file from its first bytes (``Sniff``), and a parser

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from synthex.core.importers.base import Intake, SourceItem
-from synthex.core.importers.migrate import archive, letta, mcp_memory, mem0
+from synthex.core.importers.migrate import archive, graphiti, langgraph, letta, mcp_memory, mem0
 from synthex.core.importers.migrate.registry import MigrationFormats
 
 
@@ -15,7 +15,7 @@ from synthex.core.importers.migrate.registry import MigrationFormats
 def migration_formats() -> MigrationFormats:
     """The built-in migration formats (a read-only catalogue, built once per process)."""
     registry = MigrationFormats()
-    for module in (archive, mcp_memory, mem0, letta):
+    for module in (archive, mcp_memory, mem0, letta, graphiti, langgraph):
         module.register(registry)
     return registry
 
