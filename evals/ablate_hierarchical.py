@@ -35,7 +35,6 @@ from synthex_resources.search.builtin_strategies import (
     HIERARCHICAL_EXPANDED,
     HIERARCHICAL_SPEAKER,
 )
-from synthex_resources.search.cross_encoder import CrossEncoderModel, CrossEncoderReranker, RerankText
 from synthex_resources.search.strategies import SearchStrategy
 
 ARCHITECTURE = "hierarchical-conversational"
@@ -71,18 +70,9 @@ VARIANTS: dict[str, Variant] = {
 }
 
 
-def rerank_variants(model: CrossEncoderModel) -> dict[str, Variant]:
-    """A second stage that reads the question and the turn together (issue 35: search/cross_encoder.py).
-    Every row shares ``model`` and so its score cache: a pair scored for one row is not scored again."""
-    return {f"rerank: cross-encoder, top {n}, blend {blend:g}, {text}": Variant(
-        HIERARCHICAL_EXPANDED.with_(reranker=CrossEncoderReranker(model, top_n=n, blend=blend, text=text)),
-        TURNS + ALTITUDES) for n in (10, 20, 30, 50) for blend in (0.0, 2.0, 5.0) for text in RerankText}
-
-
 def run(data: Path, work_dir: Path, limit: int | None = None, k: int = 10, offset: int = 0,
         only: list[str] | None = None, log=print) -> list[dict]:
-    every = VARIANTS | rerank_variants(CrossEncoderModel())
-    chosen = {name: v for name, v in every.items() if not only or any(o.lower() in name.lower() for o in only)}
+    chosen = {name: v for name, v in VARIANTS.items() if not only or any(o.lower() in name.lower() for o in only)}
     raw = json.loads(data.read_text(encoding="utf-8"))
     conversations = load_locomo(data)[offset:][: limit or None]
     embedder = EmbedderConfig().create()
