@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 from synthex import Pipeline
 from synthex.core.atomic_file import write_file_atomic
@@ -39,6 +40,9 @@ from synthex.core.record import Record
 from synthex_resources.embedder import Embedder, EmbedderConfig
 from synthex_resources.search.sidecar import TableState
 from synthex_resources.search.tokenize import tokenize
+
+if TYPE_CHECKING:
+    from synthex_resources.search.rerankers import Rerankers
 
 # The key aggregates of ``hierarchical-conversational`` (named key functions of ``pipeline.aggregate(by=)``).
 # Not "session": a session's aggregate lifted every turn of the best-matching session and cost recall
@@ -55,13 +59,14 @@ class Architecture:
     branch: str = "main"
     steps: list[str] | None = None  # None: the pipeline's search output steps
     workspace: str = ""  # architectures with the same pipeline share ingested data (default: the name)
+    rerank: str | None = None  # a second stage of search/rerankers.py (None: the mode's ranking)
 
     @property
     def work_key(self) -> str:
         return self.workspace or self.name
 
     def ingest(self, root: Path, filename: str, payload: str, fmt: str, embedder: Embedder | None = None,
-               run_times: list[float] | None = None) -> Pipeline:
+               run_times: list[float] | None = None, rerankers: Rerankers | None = None) -> Pipeline:
         """Feed ``payload`` (benchmark JSON) through this architecture's pipeline in workspace ``root``.
 
         The file is rewritten only when its content changed, so a re-run is incremental like any run.
@@ -73,7 +78,7 @@ class Architecture:
         if not data.exists() or data.read_text() != payload:
             data.write_text(payload)
         pipe = self.build(data, root, fmt)
-        pipe.open(embedder=embedder)
+        pipe.open(embedder=embedder, rerankers=rerankers)
         branches = ([MAIN] if self.branch != MAIN else []) + [self.branch]  # a branch reads the steps it does
         marker = IngestMarker(root)                                          # not override via main
         inputs = ingest_fingerprint(pipe, branches, payload, fmt, embedder)
@@ -221,9 +226,16 @@ def check_mode(name: str, mode: str) -> None:
         raise ValueError(f"architecture {name!r}: unknown search recipe {mode!r}; recipes: {', '.join(names)}")
 
 
-# The built-in pipelines: name -> (pipeline builder, search mode, workspace). Architectures that share a
-# workspace share its ingested records and differ only in how they search them.
-BUILT: dict[str, tuple[Callable[[Path, Path, str], Pipeline], str, str]] = {
+class Built(NamedTuple):
+    build: Callable[[Path, Path, str], Pipeline]
+    mode: str
+    workspace: str
+    rerank: str | None = None
+
+
+# The built-in pipelines: name -> (pipeline builder, search mode, workspace, reranker). Architectures that
+# share a workspace share its ingested records and differ only in how they search them.
+BUILT: dict[str, Built] = {
     "contextual-hybrid": (_contextual, "hybrid", "contextual"),
     "conversational": (partial(_contextual, stem=True), "conversational", "contextual-stemmed"),
     "conversational-enriched": (partial(_contextual, stem=True, enriched=True), "conversational",
@@ -233,6 +245,8 @@ BUILT: dict[str, tuple[Callable[[Path, Path, str], Pipeline], str, str]] = {
     "hierarchical-speaker": (_hierarchical, "hierarchical-speaker", "hierarchical"),
     # the same records, also word-neighbour expansion (search/word_neighbours.py)
     "hierarchical-expanded": (_hierarchical, "hierarchical-expanded", "hierarchical"),
+    # the same ranking, its top 30 reordered by the offline cross-encoder (search/cross_encoder.py)
+    "hierarchical-reranked": (_hierarchical, "hierarchical-expanded", "hierarchical", "cross-encoder"),
 }
 BUILTIN = ("raw-bm25", "raw-dense", "raw-hybrid", *BUILT)
 
@@ -247,8 +261,8 @@ def resolve(names: list[str], project: Path | None) -> list[Architecture]:
             check_mode(name, mode)
             out.append(Architecture(name, _raw, mode=mode, workspace="raw"))
         elif name in BUILT:
-            build, mode, workspace = BUILT[name]
-            out.append(Architecture(name, build, mode=mode, workspace=workspace))
+            build, mode, workspace, rerank = Built(*BUILT[name])
+            out.append(Architecture(name, build, mode=mode, workspace=workspace, rerank=rerank))
         else:
             branch, _, mode = name.partition("@")  # "main@conversational": the branch searched with that recipe
             if project is None or not (project / "pipeline.py").exists():

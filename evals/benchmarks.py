@@ -35,6 +35,7 @@ from evals.scoring import QuestionScore, Tally
 from synthex.core.errors import BadInputError
 from synthex.core.naming import path_segment
 from synthex.core.plugins import GROUP, PluginFailure, Registry, populate
+from synthex_resources.search.rerankers import Rerankers
 
 if TYPE_CHECKING:
     from evals.architectures import Architecture
@@ -243,6 +244,7 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
     # One model, and one embedding per distinct text, for every workspace (and, with the cache, every run).
     if embedder is None:
         embedder = MemoEmbedder.with_disk_cache(embedding_cache, warn=log)
+    rerankers = Rerankers()  # a reranker's model loads once for every workspace
     for arch in architectures:
         tally = Tally(category_level=benchmark.category_level)
         scores: list[QuestionScore] = []
@@ -261,7 +263,7 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
                 fresh = index == 1 and not (root / ".synthex").exists()  # its first run is timed (the scorecard)
                 run_times: list[float] = []
                 pipe = arch.ingest(root, source.filename, source.payload, source.source_format, embedder,
-                                   run_times=run_times)
+                                   run_times=run_times, rerankers=rerankers)
                 if index == 1:
                     time_rerun(card, pipe, arch, fresh, sum(run_times))
                 provenance = ProvenanceCheck(source_steps_of(pipe))
@@ -335,7 +337,7 @@ def _search_question(pipe: Any, arch: Architecture, k: int, pin: Any, question: 
     worker thread does not inherit: the store keeps the pin per thread)."""
     with pipe.store().pinned_version(pin):
         return pipe.search(question.text, step=arch.steps, k=k, mode=arch.mode, branch=arch.branch,
-                           as_of=question.as_of)
+                           as_of=question.as_of, rerank=arch.rerank)
 
 
 def time_rerun(card: Any, pipe: Any, arch: Architecture, fresh: bool, first_run_s: float) -> None:

@@ -21,6 +21,7 @@ from synthex_resources.embedder import EmbedderConfig
 from synthex_resources.llm import LLMConfig
 from synthex_resources.record_store import RecordStore, open_store
 from synthex_resources.search.memory_search import search_memory
+from synthex_resources.search.rerankers import Rerankers
 from synthex_resources.search.strategies import StrategyRegistry, load_search_strategies
 from synthex_resources.search.types import SearchResults
 
@@ -70,7 +71,10 @@ class SearchResource(ConfigurableResource):
     # search that names a step but no mode is surface search there (``StrategyRegistry.resolve``).
     mode: str | None = None
     k: int = 10
+    # A second stage, as ``synthex search --rerank`` (search/rerankers.py); None: none.
+    rerank: str | None = None
     _store: RecordStore | None = PrivateAttr(default=None)
+    _rerankers: Rerankers = PrivateAttr(default_factory=Rerankers)
     _pipeline: PipelineDefinition | None = PrivateAttr(default=None)
     _strategies: StrategyRegistry | None = PrivateAttr(default=None)
 
@@ -95,12 +99,14 @@ class SearchResource(ConfigurableResource):
 
     def search(self, query: str, step: str | list[str] | None = None, branch: str = MAIN, k: int | None = None,
                mode: str | None = None, exact: bool = False, periods: list[str] | None = None,
-               metadata: dict[str, Any] | None = None, as_of: str | None = None) -> SearchResults:
+               metadata: dict[str, Any] | None = None, as_of: str | None = None, rerank: str | None = None,
+               rerank_top_n: int | None = None) -> SearchResults:
         pipeline = self.pipeline()
         return search_memory(pipeline, self.store(pipeline), pipeline.scope(branch), self.strategies(), query,
                              step=step,
                              exact=exact, k=k or self.k, mode=mode, periods=periods,
-                             metadata=metadata, as_of=as_of, default_mode=self.mode)
+                             metadata=metadata, as_of=as_of, default_mode=self.mode, rerank=rerank or self.rerank,
+                             rerank_top_n=rerank_top_n, rerankers=self._rerankers)
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
         if self._store is not None:

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from synthex_resources.embedder import Embedder
     from synthex_resources.hook_deliveries import DeliveryReport, HookState
     from synthex_resources.record_store import RecordStore
+    from synthex_resources.search.rerankers import Rerankers
     from synthex_resources.search.strategies import StrategyRegistry
     from synthex_resources.search.types import SearchResults
 
@@ -71,9 +72,11 @@ class RememberStatus(StrEnum):
 
 
 class ProjectApp:
-    def __init__(self, pipeline: PipelineDefinition, embedder: Embedder | None = None) -> None:
+    def __init__(self, pipeline: PipelineDefinition, embedder: Embedder | None = None,
+                 rerankers: Rerankers | None = None) -> None:
         self.pipeline = pipeline
         self._embedder = embedder
+        self._rerankers = rerankers  # None: the app's own, made on first use
         self._store: RecordStore | None = None
         self._instance: DagsterInstance | None = None
         # Runs this app is executing now (on any thread), by id: a server that must exit before one
@@ -624,21 +627,32 @@ class ProjectApp:
 
         return load_search_strategies()
 
+    @property
+    def rerankers(self) -> Rerankers:
+        """The second stages a search can name, kept for the app's lifetime (a model loads once), or the
+        caller's, shared by many small projects (an eval's workspaces)."""
+        if self._rerankers is None:
+            from synthex_resources.search.rerankers import Rerankers
+
+            self._rerankers = Rerankers()
+        return self._rerankers
+
     def search(self, query: str, step: str | list[str] | None = None, exact: bool = False, branch: str | None = None,
                k: int = 10, mode: str | None = None, periods: list[str] | None = None,
                metadata: dict[str, Any] | None = None, rerank: str | None = None,
-               rerank_top_n: int = 20, as_of: str | None = None) -> SearchResults:
+               rerank_top_n: int | None = None, as_of: str | None = None) -> SearchResults:
         """Surface search at a step (altitude); ``exact=True`` is verbatim search in leaf steps by default.
 
         ``as_of``: when the question is asked; the conversational recipe resolves relative dates in the
-        query ("last week") against it. ``rerank="llm"``: the recipe's top ``rerank_top_n`` hits are reordered by one call to the configured
-        model (``synthex_resources.search.rerank.LLMReranker``; cached like a step's calls); real model only."""
+        query ("last week") against it. ``rerank``: a second stage of ``rerankers`` (``cross-encoder``:
+        offline; ``llm``: one call to the configured model, real model only) reorders the recipe's top
+        ``rerank_top_n`` hits (None: that reranker's default, 30 / 20)."""
         from synthex_resources.search.memory_search import search_memory
 
         return search_memory(self.pipeline, self.store, self.scope(branch), self.search_strategies, query,
                              step=step, exact=exact, k=k,
                              mode=mode, periods=periods, metadata=metadata, rerank=rerank,
-                             rerank_top_n=rerank_top_n, as_of=as_of)
+                             rerank_top_n=rerank_top_n, as_of=as_of, rerankers=self.rerankers)
 
     def projection(self, name: str, branch: str | None = None) -> Record | None:
         """The latest record of a ``surface="projection"`` output's step (e.g. the world model)."""

@@ -27,10 +27,11 @@ class Pipeline(PipelineDefinition):
             self._app = ProjectApp(self)
         return self._app
 
-    def open(self, embedder: Any = None) -> ProjectApp:
-        """(Re)open this pipeline's app, e.g. with an embedder shared by many small projects (evals)."""
+    def open(self, embedder: Any = None, rerankers: Any = None) -> ProjectApp:
+        """(Re)open this pipeline's app, e.g. with an embedder and rerankers shared by many small projects
+        (evals)."""
         self.close()
-        self._app = ProjectApp(self, embedder=embedder)
+        self._app = ProjectApp(self, embedder=embedder, rerankers=rerankers)
         return self._app
 
     def branch(self, name: str) -> Pipeline:
@@ -74,11 +75,13 @@ class Pipeline(PipelineDefinition):
 
     def search(self, query: str, step: str | list[str] | None = None, exact: bool = False, branch: str | None = None,
                k: int = 10, mode: str | None = None, periods: list[str] | None = None,
-               metadata: dict[str, Any] | None = None, as_of: str | None = None) -> list[Any]:
+               metadata: dict[str, Any] | None = None, as_of: str | None = None, rerank: str | None = None,
+               rerank_top_n: int | None = None) -> list[Any]:
         """``as_of``: when the question is asked ("last week" in the query is resolved against it). ``mode``:
-        a search strategy's name (default: the search output's ``mode``, else hybrid)."""
+        a search strategy's name (default: the search output's ``mode``, else hybrid). ``rerank``: a second
+        stage (``"cross-encoder"``, offline; ``"llm"``) reorders the top ``rerank_top_n`` hits."""
         return self.app.search(query, step=step, exact=exact, branch=branch, k=k, mode=mode, periods=periods,
-                               metadata=metadata, as_of=as_of)
+                               metadata=metadata, as_of=as_of, rerank=rerank, rerank_top_n=rerank_top_n)
 
     def projection(self, name: str, branch: str | None = None) -> Record | None:
         return self.app.projection(name, branch)

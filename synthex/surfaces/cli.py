@@ -17,6 +17,7 @@ import click
 
 from synthex.core.errors import BadInputError, PipelineDefinitionError, SourceError, SynthexError
 from synthex.surfaces.output import emit_json
+from synthex_resources.search.rerankers import RERANKER_NAMES
 
 if TYPE_CHECKING:
     from synthex.app.pipeline import Pipeline
@@ -631,13 +632,17 @@ def via_line(via: list) -> str:
               show_default="the search output's mode=, else hybrid; with --step, hybrid if that mode drills down")
 @click.option("--period", "periods", multiple=True, help="Only records of this period, e.g. 2024-03 (repeatable).")
 @click.option("--metadata", "metadata", multiple=True, help="KEY=VALUE metadata filter (repeatable).")
-@click.option("--rerank", type=click.Choice(["llm"]), default=None,
-              help="Reorder the top 20 hits with one call to the configured model (needs a real model).")
+@click.option("--rerank", type=click.Choice(RERANKER_NAMES), default=None,
+              help="A second stage that reorders the top hits: cross-encoder (offline model reads the question "
+                   "with each of the top 30) or llm (one call to the configured model orders the top 20).")
+@click.option("--rerank-top-n", type=click.IntRange(2, 200), default=None,
+              help="How many first-stage hits the reranker reorders (default: 30 cross-encoder, 20 llm).")
 @branch_option
 @project_option
 @json_option
 def search(query: str, steps: tuple[str, ...], exact: bool, k: int, mode: str | None, periods: tuple[str, ...],
-           metadata: tuple[str, ...], rerank: str | None, branch: str, project: str, as_json: bool) -> None:
+           metadata: tuple[str, ...], rerank: str | None, rerank_top_n: int | None, branch: str, project: str,
+           as_json: bool) -> None:
     """Search records at any altitude of the pipeline; drill down with `synthex lineage ID`."""
     if not query.strip():
         raise click.BadParameter("the query is empty", param_hint="QUERY")
@@ -647,7 +652,7 @@ def search(query: str, steps: tuple[str, ...], exact: bool, k: int, mode: str | 
     on = pick_branch(pipe, branch)
     hits = pipe.app.search(query, step=list(steps) or None, exact=exact, branch=on, k=k,
                            mode=mode, periods=list(periods) or None, metadata=parse_metadata_filters(metadata),
-                           rerank=rerank)
+                           rerank=rerank, rerank_top_n=rerank_top_n)
     for warning in hits.warnings:  # e.g. a reranker that could not rank: the hits are in first-stage order
         click.echo(f"warning: {warning}", err=True)
     if as_json:  # the same keys as the MCP tool's answer: which branch and mode answered, then the hits

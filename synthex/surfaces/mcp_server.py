@@ -411,6 +411,7 @@ def _add_read_tools(server: Any, app: "ProjectApp", branch: str) -> None:
     for failure in strategies.failures:  # a plugin that did not load: said on stderr (stdout is the protocol)
         click.echo(f"warning: {failure}", err=True)
     SearchModes = Literal[tuple(strategies.names())]  # type: ignore[valid-type]
+    Rerankers = Literal[tuple(app.rerankers.names())]  # type: ignore[valid-type]
     default_mode = pipe.search_mode()  # the search output's mode=, else hybrid (StrategyRegistry.resolve)
     Branch = Annotated[str | None, Field(description=f"Branch to read (default: {branch!r}, the server's branch).")]
     RecordId = Annotated[str, Field(description="A record id, or a unique prefix of it (the 8 characters search "
@@ -441,10 +442,12 @@ def _add_read_tools(server: Any, app: "ProjectApp", branch: str) -> None:
                                 json_schema_extra={"minimum": 1})] = 10,
         exact: Annotated[bool, Field(description="Case-insensitive verbatim substring match instead of ranking.")]
             = False,
+        rerank: Annotated[Rerankers | None, Field(description=(  # type: ignore[valid-type]
+            f"A second stage that reorders the top hits (default: none). {app.rerankers.describe()}."))] = None,
     ) -> dict[str, Any]:
         if not query.strip():
             raise SynthexError("the query is empty")
-        hits = app.search(query, step=step, exact=exact, branch=on(branch), k=k, mode=mode)
+        hits = app.search(query, step=step, exact=exact, branch=on(branch), k=k, mode=mode, rerank=rerank)
         return {"branch": on(branch), "mode": hits.mode, "hits": [hit_dict(h) for h in hits]} | (
             {"warnings": [str(w) for w in hits.warnings]} if hits.warnings else {})
 

@@ -40,5 +40,12 @@ class LRU(Generic[K, V]):
             self._items.move_to_end(key)
         return value
 
+    def put(self, key: K, value: V) -> None:
+        """Keep ``value`` under ``key`` (now the most recently used), dropping the least recently used."""
+        self._items[key] = value
+        self._items.move_to_end(key)
+        while len(self._items) > self.limit:
+            self._items.popitem(last=False)
+
     def __len__(self) -> int:
         return len(self._items)

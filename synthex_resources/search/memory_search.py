@@ -12,6 +12,7 @@ from synthex.core.errors import BadInputError, PipelineDefinitionError
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search.engine import SearchEngine
+from synthex_resources.search.rerankers import Rerankers
 from synthex_resources.search.strategies import StrategyRegistry
 from synthex_resources.search.types import SearchResults
 
@@ -19,8 +20,8 @@ from synthex_resources.search.types import SearchResults
 def search_memory(pipeline: PipelineDefinition, store: RecordStore, scope: BranchScope, strategies: StrategyRegistry,
                   query: str, *, step: str | list[str] | None = None, exact: bool = False, k: int = 10,
                   mode: str | None = None, periods: list[str] | None = None, metadata: dict[str, Any] | None = None,
-                  rerank: str | None = None, rerank_top_n: int = 20, as_of: str | None = None,
-                  default_mode: str | None = None) -> SearchResults:
+                  rerank: str | None = None, rerank_top_n: int | None = None, as_of: str | None = None,
+                  default_mode: str | None = None, rerankers: Rerankers | None = None) -> SearchResults:
     """Surface search at a step (altitude); ``exact=True`` is verbatim search in leaf steps by default.
     ``mode``: a name of ``strategies`` (the registry every door lists). None: ``default_mode`` (a door's
     own default, e.g. ``SearchResource(mode=)``), else the pipeline's search output's ``mode``, else
@@ -30,9 +31,10 @@ def search_memory(pipeline: PipelineDefinition, store: RecordStore, scope: Branc
     not rank) and the mode that answered (``SearchResults.mode``).
 
     ``as_of``: when the question is asked; the conversational strategy resolves relative dates in the
-    query ("last week") against it. ``rerank="llm"``: the strategy's top ``rerank_top_n`` hits are
-    reordered by one call to the configured model (``synthex_resources.search.rerank.LLMReranker``;
-    cached like a step's calls); real model only."""
+    query ("last week") against it. ``rerank``: a name of ``rerankers`` (search/rerankers.py:
+    ``cross-encoder``, offline; ``llm``, a real model) reorders the strategy's top ``rerank_top_n`` hits
+    (None: the reranker's own default). ``rerankers``: the caller's, kept for its lifetime (a model loads
+    once); None builds what is named for this search."""
     if step is None:
         steps = pipeline.leaf_steps() if exact else pipeline.search_steps()
     else:
@@ -48,25 +50,12 @@ def search_memory(pipeline: PipelineDefinition, store: RecordStore, scope: Branc
         raise PipelineDefinitionError(f"search mode {mode!r} ranks turns and takes no metadata filter "
                                       f"(it would silently cut the top k); use step, branch and period filters, "
                                       f"or a mode that ranks records (e.g. hybrid)")
-    if rerank not in (None, "llm"):
-        raise BadInputError(f"unknown reranker {rerank!r}; expected 'llm'")
     if rerank and exact:
         raise BadInputError("exact (verbatim) search is not reranked; drop --rerank or --exact")
-    if rerank is None:
-        found = SearchEngine(store).search(query, steps=steps, scope=scope, k=k, strategy=strategy,
-                                           periods=periods, metadata=metadata, exact=exact, as_of=as_of)
-        return SearchResults(found, found.warnings, mode="exact" if exact else mode)
-    from synthex_resources.llm import LLMConfig
-    from synthex_resources.search.rerank import LLMReranker
-
-    llm = LLMConfig()
-    if llm.is_offline():
-        raise BadInputError("--rerank llm needs a real model: set OPENAI_API_KEY and/or OPENAI_BASE_URL "
-                            "(the offline stand-in cannot rank)")
-    reranker = LLMReranker(llm.get_completer(cache=store.llm_cache), llm.resolved()["model"], top_n=rerank_top_n)
-    # The strategy applies its reranker to its own candidate pool (record fusions: every fused
-    # candidate; leaf-sum: the top ``top_n`` turns), so every caller of the engine gets the same ranking.
-    found = SearchEngine(store).search(query, steps=steps, scope=scope, k=k,
-                                       strategy=strategy.with_(reranker=reranker), periods=periods,
-                                       metadata=metadata, as_of=as_of)
-    return SearchResults(found, found.warnings, mode=mode)
+    if rerank is not None:
+        # The strategy applies its reranker to its own candidate pool (record fusions: every fused
+        # candidate; leaf-sum: the top ``top_n`` turns), so every caller of the engine gets the same ranking.
+        strategy = strategy.with_(reranker=(rerankers or Rerankers()).get(rerank, store, rerank_top_n))
+    found = SearchEngine(store).search(query, steps=steps, scope=scope, k=k, strategy=strategy,
+                                       periods=periods, metadata=metadata, exact=exact, as_of=as_of)
+    return SearchResults(found, found.warnings, mode="exact" if exact else mode)
