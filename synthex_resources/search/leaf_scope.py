@@ -32,6 +32,7 @@ from synthex_resources.search.dense_index import dense_index
 from synthex_resources.search.id_lookup import GroupLookup, IdLookup, as_text, merged_order
 from synthex_resources.search.sidecar import Entry, sidecar
 from synthex_resources.search.tokenize import tokenize
+from synthex_resources.store.filters import RecordFilter
 from synthex_resources.store.pinned import PinnedDataset
 
 if TYPE_CHECKING:
@@ -106,18 +107,24 @@ def leaf_rows(engine: SearchEngine, scope: Scope, ids: list[str], reads: BranchS
     ``ROWS_KEPT_LEAVES`` leaves reads all its leaves' rows at its first call and answers later calls from
     memory (the same rows: one table version, and rows_by_id keeps the first row of each id in table order
     whatever the id list)."""
-    records = engine.store.records
     if len(scope.leaf_ids) > ROWS_KEPT_LEAVES or scope.extended_from is not None:
         return _rows_by_address(engine, ids, reads)
+
+    def read_rows(wanted: list[str]) -> dict[str, dict[str, Any]]:
+        if scope.read is None or reads.version is not None:  # no table, or a scope reading a version of its own
+            return engine.store.records.rows_by_id(wanted, LIGHT_COLUMNS, scope=reads)
+        # the version the scope was made of (the one the search reads): the rows kept on it never go stale
+        return scope.read.rows_by_id(wanted, LIGHT_COLUMNS, within=RecordFilter(scope=reads))
+
     if reads not in scope.kept_rows:
-        every = records.rows_by_id(scope.leaf_ids, LIGHT_COLUMNS, scope=reads)
+        every = read_rows(scope.leaf_ids)
         chars = sum(len(row.get("content") or "") for row in every.values())
         scope.kept_rows[reads] = every if chars <= ROWS_KEPT_CHARS else None
         if scope.kept_rows[reads] is None:
             return {i: every[i] for i in ids if i in every}
     kept = scope.kept_rows[reads]
     if kept is None:
-        return records.rows_by_id(ids, LIGHT_COLUMNS, scope=reads)
+        return read_rows(ids)
     return {i: kept[i] for i in ids if i in kept}
 
 

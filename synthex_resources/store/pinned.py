@@ -76,11 +76,15 @@ class PinnedDataset:
         """This version's rows matching ``where`` (built by ``store.filters``)."""
         return self.dataset.to_table(columns=columns, filter=where).to_pylist()
 
-    def rows_by_id(self, ids: Iterable[str], columns: list[str] | None = None) -> dict[str, dict[str, Any]]:
-        """Any row of each of ``ids`` (rows of one id hold the same content: ids are content addresses) at
-        this version, read in chunks; missing ids are absent."""
+    def rows_by_id(self, ids: Iterable[str], columns: list[str] | None = None,
+                   within: RecordFilter | None = None) -> dict[str, dict[str, Any]]:
+        """This version's rows of ``ids`` as ``Records.rows_by_id`` reads them: read in chunks, the first row
+        of each id in table order, missing ids absent; ``within``: rows matching that filter too (its scope's
+        own version, if any, is not read here), else any row of each id (rows of one id hold the same
+        content: ids are content addresses)."""
+        base = within if within is not None else RecordFilter()
         found: dict[str, dict[str, Any]] = {}
         for chunk in filters.chunks(ids):
-            for row in self.rows(filters.where(RecordFilter(ids=tuple(chunk))), columns):
+            for row in self.rows(filters.where(base.with_ids(chunk)), columns):
                 found.setdefault(row["id"], row)
         return found
