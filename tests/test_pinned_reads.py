@@ -54,6 +54,45 @@ def on_another_thread(store: RecordStore, engine: SearchEngine) -> None:
     thread.join()
 
 
+def test_every_read_of_a_pinned_search_is_of_its_version_after_another_threads_search_opened_a_newer(tmp_path):
+    """The store's reads inside one search (a dataset, filtered rows, the version) stay at its pin after a
+    write and another thread's search at the newer version; the write door opens the latest."""
+    store = RecordStore(str(tmp_path / "store"))
+    write(store, turns("c1", 1, 3, 1))
+    where = "step = 'turns'"
+    pinned, newer = threading.Event(), threading.Event()
+    seen: dict[str, object] = {}
+
+    def first_search() -> None:
+        with store.pinned_version():
+            seen["version"] = store.records_read_version()
+            pinned.set()
+            assert newer.wait(60)
+            seen["dataset"] = store.dataset(RECORDS).version
+            seen["again"] = store.read_dataset().version
+            seen["rows"] = sorted(r["id"] for r in store.tables.read(RECORDS, where, ["id"]))
+            seen["write door"] = store.records_table().version
+
+    def second_search() -> None:
+        with store.pinned_version():
+            seen["newer"] = store.read_dataset().version
+
+    first = threading.Thread(target=first_search)
+    first.start()
+    assert pinned.wait(60)
+    write(store, turns("c3", 1, 2, 9))
+    second = threading.Thread(target=second_search)
+    second.start()
+    second.join()
+    newer.set()
+    first.join()
+    version = seen["version"]
+    assert seen["newer"] > version
+    assert seen["dataset"] == seen["again"] == version
+    assert seen["rows"] == turn_ids_at(store, version) == [f"c1-s1-t{i}" for i in range(3)]
+    assert seen["write door"] == seen["newer"]
+
+
 @pytest.mark.parametrize("lands", ["before-rows", "after-rows"])
 def test_a_search_keys_and_saves_its_structures_by_the_version_it_read_while_another_thread_reads_a_newer(
         tmp_path, monkeypatch, lands):

@@ -141,11 +141,16 @@ class LanceTables:
             if holder is not None and (version is None or version == holder.version):
                 read = self.read_dataset()
                 return None if read is None else read.dataset
-            cached = self._pinned_dataset
-            if version is not None and cached is not None and cached.version == version:
-                # the dataset a search opened at this version, its index caches warm (a fresh open costs a
-                # manifest read and cold index lookups: 15 against 8 ms at 1M records)
-                return cached
+            if version is not None:
+                cached = self._pinned_dataset
+                if cached is not None and cached.version == version:
+                    # the dataset a search opened at this version, its index caches warm (a fresh open costs a
+                    # manifest read and cold index lookups: 15 against 8 ms at 1M records)
+                    return cached
+                ds = self.latest(name, version)
+                if ds is not None:  # a read at an older version (a scope's own) is asked several times a search
+                    self._pinned_dataset = ds
+                return ds
         return self.latest(name, version)
 
     def latest(self, name: str, version: int | None = None) -> Any | None:
