@@ -69,13 +69,13 @@ def test_every_read_of_a_pinned_search_is_of_its_version_after_another_threads_s
             pinned.set()
             assert newer.wait(60)
             seen["dataset"] = store.dataset(RECORDS).version
-            seen["again"] = store.read_dataset().version
+            seen["again"] = store.records_read_version()
             seen["rows"] = sorted(r["id"] for r in store.tables.read(RECORDS, where, ["id"]))
             seen["write door"] = store.records_table().version
 
     def second_search() -> None:
         with store.pinned_version():
-            seen["newer"] = store.read_dataset().version
+            seen["newer"] = store.records_read_version()  # opens the newer version
 
     first = threading.Thread(target=first_search)
     first.start()
