@@ -42,16 +42,31 @@ def state_at(store: RecordStore, version: int) -> TableState:
     return TableState.of(lance.dataset(store.tables.dataset_path(RECORDS), version=version))
 
 
+def joined(target) -> None:
+    """Run ``target`` on a thread of its own and wait for it; what it raised is raised here."""
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            target()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            raised.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if raised:
+        raise raised[0]
+
+
 def on_another_thread(store: RecordStore, engine: SearchEngine) -> None:
-    """A writer's commit, then a search that pins the new version (and opens it), both on a thread of
-    their own; returns when both are done."""
+    """A writer's commit, then a search that pins the new version (and opens it), on a thread of their own;
+    returns when both are done."""
     def other() -> None:
         write(store, turns("c3", 1, 4, 9, said="yesterday we planned"))
         assert engine.search("planned", ["turns"], MAIN, 3)[0].id.startswith("c3-")  # a new version, read
 
-    thread = threading.Thread(target=other)
-    thread.start()
-    thread.join()
+    joined(other)
 
 
 def test_every_read_of_a_pinned_search_is_of_its_version_after_another_threads_search_opened_a_newer(tmp_path):
@@ -77,15 +92,25 @@ def test_every_read_of_a_pinned_search_is_of_its_version_after_another_threads_s
         with store.pinned_version():
             seen["newer"] = store.records_read_version()  # opens the newer version
 
-    first = threading.Thread(target=first_search)
+    raised: list[BaseException] = []
+
+    def first_thread() -> None:
+        try:
+            first_search()
+        except BaseException as exc:  # noqa: BLE001 - raised in the test's thread below
+            raised.append(exc)
+
+    first = threading.Thread(target=first_thread)
     first.start()
-    assert pinned.wait(60)
-    write(store, turns("c3", 1, 2, 9))
-    second = threading.Thread(target=second_search)
-    second.start()
-    second.join()
-    newer.set()
-    first.join()
+    try:
+        assert pinned.wait(60)
+        write(store, turns("c3", 1, 2, 9))
+        joined(second_search)
+    finally:
+        newer.set()
+        first.join()
+    if raised:
+        raise raised[0]
     version = seen["version"]
     assert seen["newer"] > version
     assert seen["dataset"] == seen["again"] == version
