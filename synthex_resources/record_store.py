@@ -26,6 +26,7 @@ from synthex_resources.embedder import Embedder, EmbedderConfig, MiniLMOnnxEmbed
 from synthex_resources.encryption import StoreCipher
 from synthex_resources.store.hook_cursors import HookCursors
 from synthex_resources.store.llm_cache import LLMCache
+from synthex_resources.store.pinned import PinnedDataset
 from synthex_resources.store.records import Records
 from synthex_resources.store.runs import RunLog
 from synthex_resources.store.schemas import (  # noqa: F401 - the table names, re-exported for callers
@@ -112,6 +113,11 @@ class RecordStore:
     def records_read_version(self) -> int | None:
         """The records table's version a search reads, without importing lancedb (``LanceTables.read_version``)."""
         return self.tables.read_version()
+
+    def read_dataset(self) -> PinnedDataset | None:
+        """The records table a search reads, at one version with its state (``LanceTables.read_dataset``):
+        what every structure kept per table version is keyed by, read from and saved as."""
+        return self.tables.read_dataset()
 
     @contextmanager
     def pinned_version(self, holder: VersionPin | None = None) -> Iterator[VersionPin]:

@@ -78,7 +78,7 @@ def test_an_extension_after_appends_equals_a_full_build(store):
     extended = scope_for(engine, where)
     assert cache.last == "extend" and extended.extended_from is first.leaf_ids
     assert len(extended.leaf_ids) == 17 + 9
-    assert by_ids(extended) == by_ids(build_scope(engine, where))
+    assert by_ids(extended) == by_ids(build_scope(engine.store.read_dataset(), where))
     assert extended.prev[extended.index_of["c1-s2-t6"]] == extended.index_of["c1-s2-t5"]  # linked to the old tail
 
 

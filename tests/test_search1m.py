@@ -110,7 +110,7 @@ def test_a_large_persisted_scope_is_extended_like_a_full_build(persisted, tmp_pa
     where = engine.where(["ctx"], BranchScope.own())
     extended = scope_for(engine, where)
     assert cache.last == "extend" and len(extended.leaf_ids) == 17 + 6
-    built = build_scope(engine, where)
+    built = build_scope(engine.store.read_dataset(), where)
     assert sorted(extended.leaf_ids) == sorted(built.leaf_ids)
     ids = extended.leaf_ids
     assert ids[extended.prev[extended.index_of["c1-s2-t6"]]] == "c1-s2-t5"  # linked to the persisted tail

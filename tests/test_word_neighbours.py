@@ -190,7 +190,7 @@ def test_a_reader_extends_its_word_index_by_the_appended_leaves_as_a_full_build_
     assert scope.extended_from is not None
     extended = word_index(engine, where, scope)
     assert (cache.builds, cache.extensions) == (1, 1) and "planned" in extended.words
-    fresh = build_word_index([t for t, _ in leaf_texts(engine, scope.leaf_ids, scope.leaf_steps)],
+    fresh = build_word_index([t for t, _ in leaf_texts(engine, scope.read, scope.leaf_ids, scope.leaf_steps)],
                              lambda words: np.zeros((len(words), 2), dtype=np.float32))
 
     def words_by_leaf(index: WordIndex) -> list[set[str]]:
@@ -213,7 +213,7 @@ def test_a_reader_extends_its_word_index_by_the_appended_leaves_as_a_full_build_
     again = word_index(engine, where, scope)
     counts = later.derived("word_neighbours", _WordIndexCache)
     assert (counts.builds, counts.extensions) == (0, 1) and "rehearse" in again.words
-    fresh = build_word_index([t for t, _ in leaf_texts(engine, scope.leaf_ids, scope.leaf_steps)],
+    fresh = build_word_index([t for t, _ in leaf_texts(engine, scope.read, scope.leaf_ids, scope.leaf_steps)],
                              lambda words: np.zeros((len(words), 2), dtype=np.float32))
     assert words_by_leaf(again) == words_by_leaf(fresh)
 

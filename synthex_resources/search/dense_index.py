@@ -57,9 +57,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from synthex.core.scope import BranchScope
-from synthex_resources.record_store import RECORDS, RecordStore
+from synthex_resources.record_store import RecordStore
 from synthex_resources.search.id_lookup import IdLookup, as_text, merged_order
 from synthex_resources.search.sidecar import Entry, SaveGuard, TableState, sidecar
+from synthex_resources.store.pinned import PinnedDataset
 
 MODES = ("auto", "float32", "binary")
 ANN_FROM = 200_000  # records in scope from which ``auto`` searches the IVF index
@@ -368,14 +369,15 @@ class DenseIndex:
         return self._load(version, ds, base, added, dead, gone)
 
     def _current(self) -> _Matrix | None:
-        version = self.store.records_read_version()  # through pylance: a search never imports lancedb
-        if version is None:
+        read = self.store.read_dataset()  # through pylance: a search never imports lancedb
+        if read is None:
             return None
+        version = read.version  # the matrix is keyed by it, made of its rows, saved with its state
         with self._lock:
             m = self._matrix
             if m is None or m.version != version:
                 saving = sidecar(self.store).guard()  # before any row is read: a purge in between drops saves
-                ds = self.store.dataset(RECORDS, version)
+                ds = read.dataset
                 new = None
                 if m is not None:
                     try:
@@ -384,13 +386,13 @@ class DenseIndex:
                     except Exception:  # noqa: BLE001 - an unexpected layout: a full reload is always right
                         new = None
                 if new is None and m is None:
-                    new = self._persisted(version, ds, saving)
+                    new = self._persisted(read, saving)
                 if new is None:
                     self._buffer = self._file = None
                     new = self._load(version, ds, None, None, None, set())
                     self.last_update = "load"
                     self._generation += 1
-                    loaded, state = new, TableState.of(ds)
+                    loaded, state = new, read.state
                     self._saved = SavedMatrix(state, len(new.ids), saving)
                     saving.save("dense", "matrix", state, lambda: _to_entry(loaded), mapped=("vectors",))
                 self._matrix = m = new
@@ -398,14 +400,14 @@ class DenseIndex:
                 m.bits = _sign_bits(m.vectors)
             return m
 
-    def _persisted(self, version: int, ds: Any, saving: SaveGuard) -> _Matrix | None:
+    def _persisted(self, read: PinnedDataset, saving: SaveGuard) -> _Matrix | None:
         """The matrix an earlier process saved beside the table (its vectors mapped, not read), brought up to
         ``version`` when rows were only appended or deleted since; None when there is none or it no longer
         fits (a compaction rewrote fragments)."""
         entry = sidecar(self.store).load("dense", "matrix")
         if entry is None:
             return None
-        state = TableState.of(ds)
+        version, ds, state = read.version, read.dataset, read.state
         if not state.grew_from(entry.state):
             return None
         base = _from_entry(entry, entry.state.version)

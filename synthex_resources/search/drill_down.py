@@ -41,7 +41,6 @@ from typing import Protocol
 import numpy as np
 
 from synthex.core.scope import BranchScope
-from synthex_resources.record_store import RECORDS
 from synthex_resources.search.dense_index import dense_index
 from synthex_resources.search.id_lookup import IdLookup
 from synthex_resources.search.leaf_fusion import LeafSumOptions, leaf_scores, ranked_leaves
@@ -104,17 +103,14 @@ def keys_by(engine: SearchBackend, where: str, by: str) -> dict[str, frozenset[s
 
 
 def _keys(engine: SearchBackend, where: str) -> dict[str, tuple[frozenset[str], str]]:
-    read = engine.store.records_read_version()  # without importing lancedb: `synthex search` stays light
-    version = read if read is not None else -1
+    read = engine.store.read_dataset()  # through pylance: `synthex search` stays light (no lancedb)
+    version = read.version if read is not None else -1
     cache: _KeyCache = engine.store.derived("drill_down_keys", _KeyCache)
     with cache.lock:
         if (version, where) not in cache.keys:
             for old in [k for k in cache.keys if k[1] == where]:
                 del cache.keys[old]
-            # The version the cache is keyed by (a write landing between the two reads must not be cached
-            # under the older version's key).
-            ds = engine.store.dataset(RECORDS, version=read) if read is not None else None
-            rows = ds.to_table(columns=["id", "metadata"], filter=where).to_pylist() if ds is not None else []
+            rows = read.rows(where, ["id", "metadata"]) if read is not None else []  # the version keyed by
             found = {}
             for row in rows:
                 group = json.loads(row["metadata"] or "{}").get("group") or {}

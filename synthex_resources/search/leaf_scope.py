@@ -30,8 +30,10 @@ from synthex.core.scope import BranchScope
 from synthex_resources.record_store import LIGHT_COLUMNS, RECORDS
 from synthex_resources.search.dense_index import dense_index
 from synthex_resources.search.id_lookup import GroupLookup, IdLookup, as_text, merged_order
-from synthex_resources.search.sidecar import Entry, TableState, sidecar
+from synthex_resources.search.sidecar import Entry, sidecar
 from synthex_resources.search.tokenize import tokenize
+from synthex_resources.store.filters import RecordFilter
+from synthex_resources.store.pinned import PinnedDataset
 
 if TYPE_CHECKING:
     from synthex_resources.search.types import SearchBackend as SearchEngine  # the engine, as fusions see it
@@ -67,6 +69,9 @@ class Scope:
     # scope it was made for (search/multihop.py), across processes.
     token: str = field(default_factory=lambda: os.urandom(8).hex())
     base_token: str | None = None
+    # The table version this bookkeeping was made of (None: no table), read by what is made from it (the
+    # multi-hop lexicon, the word index): they key, read and save by this same version. Not persisted.
+    read: PinnedDataset | None = field(default=None, repr=False, compare=False)
     # The leaves' light rows by the branch scope that read them (``None``: too long to keep), filled by
     # ``leaf_rows``; this object is one table version's, so the rows never go stale. Not persisted.
     kept_rows: dict[BranchScope, dict[str, dict[str, Any]] | None] = field(default_factory=dict, repr=False)
@@ -102,18 +107,24 @@ def leaf_rows(engine: SearchEngine, scope: Scope, ids: list[str], reads: BranchS
     ``ROWS_KEPT_LEAVES`` leaves reads all its leaves' rows at its first call and answers later calls from
     memory (the same rows: one table version, and rows_by_id keeps the first row of each id in table order
     whatever the id list)."""
-    records = engine.store.records
     if len(scope.leaf_ids) > ROWS_KEPT_LEAVES or scope.extended_from is not None:
         return _rows_by_address(engine, ids, reads)
+
+    def read_rows(wanted: list[str]) -> dict[str, dict[str, Any]]:
+        if scope.read is None or reads.version is not None:  # no table, or a scope reading a version of its own
+            return engine.store.records.rows_by_id(wanted, LIGHT_COLUMNS, scope=reads)
+        # the version the scope was made of (the one the search reads): the rows kept on it never go stale
+        return scope.read.rows_by_id(wanted, LIGHT_COLUMNS, within=RecordFilter(scope=reads))
+
     if reads not in scope.kept_rows:
-        every = records.rows_by_id(scope.leaf_ids, LIGHT_COLUMNS, scope=reads)
+        every = read_rows(scope.leaf_ids)
         chars = sum(len(row.get("content") or "") for row in every.values())
         scope.kept_rows[reads] = every if chars <= ROWS_KEPT_CHARS else None
         if scope.kept_rows[reads] is None:
             return {i: every[i] for i in ids if i in every}
     kept = scope.kept_rows[reads]
     if kept is None:
-        return records.rows_by_id(ids, LIGHT_COLUMNS, scope=reads)
+        return read_rows(ids)
     return {i: kept[i] for i in ids if i in kept}
 
 
@@ -205,16 +216,17 @@ class _Resolved:
         return leaves
 
 
-def _walk(engine: SearchEngine, rows: dict[str, dict[str, Any]], searched: list[str],
+def _walk(read: PinnedDataset, rows: dict[str, dict[str, Any]], searched: list[str],
           known: dict[str, list[str]] | _Resolved | None = None) -> dict[str, list[str]]:
-    """Each searched record's leaves (ids), walking down ``sources`` until records without sources.
-    ``known``: record id -> leaf ids already resolved (an extension's existing leaves and records)."""
+    """Each searched record's leaves (ids), walking down ``sources`` (at ``read``'s version) until records
+    without sources. ``known``: record id -> leaf ids already resolved (an extension's existing leaves and
+    records)."""
     known = known or {}
     if isinstance(known, _Resolved):
         known.prefetch([*rows, *(s for r in rows.values() for s in r.get("sources") or [])])
     frontier = {s for r in rows.values() for s in r.get("sources") or [] if s not in rows and s not in known}
     while frontier:
-        fetched = engine.store.records.rows_by_id(sorted(frontier), _COLUMNS)  # any row of an id: same content
+        fetched = read.rows_by_id(sorted(frontier), _COLUMNS)  # any row of an id: same content
         rows |= fetched
         if isinstance(known, _Resolved):
             known.prefetch([s for r in fetched.values() for s in r.get("sources") or []])
@@ -232,12 +244,13 @@ def _walk(engine: SearchEngine, rows: dict[str, dict[str, Any]], searched: list[
     return {rid: list(dict.fromkeys(leaves(rid, set()))) for rid in searched}
 
 
-def build_scope(engine: SearchEngine, where: str) -> Scope:
-    ds = engine.store.dataset(RECORDS)
+def build_scope(read: PinnedDataset | None, where: str) -> Scope:
+    """The bookkeeping of ``where`` made of the rows of ``read`` (None: no table, an empty scope)."""
+    ds = read.dataset if read is not None else None
     fragments = frozenset(f.fragment_id for f in ds.get_fragments()) if ds is not None else frozenset()
     found = ds.to_table(columns=_COLUMNS, filter=where).to_pylist() if ds is not None else []
     rows = {r["id"]: r for r in found}
-    leaf_sets = _walk(engine, rows, list(rows))
+    leaf_sets = _walk(read, rows, list(rows)) if read is not None else {}
     info = [_leaf_info(rows[x]) for x in sorted({x for v in leaf_sets.values() for x in v})]
     info.sort(key=_order_key)
     n = len(info)
@@ -260,15 +273,15 @@ def build_scope(engine: SearchEngine, where: str) -> Scope:
         leaves_of=GroupLookup.of({rid: [index_of[x] for x in ls if x in index_of] for rid, ls in leaf_sets.items()}),
         leaf_steps=sorted({x[1] for x in info}), prev=prev, next=nxt,
         times=np.array([x[3].timestamp() if x[3] else np.nan for x in info], dtype=np.float64),
-        participants=participants, tiebreak=tiebreak, pairs={}, fragments=fragments, tails=tails)
+        participants=participants, tiebreak=tiebreak, pairs={}, fragments=fragments, tails=tails, read=read)
 
 
-def extend_scope(engine: SearchEngine, old: Scope, where: str) -> Scope | None:
-    """``old`` plus the rows of the fragments added since it was built; None when fragments were
+def extend_scope(read: PinnedDataset | None, old: Scope, where: str) -> Scope | None:
+    """``old`` plus the rows of the fragments ``read`` added since it was built; None when fragments were
     rewritten (compaction), which only a full build can follow."""
-    ds = engine.store.dataset(RECORDS)
-    if ds is None:
+    if read is None:
         return None
+    ds = read.dataset
     now = {f.fragment_id: f for f in ds.get_fragments()}
     if not old.fragments <= set(now):
         return None
@@ -276,7 +289,7 @@ def extend_scope(engine: SearchEngine, old: Scope, where: str) -> Scope | None:
     found = ds.scanner(columns=_COLUMNS, filter=where, fragments=added).to_table().to_pylist() if added else []
     seen = old.leaves_of.index.rows([r["id"] for r in found]) >= 0 if found else np.zeros(0, dtype=bool)
     rows = {r["id"]: r for r, kept in zip(found, seen.tolist(), strict=True) if not kept}  # rewritten: keep their leaves
-    leaf_sets = _walk(engine, rows, list(rows), _Resolved(old))
+    leaf_sets = _walk(read, rows, list(rows), _Resolved(old))
     candidates = sorted({x for v in leaf_sets.values() for x in v})
     old_at = dict(zip(candidates, old.index_of.rows(candidates).tolist(), strict=True))  # -1: a new leaf
     fresh = [x for x in candidates if old_at[x] < 0]
@@ -313,7 +326,7 @@ def extend_scope(engine: SearchEngine, old: Scope, where: str) -> Scope | None:
         leaf_steps=sorted(set(old.leaf_steps) | {x[1] for x in info}), prev=prev, next=nxt, times=times,
         participants=old.participants | {t for x in info for t in tokenize(str(x[2].get("author", "")))},
         tiebreak=np.concatenate([old.tiebreak, tiebreak_new]), pairs={}, fragments=frozenset(now),
-        tails=tails, extended_from=old.leaf_ids, base_token=old.token)
+        tails=tails, extended_from=old.leaf_ids, base_token=old.token, read=read)
 
 
 def _to_entry(scope: Scope) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -330,7 +343,8 @@ def _to_entry(scope: Scope) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     return meta, arrays
 
 
-def _from_entry(entry: Entry) -> Scope:
+def _from_entry(entry: Entry, read: PinnedDataset | None) -> Scope:
+    """The saved scope; ``read``: the version it is served at (None: a base, to be extended to one)."""
     a, meta = entry.arrays, entry.meta
     # an entry saved before the orders were persisted has none: they are then sorted at the first lookup
     return Scope(
@@ -341,28 +355,30 @@ def _from_entry(entry: Entry) -> Scope:
         fragments=frozenset(fid for fid, _, _ in entry.state.files),
         tails={(c, s): int(p) for c, s, p in meta["tails"]},
         # a loaded extension: deleted leaves may remain, as in the process that extended it
-        extended_from=[] if meta["extended"] else None, token=meta["token"], base_token=meta["base_token"])
+        extended_from=[] if meta["extended"] else None, token=meta["token"], base_token=meta["base_token"],
+        read=read)
 
 
-def _persisted(engine: SearchEngine, where: str, state: TableState, incremental_from: int) -> tuple[Scope, str] | None:
-    """The scope saved beside the table by an earlier process: as it is when the rows are the same, extended
-    when rows were only appended or deleted since (and it is large enough to be extended at all)."""
+def _persisted(engine: SearchEngine, read: PinnedDataset, where: str, incremental_from: int) -> tuple[Scope, str] | None:
+    """The scope saved beside the table by an earlier process: as it is when ``read`` holds the same rows,
+    extended when rows were only appended or deleted since (and it is large enough to be extended at all)."""
     entry = sidecar(engine.store).load("leaf_scope", where)
     if entry is None:
         return None
-    if entry.state.same_rows(state):
-        return _from_entry(entry), "load"
-    if state.grew_from(entry.state) and len(entry.arrays["leaf_ids"]) >= incremental_from:
-        scope = extend_scope(engine, _from_entry(entry), where)
+    if entry.state.same_rows(read.state):
+        return _from_entry(entry, read), "load"
+    if read.state.grew_from(entry.state) and len(entry.arrays["leaf_ids"]) >= incremental_from:
+        scope = extend_scope(read, _from_entry(entry, None), where)
         if scope is not None:
             return scope, "extend"
     return None
 
 
 def scope_for(engine: SearchEngine, where: str) -> Scope:
-    """The bookkeeping of ``where`` at the table's current version (built, extended or cached)."""
-    version = engine.store.records_read_version()
-    key = (version if version is not None else -1, where)
+    """The bookkeeping of ``where`` at the table version the search reads (built, extended or cached):
+    keyed by that version, made of its rows and saved with its state (one ``PinnedDataset``)."""
+    read = engine.store.read_dataset()
+    key = (read.version if read is not None else -1, where)
     cache: ScopeCache = engine.store.derived("leaf_sum_scopes", ScopeCache)
     with cache.lock:
         if key not in cache.scopes:
@@ -370,22 +386,18 @@ def scope_for(engine: SearchEngine, where: str) -> Scope:
             older = [k for k in cache.scopes if k[1] == where]
             scope, how = None, "build"
             if older and len(cache.scopes[older[-1]].leaf_ids) >= cache.incremental_from:
-                scope = extend_scope(engine, cache.scopes[older[-1]], where)
+                scope = extend_scope(read, cache.scopes[older[-1]], where)
                 how = "extend" if scope is not None else "build"
-            ds = engine.store.dataset(RECORDS) if scope is None else None
-            state = TableState.of(ds) if ds is not None else None
-            if scope is None and state is not None:
-                found = _persisted(engine, where, state, cache.incremental_from)
+            if scope is None and read is not None:
+                found = _persisted(engine, read, where, cache.incremental_from)
                 if found is not None:
                     scope, how = found
             if scope is None:
-                scope = build_scope(engine, where)
+                scope = build_scope(read, where)
             cache.last = how
             for old in older:
                 del cache.scopes[old]  # an older table version of the same scope
             cache.scopes[key] = scope
-            if how != "load":
-                ds = engine.store.dataset(RECORDS)
-                if ds is not None:
-                    saving.save("leaf_scope", where, TableState.of(ds), lambda: _to_entry(scope))
+            if how != "load" and read is not None:
+                saving.save("leaf_scope", where, read.state, lambda: _to_entry(scope))
         return cache.scopes[key]

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from synthex_resources.record_store import RECORDS, RecordStore
+from synthex_resources.record_store import RecordStore
 from synthex_resources.search import bm25
 from synthex_resources.search.lru import LRU, MASKS_KEPT
 from synthex_resources.search.tokenize import tokenize
@@ -137,9 +137,10 @@ class MemoryBM25:
 
     def corpus(self) -> _Corpus | None:
         """The index at the table's latest version (updated first when the table changed)."""
-        ds = self.store.dataset(RECORDS)
-        if ds is None:
+        read = self.store.read_dataset()  # the version the index is keyed by and built from
+        if read is None:
             return None
+        ds = read.dataset
         with self._lock:
             if self._corpus is None or self._corpus.version != ds.version:
                 self._corpus = self._build(ds)

@@ -37,13 +37,13 @@ import pyarrow.compute as pc
 from scipy import sparse
 
 from synthex.core.enrich.words import STOPWORDS
-from synthex_resources.record_store import RECORDS
 from synthex_resources.search.dense_index import dense_index
-from synthex_resources.search.sidecar import Entry, TableState, sidecar
+from synthex_resources.search.sidecar import Entry, sidecar
 from synthex_resources.search.tokenize import tokenize
 from synthex_resources.search.types import Decompose, Diversify, SearchBackend
 from synthex_resources.store import filters
 from synthex_resources.store.filters import RecordFilter
+from synthex_resources.store.pinned import PinnedDataset
 
 Scorer = Callable[[str], np.ndarray]  # sub-query text -> first-stage score per leaf
 
@@ -111,14 +111,16 @@ def _sessions(prev: np.ndarray) -> np.ndarray:
     return np.cumsum(prev < 0) - 1
 
 
-def leaf_texts(engine: SearchBackend, leaf_ids: list[str], leaf_steps: list[str]) -> list[tuple[str, str]]:
-    """(content, metadata JSON) of each leaf, in ``leaf_ids`` order ("" for a leaf not found; an encrypted
-    store's content decrypted, so neither the lexicon nor the word index is made of ciphertext): one scan of
-    the leaf steps' rows, matched to the leaves by id in Arrow (any row of an id: the same content).
-    The ids looked up in chunks took most of a 1M-leaf build (a filtered query per 1,000 ids)."""
-    ds = engine.store.dataset(RECORDS)
-    if ds is None or not leaf_ids:
+def leaf_texts(engine: SearchBackend, read: PinnedDataset | None, leaf_ids: list[str],
+               leaf_steps: list[str]) -> list[tuple[str, str]]:
+    """(content, metadata JSON) of each leaf at ``read``'s version, in ``leaf_ids`` order ("" for a leaf not
+    found; an encrypted store's content decrypted, so neither the lexicon nor the word index is made of
+    ciphertext): one scan of the leaf steps' rows, matched to the leaves by id in Arrow (any row of an id:
+    the same content). The ids looked up in chunks took most of a 1M-leaf build (a filtered query per
+    1,000 ids)."""
+    if read is None or not leaf_ids:
         return [("", "")] * len(leaf_ids)
+    ds = read.dataset
     # A few leaves (an extension's appended ones) are read by id; many, by one scan of their steps.
     by_id = leaf_ids if len(leaf_ids) <= IDS_READ_BY_ID else None
     table = ds.to_table(columns=["id", "content", "metadata"],
@@ -136,12 +138,12 @@ def leaf_texts(engine: SearchBackend, leaf_ids: list[str], leaf_steps: list[str]
                                                                    metas or [None] * len(found), strict=True)]
 
 
-def _build(engine: SearchBackend, leaf_ids: list[str], prev: np.ndarray, nxt: np.ndarray,
-           participants: set[str], rare_df: int, leaf_steps: list[str] | None = None) -> Lexicon:
+def _build(engine: SearchBackend, read: PinnedDataset | None, leaf_ids: list[str], prev: np.ndarray,
+           nxt: np.ndarray, participants: set[str], rare_df: int, leaf_steps: list[str] | None = None) -> Lexicon:
     n = len(leaf_ids)
     per_leaf: list[set[str]] = []
     entities: list[set[str]] = []
-    for content, metadata in leaf_texts(engine, leaf_ids, list(leaf_steps or [])):
+    for content, metadata in leaf_texts(engine, read, leaf_ids, list(leaf_steps or [])):
         text = str(content)
         meta = json.loads(metadata or "{}")
         for name in tokenize(str((meta.get("chat") or {}).get("author", ""))):
@@ -189,12 +191,13 @@ def _from_entry(entry: Entry, leaf_ids: list[str], prev: np.ndarray, nxt: np.nda
 
 
 def lexicon(engine: SearchBackend, where: str, scope: Any, rare_df: int) -> Lexicon:
-    """The scope's lexicon at the table's current version: cached, padded when the scope only appended
-    leaves to the one it was made for, else loaded from beside the table when an earlier process made it
-    for this scope (or padded when for the scope this one extends: search/sidecar.py), else built from
-    the leaves' text."""
-    version = engine.store.records_read_version()
-    key = (version if version is not None else -1, f"{where}|{rare_df}")
+    """The scope's lexicon at the table version the scope was made of (``scope.read``: keyed by it, its
+    leaves' text read from it, saved with its state): cached, padded when the scope only appended leaves
+    to the one it was made for, else loaded from beside the table when an earlier process made it for this
+    scope (or padded when for the scope this one extends: search/sidecar.py), else built from the leaves'
+    text."""
+    read: PinnedDataset | None = scope.read
+    key = (read.version if read is not None else -1, f"{where}|{rare_df}")
     cache: _LexiconCache = engine.store.derived("multihop_lexicons", _LexiconCache)
     with cache.lock:
         if key not in cache.scopes:
@@ -221,12 +224,11 @@ def lexicon(engine: SearchBackend, where: str, scope: Any, rare_df: int) -> Lexi
                     lex = _padded(_from_entry(entry, scope.leaf_ids[:base_n], scope.prev[:base_n], base_next),
                                   scope.leaf_ids, scope.prev, scope.next)
                 else:
-                    lex = _build(engine, scope.leaf_ids, scope.prev, scope.next, set(scope.participants), rare_df,
-                                 scope.leaf_steps)
+                    lex = _build(engine, read, scope.leaf_ids, scope.prev, scope.next, set(scope.participants),
+                                 rare_df, scope.leaf_steps)
             cache.scopes[key] = lex
-            ds = engine.store.dataset(RECORDS) if not loaded else None
-            if ds is not None:
-                saving.save("lexicon", key[1], TableState.of(ds), lambda: _to_entry(lex, scope.token))
+            if read is not None and not loaded:
+                saving.save("lexicon", key[1], read.state, lambda: _to_entry(lex, scope.token))
         return cache.scopes[key]
 
 

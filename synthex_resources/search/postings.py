@@ -48,7 +48,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from synthex_resources.record_store import RECORDS, RecordStore
+from synthex_resources.record_store import RecordStore
 from synthex_resources.search import bm25
 from synthex_resources.search.lru import LRU, MASKS_KEPT
 from synthex_resources.search.sidecar import Entry, TableState, sidecar
@@ -323,9 +323,10 @@ class PostingsBM25:
 
     def current(self) -> _Postings | None:
         """The postings at the table's latest version (updated first when it changed)."""
-        version = self.store.records_read_version()
-        if version is None:
+        read = self.store.read_dataset()  # keyed by its version, built from its rows, saved with its state
+        if read is None:
             return None
+        version = read.version
         with self._lock:
             p = self._index
             analyzer = self.analyzer  # ``usable`` set it from the FTS index of this version
@@ -336,8 +337,7 @@ class PostingsBM25:
             if p is not None and p.version == version:
                 return p
             saving = sidecar(self.store).guard()  # before any row is read: a purge in between drops the save
-            ds = self.store.dataset(RECORDS, version)
-            state = TableState.of(ds)
+            ds, state = read.dataset, read.state
             new = None
             if p is not None and state.same_rows(p.state):
                 p.version, p.dataset, p.masks = version, ds, LRU(MASKS_KEPT)  # an index update: the same rows

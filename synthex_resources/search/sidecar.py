@@ -11,7 +11,8 @@ temporary names and renames them into place, the arrays first and the descriptio
 never pairs a description with other arrays and a kill leaves either the old pair, the new pair or an
 orphan ``.tmp`` that the next save overwrites.
 
-What makes an entry valid is the table it was read from (``TableState``): the records table's version
+What makes an entry valid is the table it was read from (``TableState``, store/pinned.py: the state of the
+same ``PinnedDataset`` the structure was keyed by and read from): the records table's version
 and each fragment's data file (fragment ids restart when a table is recreated, its data file names do
 not repeat) and deletion file. An entry at the current state is used as it is; one whose fragments are
 all still there (rows were only appended or deleted since) is a base the caller may extend; anything
@@ -38,43 +39,10 @@ from typing import Any
 
 import numpy as np
 
+from synthex_resources.store.pinned import TableState
+
 FOLDER = "_search"
 FORMAT = 2  # bumped when what an entry holds changes: older entries are then ignored
-
-
-@dataclass(frozen=True)
-class TableState:
-    """Which rows a structure was built from: the version and, per fragment, its data and deletion files."""
-
-    version: int
-    files: tuple[tuple[int, str, str], ...]  # (fragment id, first data file, deletion file or "")
-
-    @staticmethod
-    def of(ds: Any) -> TableState:
-        files = []
-        for f in ds.get_fragments():
-            data = f.metadata.files
-            files.append((int(f.fragment_id), data[0].path if data else "", str(f.metadata.deletion_file or "")))
-        return TableState(int(ds.version), tuple(sorted(files)))
-
-    def data_files(self) -> dict[int, str]:
-        return {fid: path for fid, path, _ in self.files}
-
-    def same_rows(self, other: TableState) -> bool:
-        """The same fragments with the same deletions (the version may differ: an index update)."""
-        return self.files == other.files
-
-    def grew_from(self, older: TableState) -> bool:
-        """Every fragment of ``older`` is still here with the same data file (appends and deletions only)."""
-        mine = self.data_files()
-        return all(mine.get(fid) == path for fid, path, _ in older.files)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"version": self.version, "files": [list(f) for f in self.files]}
-
-    @staticmethod
-    def from_json(data: dict[str, Any]) -> TableState:
-        return TableState(int(data["version"]), tuple((int(a), str(b), str(c)) for a, b, c in data["files"]))
 
 
 @dataclass

@@ -40,12 +40,12 @@ import numpy as np
 from scipy import sparse
 
 from synthex.core.enrich.words import STOPWORDS
-from synthex_resources.record_store import RECORDS
 from synthex_resources.search.lru import LRU
 from synthex_resources.search.multihop import leaf_texts
-from synthex_resources.search.sidecar import Entry, SaveGuard, TableState, sidecar
+from synthex_resources.search.sidecar import Entry, SaveGuard, sidecar
 from synthex_resources.search.tokenize import tokenize
 from synthex_resources.search.types import SearchBackend
+from synthex_resources.store.pinned import PinnedDataset
 
 MAX_WORDS = 50_000  # columns per scope (the most frequent): ~1.5-2.5 min of MiniLM CPU once, at the bound
 MAX_WORD_LENGTH = 40  # letters; the FTS index drops longer tokens too (search/tokenize.py PROJECT_INDEX)
@@ -143,18 +143,15 @@ def _loaded_vectors(engine: SearchBackend, name: str) -> WordVectors:
     return found
 
 
-def _save_vectors(engine: SearchBackend, vectors: WordVectors, saving: SaveGuard) -> None:
+def _save_vectors(vectors: WordVectors, saving: SaveGuard, read: PinnedDataset | None) -> None:
+    """The store's word vectors saved beside the table (``read``: the version whose texts gave the words)."""
     with vectors.lock:
-        if len(vectors.vectors) <= vectors.saved:  # nothing new: no dataset opened, nothing written
-            return
-    ds = engine.store.dataset(RECORDS)
-    with vectors.lock:
-        if ds is None or len(vectors.vectors) <= vectors.saved:
+        if read is None or len(vectors.vectors) <= vectors.saved:  # nothing new: nothing written
             return
         words = list(vectors.vectors)
         matrix = np.stack([vectors.vectors[w] for w in words])
         vectors.saved = len(words)
-    saving.save("word-vectors", vectors.embedder, TableState.of(ds),
+    saving.save("word-vectors", vectors.embedder, read.state,
                 lambda: ({"embedder": vectors.embedder}, {**_pack(words), "vectors": matrix}), mapped=("vectors",))
 
 
@@ -220,8 +217,8 @@ def extend_word_index(old: WordIndex, texts: Sequence[str], vectors_of: Callable
     return WordIndex(words, sparse.vstack([grown, added], format="csr"), vectors, leaf_ids)
 
 
-def _texts(engine: SearchBackend, leaf_ids: list[str], leaf_steps: list[str]) -> list[str]:
-    return [str(content) for content, _meta in leaf_texts(engine, leaf_ids, leaf_steps)]  # decrypted there
+def _texts(engine: SearchBackend, read: PinnedDataset | None, leaf_ids: list[str], leaf_steps: list[str]) -> list[str]:
+    return [str(content) for content, _meta in leaf_texts(engine, read, leaf_ids, leaf_steps)]  # decrypted there
 
 
 def _to_entry(index: WordIndex, scope_token: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -243,12 +240,13 @@ def _from_entry(entry: Entry, leaf_ids: list[str], vectors_of: Callable[[list[st
 
 
 def word_index(engine: SearchBackend, where: str, scope: Any) -> WordIndex:
-    """The scope's word index at the table's current version: cached; else extended from the previous
-    version's when the scope only appended leaves; else loaded from beside the table when an earlier
-    process made it for this very scope; else built from the leaves' texts. The lock guards the cache
-    only: a build does not stop searches of other scopes (two concurrent builds of one scope build twice)."""
-    version = engine.store.records_read_version()
-    key = (version if version is not None else -1, where)
+    """The scope's word index at the table version the scope was made of (``scope.read``: keyed by it, the
+    texts read from it, saved with its state): cached; else extended from the previous version's when the
+    scope only appended leaves; else loaded from beside the table when an earlier process made it for this
+    very scope; else built from the leaves' texts. The lock guards the cache only: a build does not stop
+    searches of other scopes (two concurrent builds of one scope build twice)."""
+    read: PinnedDataset | None = scope.read
+    key = (read.version if read is not None else -1, where)
     cache: _WordIndexCache = engine.store.derived("word_neighbours", _WordIndexCache)
     with cache.lock:
         if key in cache.scopes:
@@ -264,7 +262,7 @@ def word_index(engine: SearchBackend, where: str, scope: Any) -> WordIndex:
 
     def extended(base: WordIndex) -> WordIndex:  # ``base`` plus the leaves the scope appended to its leaves
         new_ids = scope.leaf_ids[len(base.leaf_ids or []):]
-        return extend_word_index(base, _texts(engine, new_ids, list(scope.leaf_steps or [])), vectors_of,
+        return extend_word_index(base, _texts(engine, read, new_ids, list(scope.leaf_steps or [])), vectors_of,
                                  scope.leaf_ids)
 
     index, how = None, "load"
@@ -283,7 +281,7 @@ def word_index(engine: SearchBackend, where: str, scope: Any) -> WordIndex:
             if base is not None:
                 index, how = extended(base), "extend"
     if index is None:
-        texts = _texts(engine, scope.leaf_ids, list(scope.leaf_steps or []))
+        texts = _texts(engine, read, scope.leaf_ids, list(scope.leaf_steps or []))
         index, how = build_word_index(texts, vectors_of, scope.leaf_ids), "build"
     with cache.lock:
         for old in [k for k in cache.scopes if k[1] == where and k != key]:
@@ -293,11 +291,9 @@ def word_index(engine: SearchBackend, where: str, scope: Any) -> WordIndex:
             cache.builds += 1
         elif how == "extend":
             cache.extensions += 1
-    if how != "load":
-        ds = engine.store.dataset(RECORDS)
-        if ds is not None:
-            saving.save("words", where, TableState.of(ds), lambda: _to_entry(index, scope.token))
-    _save_vectors(engine, vectors, saving)
+    if how != "load" and read is not None:
+        saving.save("words", where, read.state, lambda: _to_entry(index, scope.token))
+    _save_vectors(vectors, saving, read)
     return index
 
 

@@ -29,6 +29,7 @@ from synthex.core.errors import SynthexError
 from synthex.core.hashing import fingerprint
 from synthex_resources.commits import with_commit_retry
 from synthex_resources.encryption import StoreCipher, configured_key, ensure_marker, open_cipher
+from synthex_resources.store.pinned import PinnedDataset
 from synthex_resources.store.schemas import RECORDS
 
 _UNRESOLVED = object()  # LanceTables._cipher before the key check ran (None means: a plaintext store)
@@ -40,11 +41,17 @@ class StoreUnavailableError(SynthexError):
 
 
 class VersionPin:
-    """The table version one search reads (LanceTables.pinned_version)."""
+    """The records table one search reads (``LanceTables.pinned_version``): opened once, at the version
+    of the search's first ask, and read by every later ask of that search (its threads included)."""
 
     def __init__(self) -> None:
-        self.version: int | None = None
+        self.read: PinnedDataset | None = None  # None: not asked yet, or the search wrote since (unpinned)
         self.lock = threading.Lock()
+
+    @property
+    def version(self) -> int | None:
+        read = self.read
+        return None if read is None else read.version
 
 
 class LanceTables:
@@ -124,24 +131,40 @@ class LanceTables:
 
     def dataset(self, name: str, version: int | None = None) -> Any | None:
         """Table ``name`` as a pylance dataset, at ``version`` or the latest (None when it does not exist).
-        A read the object store refuses is ``StoreUnavailableError``, never "no table"."""
+        Inside a search (``pinned_version``) the records table without a version, or at the pinned one, is
+        the dataset the search's pin holds (``read_dataset``): never a newer version another thread's
+        search opened meanwhile. A read the object store refuses is ``StoreUnavailableError``, never
+        "no table"."""
+        self.cipher  # noqa: B018 (refuses a store whose key is missing or wrong)
+        if name == RECORDS:
+            holder = getattr(self._pin, "holder", None)
+            if holder is not None and (version is None or version == holder.version):
+                read = self.read_dataset()
+                return None if read is None else read.dataset
+            if version is not None:
+                cached = self._pinned_dataset
+                if cached is not None and cached.version == version:
+                    # the dataset a search opened at this version, its index caches warm (a fresh open costs a
+                    # manifest read and cold index lookups: 15 against 8 ms at 1M records)
+                    return cached
+                ds = self.latest(name, version)
+                if ds is not None:  # a read at an older version (a scope's own) is asked several times a search
+                    self._pinned_dataset = ds
+                return ds
+        return self.latest(name, version)
+
+    def latest(self, name: str, version: int | None = None) -> Any | None:
+        """Table ``name`` opened afresh, at ``version`` or the latest, whatever a search on this thread pinned
+        (the write door, ``LanceTable``, and a search learning its version read this)."""
         import lance
 
         self.cipher  # noqa: B018 (refuses a store whose key is missing or wrong)
-        holder = getattr(self._pin, "holder", None)
-        pinned = version if version is not None else (holder.version if holder is not None and name == RECORDS
-                                                      else None)
-        cached = self._pinned_dataset
-        if name == RECORDS and pinned is not None and cached is not None and cached.version == pinned:
-            # Inside a search: the dataset opened at the version it reads, with its index caches warm
-            # (a fresh open costs a manifest read and cold index lookups: 15 against 8 ms at 1M records).
-            return cached
         path = self.dataset_path(name)
         local = "://" not in path
         if local and not Path(path).exists():
             return None
         try:
-            ds = lance.dataset(path, version=version, storage_options=self.storage_options)
+            return lance.dataset(path, version=version, storage_options=self.storage_options)
         except (FileNotFoundError, ValueError) as exc:
             if local or _means_missing(exc):
                 return None
@@ -150,9 +173,6 @@ class LanceTables:
             if _means_missing(exc):
                 return None
             raise StoreUnavailableError(f"{path}: cannot be read: {exc}") from None
-        if name == RECORDS and pinned is not None and ds.version == pinned:
-            self._pinned_dataset = ds
-        return ds
 
     def read(self, name: str, where: str | None = None, columns: list[str] | None = None,
              limit: int | None = None, version: int | None = None) -> list[dict[str, Any]]:
@@ -222,36 +242,42 @@ class LanceTables:
     def records_version(self, tbl: Any) -> int:
         """The records table's version: asked afresh (a manifest check, ~1-10 ms) except inside
         ``pinned_version()``, where the first answer is reused by every later ask of that search."""
-        holder = getattr(self._pin, "holder", None)
-        if holder is None:
+        if getattr(self._pin, "holder", None) is None:
             return tbl.version
-        with holder.lock:
-            if holder.version is None:
-                holder.version = tbl.version
-            return holder.version
+        read = self.read_dataset()
+        return tbl.version if read is None else read.version
 
     def read_version(self) -> int | None:
-        """The records table's version a search reads (None: no table), asked through pylance, not lancedb
-        (whose import took 3-4 s quiet, over 20 s under load here): the pinned one inside
-        ``pinned_version()``, which this sets on the first ask, else the latest."""
+        """The records table's version a search reads (None: no table): ``read_dataset``'s."""
+        read = self.read_dataset()
+        return None if read is None else read.version
+
+    def read_dataset(self) -> PinnedDataset | None:
+        """The records table a search reads (None: no table), asked through pylance, not lancedb (whose
+        import took 3-4 s quiet, over 20 s under load here). Inside ``pinned_version()`` the one its pin
+        holds, opened at the first ask (this sets it); else the latest, opened now. Whatever a search keys
+        by a version reads that version's rows from this object and saves its state (store/pinned.py)."""
         holder = getattr(self._pin, "holder", None)
-        if holder is not None and holder.version is not None:
-            return holder.version
-        ds = self.dataset(RECORDS)
+        if holder is not None:
+            read = holder.read
+            if read is not None:
+                return read
+        ds = self.latest(RECORDS)
         if ds is None:
             return None
+        cached = self._pinned_dataset
+        # One opened by an earlier search at this same version is read instead, its file readers and caches
+        # warm: a take of 10 hits' rows from a fresh open cost ~4 ms more at 1M records (docs/benchmarks.md).
+        if cached is not None and cached.version == ds.version:
+            ds = cached
+        else:
+            self._pinned_dataset = ds
         if holder is None:
-            return ds.version
+            return PinnedDataset.of(ds)
         with holder.lock:
-            if holder.version is None:
-                holder.version = ds.version
-                cached = self._pinned_dataset
-                # opened at the version the search reads: reused by its reads. One opened by an earlier search
-                # at that same version is kept instead, its file readers and caches warm: a take of 10 hits'
-                # rows from a fresh open cost ~4 ms more at 1M records (docs/benchmarks.md)
-                if cached is None or cached.version != ds.version:
-                    self._pinned_dataset = ds
-            return holder.version
+            if holder.read is None:
+                holder.read = PinnedDataset.of(ds)
+            return holder.read
 
     @contextmanager
     def pinned_version(self, holder: VersionPin | None = None) -> Iterator[VersionPin]:
@@ -273,7 +299,8 @@ class LanceTables:
     def unpin(self) -> None:
         holder = getattr(self._pin, "holder", None)
         if holder is not None:
-            holder.version = None
+            with holder.lock:
+                holder.read = None
 
 
 @dataclass(frozen=True)
@@ -344,7 +371,7 @@ class LanceTable:
         self._lancedb: Any = None  # LanceDB's handle, opened on first use (it reads the latest version itself)
 
     def dataset(self) -> Any:
-        ds = self._tables.dataset(self.name)
+        ds = self._tables.latest(self.name)  # the write door: never a search's pinned version
         if ds is None:
             raise StoreUnavailableError(f"{self._tables.dataset_path(self.name)}: the table is gone")
         return ds
