@@ -1,21 +1,26 @@
 """A team's shared deployment (`synthex deploy init`, docs/deploy.md) on a real PostgreSQL server started
-here (tests/postgres_server.py): the written dagster.yaml passes Dagster's own validation and opens as an
+here (evals/postgres_server.py): the written dagster.yaml passes Dagster's own validation and opens as an
 instance; `synthex run` in one process and readers in others see the same runs, tagged with their branch."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
+import time
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import cli, env_without_openai
-from postgres_server import PostgresServer, find_bin, start_postgres
+from conftest import cli, env_without_openai, load, write_json, write_project
 
+from evals.postgres_server import PostgresServer, find_bin, free_port, start_postgres
+from synthex.core.demo.generate import generate
 from synthex.core.errors import SynthexError
 from synthex_assets.dagster_internals import BRANCH_TAG
 from synthex_assets.deployment import validate_instance_config
@@ -90,6 +95,24 @@ def test_deploy_check_names_the_file_and_the_problem(tmp_path, project):
         validate_instance_config(home)
 
 
+def test_a_branch_is_registered_in_the_instance_synthex_dagster_home_names(ran_project, tmp_path, monkeypatch):
+    """`synthex branch create` adds the branch partition to the instance in use, not only to a project-local one."""
+    from synthex_assets.instance import open_instance
+
+    project = ran_project.copy(tmp_path / "proj")
+    elsewhere = tmp_path / "shared-home"
+    (project / ".synthex" / "dagster").rename(elsewhere)
+    monkeypatch.setenv("SYNTHEX_DAGSTER_HOME", str(elsewhere))
+    cli("branch", "create", "exp", "--project", str(project))
+    pipe = load(project)
+    instance = open_instance(pipe)
+    try:
+        assert instance.has_dynamic_partition("branch", "exp")
+    finally:
+        instance.dispose()
+        pipe.close()
+
+
 def test_the_written_instance_opens_on_postgres_with_the_branch_queue(tmp_path, project, postgres, monkeypatch):
     from dagster import DagsterInstance, QueuedRunCoordinator
 
@@ -108,9 +131,10 @@ def test_the_written_instance_opens_on_postgres_with_the_branch_queue(tmp_path, 
         instance.dispose()
 
 
-def test_synthex_run_on_the_shared_instance_is_seen_by_other_processes(tmp_path, project, postgres, monkeypatch):
+def test_synthex_run_on_the_shared_instance_is_seen_by_other_processes(tmp_path, postgres, monkeypatch):
     from dagster import DagsterInstance, DagsterRunStatus
 
+    project = tiny_project(tmp_path / "proj")
     home = deploy_init(tmp_path / "deploy", project)
     env = shared_env(home, postgres)
     synthex(env, "run", "--project", str(project))
@@ -129,3 +153,121 @@ def test_synthex_run_on_the_shared_instance_is_seen_by_other_processes(tmp_path,
         instance.dispose()
     # nothing went to the project's own SQLite instance
     assert not (project / ".synthex" / "dagster").exists()
+
+
+def tiny_project(root: Path) -> Path:
+    """One month of two conversations: the runs below are about where they run, not what they compute."""
+    return write_project(root, write_json(root.parent / "exports" / "conversations.json",
+                                          generate(conversations=2, months=1, seed=3)))
+
+
+@dataclass
+class Service:
+    """A long-running process of the deployment, in a session of its own (stopped with its children)."""
+
+    name: str
+    proc: subprocess.Popen
+    log: Path
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=20)
+
+    def tail(self) -> str:
+        return f"--- {self.name} ---\n" + self.log.read_text(errors="replace")[-3000:]
+
+
+def start_service(name: str, args: list[str], env: dict[str, str], cwd: Path, logs: Path) -> Service:
+    log = logs / f"{name}.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(args, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    return Service(name, proc, log)
+
+
+def wait_for(what: str, ready, timeout: float, services: list[Service]) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        for service in services:
+            assert service.proc.poll() is None, f"{service.name} exited while waiting for {what}\n{service.tail()}"
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n"
+                         + "\n".join(s.tail() for s in services))
+
+
+def launch(env: dict[str, str], workspace: Path, location: str, job: str, run_id: str, tags: dict) -> None:
+    """`dagster job launch`: the run goes to the instance's queue (QueuedRunCoordinator), not to a process."""
+    proc = subprocess.run([sys.executable, "-m", "dagster", "job", "launch", "-w", str(workspace), "-l", location,
+                           "-j", job, "--run-id", run_id, "--tags", json.dumps(tags)],
+                          env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    assert proc.returncode == 0, f"dagster job launch failed:\n{proc.stdout}\n{proc.stderr}"
+
+
+@pytest.mark.deployment
+def test_daemon_serializes_a_branch_and_runs_two_branches_at_once(tmp_path, postgres, monkeypatch):
+    """A code server and a daemon as processes of their own, on the PostgreSQL instance: queued runs are
+    launched by the daemon through the code server; two runs of main never overlap (the second starts
+    after the first ended: the tag limit), while the run of another branch overlaps the first."""
+    from dagster import DagsterInstance, DagsterRunStatus
+
+    from synthex_assets.dagster_internals import partition_range_tags
+    from synthex_assets.naming import job_name
+
+    project = tiny_project(tmp_path / "proj")
+    port = free_port()
+    home = deploy_init(tmp_path / "deploy", project, "--grpc-host", "127.0.0.1", "--grpc-port", str(port))
+    env = {**shared_env(home, postgres), "SYNTHEX_PROJECT": str(project)}
+    synthex(env, "run", "--project", str(project))  # registers the partitions; main's records exist
+    synthex(env, "branch", "create", "exp", "--project", str(project))
+    for key, value in postgres.env().items():
+        monkeypatch.setenv(key, value)
+    instance = DagsterInstance.from_config(str(home))
+    periods = instance.get_dynamic_partitions("period")  # in the order the run registered them
+    assert periods and "exp" in instance.get_dynamic_partitions("branch")
+    workspace, location, job = home / "workspace.yaml", "test-memory", job_name("test-memory")
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    services: list[Service] = []
+    try:
+        services.append(start_service("code-server", [sys.executable, "-m", "dagster", "api", "grpc", "-m",
+                                                      "synthex_assets.code_location", "-h", "127.0.0.1",
+                                                      "-p", str(port)], env, project, logs))
+        wait_for("the code server", lambda: subprocess.run(
+            [sys.executable, "-m", "dagster", "api", "grpc-health-check", "-h", "127.0.0.1", "-p", str(port)],
+            env=env, capture_output=True, timeout=60).returncode == 0, 180, services)
+        # queued before the daemon starts, so its first dequeue sees all three
+        runs = {"main-1": "main", "main-2": "main", "exp-1": "exp"}
+        ids = {}
+        for name, branch in runs.items():
+            ids[name] = str(uuid.uuid4())
+            launch(env, workspace, location, job, ids[name],
+                   {**partition_range_tags(f"{branch}|{periods[0]}", f"{branch}|{periods[-1]}")})
+        try:
+            queued = {r.run_id: r for r in instance.get_runs()}
+            assert all(queued[i].status == DagsterRunStatus.QUEUED for i in ids.values())
+            assert {queued[ids[n]].tags["synthex/branch"] for n in runs} == {"main", "exp"}
+            services.append(start_service("daemon", [sys.executable, "-m", "dagster._daemon", "run", "-w",
+                                                     str(workspace)], env, project, logs))
+            wait_for("the three runs to finish", lambda: all(
+                r.is_finished for r in instance.get_runs() if r.run_id in ids.values()), 300, services)
+            records = {r.dagster_run.run_id: r for r in instance.get_run_records()}
+            finished = {n: records[ids[n]] for n in runs}
+            assert {n: r.dagster_run.status for n, r in finished.items()} == dict.fromkeys(runs, DagsterRunStatus.SUCCESS), \
+                "\n".join(s.tail() for s in services)
+            first, second = sorted((finished["main-1"], finished["main-2"]), key=lambda r: r.start_time)
+            assert second.start_time >= first.end_time  # one run of main at a time
+            other = finished["exp-1"]
+            assert other.start_time < first.end_time and first.start_time < other.end_time  # side by side
+        finally:
+            instance.dispose()
+    finally:
+        for service in reversed(services):
+            service.stop()
