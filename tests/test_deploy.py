@@ -271,3 +271,19 @@ def test_daemon_serializes_a_branch_and_runs_two_branches_at_once(tmp_path, post
     finally:
         for service in reversed(services):
             service.stop()
+
+
+@pytest.mark.parametrize("name", ["k8s", "ecs"])
+def test_the_documented_kubernetes_and_ecs_instances_pass_dagsters_validation(tmp_path, name):
+    """docs/deploy.md's instance configs for K8sRunLauncher and EcsRunLauncher, checked with Dagster's
+    validation and the launcher's own config schema (dagster-k8s / dagster-aws; no cluster, no AWS)."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "deploy.md").read_text()
+    block = doc.split(f"<!-- validated: {name} -->\n```yaml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "dagster.yaml").write_text(block)
+    config = validate_instance_config(tmp_path)
+    assert config["run_launcher"]["class"] == {"k8s": "K8sRunLauncher", "ecs": "EcsRunLauncher"}[name]
+    # the same check refuses a field the launcher does not have
+    (tmp_path / "dagster.yaml").write_text(block.replace("  config:\n", "  config:\n    no_such_field: 1\n", 1)
+                                           if name == "ecs" else block.replace("job_namespace", "job_namespaces"))
+    with pytest.raises(SynthexError):
+        validate_instance_config(tmp_path)
