@@ -287,3 +287,16 @@ def test_the_documented_kubernetes_and_ecs_instances_pass_dagsters_validation(tm
                                            if name == "ecs" else block.replace("job_namespace", "job_namespaces"))
     with pytest.raises(SynthexError):
         validate_instance_config(tmp_path)
+
+
+def test_synthex_ui_on_a_deployment_starts_only_a_webserver_on_its_workspace(tmp_path, project, monkeypatch):
+    from synthex.surfaces.ui_launch import prepare_ui
+
+    home = deploy_init(tmp_path / "deploy", project)
+    workspace = (home / "workspace.yaml").read_text()
+    monkeypatch.setenv("SYNTHEX_DAGSTER_HOME", str(home))
+    launch = prepare_ui(project, 3999)
+    assert launch.args[1:] == ["-m", "dagster_webserver", "-w", str(home.resolve() / "workspace.yaml"), "-p", "3999"]
+    assert "dev" not in launch.args  # `dagster dev` would start a second daemon on the team's instance
+    assert (home / "workspace.yaml").read_text() == workspace
+    assert launch.env["DAGSTER_HOME"] == str(home.resolve())
