@@ -27,7 +27,18 @@ import sys
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from dagster import AssetKey, DagsterInstance, JobDefinition, MultiPartitionsDefinition
+from dagster import (
+    AssetKey,
+    DagsterInstance,
+    DagsterInvalidConfigError,
+    JobDefinition,
+    MultiPartitionsDefinition,
+)
+
+# Why private: checking a dagster.yaml without opening the instance (which connects to its storage):
+# Dagster validates instance config only inside ``DagsterInstance.from_config``; neither the instance
+# schema's loader nor config validation is exported (synthex_assets/deployment.py, `synthex deploy init`).
+from dagster._config import validate_config
 
 # Why private: executing a job definition under a run we created ourselves (with a code-location
 # origin and the location's job snapshot) needs the job wrapped as an IJob; only InMemoryJob does that.
@@ -51,6 +62,9 @@ from dagster._core.execution.context_creation_job import (
     PlanOrchestrationContextManager,
     orchestration_context_event_generator,
 )
+
+# Why private: see validate_config above (the instance schema's loader and checks).
+from dagster._core.instance.config import dagster_instance_config
 
 # Why private: a CLI process opens the project's instance with its own event log (synthex_assets/event_log.py)
 # through ``InstanceRef.from_dir(overrides=...)``; no public API takes overrides or builds a ref.
@@ -177,9 +191,16 @@ class PeriodOrderedPartitions(MultiPartitionsDefinition):
         return DefaultPartitionsSubset
 
 
+# The branch a run writes, a tag of its own: a shared instance's run queue allows one run per value of it at
+# a time (synthex_assets/deployment.py); the range tags hold it only inside ``branch|period`` keys.
+BRANCH_TAG = "synthex/branch"
+
+
 def partition_range_tags(start: str, end: str) -> dict[str, str]:
-    """Run tags selecting the partitions ``start`` .. ``end`` (in the partitions definition's order)."""
-    return {ASSET_PARTITION_RANGE_START_TAG: start, ASSET_PARTITION_RANGE_END_TAG: end}
+    """Run tags selecting the partitions ``start`` .. ``end`` (in the partitions definition's order), and
+    the branch they are on (``BRANCH_TAG``: both keys are ``branch|period`` on one branch)."""
+    return {ASSET_PARTITION_RANGE_START_TAG: start, ASSET_PARTITION_RANGE_END_TAG: end,
+            BRANCH_TAG: start.partition("|")[0]}
 
 
 def partition_range(tags: Mapping[str, str]) -> tuple[str, str] | None:
@@ -228,3 +249,23 @@ def execute_as_location_run(job: JobDefinition, location_job: JobDefinition, ins
     ):
         pass
 
+
+
+def validated_instance_config(home: Any) -> dict:
+    """``home``'s dagster.yaml validated as ``DagsterInstance`` validates it when it opens (the instance
+    schema), plus the config of each configurable class it names (the run coordinator and run launcher
+    check theirs only when the instance builds them, i.e. after connecting to its storage). Raises
+    DagsterInvalidConfigError; connects to nothing."""
+    import importlib
+
+    config, _ = dagster_instance_config(str(home))
+    for key in ("run_coordinator", "run_launcher", "compute_logs"):
+        entry = config.get(key)
+        if entry is None:
+            continue
+        cls = getattr(importlib.import_module(entry["module"]), entry["class"])
+        result = validate_config(cls.config_type(), entry.get("config") or {})
+        if not result.success:
+            raise DagsterInvalidConfigError(f"Errors in the config of {key} {entry['class']}.", result.errors,
+                                            entry.get("config"))
+    return dict(config)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 from dagster import DagsterInstance
@@ -57,7 +56,7 @@ def _written_by_earlier_synthex(config: Path) -> bool:
 
 
 def instance_home(pipeline: PipelineDefinition) -> Path:
-    return Path(os.environ.get("SYNTHEX_DAGSTER_HOME") or pipeline.dagster_home).resolve()
+    return pipeline.instance_home
 
 
 def open_instance(pipeline: PipelineDefinition) -> DagsterInstance:

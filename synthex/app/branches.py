@@ -303,13 +303,13 @@ class Branches:
 
     def _register_partition(self, name: str) -> None:
         """The UI shows each branch as a key of the ``branch`` partition dimension."""
-        if self.main.dagster_home.exists():
+        if self.app._has_instance():
             from synthex_assets.partitions import register
 
             register(self.app.instance, name, [])
 
     def _unregister_partition(self, name: str) -> None:
-        if self.main.dagster_home.exists():
+        if self.app._has_instance():
             instance = self.app.instance
             if instance.has_dynamic_partition("branch", name):
                 instance.delete_dynamic_partition("branch", name)

@@ -104,6 +104,11 @@ class ProjectApp:
             self._instance = open_instance(self.pipeline)
         return self._instance
 
+    def _has_instance(self) -> bool:
+        """Whether the project's Dagster instance exists (its own, or the shared one SYNTHEX_DAGSTER_HOME
+        names); asked without importing Dagster."""
+        return self.pipeline.instance_home.exists()
+
     def close(self) -> None:
         if self._store is not None:
             self._store.close()
@@ -448,7 +453,7 @@ class ProjectApp:
         """A run that died without finishing: failed in the runs table and in Dagster."""
         run.status, run.error = RunStatus.FAILED, reason
         self.store.runs.save(run)
-        if self.pipeline.dagster_home.exists():
+        if self._has_instance():
             dagster_run = self.instance.get_run_by_id(run.id)
             if dagster_run is not None and not dagster_run.is_finished:
                 self.instance.report_run_failed(dagster_run, reason)
@@ -605,7 +610,7 @@ class ProjectApp:
         their status, start, end and wall time come from the Dagster instance."""
         runs = self.store.runs.recent(limit=limit)
         unrecorded = [r for r in runs if not r.dagster_run_ids]
-        if unrecorded and self.pipeline.dagster_home.exists():
+        if unrecorded and self._has_instance():
             for run in unrecorded:
                 dagster_run = self.instance.get_run_by_id(run.id)
                 record = self.instance.get_run_record_by_id(run.id)

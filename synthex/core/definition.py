@@ -7,6 +7,7 @@ Nothing here runs, stores or searches: ``synthex.app.Pipeline`` adds that on top
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -187,6 +188,12 @@ class PipelineDefinition:
     @property
     def dagster_home(self) -> Path:
         return self.data_dir / "dagster"
+
+    @property
+    def instance_home(self) -> Path:
+        """The Dagster instance's folder: ``SYNTHEX_DAGSTER_HOME`` when set (a shared deployment's folder,
+        docs/deploy.md), else the project's own ``dagster_home``."""
+        return Path(os.environ.get("SYNTHEX_DAGSTER_HOME") or self.dagster_home).resolve()
 
     # -- definition -----------------------------------------------------------------------------
     def add_step(self, step: S) -> S:

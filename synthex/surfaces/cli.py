@@ -773,6 +773,7 @@ def ui(port: int, open_browser: bool, project: str) -> None:
 
 def _add_commands_from_modules() -> None:
     # Commands with a module of their own (their heavy imports happen inside the command).
+    from synthex.surfaces.deploy_cli import deploy_group
     from synthex.surfaces.export_cli import export_command
     from synthex.surfaces.mcp_server import mcp_command
     from synthex.surfaces.privacy_cli import keygen_command, pii_group, purge_command
@@ -784,6 +785,7 @@ def _add_commands_from_modules() -> None:
     main.add_command(pii_group)
     main.add_command(keygen_command)
     main.add_command(export_command)
+    main.add_command(deploy_group)
 
 
 _add_commands_from_modules()

@@ -58,6 +58,7 @@ def python_warnings(existing: str | None) -> str:
 
 
 def prepare_ui(project: Path, port: int) -> UILaunch:
+    from synthex_assets.deployment import is_deployment
     from synthex_assets.instance import ensure_instance_yaml, instance_home
     from synthex_assets.naming import location_name
 
@@ -68,9 +69,18 @@ def prepare_ui(project: Path, port: int) -> UILaunch:
         pipeline = demo_pipeline(project)
         notes.append(f"no {PIPELINE_FILE} in {project}: showing the bundled demo pipeline")
     home = instance_home(pipeline)
-    ensure_instance_yaml(home)
     location = location_name(pipeline.name)
     workspace = home / "workspace.yaml"
+    if is_deployment(home):
+        # A shared deployment (`synthex deploy init`): its code server and daemon run on their own, and
+        # `dagster dev` would start a second daemon on the team's instance. Only a webserver, on the
+        # deployment's own workspace (left as it is).
+        notes.append(f"{home} is a shared deployment: starting only a webserver on its {workspace.name} "
+                     f"(its code server and daemon run on their own)")
+        env = dict(os.environ, DAGSTER_HOME=str(home))
+        args = [sys.executable, "-m", "dagster_webserver", "-w", str(workspace), "-p", str(port)]
+        return UILaunch(location, f"http://127.0.0.1:{port}", args, env, notes)
+    ensure_instance_yaml(home)
     workspace.write_text(workspace_yaml(location, project), encoding="utf-8")
     env = dict(os.environ, SYNTHEX_PROJECT=str(project), DAGSTER_HOME=str(home),
                PYTHONWARNINGS=python_warnings(os.environ.get("PYTHONWARNINGS")))

@@ -1,0 +1,91 @@
+"""A `synthex run`'s wall time on the project's own SQLite instance against a shared PostgreSQL instance
+(`synthex deploy init`, docs/deploy.md): the same small project (12 conversations, 3 months), a fresh copy
+and a fresh instance per repeat, SQLite and PostgreSQL alternately; then a second, no-change run on each.
+
+    python -m evals.bench_instance [--repeats 3]
+
+Starts its own PostgreSQL server (evals/postgres_server.py; a database per repeat). Prints each run's wall
+seconds, the load average, and a JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from evals.postgres_server import PostgresServer, start_postgres
+from synthex.core.demo.generate import generate
+from synthex.core.project import render_template
+
+
+def make_project(root: Path) -> Path:
+    export = root / "exports" / "conversations.json"
+    export.parent.mkdir(parents=True)
+    export.write_text(json.dumps(generate(conversations=12, months=3, seed=3)))
+    project = root / "proj"
+    project.mkdir()
+    (project / "pipeline.py").write_text(render_template("bench-memory", [("chatgpt", str(export), "auto")],
+                                                         agent="bench"))
+    return project
+
+
+def timed_run(project: Path, env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "synthex.surfaces.cli", "run", "--project", str(project)], env=env,
+                   check=True, capture_output=True, timeout=600)
+    return time.perf_counter() - start
+
+
+def postgres_env(server: PostgresServer, root: Path, db: str, project: Path) -> dict[str, str]:
+    import psycopg2
+
+    conn = psycopg2.connect(host="127.0.0.1", port=server.port, user=server.user, password=server.password,
+                            dbname="postgres")
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{db}"')
+    conn.close()
+    home = root / "deploy"
+    subprocess.run([sys.executable, "-m", "synthex.surfaces.cli", "deploy", "init", str(home), "--project",
+                    str(project)], check=True, capture_output=True, timeout=120)
+    return {**os.environ, **server.env(), "DAGSTER_PG_DB": db, "SYNTHEX_DAGSTER_HOME": str(home)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "SYNTHEX_"))}
+    server = start_postgres()
+    results: dict[str, dict[str, list[float]]] = {"sqlite": {"first": [], "again": []},
+                                                  "postgres": {"first": [], "again": []}}
+    try:
+        with tempfile.TemporaryDirectory(prefix="synthex-bench-instance-") as tmp:
+            for repeat in range(args.repeats):
+                for kind in ("sqlite", "postgres"):
+                    root = Path(tmp) / f"{kind}-{repeat}"
+                    project = make_project(root)
+                    env = (postgres_env(server, root, f"bench{repeat}", project) if kind == "postgres"
+                           else dict(base_env))
+                    first, again = timed_run(project, env), timed_run(project, env)
+                    results[kind]["first"].append(first)
+                    results[kind]["again"].append(again)
+                    print(f"{kind:<8} repeat {repeat + 1}: first run {first:6.1f} s, no-change run {again:5.1f} s "
+                          f"(load {os.getloadavg()[0]:.1f})", flush=True)
+    finally:
+        server.stop()
+    for kind, runs in results.items():
+        print(f"{kind:<8} median: first {statistics.median(runs['first']):.1f} s, "
+              f"no-change {statistics.median(runs['again']):.1f} s")
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()

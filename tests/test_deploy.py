@@ -1,0 +1,302 @@
+"""A team's shared deployment (`synthex deploy init`, docs/deploy.md) on a real PostgreSQL server started
+here (evals/postgres_server.py): the written dagster.yaml passes Dagster's own validation and opens as an
+instance; `synthex run` in one process and readers in others see the same runs, tagged with their branch."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import cli, env_without_openai, load, write_json, write_project
+
+from evals.postgres_server import PostgresServer, find_bin, free_port, start_postgres
+from synthex.core.demo.generate import generate
+from synthex.core.errors import SynthexError
+from synthex_assets.dagster_internals import BRANCH_TAG
+from synthex_assets.deployment import validate_instance_config
+
+RUN_TIMEOUT_S = 240
+
+
+@pytest.fixture(scope="module")
+def postgres() -> PostgresServer:
+    if not (find_bin("initdb") and find_bin("pg_ctl")):
+        if os.environ.get("CI"):
+            pytest.fail("PostgreSQL's initdb/pg_ctl are missing: .ci/run installs Debian's postgresql")
+        pytest.skip("PostgreSQL's initdb/pg_ctl are not installed (Debian: apt-get install postgresql)")
+    server = start_postgres()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def deploy_init(home: Path, project: Path, *extra: str) -> Path:
+    cli("deploy", "init", str(home), "--project", str(project), *extra)
+    return home
+
+
+def shared_env(home: Path, postgres: PostgresServer) -> dict[str, str]:
+    return {**env_without_openai(), **postgres.env(), "SYNTHEX_DAGSTER_HOME": str(home), "DAGSTER_HOME": str(home)}
+
+
+def synthex(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "synthex.surfaces.cli", *args], capture_output=True, text=True,
+                          env=env, timeout=RUN_TIMEOUT_S)
+    assert proc.returncode == 0, f"synthex {args} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def test_deploy_init_writes_a_shared_instance_dagster_validates(tmp_path, project):
+    home = deploy_init(tmp_path / "deploy", project, "--store-uri", "s3://team-bucket/memory",
+                       "--s3-endpoint", "http://127.0.0.1:9000", "--grpc-port", "4300")
+    config = validate_instance_config(home)  # Dagster's own instance schema and class config schemas
+
+    assert config["storage"]["postgres"]["postgres_db"]["password"] == {"env": "DAGSTER_PG_PASSWORD"}
+    assert config["run_coordinator"]["class"] == "QueuedRunCoordinator"
+    assert config["concurrency"]["runs"]["tag_concurrency_limits"] == [
+        {"key": BRANCH_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 1}]
+    assert config["run_monitoring"]["enabled"] is True
+    workspace = yaml.safe_load((home / "workspace.yaml").read_text())
+    assert workspace == {"load_from": [{"grpc_server": {"host": "localhost", "port": 4300,
+                                                        "location_name": "test-memory"}}]}
+    env = dict(line.split("=", 1) for line in (home / "synthex.env").read_text().splitlines()
+               if line and not line.startswith("#"))
+    assert env["SYNTHEX_STORE_URI"] == "s3://team-bucket/memory"
+    assert env["AWS_ENDPOINT_URL"] == "http://127.0.0.1:9000" and env["AWS_ALLOW_HTTP"] == "true"
+    assert env["SYNTHEX_DAGSTER_HOME"] == str(home.resolve()) == env["DAGSTER_HOME"]
+    assert env["SYNTHEX_PROJECT"] == str(project.resolve())
+    assert stat.S_IMODE((home / "synthex.env").stat().st_mode) == 0o600  # it gets the database password
+
+    again = cli("deploy", "init", str(home), "--project", str(project), check=False)
+    assert again.returncode != 0 and "exists; pass --force" in again.stderr
+
+
+def test_deploy_check_names_the_file_and_the_problem(tmp_path, project):
+    home = deploy_init(tmp_path / "deploy", project)
+    text = (home / "dagster.yaml").read_text()
+    (home / "dagster.yaml").write_text(text.replace("max_concurrent_runs: 8", "max_concurrent_runs: many"))
+    with pytest.raises(SynthexError, match=r"dagster\.yaml: .*max_concurrent_runs"):
+        validate_instance_config(home)
+    # a class's own config is checked too (Dagster checks it only once connected to the storage)
+    (home / "dagster.yaml").write_text(text + "run_launcher:\n  module: dagster._core.launcher\n"
+                                       "  class: DefaultRunLauncher\n  config:\n    no_such_field: 1\n")
+    with pytest.raises(SynthexError, match=r"dagster\.yaml: .*no_such_field"):
+        validate_instance_config(home)
+
+
+def test_a_branch_is_registered_in_the_instance_synthex_dagster_home_names(ran_project, tmp_path, monkeypatch):
+    """`synthex branch create` adds the branch partition to the instance in use, not only to a project-local one."""
+    from synthex_assets.instance import open_instance
+
+    project = ran_project.copy(tmp_path / "proj")
+    elsewhere = tmp_path / "shared-home"
+    (project / ".synthex" / "dagster").rename(elsewhere)
+    monkeypatch.setenv("SYNTHEX_DAGSTER_HOME", str(elsewhere))
+    cli("branch", "create", "exp", "--project", str(project))
+    pipe = load(project)
+    instance = open_instance(pipe)
+    try:
+        assert instance.has_dynamic_partition("branch", "exp")
+    finally:
+        instance.dispose()
+        pipe.close()
+
+
+def test_the_written_instance_opens_on_postgres_with_the_branch_queue(tmp_path, project, postgres, monkeypatch):
+    from dagster import DagsterInstance, QueuedRunCoordinator
+
+    home = deploy_init(tmp_path / "deploy", project)
+    for key, value in postgres.env().items():
+        monkeypatch.setenv(key, value)
+    instance = DagsterInstance.from_config(str(home))
+    try:
+        assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+        assert type(instance.event_log_storage).__name__ == "PostgresEventLogStorage"
+        assert isinstance(instance.run_coordinator, QueuedRunCoordinator)
+        limits = instance.get_concurrency_config().run_queue_config.tag_concurrency_limits
+        assert limits == [{"key": BRANCH_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 1}]
+        assert instance.run_monitoring_enabled
+    finally:
+        instance.dispose()
+
+
+def test_synthex_run_on_the_shared_instance_is_seen_by_other_processes(tmp_path, postgres, monkeypatch):
+    from dagster import DagsterInstance, DagsterRunStatus
+
+    project = tiny_project(tmp_path / "proj")
+    home = deploy_init(tmp_path / "deploy", project)
+    env = shared_env(home, postgres)
+    synthex(env, "run", "--project", str(project))
+    status = json.loads(synthex(env, "status", "--json", "--project", str(project)).stdout)
+
+    # this process, a third one, reads the run the first wrote, from PostgreSQL
+    for key, value in postgres.env().items():
+        monkeypatch.setenv(key, value)
+    instance = DagsterInstance.from_config(str(home))
+    try:
+        runs = instance.get_runs()
+        assert [r.run_id for r in runs] == [status["last_run"]["id"]]
+        assert runs[0].status == DagsterRunStatus.SUCCESS
+        assert runs[0].tags[BRANCH_TAG] == "main"
+    finally:
+        instance.dispose()
+    # nothing went to the project's own SQLite instance
+    assert not (project / ".synthex" / "dagster").exists()
+
+
+def tiny_project(root: Path) -> Path:
+    """One month of two conversations: the runs below are about where they run, not what they compute."""
+    return write_project(root, write_json(root.parent / "exports" / "conversations.json",
+                                          generate(conversations=2, months=1, seed=3)))
+
+
+@dataclass
+class Service:
+    """A long-running process of the deployment, in a session of its own (stopped with its children)."""
+
+    name: str
+    proc: subprocess.Popen
+    log: Path
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=20)
+
+    def tail(self) -> str:
+        return f"--- {self.name} ---\n" + self.log.read_text(errors="replace")[-3000:]
+
+
+def start_service(name: str, args: list[str], env: dict[str, str], cwd: Path, logs: Path) -> Service:
+    log = logs / f"{name}.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(args, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    return Service(name, proc, log)
+
+
+def wait_for(what: str, ready, timeout: float, services: list[Service]) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        for service in services:
+            assert service.proc.poll() is None, f"{service.name} exited while waiting for {what}\n{service.tail()}"
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n"
+                         + "\n".join(s.tail() for s in services))
+
+
+def launch(env: dict[str, str], workspace: Path, location: str, job: str, run_id: str, tags: dict) -> None:
+    """`dagster job launch`: the run goes to the instance's queue (QueuedRunCoordinator), not to a process."""
+    proc = subprocess.run([sys.executable, "-m", "dagster", "job", "launch", "-w", str(workspace), "-l", location,
+                           "-j", job, "--run-id", run_id, "--tags", json.dumps(tags)],
+                          env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    assert proc.returncode == 0, f"dagster job launch failed:\n{proc.stdout}\n{proc.stderr}"
+
+
+@pytest.mark.deployment
+def test_daemon_serializes_a_branch_and_runs_two_branches_at_once(tmp_path, postgres, monkeypatch):
+    """A code server and a daemon as processes of their own, on the PostgreSQL instance: queued runs are
+    launched by the daemon through the code server; two runs of main never overlap (the second starts
+    after the first ended: the tag limit), while the run of another branch overlaps the first."""
+    from dagster import DagsterInstance, DagsterRunStatus
+
+    from synthex_assets.dagster_internals import partition_range_tags
+    from synthex_assets.naming import job_name
+
+    project = tiny_project(tmp_path / "proj")
+    port = free_port()
+    home = deploy_init(tmp_path / "deploy", project, "--grpc-host", "127.0.0.1", "--grpc-port", str(port))
+    env = {**shared_env(home, postgres), "SYNTHEX_PROJECT": str(project)}
+    synthex(env, "run", "--project", str(project))  # registers the partitions; main's records exist
+    synthex(env, "branch", "create", "exp", "--project", str(project))
+    for key, value in postgres.env().items():
+        monkeypatch.setenv(key, value)
+    instance = DagsterInstance.from_config(str(home))
+    periods = instance.get_dynamic_partitions("period")  # in the order the run registered them
+    assert periods and "exp" in instance.get_dynamic_partitions("branch")
+    workspace, location, job = home / "workspace.yaml", "test-memory", job_name("test-memory")
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    services: list[Service] = []
+    try:
+        services.append(start_service("code-server", [sys.executable, "-m", "dagster", "api", "grpc", "-m",
+                                                      "synthex_assets.code_location", "-h", "127.0.0.1",
+                                                      "-p", str(port)], env, project, logs))
+        wait_for("the code server", lambda: subprocess.run(
+            [sys.executable, "-m", "dagster", "api", "grpc-health-check", "-h", "127.0.0.1", "-p", str(port)],
+            env=env, capture_output=True, timeout=60).returncode == 0, 180, services)
+        # queued before the daemon starts, so its first dequeue sees all three
+        runs = {"main-1": "main", "main-2": "main", "exp-1": "exp"}
+        ids = {}
+        for name, branch in runs.items():
+            ids[name] = str(uuid.uuid4())
+            launch(env, workspace, location, job, ids[name],
+                   {**partition_range_tags(f"{branch}|{periods[0]}", f"{branch}|{periods[-1]}")})
+        try:
+            queued = {r.run_id: r for r in instance.get_runs()}
+            assert all(queued[i].status == DagsterRunStatus.QUEUED for i in ids.values())
+            assert {queued[ids[n]].tags["synthex/branch"] for n in runs} == {"main", "exp"}
+            services.append(start_service("daemon", [sys.executable, "-m", "dagster._daemon", "run", "-w",
+                                                     str(workspace)], env, project, logs))
+            wait_for("the three runs to finish", lambda: all(
+                r.is_finished for r in instance.get_runs() if r.run_id in ids.values()), 300, services)
+            records = {r.dagster_run.run_id: r for r in instance.get_run_records()}
+            finished = {n: records[ids[n]] for n in runs}
+            assert {n: r.dagster_run.status for n, r in finished.items()} == dict.fromkeys(runs, DagsterRunStatus.SUCCESS), \
+                "\n".join(s.tail() for s in services)
+            first, second = sorted((finished["main-1"], finished["main-2"]), key=lambda r: r.start_time)
+            assert second.start_time >= first.end_time  # one run of main at a time
+            other = finished["exp-1"]
+            assert other.start_time < first.end_time and first.start_time < other.end_time  # side by side
+        finally:
+            instance.dispose()
+    finally:
+        for service in reversed(services):
+            service.stop()
+
+
+@pytest.mark.parametrize("name", ["k8s", "ecs"])
+def test_the_documented_kubernetes_and_ecs_instances_pass_dagsters_validation(tmp_path, name):
+    """docs/deploy.md's instance configs for K8sRunLauncher and EcsRunLauncher, checked with Dagster's
+    validation and the launcher's own config schema (dagster-k8s / dagster-aws; no cluster, no AWS)."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "deploy.md").read_text()
+    block = doc.split(f"<!-- validated: {name} -->\n```yaml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "dagster.yaml").write_text(block)
+    config = validate_instance_config(tmp_path)
+    assert config["run_launcher"]["class"] == {"k8s": "K8sRunLauncher", "ecs": "EcsRunLauncher"}[name]
+    # the same check refuses a field the launcher does not have
+    (tmp_path / "dagster.yaml").write_text(block.replace("  config:\n", "  config:\n    no_such_field: 1\n", 1)
+                                           if name == "ecs" else block.replace("job_namespace", "job_namespaces"))
+    with pytest.raises(SynthexError):
+        validate_instance_config(tmp_path)
+
+
+def test_synthex_ui_on_a_deployment_starts_only_a_webserver_on_its_workspace(tmp_path, project, monkeypatch):
+    from synthex.surfaces.ui_launch import prepare_ui
+
+    home = deploy_init(tmp_path / "deploy", project)
+    workspace = (home / "workspace.yaml").read_text()
+    monkeypatch.setenv("SYNTHEX_DAGSTER_HOME", str(home))
+    launch = prepare_ui(project, 3999)
+    assert launch.args[1:] == ["-m", "dagster_webserver", "-w", str(home.resolve() / "workspace.yaml"), "-p", "3999"]
+    assert "dev" not in launch.args  # `dagster dev` would start a second daemon on the team's instance
+    assert (home / "workspace.yaml").read_text() == workspace
+    assert launch.env["DAGSTER_HOME"] == str(home.resolve())
