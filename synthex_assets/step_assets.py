@@ -9,7 +9,9 @@ chronological order (a fold's state chain needs it).
 """
 
 
+import hashlib
 import warnings
+from collections.abc import Iterable, Mapping
 
 from dagster import (
     AssetCheckResult,
@@ -19,6 +21,7 @@ from dagster import (
     AssetsDefinition,
     BackfillPolicy,
     BetaWarning,
+    DataVersion,
     Failure,
     MaterializeResult,
     MetadataValue,
@@ -38,19 +41,23 @@ from synthex_assets.executor import PartitionOutcome, StepExecutor
 from synthex_assets.naming import asset_name, check_asset_names
 from synthex_assets.partitions import STEP_PARTITIONS, invalid_periods, misresolved_range, split_partition_key
 from synthex_assets.preview import PREVIEW_RECORDS, preview_markdown
+from synthex_assets.run_tags import missing_tags
 from synthex_resources.llm import OFFLINE_STAND_IN, LLMConfig
 from synthex_resources.record_store import RecordStore
 from synthex_resources.source_sync import enforce_for_step
 
 FULL_TAG = "synthex/full"
+CONTENT_VERSION_KEY = "synthex/content_version"  # a partition's metadata: the hash of what it holds
 LLM_TAG = "synthex/llm"  # on a run whose model steps the offline stand-in wrote (set by the step op)
 OFFLINE_TAG_VALUE = "offline-stand-in"
 
 
-def partition_metadata(outcome: PartitionOutcome, held: list[Record], model: str | None) -> dict[str, object]:
+def partition_metadata(outcome: PartitionOutcome, held: list[Record], model: str | None,
+                       version: str) -> dict[str, object]:
     """What the UI shows for one (branch, period) partition: that partition's own figures, whether this
-    run changed it, and a preview of what it holds (its new records first), so a run that changed
-    nothing still shows the content; ``model``: who wrote a model step's records (None: no model)."""
+    run changed it, its content version, and a preview of what it holds (its new records first), so a run
+    that changed nothing still shows the content; ``model``: who wrote a model step's records (None: no
+    model)."""
     stats = outcome.stats
     changed = bool(outcome.new_records or outcome.removed)
     shown = [*outcome.new_records, *held][:PREVIEW_RECORDS]
@@ -66,21 +73,41 @@ def partition_metadata(outcome: PartitionOutcome, held: list[Record], model: str
         "errors": stats.errors,
         "tokens": stats.tokens,
         "duration_s": round(stats.duration, 3),
+        CONTENT_VERSION_KEY: version,
         **({LLM_TAG: model} if model is not None else {}),
         "preview": MetadataValue.md(f"{note}\n\n{preview_markdown(shown)}" if shown else note),
     }
 
 
 def held_records(store: RecordStore, outcomes: list[PartitionOutcome]) -> dict[tuple[str, str], list[Record]]:
-    """(branch, period) -> the first records the partition holds besides its new ones, for its preview
-    (one read for the whole run)."""
-    wanted: dict[tuple[str, str], list[str]] = {}
-    for o in outcomes:
-        new_ids = {r.id for r in o.new_records}
-        room = PREVIEW_RECORDS - len(new_ids)
-        wanted[(o.branch, o.period)] = sorted(o.keep_ids - new_ids)[:room] if room > 0 else []
+    """(branch, period) -> every record the partition holds besides its new ones (one read for the whole
+    run): the first few are its preview, all of them go into its content version."""
+    wanted = {(o.branch, o.period): sorted(o.keep_ids - {r.id for r in o.new_records}) for o in outcomes}
     found = {r.id: r for r in store.records.get_many(i for ids in wanted.values() for i in ids)}
     return {key: [found[i] for i in ids if i in found] for key, ids in wanted.items()}
+
+
+def content_version(records: Iterable[Record]) -> str:
+    """What a partition holds, as one hash: its records' (id, content), in id order. The same records give
+    the same version whichever run, door or branch wrote them; any added, removed or edited record changes it."""
+    digest = hashlib.sha256()
+    for record in sorted(records, key=lambda r: r.id):
+        digest.update(record.id.encode("utf-8") + b"\0" + hashlib.sha256(record.content.encode("utf-8")).digest())
+    return digest.hexdigest()[:24]
+
+
+def run_data_version(versions: Mapping[str, str]) -> DataVersion | None:
+    """The data version Dagster records on every partition this run materializes (partition key -> its
+    content version). Dagster 1.13 takes one data version per output, copied to each partition of a range
+    (dagster-io/dagster#34013): a run of one partition records exactly that partition's content version; a
+    range records the hash of its partitions' versions, the same for the same records over the same range.
+    None: the run holds none of this step's partitions (a branch that reads the step through its parent)."""
+    if not versions:
+        return None
+    if len(versions) == 1:
+        return DataVersion(next(iter(versions.values())))
+    return DataVersion(hashlib.sha256("\n".join(f"{k}={v}" for k, v in sorted(versions.items()))
+                                      .encode("utf-8")).hexdigest()[:24])
 
 
 def partition_span(keys: list[str]) -> str:
@@ -131,6 +158,9 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefiniti
     def _step_asset(context: AssetExecutionContext, store: ResourceParam[RecordStore],
                     llm: ResourceParam[LLMConfig], progress: ResourceParam[ProgressReporter]) -> MaterializeResult:
         partitions = [split_partition_key(k) for k in context.partition_keys]
+        untagged = missing_tags(context.run.tags, {b for b, _ in partitions})
+        if untagged:  # launched through a run launcher that did not tag it (synthex_assets.run_tags)
+            context.instance.add_run_tags(context.run.run_id, untagged)
         invented = invalid_periods(partitions)
         if invented:  # before anything is read or written: the run fails here, nothing is materialized
             raise Failure(description=f"step {step.name!r}: {', '.join(invented[:3])}"
@@ -158,12 +188,14 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefiniti
         if model == OFFLINE_STAND_IN and context.run.tags.get(LLM_TAG) != OFFLINE_TAG_VALUE:
             context.instance.add_run_tags(context.run.run_id, {LLM_TAG: OFFLINE_TAG_VALUE})
         held = held_records(store, result.outcomes)
+        versions = {}
         for outcome in result.outcomes:
-            context.add_asset_metadata(partition_metadata(outcome, held[(outcome.branch, outcome.period)], model),
-                                       partition_key=f"{outcome.branch}|{outcome.period}")
+            key, mine = f"{outcome.branch}|{outcome.period}", held[(outcome.branch, outcome.period)]
+            versions[key] = content_version([*outcome.new_records, *mine])
+            context.add_asset_metadata(partition_metadata(outcome, mine, model, versions[key]), partition_key=key)
         context.log.info(f"{step.name}: {len(result.outcomes)} partition(s), index {result.index}")
         covered = partition_span(sorted(context.partition_keys, key=lambda k: split_partition_key(k)[::-1]))
-        return MaterializeResult(check_results=[
+        return MaterializeResult(data_version=run_data_version(versions), check_results=[
             AssetCheckResult(check_name=str(outcome.check), passed=outcome.passed, severity=AssetCheckSeverity.ERROR,
                              metadata={"detail": MetadataValue.text(outcome.detail),
                                        "partitions": MetadataValue.text(covered)})

@@ -1,0 +1,206 @@
+"""Issue 36: the Dagster UI tells the same story as `synthex`, read through Dagster's own APIs (a real
+instance, its run launcher, sensors evaluated with ``build_sensor_context``): every run names its branch
+and door, a run over a partition key nobody made is refused before any step (no red asset), keys added
+by hand are removed, and a partition's data version is the hash of what it holds."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import load
+from dagster import (
+    AssetKey,
+    DagsterEventType,
+    DagsterRunStatus,
+    SensorResult,
+    SkipReason,
+    build_sensor_context,
+)
+from dagster._core.definitions.reconstruct import ReconstructableRepository
+from test_sensors import Live, dagster_instance, make_project
+from test_uiviews import launch_like_the_ui, materializations
+
+from synthex.core.project import create_branch_file
+from synthex_assets.dagster_internals import partition_range_tags
+from synthex_assets.definitions import build_definitions
+from synthex_assets.instance import open_instance
+from synthex_assets.naming import CODE_LOCATION_MODULE, job_name
+from synthex_assets.partitions import register
+from synthex_assets.run_launcher import WarmRunLauncher
+from synthex_assets.run_tags import BRANCH_TAG, LAUNCHED_BY_TAG, REFUSED_TAG
+from synthex_assets.sensors import partition_keys_sensor_name
+from synthex_assets.step_assets import CONTENT_VERSION_KEY, content_version
+
+DATA_VERSION_TAG = "dagster/data_version"
+
+
+# -- item 3: a branch tag and a door tag on every run ------------------------------------------------------
+def test_a_cli_run_names_its_branch_and_door(ran_project):
+    pipe = load(ran_project.root)
+    try:
+        [dagster_run_id] = ran_project.run.dagster_run_ids
+        tags = pipe.app.instance.get_run_by_id(dagster_run_id).tags
+    finally:
+        pipe.close()
+    assert (tags[BRANCH_TAG], tags[LAUNCHED_BY_TAG]) == ("main", "synthex")
+
+
+def test_sensor_and_schedule_requests_name_their_branch_and_door(tmp_path):
+    from dagster import build_schedule_context
+
+    with dagster_instance(tmp_path / "dagster") as instance:
+        live = Live(make_project(tmp_path / "proj"), instance)
+        result = live.tick("notes")
+        assert isinstance(result, SensorResult) and result.run_requests
+        assert {(r.tags[BRANCH_TAG], r.tags[LAUNCHED_BY_TAG]) for r in result.run_requests} == {("main", "sensor")}
+        schedule = live.defs.get_schedule_def("live_reconcile")
+        requests = schedule(build_schedule_context(instance=instance, resources={"cdc": live.defs.resources["cdc"]}))
+        assert requests and {(r.tags[BRANCH_TAG], r.tags[LAUNCHED_BY_TAG]) for r in requests} == {("main", "schedule")}
+
+
+def test_a_run_launched_as_the_ui_does_is_tagged_by_its_first_step(ran_project, tmp_path):
+    """A run made by Dagster from the range the user picked (no Synthex tags on it): tagged when it runs."""
+    pipe = load(ran_project.copy(tmp_path / "proj"))
+    try:
+        periods = pipe.app.instance.get_dynamic_partitions("period")
+        result = launch_like_the_ui(pipe, periods[0], periods[0], steps=["chatgpt"])
+        assert result.success
+        tags = pipe.app.instance.get_run_by_id(result.run_id).tags
+    finally:
+        pipe.close()
+    assert (tags[BRANCH_TAG], tags[LAUNCHED_BY_TAG]) == ("main", "ui")
+
+
+# -- item 4: partition keys cannot be invented ------------------------------------------------------------
+def create_location_run(instance, root, start: str, end: str, extra_tags: dict[str, str]) -> str:
+    """A run of the project's job as the webserver or the backfill daemon creates one, before it launches."""
+    pipeline = load(root)
+    job = build_definitions(pipeline).resolve_job_def(job_name(pipeline.name))
+    origin = ReconstructableRepository.for_module(CODE_LOCATION_MODULE, "defs", working_directory=str(root)) \
+        .get_reconstructable_job(job.name).get_python_origin()
+    run = instance.create_run_for_job(job, tags={**partition_range_tags(start, end), **extra_tags},
+                                      job_code_origin=origin)
+    return run.run_id
+
+
+@pytest.mark.parametrize("bad", ["period", "branch"])
+def test_a_run_over_an_invented_key_is_refused_before_any_step(ran_project, tmp_path, monkeypatch, bad):
+    root = ran_project.copy(tmp_path / "proj")
+    monkeypatch.setenv("SYNTHEX_PROJECT", str(root))  # as `synthex ui` sets it for the webserver and daemon
+    pipeline = load(root)
+    instance = open_instance(pipeline)
+    try:
+        assert isinstance(instance.run_launcher, WarmRunLauncher)
+        periods = instance.get_dynamic_partitions("period")
+        if bad == "period":
+            instance.add_dynamic_partitions("period", ["not-a-month"])  # the UI's "Add a partition"
+            start, end, named = f"main|{periods[0]}", "main|not-a-month", "period 'not-a-month' is not a period"
+        else:
+            instance.add_dynamic_partitions("branch", ["ghost"])
+            start, end, named = f"ghost|{periods[0]}", f"ghost|{periods[-1]}", "branch 'ghost' is not a branch"
+        run_id = create_location_run(instance, root, start, end, {"dagster/backfill": "bkf1"})
+        instance.launch_run(run_id, workspace=None)
+        run = instance.get_run_by_id(run_id)
+        # Canceled, not failed: Dagster counts the planned partitions of a failed run as failed (red).
+        assert run.status is DagsterRunStatus.CANCELED
+        why = run.tags[REFUSED_TAG]
+        assert named in why and "synthex branch create" in why and "YYYY-MM" in why and "\n" not in why
+        assert run.tags[LAUNCHED_BY_TAG] == "backfill" and run.tags[BRANCH_TAG] == start.split("|")[0]
+        assert instance.get_records_for_run(run_id, of_type=DagsterEventType.STEP_START).records == []
+        assert all(materializations(instance, a, run_id) == [] for a in ("chatgpt", "summaries"))
+        [canceled] = instance.get_records_for_run(run_id, of_type=DagsterEventType.RUN_CANCELED).records
+        assert why in canceled.event_log_entry.dagster_event.message
+    finally:
+        instance.dispose()
+        pipeline.close()
+
+
+def test_partition_keys_added_by_hand_are_removed_by_a_sensor(project, tmp_path):
+    pipe = load(project)
+    create_branch_file(project, "exp")
+    defs = build_definitions(pipe)
+    with dagster_instance(tmp_path / "dagster") as instance:
+        register(instance, "exp", ["2024-01", "2024-02"])
+        instance.add_dynamic_partitions("period", ["not-a-month", "all"])
+        instance.add_dynamic_partitions("branch", ["ghost"])
+        sensor = defs.get_sensor_def(partition_keys_sensor_name(pipe))
+        result = sensor(build_sensor_context(instance=instance, definitions=defs))
+        assert isinstance(result, SensorResult) and not result.run_requests
+        deleted = {r.partitions_def_name: list(r.partition_keys) for r in result.dynamic_partitions_requests}
+        assert deleted == {"period": ["not-a-month"], "branch": ["ghost"]}
+        for request in result.dynamic_partitions_requests:  # what the daemon does with them
+            for key in request.partition_keys:
+                instance.delete_dynamic_partition(request.partitions_def_name, key)
+        assert instance.get_dynamic_partitions("period") == ["2024-01", "2024-02", "all"]
+        assert set(instance.get_dynamic_partitions("branch")) == {"main", "exp"}
+        assert isinstance(sensor(build_sensor_context(instance=instance, definitions=defs)), SkipReason)
+
+
+# -- item 2: a partition's data version is the hash of its records -----------------------------------------
+def data_versions(instance, asset: str, run_id: str) -> dict[str, str]:
+    return {m.partition: m.tags[DATA_VERSION_TAG] for m in materializations(instance, asset, run_id)}
+
+
+def test_a_no_op_rematerialization_keeps_each_partitions_data_version(ran_project, tmp_path):
+    pipe = load(ran_project.copy(tmp_path / "proj"))
+    try:
+        instance = pipe.app.instance
+        [cli_run] = ran_project.run.dagster_run_ids
+        periods = sorted(instance.get_dynamic_partitions("period"))
+        before = {s: data_versions(instance, s, cli_run) for s in ("summaries", "monthly")}
+        assert set(before["summaries"]) == {f"main|{p}" for p in periods}
+        # The same range again, every record skipped: the same versions, so nothing downstream is stale.
+        again = launch_like_the_ui(pipe, periods[0], periods[-1], steps=["summaries"])
+        assert again.success
+        assert data_versions(instance, "summaries", again.run_id) == before["summaries"]
+        # One partition alone: its version is exactly the hash of what it holds (its metadata says the same).
+        one = launch_like_the_ui(pipe, periods[1], periods[1], steps=["summaries"])
+        [mat] = materializations(instance, "summaries", one.run_id)
+        held = [r for r in pipe.records("summaries") if r.period == periods[1]]
+        assert mat.tags[DATA_VERSION_TAG] == mat.metadata[CONTENT_VERSION_KEY].value == content_version(held)
+        assert mat.metadata["changed"].value is False
+        latest = instance.get_latest_materialization_event(AssetKey("summaries"))
+        assert latest.run_id == one.run_id
+    finally:
+        pipe.close()
+
+
+def edit_first_user_message(export) -> None:
+    """The export with its first conversation's user messages reworded (the same conversation and month)."""
+    conversations = json.loads(export.read_text())
+    for node in conversations[0]["mapping"].values():
+        message = node.get("message")
+        if message and message["author"]["role"] == "user" and message["content"]["parts"][0]:
+            message["content"]["parts"][0] += " Later: the orders table moved to its own database."
+    conversations[0]["update_time"] += 60  # as ChatGPT marks an edited conversation
+    export.write_text(json.dumps(conversations))
+
+
+def content_versions(instance, asset: str, run_id: str) -> dict[str, str]:
+    return {m.partition: m.metadata[CONTENT_VERSION_KEY].value for m in materializations(instance, asset, run_id)}
+
+
+def test_a_changed_record_changes_its_partitions_data_version(project, small_export):
+    pipe = load(project)
+    try:
+        [first] = pipe.run().dagster_run_ids
+        instance = pipe.app.instance
+        before = {s: (data_versions(instance, s, first), content_versions(instance, s, first))
+                  for s in ("chatgpt", "summaries")}
+        assert len(set(before["chatgpt"][1].values())) == len(before["chatgpt"][1]) > 1  # one per partition
+        edit_first_user_message(small_export)
+        second = pipe.run()
+        assert second.status == "completed"
+        [again] = second.dagster_run_ids
+        for step in ("chatgpt", "summaries"):
+            tags, contents = data_versions(instance, step, again), content_versions(instance, step, again)
+            # Exactly the edited month holds other records now; every other partition the run redid holds
+            # the same ones, with the same content version.
+            [edited] = [k for k in contents if contents[k] != before[step][1][k]]
+            assert all(contents[k] == before[step][1][k] for k in contents if k != edited)
+            held = [r for r in pipe.records(step) if f"main|{r.period}" == edited]
+            assert contents[edited] == content_version(held)
+            assert tags[edited] != before[step][0][edited], step  # what Dagster's staleness reads moved too
+    finally:
+        pipe.close()
