@@ -36,7 +36,7 @@ from synthex.core.periods import ALL_PERIODS
 from synthex.core.progress import ProgressReporter
 from synthex.core.record import Record
 from synthex.core.steps import Step
-from synthex_assets.checks import check_descriptions, step_checks
+from synthex_assets.checks import SEVERITIES, check_descriptions, step_checks
 from synthex_assets.executor import PartitionOutcome, StepExecutor
 from synthex_assets.naming import asset_name, check_asset_names
 from synthex_assets.partitions import STEP_PARTITIONS, invalid_periods, misresolved_range, split_partition_key
@@ -71,7 +71,10 @@ def partition_metadata(outcome: PartitionOutcome, held: list[Record], model: str
         "records_removed": outcome.removed,
         "records_total": outcome.total,
         "errors": stats.errors,
-        "tokens": stats.tokens,
+        # The offline stand-in calls no model: 0 tokens; what a model would have been sent, estimated with the
+        # planner's token model, is shown beside it (synthex.core.llm.approx_tokens).
+        "tokens": 0 if model == OFFLINE_STAND_IN else stats.tokens,
+        **({"tokens_if_a_model": stats.tokens} if model == OFFLINE_STAND_IN else {}),
         "duration_s": round(stats.duration, 3),
         CONTENT_VERSION_KEY: version,
         **({LLM_TAG: model} if model is not None else {}),
@@ -196,9 +199,13 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefiniti
         context.log.info(f"{step.name}: {len(result.outcomes)} partition(s), index {result.index}")
         covered = partition_span(sorted(context.partition_keys, key=lambda k: split_partition_key(k)[::-1]))
         return MaterializeResult(data_version=run_data_version(versions), check_results=[
-            AssetCheckResult(check_name=str(outcome.check), passed=outcome.passed, severity=AssetCheckSeverity.ERROR,
+            AssetCheckResult(check_name=str(outcome.check), passed=outcome.passed,
+                             severity=SEVERITIES.get(outcome.check, AssetCheckSeverity.ERROR),
                              metadata={"detail": MetadataValue.text(outcome.detail),
-                                       "partitions": MetadataValue.text(covered)})
+                                       "partitions": MetadataValue.text(covered),
+                                       "failing_partitions": MetadataValue.text(
+                                           partition_span(list(outcome.partitions)) if outcome.partitions
+                                           else "none")})
             for outcome in result.checks.values() if outcome.check in checks
         ])
 

@@ -6,10 +6,12 @@ by hand are removed, and a partition's data version is the hash of what it holds
 from __future__ import annotations
 
 import json
+from dataclasses import fields, replace
 
 import pytest
-from conftest import load
+from conftest import PIPELINE_PY, load, write_project
 from dagster import (
+    AssetCheckSeverity,
     AssetKey,
     DagsterEventType,
     DagsterRunStatus,
@@ -22,6 +24,7 @@ from test_sensors import Live, dagster_instance, make_project
 from test_uiviews import launch_like_the_ui, materializations
 
 from synthex.core.project import create_branch_file
+from synthex.core.steps.kinds import step_kinds
 from synthex_assets.dagster_internals import partition_range_tags
 from synthex_assets.definitions import build_definitions
 from synthex_assets.instance import open_instance
@@ -204,3 +207,59 @@ def test_a_changed_record_changes_its_partitions_data_version(project, small_exp
             assert tags[edited] != before[step][0][edited], step  # what Dagster's staleness reads moved too
     finally:
         pipe.close()
+
+
+# -- item 6: checks that mean something -------------------------------------------------------------------
+WITH_A_MERGE = PIPELINE_PY + '''
+pipeline.merge("everything", from_=["summaries", "monthly"])
+'''
+
+
+def misfiling(step, limits):
+    """``step`` as a step of its own kind whose first new record of each partition has an id no work item has:
+    the defect ``records_planned`` exists for (the next run deletes it as stale and makes it again). Its
+    period and content stay, so the steps downstream read it as usual (each step's own defect is its own)."""
+    class Misfiling(type(step)):
+        def produce(self, items, ctx):
+            records, tokens = super().produce(items, ctx)
+            return [replace(r, id=r.id[::-1]) if i == 0 else r for i, r in enumerate(records)], tokens
+
+    defective = Misfiling(**{f.name: getattr(step, f.name) for f in fields(step) if f.init})
+    defective.use_limits(limits)
+    return defective
+
+
+def test_a_check_of_every_step_kind_fails_on_a_real_defect_and_names_its_partitions(tmp_path, small_export):
+    pipe = load(write_project(tmp_path / "proj", small_export, WITH_A_MERGE))
+    try:
+        assert {type(s).kind for s in pipe.steps.values()} == set(step_kinds().names())  # all five kinds
+        for name in list(pipe.steps):
+            pipe.steps[name] = misfiling(pipe.steps[name], pipe.limits)
+        periods = pipe.plan(full=True).periods
+        register(pipe.app.instance, "main", periods)
+        result = launch_like_the_ui(pipe, periods[0], periods[-1])
+        assert result.success  # the records are written; what failed is a check
+        verdicts = {(e.asset_key.to_user_string(), e.check_name): e for e in result.get_asset_check_evaluations()}
+        for asset in ("chatgpt", "transcripts", "summaries", "monthly", "world_model", "everything"):
+            planned = verdicts[(asset, "records_planned")]
+            assert not planned.passed and planned.severity is AssetCheckSeverity.ERROR, asset
+            detail = planned.metadata["detail"].value
+            assert "unplanned or misfiled: " in detail and "unplanned or misfiled: none" not in detail
+            failing = planned.metadata["failing_partitions"].value
+            assert failing.startswith(f"main|{periods[0]}"), (asset, failing)
+            # Stale-but-right is a warning, not an error (it passed here: every partition was made).
+            assert verdicts[(asset, "up_to_date")].severity is AssetCheckSeverity.WARN
+            assert verdicts[(asset, "provenance_complete")].severity is AssetCheckSeverity.ERROR
+    finally:
+        pipe.close()
+
+
+def test_the_offline_stand_in_reports_no_tokens(ran_project):
+    pipe = load(ran_project.root)
+    try:
+        [run_id] = ran_project.run.dagster_run_ids
+        [*summaries] = materializations(pipe.app.instance, "summaries", run_id)
+    finally:
+        pipe.close()
+    assert summaries and all(m.metadata["tokens"].value == 0 for m in summaries)
+    assert all(m.metadata["tokens_if_a_model"].value > 0 for m in summaries)  # the planner's estimate, named
