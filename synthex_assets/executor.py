@@ -57,6 +57,7 @@ class StepResult:
     index: dict[str, object] = field(default_factory=dict)
     hooks_fired: list[str] = field(default_factory=list)
     hook_error: str = ""
+    served: dict[str, str] = field(default_factory=dict)  # branch -> the branch whose records serve this step
 
     @staticmethod
     def combine(results: list[StepResult]) -> StepResult:
@@ -66,6 +67,7 @@ class StepResult:
         for r in results:
             out.outcomes += r.outcomes
             out.hooks_fired += r.hooks_fired
+            out.served.update(r.served)
             out.hook_error = "; ".join(e for e in (out.hook_error, r.hook_error) if e)
             out.index = r.index or out.index
             for name, outcome in r.checks.items():
@@ -133,7 +135,8 @@ class StepExecutor:
                 scope = definition.scope()  # hashes every step's source: once per branch
                 if not scope.owns(self.step.name):
                     note = f"branch {branch!r} reads step {self.step.name!r} through its parent (copy-on-write)"
-                    results.append(StepResult(checks={c: CheckOutcome(c, True, note) for c in CHECKS}))
+                    results.append(StepResult(checks={c: CheckOutcome(c, True, note) for c in CHECKS},
+                                              served={branch: scope.serves(self.step.name)}))
                     continue
                 executor = StepExecutor(definition, definition.steps[self.step.name], self.store, self.llm,
                                         self.reporter, self.run_id, self.full)

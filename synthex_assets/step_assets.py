@@ -42,12 +42,12 @@ from synthex_assets.naming import asset_name, check_asset_names
 from synthex_assets.partitions import STEP_PARTITIONS, invalid_periods, misresolved_range, split_partition_key
 from synthex_assets.preview import PREVIEW_RECORDS, preview_markdown
 from synthex_assets.run_tags import missing_tags
+from synthex_assets.served import CONTENT_VERSION_KEY, served_metadata
 from synthex_resources.llm import OFFLINE_STAND_IN, LLMConfig
 from synthex_resources.record_store import RecordStore
 from synthex_resources.source_sync import enforce_for_step
 
 FULL_TAG = "synthex/full"
-CONTENT_VERSION_KEY = "synthex/content_version"  # a partition's metadata: the hash of what it holds
 LLM_TAG = "synthex/llm"  # on a run whose model steps the offline stand-in wrote (set by the step op)
 OFFLINE_TAG_VALUE = "offline-stand-in"
 
@@ -196,6 +196,10 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefiniti
             key, mine = f"{outcome.branch}|{outcome.period}", held[(outcome.branch, outcome.period)]
             versions[key] = content_version([*outcome.new_records, *mine])
             context.add_asset_metadata(partition_metadata(outcome, mine, model, versions[key]), partition_key=key)
+        for key in context.partition_keys:  # a branch's partitions of a step it reads through its parent
+            branch, _ = split_partition_key(key)
+            if branch in result.served:
+                context.add_asset_metadata(served_metadata(result.served[branch]), partition_key=key)
         context.log.info(f"{step.name}: {len(result.outcomes)} partition(s), index {result.index}")
         covered = partition_span(sorted(context.partition_keys, key=lambda k: split_partition_key(k)[::-1]))
         return MaterializeResult(data_version=run_data_version(versions), check_results=[

@@ -9,10 +9,11 @@ import json
 from dataclasses import fields, replace
 
 import pytest
-from conftest import PIPELINE_PY, load, write_project
+from conftest import PIPELINE_PY, cli, load, write_project
 from dagster import (
     AssetCheckSeverity,
     AssetKey,
+    AssetRecordsFilter,
     DagsterEventType,
     DagsterRunStatus,
     SensorResult,
@@ -21,7 +22,7 @@ from dagster import (
 )
 from dagster._core.definitions.reconstruct import ReconstructableRepository
 from test_sensors import Live, dagster_instance, make_project
-from test_uiviews import launch_like_the_ui, materializations
+from test_uiviews import STEPS, launch_like_the_ui, materializations
 
 from synthex.core.project import create_branch_file
 from synthex.core.steps.kinds import step_kinds
@@ -33,7 +34,8 @@ from synthex_assets.partitions import register
 from synthex_assets.run_launcher import WarmRunLauncher
 from synthex_assets.run_tags import BRANCH_TAG, LAUNCHED_BY_TAG, REFUSED_TAG
 from synthex_assets.sensors import partition_keys_sensor_name
-from synthex_assets.step_assets import CONTENT_VERSION_KEY, content_version
+from synthex_assets.served import CONTENT_VERSION_KEY, SERVED_BY_KEY, record_served_partitions
+from synthex_assets.step_assets import content_version
 
 DATA_VERSION_TAG = "dagster/data_version"
 
@@ -263,3 +265,36 @@ def test_the_offline_stand_in_reports_no_tokens(ran_project):
         pipe.close()
     assert summaries and all(m.metadata["tokens"].value == 0 for m in summaries)
     assert all(m.metadata["tokens_if_a_model"].value > 0 for m in summaries)  # the planner's estimate, named
+
+
+# -- item 1: copy-on-write partitions show as materialized, served by main ---------------------------------
+def test_a_new_branch_shows_its_parents_partitions_as_served(ran_project, tmp_path):
+    root = ran_project.copy(tmp_path / "proj")
+    cli("branch", "create", "exp", cwd=root)
+    pipe = load(root)
+    try:
+        instance = pipe.app.instance
+        periods = sorted(p for p in instance.get_dynamic_partitions("period"))
+        for asset in STEPS:
+            key = AssetKey(asset)
+            materialized = instance.get_materialized_partitions(key)  # what the UI's fill and "missing" count
+            assert {f"exp|{p}" for p in periods} <= materialized, asset
+            served = instance.fetch_materializations(AssetRecordsFilter(asset_key=key, asset_partitions=[
+                f"exp|{periods[0]}"]), limit=1).records[0].asset_materialization
+            main = instance.fetch_materializations(AssetRecordsFilter(asset_key=key, asset_partitions=[
+                f"main|{periods[0]}"]), limit=1).records[0].asset_materialization
+            assert served.metadata[SERVED_BY_KEY].value == "main"
+            assert served.metadata[CONTENT_VERSION_KEY].value == main.metadata[CONTENT_VERSION_KEY].value
+            assert "served by main" in served.metadata["preview"].value
+        # Created again (idempotent): nothing is reported twice.
+        count = len(materializations(instance, "summaries"))
+        assert record_served_partitions(instance, pipe.for_branch("exp")) == 0
+        assert len(materializations(instance, "summaries")) == count
+        # A UI run of the branch over an inherited step says so on its partition.
+        result = launch_like_the_ui(pipe, periods[0], periods[0], steps=["summaries"], branch="exp")
+        assert result.success
+        [mat] = materializations(instance, "summaries", result.run_id)
+        assert mat.partition == f"exp|{periods[0]}" and mat.metadata[SERVED_BY_KEY].value == "main"
+        assert instance.get_run_by_id(result.run_id).tags[BRANCH_TAG] == "exp"
+    finally:
+        pipe.close()
