@@ -24,7 +24,6 @@ from dagster import (
 from synthex.core.definition import PipelineDefinition
 from synthex.core.deletions import DELETIONS_TAG, DeletionConsent, consent_tag
 from synthex.core.errors import SynthexError
-from synthex.core.project import branch_names
 from synthex.core.record import CheckOutcome
 from synthex_assets.dagster_internals import (
     RemoteJobOrigin,
@@ -38,7 +37,6 @@ from synthex_assets.event_log import dynamic_partitions_held
 from synthex_assets.naming import CODE_LOCATION_MODULE, asset_name, job_name, location_name
 from synthex_assets.partitions import period_range, register
 from synthex_assets.run_tags import LAUNCHED_BY_CLI, LAUNCHED_BY_TAG, branch_tags
-from synthex_assets.served import record_served_partitions
 from synthex_assets.step_assets import FULL_TAG
 
 __all__ = ["LAUNCHED_BY_TAG", "launch_pipeline_run", "check_outcomes"]
@@ -71,24 +69,8 @@ def launch_pipeline_run(defs: Definitions, pipeline: PipelineDefinition, instanc
     dirty = sorted({p for ps in partitions.values() for p in ps})
     start, end = period_range(instance, branch, dirty)
     with set_defs_state_storage(instance.defs_state_storage):
-        outcomes = _launch(defs, pipeline, instance, deletions=deletions, run_id=run_id, branch=branch,
-                           partitions=partitions, start=start, end=end, full=full, verbose=verbose)
-    serve_new_periods(pipeline, instance, branch, dirty)
-    return outcomes
-
-
-def serve_new_periods(pipeline: PipelineDefinition, instance: DagsterInstance, branch: str, periods: list[str]) -> None:
-    """After a run of ``branch``: every other branch that reads a step through it shows the run's new partitions
-    of that step as served (synthex_assets.served); a branch whose file does not load is left for its own run."""
-    root = pipeline.root()
-    for name in branch_names(root.project_dir):
-        if name == branch:
-            continue
-        try:
-            definition = root.for_branch(name)
-        except SynthexError:
-            continue
-        record_served_partitions(instance, definition, periods)
+        return _launch(defs, pipeline, instance, deletions=deletions, run_id=run_id, branch=branch,
+                       partitions=partitions, start=start, end=end, full=full, verbose=verbose)
 
 
 def _launch(defs: Definitions, pipeline: PipelineDefinition, instance: DagsterInstance, *,

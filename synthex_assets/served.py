@@ -10,8 +10,8 @@ whose metadata says ``served_by: main`` and carries the serving partition's cont
 it, the partition's page says where its records are, and nothing is computed or written to the store. A
 materialization rather than an observation because Dagster's fill and "missing" counts read materializations
 only. Recorded when the branch is created (``synthex branch create``) and, for the periods a run of the serving
-branch materialized, after that run (``synthex_assets.launcher``); a partition the branch already has is left
-as it is, so both are idempotent. A branch run over an inherited step still materializes its partitions
+branch materialized, by that run's step op (whichever door launched it); a partition the branch already has
+is left as it is, so both are idempotent. A branch run over an inherited step still materializes its partitions
 (Dagster requires the output); their metadata says ``served_by`` too (``synthex_assets.step_assets``).
 """
 
@@ -22,6 +22,8 @@ from collections.abc import Iterable
 from dagster import AssetKey, AssetMaterialization, AssetRecordsFilter, DagsterInstance, MetadataValue
 
 from synthex.core.definition import PipelineDefinition
+from synthex.core.errors import SynthexError
+from synthex.core.project import branch_names
 from synthex_assets.naming import asset_name
 from synthex_assets.partitions import split_partition_key
 
@@ -47,27 +49,53 @@ def _latest_content_version(instance: DagsterInstance, key: AssetKey, partition:
 
 
 def record_served_partitions(instance: DagsterInstance, definition: PipelineDefinition,
-                             periods: Iterable[str] | None = None) -> int:
-    """Report the partitions branch ``definition`` reads through another branch and does not have yet
-    (``periods``: only these; None: every period the serving branch has); the number reported."""
+                             periods: Iterable[str] | None = None, steps: Iterable[str] | None = None,
+                             serving_has: Iterable[str] | None = None) -> int:
+    """Report the partitions branch ``definition`` reads through another branch and does not have yet; the
+    number reported. ``periods``: only these (None: every period the serving branch has); ``steps``: only
+    these; ``serving_has``: the periods the serving branch holds, when its materializations are not recorded
+    yet (a step op reporting for its own run's periods)."""
     branch = definition.branch_name
     scope = definition.scope()
     wanted = set(periods) if periods is not None else None
+    only = set(steps) if steps is not None else None
     reported = 0
     for step in definition.order():
         serving = scope.serves(step)
-        if serving == branch:
+        if serving == branch or (only is not None and step not in only):
             continue
         key = AssetKey(asset_name(step))
         have: dict[str, set[str]] = {}
         for partition in instance.get_materialized_partitions(key):
             b, p = split_partition_key(partition)
             have.setdefault(b, set()).add(p)
-        for period in sorted(have.get(serving, set()) - have.get(branch, set())):
+        served = have.get(serving, set()) | set(serving_has or ())
+        for period in sorted(served - have.get(branch, set())):
             if wanted is not None and period not in wanted:
                 continue
+            if not reported and not instance.has_dynamic_partition("branch", branch):
+                instance.add_dynamic_partitions("branch", [branch])  # a branch file made before any run
             instance.report_runless_asset_event(AssetMaterialization(
                 asset_key=key, partition=f"{branch}|{period}",
                 metadata=served_metadata(serving, _latest_content_version(instance, key, f"{serving}|{period}"))))
             reported += 1
+    return reported
+
+
+def serve_branches_of(instance: DagsterInstance, pipeline: PipelineDefinition, step: str, serving: str,
+                      periods: Iterable[str]) -> int:
+    """After ``serving``'s partitions ``periods`` of ``step`` were made: every branch that reads ``step`` through
+    ``serving`` shows them as served. A branch whose file does not load is left for its own run."""
+    root = pipeline.root()
+    made = list(periods)
+    reported = 0
+    for name in branch_names(root.project_dir):
+        if name == serving:
+            continue
+        try:
+            definition = root.for_branch(name)
+        except SynthexError:
+            continue
+        if definition.scope().serves(step) == serving:
+            reported += record_served_partitions(instance, definition, made, steps=[step], serving_has=made)
     return reported

@@ -37,12 +37,12 @@ from synthex.core.progress import ProgressReporter
 from synthex.core.record import Record
 from synthex.core.steps import Step
 from synthex_assets.checks import SEVERITIES, check_descriptions, step_checks
-from synthex_assets.executor import PartitionOutcome, StepExecutor
+from synthex_assets.executor import PartitionOutcome, StepExecutor, group_partitions
 from synthex_assets.naming import asset_name, check_asset_names
 from synthex_assets.partitions import STEP_PARTITIONS, invalid_periods, misresolved_range, split_partition_key
 from synthex_assets.preview import PREVIEW_RECORDS, preview_markdown
 from synthex_assets.run_tags import missing_tags
-from synthex_assets.served import CONTENT_VERSION_KEY, served_metadata
+from synthex_assets.served import CONTENT_VERSION_KEY, serve_branches_of, served_metadata
 from synthex_resources.llm import OFFLINE_STAND_IN, LLMConfig
 from synthex_resources.record_store import RecordStore
 from synthex_resources.source_sync import enforce_for_step
@@ -196,6 +196,8 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefiniti
             key, mine = f"{outcome.branch}|{outcome.period}", held[(outcome.branch, outcome.period)]
             versions[key] = content_version([*outcome.new_records, *mine])
             context.add_asset_metadata(partition_metadata(outcome, mine, model, versions[key]), partition_key=key)
+        for branch, periods in group_partitions([(o.branch, o.period) for o in result.outcomes]).items():
+            serve_branches_of(context.instance, pipeline, step.name, branch, periods)  # synthex_assets.served
         for key in context.partition_keys:  # a branch's partitions of a step it reads through its parent
             branch, _ = split_partition_key(key)
             if branch in result.served:

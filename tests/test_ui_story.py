@@ -187,10 +187,14 @@ def content_versions(instance, asset: str, run_id: str) -> dict[str, str]:
 
 
 def test_a_changed_record_changes_its_partitions_data_version(project, small_export):
+    create_branch_file(project, "exp")  # before any run: main's run itself shows exp's partitions as served
     pipe = load(project)
     try:
         [first] = pipe.run().dagster_run_ids
         instance = pipe.app.instance
+        main_partitions = {k for k in instance.get_materialized_partitions(AssetKey("monthly")) if k.startswith("main|")}
+        assert {k.replace("main|", "exp|") for k in main_partitions} <= \
+            instance.get_materialized_partitions(AssetKey("monthly"))
         before = {s: (data_versions(instance, s, first), content_versions(instance, s, first))
                   for s in ("chatgpt", "summaries")}
         assert len(set(before["chatgpt"][1].values())) == len(before["chatgpt"][1]) > 1  # one per partition
@@ -296,5 +300,33 @@ def test_a_new_branch_shows_its_parents_partitions_as_served(ran_project, tmp_pa
         [mat] = materializations(instance, "summaries", result.run_id)
         assert mat.partition == f"exp|{periods[0]}" and mat.metadata[SERVED_BY_KEY].value == "main"
         assert instance.get_run_by_id(result.run_id).tags[BRANCH_TAG] == "exp"
+        # What the UI reads: Dagster's GraphQL on a workspace loading the project's code location.
+        data = graphql(instance, root, tmp_path, UI_QUERY, {"key": {"path": ["summaries"]}})
+        stats = data["assetNodeOrError"]["partitionStats"]
+        assert stats["numMaterialized"] == stats["numPartitions"] == 2 * len(periods)  # 100 % filled
+        assert [r["runId"] for r in data["runsOrError"]["results"]] == [result.run_id]  # filtered by branch
     finally:
         pipe.close()
+
+
+UI_QUERY = """
+query Story($key: AssetKeyInput!) {
+  assetNodeOrError(assetKey: $key) { ... on AssetNode { partitionStats { numMaterialized numPartitions } } }
+  runsOrError(filter: {tags: [{key: "synthex/branch", value: "exp"}]}) { ... on Runs { results { runId } } }
+}"""
+
+
+def graphql(instance, root, tmp_path, query: str, variables: dict) -> dict:
+    from dagster._core.test_utils import in_process_test_workspace
+    from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+    from dagster_graphql.test.utils import execute_dagster_graphql
+
+    location = tmp_path / "location.py"
+    location.write_text("from synthex.core.project import load_pipeline\n"
+                        "from synthex_assets.code_location import location_definitions\n\n"
+                        f"defs = location_definitions(load_pipeline({str(root)!r}))\n")
+    origin = LoadableTargetOrigin(python_file=str(location), attribute="defs", working_directory=str(tmp_path))
+    with in_process_test_workspace(instance, origin) as context:
+        result = execute_dagster_graphql(context, query, variables)
+    assert not result.errors, result.errors
+    return result.data
