@@ -118,14 +118,22 @@ def partition_span(keys: list[str]) -> str:
     return keys[0] if len(keys) == 1 else f"{keys[0]} .. {keys[-1]} ({len(keys)})"
 
 
+# Every step asset shares one period list (a Dagster partitions definition is per asset, and one run's range
+# must name the same keys in every step), so a period only some steps have data for shows on the others too.
+SHARED_PERIODS_NOTE = ("The period list is the pipeline's (every period any step has data for): a period with no "
+                       "inputs for this step shows as Missing here with nothing to make, not as a failure; a "
+                       "branch's partitions of a step it inherits show as materialized, served by its parent.")
+
+
 def partitions_note(step: Step) -> str:
     """What the step's (branch, period) partitions hold, for the UI (description and metadata)."""
     span = step.single_partition_period()
     if span is not None:
         return (f"Partitions: branch x period, but a key group spans periods: every record of this step is in "
                 f"the period partition `{span}` of its branch, made from its inputs of every period; its other "
-                f"period partitions stay empty.")
-    return "Partitions: branch x period (calendar month); each period is made from its inputs of that period."
+                f"period partitions stay empty. {SHARED_PERIODS_NOTE}")
+    return (f"Partitions: branch x period (calendar month); each period is made from its inputs of that period. "
+            f"{SHARED_PERIODS_NOTE}")
 
 
 def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefinition:

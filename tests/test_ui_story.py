@@ -330,3 +330,12 @@ def graphql(instance, root, tmp_path, query: str, variables: dict) -> dict:
         result = execute_dagster_graphql(context, query, variables)
     assert not result.errors, result.errors
     return result.data
+
+
+# -- item 5 (explained, not changed): one period list for every asset ---------------------------------------
+def test_each_asset_explains_periods_it_has_no_data_for(project):
+    graph = build_definitions(load(project)).resolve_asset_graph()
+    for asset in STEPS:
+        node = graph.get(AssetKey(asset))
+        assert "Missing here with nothing to make" in node.description
+        assert "served by its parent" in node.metadata["synthex/partitions"]
