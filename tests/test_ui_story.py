@@ -339,3 +339,14 @@ def test_each_asset_explains_periods_it_has_no_data_for(project):
         node = graph.get(AssetKey(asset))
         assert "Missing here with nothing to make" in node.description
         assert "served by its parent" in node.metadata["synthex/partitions"]
+
+
+def test_synthex_run_says_the_stand_in_used_no_tokens(tmp_path):
+    from synthex.core.demo.generate import generate
+
+    export = tmp_path / "exports" / "conversations.json"
+    export.parent.mkdir(parents=True)
+    export.write_text(json.dumps(generate(conversations=4, months=1, seed=3)))
+    root = write_project(tmp_path / "proj", export)
+    out = cli("run", cwd=root).stdout
+    assert "tokens: 0 (offline stand-in, not an LLM; ~" in out and " if a model)" in out
