@@ -83,19 +83,38 @@ def partition_metadata(outcome: PartitionOutcome, held: list[Record], model: str
 
 
 def held_records(store: RecordStore, outcomes: list[PartitionOutcome]) -> dict[tuple[str, str], list[Record]]:
-    """(branch, period) -> every record the partition holds besides its new ones (one read for the whole
-    run): the first few are its preview, all of them go into its content version."""
-    wanted = {(o.branch, o.period): sorted(o.keep_ids - {r.id for r in o.new_records}) for o in outcomes}
+    """(branch, period) -> the first records the partition holds besides its new ones, for its preview
+    (one read for the whole run)."""
+    wanted: dict[tuple[str, str], list[str]] = {}
+    for o in outcomes:
+        new_ids = {r.id for r in o.new_records}
+        room = PREVIEW_RECORDS - len(new_ids)
+        wanted[(o.branch, o.period)] = sorted(o.keep_ids - new_ids)[:room] if room > 0 else []
     found = {r.id: r for r in store.records.get_many(i for ids in wanted.values() for i in ids)}
     return {key: [found[i] for i in ids if i in found] for key, ids in wanted.items()}
 
 
-def content_version(records: Iterable[Record]) -> str:
-    """What a partition holds, as one hash: its records' (id, content), in id order. The same records give
-    the same version whichever run, door or branch wrote them; any added, removed or edited record changes it."""
+def partition_contents(store: RecordStore, outcomes: list[PartitionOutcome]) -> dict[tuple[str, str], list[tuple[str, str]]]:
+    """(branch, period) -> (id, content) of every record the partition holds after the run: its new records
+    from memory, the others' stored content in one read of two columns (as stored: ciphertext when the store
+    is encrypted, which is as stable as the row)."""
+    held = {i for o in outcomes for i in o.keep_ids - {r.id for r in o.new_records}}
+    stored = store.records.rows_by_id(held, ["id", "content"]) if held else {}
+    out = {}
+    for o in outcomes:
+        new = {r.id: r.content for r in o.new_records}
+        out[(o.branch, o.period)] = [(i, new[i] if i in new else stored[i]["content"])
+                                     for i in o.keep_ids | set(new) if i in new or i in stored]
+    return out
+
+
+def content_version(records: Iterable[tuple[str, str]]) -> str:
+    """What a partition holds, as one hash of its records' (id, content) pairs, in id order. The same records
+    give the same version whichever run, door or branch wrote them; any added, removed or edited record
+    changes it."""
     digest = hashlib.sha256()
-    for record in sorted(records, key=lambda r: r.id):
-        digest.update(record.id.encode("utf-8") + b"\0" + hashlib.sha256(record.content.encode("utf-8")).digest())
+    for record_id, content in sorted(records):
+        digest.update(record_id.encode("utf-8") + b"\0" + hashlib.sha256(str(content).encode("utf-8")).digest())
     return digest.hexdigest()[:24]
 
 
@@ -199,10 +218,11 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefiniti
         if model == OFFLINE_STAND_IN and context.run.tags.get(LLM_TAG) != OFFLINE_TAG_VALUE:
             context.instance.add_run_tags(context.run.run_id, {LLM_TAG: OFFLINE_TAG_VALUE})
         held = held_records(store, result.outcomes)
+        contents = partition_contents(store, result.outcomes)
         versions = {}
         for outcome in result.outcomes:
             key, mine = f"{outcome.branch}|{outcome.period}", held[(outcome.branch, outcome.period)]
-            versions[key] = content_version([*outcome.new_records, *mine])
+            versions[key] = content_version(contents[(outcome.branch, outcome.period)])
             context.add_asset_metadata(partition_metadata(outcome, mine, model, versions[key]), partition_key=key)
         for branch, periods in group_partitions([(o.branch, o.period) for o in result.outcomes]).items():
             serve_branches_of(context.instance, pipeline, step.name, branch, periods)  # synthex_assets.served

@@ -143,6 +143,10 @@ def test_partition_keys_added_by_hand_are_removed_by_a_sensor(project, tmp_path)
 
 
 # -- item 2: a partition's data version is the hash of its records -----------------------------------------
+def pairs(records) -> list[tuple[str, str]]:
+    return [(r.id, r.content) for r in records]
+
+
 def data_versions(instance, asset: str, run_id: str) -> dict[str, str]:
     return {m.partition: m.tags[DATA_VERSION_TAG] for m in materializations(instance, asset, run_id)}
 
@@ -163,7 +167,10 @@ def test_a_no_op_rematerialization_keeps_each_partitions_data_version(ran_projec
         one = launch_like_the_ui(pipe, periods[1], periods[1], steps=["summaries"])
         [mat] = materializations(instance, "summaries", one.run_id)
         held = [r for r in pipe.records("summaries") if r.period == periods[1]]
-        assert mat.tags[DATA_VERSION_TAG] == mat.metadata[CONTENT_VERSION_KEY].value == content_version(held)
+        assert mat.tags[DATA_VERSION_TAG] == mat.metadata[CONTENT_VERSION_KEY].value == content_version(pairs(held))
+        edited = [(held[0].id, held[0].content + " (edited)"), *pairs(held[1:])]
+        assert content_version(edited) != content_version(pairs(held)) != content_version(pairs(held[1:]))
+        assert content_version(reversed(pairs(held))) == content_version(pairs(held))  # order does not matter
         assert mat.metadata["changed"].value is False
         latest = instance.get_latest_materialization_event(AssetKey("summaries"))
         assert latest.run_id == one.run_id
@@ -209,7 +216,7 @@ def test_a_changed_record_changes_its_partitions_data_version(project, small_exp
             [edited] = [k for k in contents if contents[k] != before[step][1][k]]
             assert all(contents[k] == before[step][1][k] for k in contents if k != edited)
             held = [r for r in pipe.records(step) if f"main|{r.period}" == edited]
-            assert contents[edited] == content_version(held)
+            assert contents[edited] == content_version(pairs(held))
             assert tags[edited] != before[step][0][edited], step  # what Dagster's staleness reads moved too
     finally:
         pipe.close()
