@@ -23,7 +23,7 @@ from synthex.core.purges import PurgeLedger
 from synthex.core.record import CheckOutcome, Record, RunStats
 from synthex.core.scope import BranchScope
 from synthex.core.steps import Step, execute_partition
-from synthex_assets.checks import CHECKS, HOOKS, PROVENANCE, UP_TO_DATE
+from synthex_assets.checks import CHECKS, HOOKS, PROVENANCE, RECORDS_PLANNED, UP_TO_DATE
 from synthex_resources.branch_lock import BranchLock, held_by_run
 from synthex_resources.hook_deliveries import HookDeliveries
 from synthex_resources.llm import LLMConfig
@@ -57,6 +57,7 @@ class StepResult:
     index: dict[str, object] = field(default_factory=dict)
     hooks_fired: list[str] = field(default_factory=list)
     hook_error: str = ""
+    served: dict[str, str] = field(default_factory=dict)  # branch -> the branch whose records serve this step
 
     @staticmethod
     def combine(results: list[StepResult]) -> StepResult:
@@ -66,12 +67,14 @@ class StepResult:
         for r in results:
             out.outcomes += r.outcomes
             out.hooks_fired += r.hooks_fired
+            out.served.update(r.served)
             out.hook_error = "; ".join(e for e in (out.hook_error, r.hook_error) if e)
             out.index = r.index or out.index
             for name, outcome in r.checks.items():
                 was = out.checks.get(name)
                 out.checks[name] = outcome if was is None else CheckOutcome(
-                    name, was.passed and outcome.passed, f"{was.detail}; {outcome.detail}")
+                    name, was.passed and outcome.passed, f"{was.detail}; {outcome.detail}",
+                    partitions=(*was.partitions, *outcome.partitions))
         return out
 
 
@@ -132,7 +135,8 @@ class StepExecutor:
                 scope = definition.scope()  # hashes every step's source: once per branch
                 if not scope.owns(self.step.name):
                     note = f"branch {branch!r} reads step {self.step.name!r} through its parent (copy-on-write)"
-                    results.append(StepResult(checks={c: CheckOutcome(c, True, note) for c in CHECKS}))
+                    results.append(StepResult(checks={c: CheckOutcome(c, True, note) for c in CHECKS},
+                                              served={branch: scope.serves(self.step.name)}))
                     continue
                 executor = StepExecutor(definition, definition.steps[self.step.name], self.store, self.llm,
                                         self.reporter, self.run_id, self.full)
@@ -241,8 +245,16 @@ class StepExecutor:
         referenced = {s for r in new for s in r.source_ids}
         found = set(self.store.records.rows_by_id(referenced, ["id"])) if referenced else set()
         dangling = sorted(referenced - found)
+        missing = set(dangling)
+        dangling_in = [f"{o.branch}|{o.period}" for o in outcomes
+                       if any(s in missing for r in o.new_records for s in r.source_ids)]
+        # A record the plan did not ask for (an id no work item has) is deleted as stale by the next run and
+        # made again; one filed under another period is invisible to that period's readers.
+        unplanned = [(o, r) for o in outcomes for r in o.new_records if r.id not in o.keep_ids or r.period != o.period]
+        unplanned_in = list(dict.fromkeys(f"{o.branch}|{o.period}" for o, _ in unplanned))
         upstream = self.pipeline.upstream(self.step.name)
         stale = []
+        stale_in: list[str] = []
         arrived = []
         for branch, periods in group_partitions([(o.branch, o.period) for o in outcomes]).items():
             # Only the run's periods are checked, so only they are planned (their records read).
@@ -255,13 +267,21 @@ class StepExecutor:
             for (s, p), w in sorted(plan.work.items()):
                 if p in chosen:
                     (arrived if p in new_data else stale).append(f"{s} {branch}|{p} ({w.reason})")
+                    if p not in new_data:
+                        stale_in.append(f"{branch}|{p}")
         return {
             PROVENANCE: CheckOutcome(PROVENANCE, not dangling,
                                      f"{len(referenced)} source id(s) referenced by {len(new)} new record(s); "
-                                     f"missing: {', '.join(dangling[:5]) or 'none'}"),
+                                     f"missing: {', '.join(dangling[:5]) or 'none'}", partitions=tuple(dangling_in)),
+            RECORDS_PLANNED: CheckOutcome(
+                RECORDS_PLANNED, not unplanned,
+                f"{len(new)} new record(s) checked against their partitions' work items; unplanned or misfiled: "
+                + (", ".join(f"{r.id[:16]} (period {r.period!r} in {o.branch}|{o.period})" for o, r in unplanned[:5])
+                   or "none"), partitions=tuple(unplanned_in)),
             UP_TO_DATE: CheckOutcome(UP_TO_DATE, not stale,
                                      f"{len(outcomes)} partition(s) checked against the plan; stale: "
                                      f"{', '.join(stale[:5]) or 'none'}"
                                      + (f"; new source data arrived during the run (next sync): "
-                                        f"{', '.join(arrived[:5])}" if arrived else "")),
+                                        f"{', '.join(arrived[:5])}" if arrived else ""),
+                                     partitions=tuple(dict.fromkeys(stale_in))),
         }

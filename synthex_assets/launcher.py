@@ -36,9 +36,11 @@ from synthex_assets.definitions import build_definitions
 from synthex_assets.event_log import dynamic_partitions_held
 from synthex_assets.naming import CODE_LOCATION_MODULE, asset_name, job_name, location_name
 from synthex_assets.partitions import period_range, register
+from synthex_assets.run_tags import LAUNCHED_BY_CLI, LAUNCHED_BY_TAG, branch_tags
 from synthex_assets.step_assets import FULL_TAG
 
-LAUNCHED_BY_TAG = "synthex/launched_by"
+__all__ = ["LAUNCHED_BY_TAG", "launch_pipeline_run", "check_outcomes"]
+
 def console_config(verbose: bool) -> dict:
     """Dagster's console logger: silent unless ``verbose`` (the user sees Synthex's one-line error; every
     event, tracebacks included, is still in the run's log in the UI)."""
@@ -76,7 +78,8 @@ def _launch(defs: Definitions, pipeline: PipelineDefinition, instance: DagsterIn
             start: str, end: str, full: bool, verbose: bool) -> list[CheckOutcome]:
     selection = frozenset(AssetKey(asset_name(s)) for s in pipeline.order() if partitions.get(s))
     job = defs.resolve_job_def(job_name(pipeline.name))
-    run_tags = {**partition_range_tags(start, end), FULL_TAG: "1" if full else "0", LAUNCHED_BY_TAG: "synthex",
+    run_tags = {**partition_range_tags(start, end), FULL_TAG: "1" if full else "0",
+                **branch_tags([branch], LAUNCHED_BY_CLI),
                 **({DELETIONS_TAG: consent_tag(deletions, run_id)} if deletions else {})}
     # Recorded against the job as the UI's code location defines it (configured resources), so the UI
     # sees the run as a run of its own job version; executed with the live resources of ``defs``.

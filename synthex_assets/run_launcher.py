@@ -11,6 +11,11 @@ run's pid is a tag so ``terminate`` (the UI's Terminate button) stops it.
 
 Where a forkserver does not exist (Windows), or the run carries no code origin, it launches as Dagster's
 DefaultRunLauncher does.
+
+Before either, every run this instance launches (the UI, a backfill, the daemon's sensor and schedule
+runs) gets its ``synthex/branch`` and ``synthex/launched_by`` tags, and a run over a branch or period that
+is not the project's is refused: marked canceled with one line, no process started
+(``synthex_assets.run_tags``).
 """
 
 from __future__ import annotations
@@ -20,12 +25,14 @@ import os
 import signal
 import time
 import warnings
+from pathlib import Path
 from typing import Any
 
 from dagster import DagsterInstance, DefaultRunLauncher
 
 from synthex_assets.dagster_internals import RUN_WORKER_MODULES, execute_run_by_id
 from synthex_assets.event_log import dynamic_partitions_held
+from synthex_assets.run_tags import REFUSED_TAG, missing_tags, project_branches, refusal, run_partitions
 
 # The libraries a run imports, loaded once in the forkserver (a module that fails to import is skipped).
 # lancedb among them (4 s of class decoration at import, most of a run's start): it supports fork (an
@@ -77,6 +84,8 @@ class WarmRunLauncher(DefaultRunLauncher):
 
     def launch_run(self, context: Any) -> None:
         run = context.dagster_run
+        if not self._admit(run):
+            return
         forkserver = self._forkserver()
         if forkserver is None or run.job_code_origin is None:
             super().launch_run(context)
@@ -86,6 +95,27 @@ class WarmRunLauncher(DefaultRunLauncher):
         worker.start()
         self._instance.add_run_tags(run.run_id, {PID_TAG: str(worker.pid)})
         self._run_ids.add(run.run_id)
+
+    def _admit(self, run: Any) -> bool:
+        """Tag the run with its branch and door; False (the run canceled, one line) when it is refused."""
+        instance = self._instance
+        selected = run_partitions(run.tags, instance.get_dynamic_partitions("branch"),
+                                  instance.get_dynamic_partitions("period"))
+        if selected is None:  # not a run over the step partitions (e.g. an eval job's): nothing to say
+            return True
+        branches, periods = selected
+        project = _project_dir(run)
+        why = refusal(branches, periods, project_branches(project)) \
+            if project is not None and periods is not None else None
+        tags = missing_tags(run.tags, branches)
+        if why is not None:
+            tags[REFUSED_TAG] = why[:1000]
+        if tags:
+            instance.add_run_tags(run.run_id, tags)
+        if why is None:
+            return True
+        instance.report_run_canceled(instance.get_run_by_id(run.run_id) or run, message=why)
+        return False
 
     def terminate(self, run_id: str) -> bool:
         run = self._instance.get_run_by_id(run_id) if self.has_instance else None
@@ -105,6 +135,19 @@ class WarmRunLauncher(DefaultRunLauncher):
         if run is not None and not run.is_finished:
             self._instance.report_run_canceled(run)
         return True
+
+
+def _project_dir(run: Any) -> Path | None:
+    """The project a run belongs to: SYNTHEX_PROJECT (`synthex ui` sets it for the webserver and the daemon),
+    else the working directory of the run's code location; None when neither says."""
+    named = os.environ.get("SYNTHEX_PROJECT")
+    if named:
+        return Path(named)
+    origin = run.remote_job_origin
+    location = origin.repository_origin.code_location_origin if origin is not None else None
+    target = getattr(location, "loadable_target_origin", None)
+    folder = getattr(target, "working_directory", None)
+    return Path(folder) if folder else None
 
 
 def _wait_gone(pid: int, seconds: float) -> None:

@@ -34,6 +34,7 @@ from dagster import (
     DagsterInstance,
     DefaultScheduleStatus,
     DefaultSensorStatus,
+    DeleteDynamicPartitionsRequest,
     RunRequest,
     ScheduleDefinition,
     SensorDefinition,
@@ -50,6 +51,13 @@ from synthex.core.deletions import DeletionVerdict, refusal_line
 from synthex_assets.dagster_internals import partition_range_tags
 from synthex_assets.naming import asset_name, job_name
 from synthex_assets.partitions import register
+from synthex_assets.run_tags import (
+    LAUNCHED_BY_SCHEDULE,
+    LAUNCHED_BY_SENSOR,
+    branch_tags,
+    invented_keys,
+    project_branches,
+)
 from synthex_resources.cdc_state import CdcState, SourceChanges, SourceState
 from synthex_resources.record_store import open_store
 from synthex_resources.source_sync import (
@@ -166,10 +174,11 @@ def source_cursor(pipeline: PipelineDefinition, state: SourceState | None, chang
 
 
 def run_requests(pipeline: PipelineDefinition, work: list[BranchWork], known_periods: list[str],
-                 trigger: str) -> tuple[list[RunRequest], list[str], list[str]]:
+                 trigger: str, door: str = LAUNCHED_BY_SENSOR) -> tuple[list[RunRequest], list[str], list[str]]:
     """One run request per branch over its dirty steps and the partition range holding its dirty
-    periods; the periods and branches to register first (dynamic partitions keep insertion order, so
-    new periods come after the known ones)."""
+    periods, tagged with its branch and ``door`` (synthex_assets.run_tags); the periods
+    and branches to register first (dynamic partitions keep insertion order, so new periods come after
+    the known ones)."""
     new_periods = sorted({p for w in work for p in w.all_periods} - set(known_periods))
     order = {p: i for i, p in enumerate([*known_periods, *new_periods])}
     requests = []
@@ -178,7 +187,7 @@ def run_requests(pipeline: PipelineDefinition, work: list[BranchWork], known_per
         requests.append(RunRequest(
             asset_selection=[AssetKey(asset_name(s)) for s in w.steps],
             tags={**partition_range_tags(f"{w.branch}|{ranked[0]}", f"{w.branch}|{ranked[-1]}"),
-                  TRIGGER_TAG: trigger}))
+                  TRIGGER_TAG: trigger, **branch_tags([w.branch], door)}))
     return requests, new_periods, sorted({w.branch for w in work} | {"main"})
 
 
@@ -196,7 +205,7 @@ class TickPlan:
 
 
 def plan_requests(pipeline: PipelineDefinition, instance: DagsterInstance, trigger: str,
-                  from_: str | None, periods: list[str] | None = None) -> TickPlan:
+                  from_: str | None, periods: list[str] | None = None, door: str = LAUNCHED_BY_SENSOR) -> TickPlan:
     """The runs that bring every branch up to date (``from_``: this source and what is downstream;
     ``periods``: in these periods only), except on a branch where a source's deletions are held back."""
     store = open_store(pipeline.store_uri)
@@ -207,7 +216,7 @@ def plan_requests(pipeline: PipelineDefinition, instance: DagsterInstance, trigg
                             periods=periods)
     finally:
         store.close()
-    return TickPlan(*run_requests(pipeline, work, instance.get_dynamic_partitions("period"), trigger), held,
+    return TickPlan(*run_requests(pipeline, work, instance.get_dynamic_partitions("period"), trigger, door), held,
                     records_read=sum(w.records_read for w in work))
 
 
@@ -305,7 +314,7 @@ def build_reconcile_schedule(pipeline: PipelineDefinition) -> ScheduleDefinition
                           "dirty (repairs a run that failed after its sensor tick).")
     def _reconcile(context, cdc: DuckDBResource) -> list[RunRequest] | SkipReason:
         changes = _detect(cdc, pipeline, None)
-        plan = plan_requests(pipeline, context.instance, "reconcile", None)
+        plan = plan_requests(pipeline, context.instance, "reconcile", None, door=LAUNCHED_BY_SCHEDULE)
         for branch in plan.branches:  # the runs below name these partitions: they must exist first
             register(context.instance, branch, plan.new_periods)
         _commit(cdc, pipeline, [c for c in changes if c.source not in plan.held_sources])
@@ -317,8 +326,39 @@ def build_reconcile_schedule(pipeline: PipelineDefinition) -> ScheduleDefinition
     return _reconcile
 
 
+PARTITION_KEYS_INTERVAL_S = 30
+
+
+def partition_keys_sensor_name(pipeline: PipelineDefinition) -> str:
+    return f"{job_name(pipeline.name)}_partition_keys"
+
+
+def build_partition_keys_sensor(pipeline: PipelineDefinition) -> SensorDefinition:
+    """Removes dynamic partition keys that are neither a period nor a branch of the project (added by hand in
+    the UI or through GraphQL), so a junk key does not sit on every asset; a run over one is refused by the
+    run launcher meanwhile (synthex_assets.run_tags)."""
+    @sensor(name=partition_keys_sensor_name(pipeline), minimum_interval_seconds=PARTITION_KEYS_INTERVAL_S,
+            default_status=DefaultSensorStatus.RUNNING,
+            description=f"Removes partition keys of pipeline `{pipeline.name}` that are not a period (a calendar "
+                        f"month YYYY-MM, or `all`) or a branch (`main`, `synthex branch create NAME`).")
+    def _partition_keys(context: SensorEvaluationContext) -> SensorResult | SkipReason:
+        instance = context.instance
+        periods, branches = invented_keys(instance.get_dynamic_partitions("period"),
+                                          instance.get_dynamic_partitions("branch"),
+                                          project_branches(pipeline.root().project_dir))
+        if not periods and not branches:
+            return SkipReason("every partition key is a period or a branch of the project")
+        context.log.warning(f"removing partition keys added by hand: periods {periods or 'none'}, "
+                            f"branches {branches or 'none'}")
+        return SensorResult(dynamic_partitions_requests=[
+            *([DeleteDynamicPartitionsRequest("period", periods)] if periods else []),
+            *([DeleteDynamicPartitionsRequest("branch", branches)] if branches else [])])
+
+    return _partition_keys
+
+
 def build_live_definitions(pipeline: PipelineDefinition) -> tuple[list[SensorDefinition], list[ScheduleDefinition]]:
     sensors = [build_source_sensor(pipeline, s) for s in pipeline.source_steps()]
-    return sensors, [build_reconcile_schedule(pipeline)]
+    return [*sensors, build_partition_keys_sensor(pipeline)], [build_reconcile_schedule(pipeline)]
 
 

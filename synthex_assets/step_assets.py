@@ -9,7 +9,9 @@ chronological order (a fold's state chain needs it).
 """
 
 
+import hashlib
 import warnings
+from collections.abc import Iterable, Mapping
 
 from dagster import (
     AssetCheckResult,
@@ -19,6 +21,7 @@ from dagster import (
     AssetsDefinition,
     BackfillPolicy,
     BetaWarning,
+    DataVersion,
     Failure,
     MaterializeResult,
     MetadataValue,
@@ -33,11 +36,13 @@ from synthex.core.periods import ALL_PERIODS
 from synthex.core.progress import ProgressReporter
 from synthex.core.record import Record
 from synthex.core.steps import Step
-from synthex_assets.checks import check_descriptions, step_checks
-from synthex_assets.executor import PartitionOutcome, StepExecutor
+from synthex_assets.checks import SEVERITIES, check_descriptions, step_checks
+from synthex_assets.executor import PartitionOutcome, StepExecutor, group_partitions
 from synthex_assets.naming import asset_name, check_asset_names
 from synthex_assets.partitions import STEP_PARTITIONS, invalid_periods, misresolved_range, split_partition_key
 from synthex_assets.preview import PREVIEW_RECORDS, preview_markdown
+from synthex_assets.run_tags import missing_tags
+from synthex_assets.served import CONTENT_VERSION_KEY, serve_branches_of, served_metadata
 from synthex_resources.llm import OFFLINE_STAND_IN, LLMConfig
 from synthex_resources.record_store import RecordStore
 from synthex_resources.source_sync import enforce_for_step
@@ -47,10 +52,12 @@ LLM_TAG = "synthex/llm"  # on a run whose model steps the offline stand-in wrote
 OFFLINE_TAG_VALUE = "offline-stand-in"
 
 
-def partition_metadata(outcome: PartitionOutcome, held: list[Record], model: str | None) -> dict[str, object]:
+def partition_metadata(outcome: PartitionOutcome, held: list[Record], model: str | None,
+                       version: str) -> dict[str, object]:
     """What the UI shows for one (branch, period) partition: that partition's own figures, whether this
-    run changed it, and a preview of what it holds (its new records first), so a run that changed
-    nothing still shows the content; ``model``: who wrote a model step's records (None: no model)."""
+    run changed it, its content version, and a preview of what it holds (its new records first), so a run
+    that changed nothing still shows the content; ``model``: who wrote a model step's records (None: no
+    model)."""
     stats = outcome.stats
     changed = bool(outcome.new_records or outcome.removed)
     shown = [*outcome.new_records, *held][:PREVIEW_RECORDS]
@@ -64,8 +71,12 @@ def partition_metadata(outcome: PartitionOutcome, held: list[Record], model: str
         "records_removed": outcome.removed,
         "records_total": outcome.total,
         "errors": stats.errors,
-        "tokens": stats.tokens,
+        # The offline stand-in calls no model: 0 tokens; what a model would have been sent, estimated with the
+        # planner's token model, is shown beside it (synthex.core.llm.approx_tokens).
+        "tokens": 0 if model == OFFLINE_STAND_IN else stats.tokens,
+        **({"tokens_if_a_model": stats.tokens} if model == OFFLINE_STAND_IN else {}),
         "duration_s": round(stats.duration, 3),
+        CONTENT_VERSION_KEY: version,
         **({LLM_TAG: model} if model is not None else {}),
         "preview": MetadataValue.md(f"{note}\n\n{preview_markdown(shown)}" if shown else note),
     }
@@ -83,9 +94,54 @@ def held_records(store: RecordStore, outcomes: list[PartitionOutcome]) -> dict[t
     return {key: [found[i] for i in ids if i in found] for key, ids in wanted.items()}
 
 
+def partition_contents(store: RecordStore, outcomes: list[PartitionOutcome]) -> dict[tuple[str, str], list[tuple[str, str]]]:
+    """(branch, period) -> (id, content) of every record the partition holds after the run: its new records
+    from memory, the others' stored content in one read of two columns (as stored: ciphertext when the store
+    is encrypted, which is as stable as the row)."""
+    held = {i for o in outcomes for i in o.keep_ids - {r.id for r in o.new_records}}
+    stored = store.records.rows_by_id(held, ["id", "content"]) if held else {}
+    out = {}
+    for o in outcomes:
+        new = {r.id: r.content for r in o.new_records}
+        out[(o.branch, o.period)] = [(i, new[i] if i in new else stored[i]["content"])
+                                     for i in o.keep_ids | set(new) if i in new or i in stored]
+    return out
+
+
+def content_version(records: Iterable[tuple[str, str]]) -> str:
+    """What a partition holds, as one hash of its records' (id, content) pairs, in id order. The same records
+    give the same version whichever run, door or branch wrote them; any added, removed or edited record
+    changes it."""
+    digest = hashlib.sha256()
+    for record_id, content in sorted(records):
+        digest.update(record_id.encode("utf-8") + b"\0" + hashlib.sha256(str(content).encode("utf-8")).digest())
+    return digest.hexdigest()[:24]
+
+
+def run_data_version(versions: Mapping[str, str]) -> DataVersion | None:
+    """The data version Dagster records on every partition this run materializes (partition key -> its
+    content version). Dagster 1.13 takes one data version per output, copied to each partition of a range
+    (dagster-io/dagster#34013): a run of one partition records exactly that partition's content version; a
+    range records the hash of its partitions' versions, the same for the same records over the same range.
+    None: the run holds none of this step's partitions (a branch that reads the step through its parent)."""
+    if not versions:
+        return None
+    if len(versions) == 1:
+        return DataVersion(next(iter(versions.values())))
+    return DataVersion(hashlib.sha256("\n".join(f"{k}={v}" for k, v in sorted(versions.items()))
+                                      .encode("utf-8")).hexdigest()[:24])
+
+
 def partition_span(keys: list[str]) -> str:
     """The partitions a check covered, compact: ``main|2024-01 .. main|2024-10 (10)``."""
     return keys[0] if len(keys) == 1 else f"{keys[0]} .. {keys[-1]} ({len(keys)})"
+
+
+# Every step asset shares one period list (a Dagster partitions definition is per asset, and one run's range
+# must name the same keys in every step), so a period only some steps have data for shows on the others too.
+SHARED_PERIODS_NOTE = ("The period list is the pipeline's (every period any step has data for): a period with no "
+                       "inputs for this step shows as Missing here with nothing to make, not as a failure; a "
+                       "branch's partitions of a step it inherits show as materialized, served by its parent.")
 
 
 def partitions_note(step: Step) -> str:
@@ -94,8 +150,9 @@ def partitions_note(step: Step) -> str:
     if span is not None:
         return (f"Partitions: branch x period, but a key group spans periods: every record of this step is in "
                 f"the period partition `{span}` of its branch, made from its inputs of every period; its other "
-                f"period partitions stay empty.")
-    return "Partitions: branch x period (calendar month); each period is made from its inputs of that period."
+                f"period partitions stay empty. {SHARED_PERIODS_NOTE}")
+    return (f"Partitions: branch x period (calendar month); each period is made from its inputs of that period. "
+            f"{SHARED_PERIODS_NOTE}")
 
 
 def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefinition:
@@ -131,6 +188,9 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefiniti
     def _step_asset(context: AssetExecutionContext, store: ResourceParam[RecordStore],
                     llm: ResourceParam[LLMConfig], progress: ResourceParam[ProgressReporter]) -> MaterializeResult:
         partitions = [split_partition_key(k) for k in context.partition_keys]
+        untagged = missing_tags(context.run.tags, {b for b, _ in partitions})
+        if untagged:  # launched through a run launcher that did not tag it (synthex_assets.run_tags)
+            context.instance.add_run_tags(context.run.run_id, untagged)
         invented = invalid_periods(partitions)
         if invented:  # before anything is read or written: the run fails here, nothing is materialized
             raise Failure(description=f"step {step.name!r}: {', '.join(invented[:3])}"
@@ -158,15 +218,28 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefiniti
         if model == OFFLINE_STAND_IN and context.run.tags.get(LLM_TAG) != OFFLINE_TAG_VALUE:
             context.instance.add_run_tags(context.run.run_id, {LLM_TAG: OFFLINE_TAG_VALUE})
         held = held_records(store, result.outcomes)
+        contents = partition_contents(store, result.outcomes)
+        versions = {}
         for outcome in result.outcomes:
-            context.add_asset_metadata(partition_metadata(outcome, held[(outcome.branch, outcome.period)], model),
-                                       partition_key=f"{outcome.branch}|{outcome.period}")
+            key, mine = f"{outcome.branch}|{outcome.period}", held[(outcome.branch, outcome.period)]
+            versions[key] = content_version(contents[(outcome.branch, outcome.period)])
+            context.add_asset_metadata(partition_metadata(outcome, mine, model, versions[key]), partition_key=key)
+        for branch, periods in group_partitions([(o.branch, o.period) for o in result.outcomes]).items():
+            serve_branches_of(context.instance, pipeline, step.name, branch, periods)  # synthex_assets.served
+        for key in context.partition_keys:  # a branch's partitions of a step it reads through its parent
+            branch, _ = split_partition_key(key)
+            if branch in result.served:
+                context.add_asset_metadata(served_metadata(result.served[branch]), partition_key=key)
         context.log.info(f"{step.name}: {len(result.outcomes)} partition(s), index {result.index}")
         covered = partition_span(sorted(context.partition_keys, key=lambda k: split_partition_key(k)[::-1]))
-        return MaterializeResult(check_results=[
-            AssetCheckResult(check_name=str(outcome.check), passed=outcome.passed, severity=AssetCheckSeverity.ERROR,
+        return MaterializeResult(data_version=run_data_version(versions), check_results=[
+            AssetCheckResult(check_name=str(outcome.check), passed=outcome.passed,
+                             severity=SEVERITIES.get(outcome.check, AssetCheckSeverity.ERROR),
                              metadata={"detail": MetadataValue.text(outcome.detail),
-                                       "partitions": MetadataValue.text(covered)})
+                                       "partitions": MetadataValue.text(covered),
+                                       "failing_partitions": MetadataValue.text(
+                                           partition_span(list(outcome.partitions)) if outcome.partitions
+                                           else "none")})
             for outcome in result.checks.values() if outcome.check in checks
         ])
 

@@ -14,7 +14,7 @@ from dagster import AssetKey, DagsterEventType, DagsterInstance, deserialize_val
 from synthex.core.record import Record
 from synthex.core.steps.transform import TransformStep
 from synthex_assets import dagster_internals as internals
-from synthex_assets.checks import HOOKS, PROVENANCE, UP_TO_DATE
+from synthex_assets.checks import HOOKS, PROVENANCE, RECORDS_PLANNED, UP_TO_DATE
 from synthex_assets.dagster_internals import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
@@ -145,7 +145,8 @@ def test_each_check_sits_where_it_can_fail_and_fails(tmp_path, small_export):
     try:
         graph = build_definitions(pipe).resolve_asset_graph()
         carried = {(k.asset_key.to_user_string(), k.name) for k in graph.asset_check_keys}
-        assert carried == {(s, str(c)) for s in STEPS for c in (PROVENANCE, UP_TO_DATE)} | {("transcripts", str(HOOKS))}
+        assert carried == {(s, str(c)) for s in STEPS for c in (PROVENANCE, RECORDS_PLANNED, UP_TO_DATE)} | \
+            {("transcripts", str(HOOKS))}
         step = pipe.steps["transcripts"]
         dangling = DanglingTransform(**{f.name: getattr(step, f.name) for f in fields(step) if f.init})
         dangling.use_limits(pipe.limits)
@@ -157,7 +158,8 @@ def test_each_check_sits_where_it_can_fail_and_fails(tmp_path, small_export):
         verdicts = {(e.asset_key.to_user_string(), e.check_name): e for e in first.get_asset_check_evaluations()}
         assert set(verdicts) == {("chatgpt", "provenance_complete"), ("chatgpt", "up_to_date"),
                                  ("transcripts", "provenance_complete"), ("transcripts", "up_to_date"),
-                                 ("transcripts", "hooks_delivered")}
+                                 ("transcripts", "hooks_delivered"),
+                                 ("chatgpt", "records_planned"), ("transcripts", "records_planned")}
         provenance = verdicts[("transcripts", "provenance_complete")]
         assert not provenance.passed and "0000000000000000-missing" in provenance.metadata["detail"].value
         hooks = verdicts[("transcripts", "hooks_delivered")]

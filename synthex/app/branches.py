@@ -305,8 +305,11 @@ class Branches:
         """The UI shows each branch as a key of the ``branch`` partition dimension."""
         if self.app._has_instance():
             from synthex_assets.partitions import register
+            from synthex_assets.served import record_served_partitions
 
             register(self.app.instance, name, [])
+            # Every partition the parent has shows on the new branch as materialized, "served by" it.
+            record_served_partitions(self.app.instance, self.main.for_branch(name))
 
     def _unregister_partition(self, name: str) -> None:
         if self.app._has_instance():

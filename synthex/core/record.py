@@ -157,6 +157,7 @@ class CheckName(StrEnum):
     below the Dagster adapter, so the application decides on them without loading Dagster."""
 
     PROVENANCE = "provenance_complete"
+    RECORDS_PLANNED = "records_planned"
     UP_TO_DATE = "up_to_date"
     HOOKS = "hooks_delivered"
 
@@ -170,6 +171,7 @@ class CheckOutcome:
     passed: bool
     detail: str
     asset: str = ""  # the step asset it was evaluated on, when it came back from a Dagster run
+    partitions: tuple[str, ...] = ()  # the ``branch|period`` partitions where it found a problem
 
     def __str__(self) -> str:
         return f"{self.asset}:{self.check}: {self.detail}"

@@ -190,8 +190,19 @@ def run(step: str | None, from_: str | None, full: bool, wait: bool, allow_delet
     if not result.dagster_run_ids:
         click.echo(f"✓ everything up to date, nothing to run ({result.wall_s:.1f}s)")
         return
+    from synthex_resources.llm import LLMConfig  # what the run's model steps used (the facade's LLMConfig())
+
     click.echo(f"✓ {result.status} in {result.wall_s:.1f}s wall ({s.duration:.1f}s step time)  records: "
-               f"{s.output} created, {s.skipped} skipped, {s.errors} errors  tokens: {s.tokens}  run: {result.id}")
+               f"{s.output} created, {s.skipped} skipped, {s.errors} errors  "
+               f"{tokens_shown(s.tokens, LLMConfig().is_offline())}  run: {result.id}")
+
+
+def tokens_shown(tokens: int, offline: bool) -> str:
+    """A run's tokens as the summary line says them: the offline stand-in calls no model, so it used none;
+    the estimate of what a model would have been sent (the planner's token model) is named as such."""
+    if offline and tokens:
+        return f"tokens: 0 (offline stand-in, not an LLM; ~{tokens} if a model)"
+    return f"tokens: {tokens}"
 
 
 @main.command()
