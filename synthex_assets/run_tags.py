@@ -24,10 +24,9 @@ from pathlib import Path
 
 from synthex.core.naming import MAIN
 from synthex.core.project import branch_names
-from synthex_assets.dagster_internals import partition_range
+from synthex_assets.dagster_internals import BRANCH_TAG, partition_range
 from synthex_assets.partitions import is_period, split_partition_key
 
-BRANCH_TAG = "synthex/branch"
 LAUNCHED_BY_TAG = "synthex/launched_by"
 REFUSED_TAG = "synthex/refused"
 # Dagster's own tags naming one partition of a multi-partitioned run, and the door that made a run.
