@@ -69,7 +69,7 @@ async def read_tools(session, served: dict) -> None:
     assert set(tools) == TOOLS
     schema = tools["search"].input_schema
     assert schema["required"] == ["query"]
-    assert set(schema["properties"]) == {"query", "step", "branch", "mode", "k", "exact"}
+    assert set(schema["properties"]) == {"query", "step", "branch", "mode", "k", "exact", "rerank"}
     assert all(p.get("description") for p in schema["properties"].values())
     assert tools["search"].annotations.read_only_hint and not tools["remember"].annotations.read_only_hint
 

@@ -20,9 +20,8 @@ import leaves the searched items, and an updated one is its new value.
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from synthex.core.errors import SourceError
 from synthex.core.importers.base import (
@@ -36,6 +35,9 @@ from synthex.core.importers.base import (
 )
 from synthex.core.importers.migrate.items import migration_item, times
 from synthex.core.importers.migrate.registry import MigrationFormat, Sniff, unwrap_json_string
+
+if TYPE_CHECKING:
+    import sqlite3
 
 SYSTEM = "langgraph"
 FORMAT_JSON, FORMAT_SQLITE = "langgraph-store", "langgraph-sqlite"
@@ -101,10 +103,14 @@ def parse_json(path: Path, intake: Intake | None = None) -> list[SourceItem]:
 
 
 def _connect(path: Path) -> sqlite3.Connection:
+    import sqlite3  # here: importing the importers stays cheap (tests/test_table_reader.py)
+
     return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
 
 
 def parse_sqlite(path: Path, intake: Intake | None = None) -> list[SourceItem]:
+    import sqlite3  # here: importing the importers stays cheap (tests/test_table_reader.py)
+
     limits = (intake or Intake()).limits
     size = path.stat().st_size
     if size > limits.source_file_bytes:
@@ -150,6 +156,8 @@ def _is_store_json(found: Sniff) -> bool:
 
 
 def _is_store_db(found: Sniff) -> bool:
+    import sqlite3  # here: importing the importers stays cheap (tests/test_table_reader.py)
+
     if not found.is_sqlite:
         return False
     try:

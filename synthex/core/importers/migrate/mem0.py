@@ -18,9 +18,8 @@ the ``get_all`` one when both are there) is searched; its records' sources are t
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from synthex.core.errors import SourceError
 from synthex.core.importers.base import (
@@ -43,6 +42,9 @@ from synthex.core.importers.migrate.items import (
 )
 from synthex.core.importers.migrate.registry import MigrationFormat, Sniff, unwrap_json_string
 from synthex.core.periods import iso
+
+if TYPE_CHECKING:
+    import sqlite3
 
 SYSTEM = "mem0"
 SCOPE = ("user_id", "agent_id", "run_id", "actor_id", "app_id", "org_id", "project_id", "role")
@@ -96,10 +98,14 @@ def _tables(db: sqlite3.Connection) -> set[str]:
 
 
 def _connect(path: Path) -> sqlite3.Connection:
+    import sqlite3  # here: importing the importers stays cheap (tests/test_table_reader.py)
+
     return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
 
 
 def parse_history(path: Path, intake: Intake | None = None) -> list[SourceItem]:
+    import sqlite3  # here: importing the importers stays cheap (tests/test_table_reader.py)
+
     limits = (intake or Intake()).limits
     size = path.stat().st_size
     if size > limits.source_file_bytes:
@@ -175,6 +181,8 @@ def _is_get_all(found: Sniff) -> bool:
 
 
 def _is_history_db(found: Sniff) -> bool:
+    import sqlite3  # here: importing the importers stays cheap (tests/test_table_reader.py)
+
     if not found.is_sqlite:
         return False
     try:
