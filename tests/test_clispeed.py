@@ -65,11 +65,11 @@ def test_a_run_writes_a_bounded_number_of_dagster_events_readable_by_dagsters_ow
     finally:
         pipe.close()
     # Per (step, period): one materialization planned and one recorded (what the UI's partition view
-    # shows); per step: start, success, 3 outputs, 2 checks planned and evaluated (a step with on_update
-    # hooks has a third; none here), one log line; per run 7 (start, success, resources, engine, logs
-    # captured). The demo (5 steps x 14 periods) writes exactly this bound: 197 (212 before issue 23 moved
-    # the hooks check to hooked steps).
-    bound = 2 * steps * periods + 10 * steps + 7
+    # shows); per step: start, success, 4 outputs, 3 checks planned and evaluated (provenance, up to date,
+    # records_planned since issue 36; a step with on_update hooks has a fourth; none here), one log line;
+    # per run 7 (start, success, resources, engine, logs captured). The demo (5 steps x 14 periods) writes
+    # exactly this bound: 212 (197 before issue 36 added records_planned).
+    bound = 2 * steps * periods + 13 * steps + 7
     assert steps == 5 and periods >= 2 and 2 * steps * periods < len(events) <= bound
     # The same files through Dagster's stock class (what the UI's webserver opens).
     stock = DagsterInstance.from_config(str(instance_home(pipe)))

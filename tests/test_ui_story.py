@@ -245,7 +245,10 @@ def misfiling(step, limits):
 def test_a_check_of_every_step_kind_fails_on_a_real_defect_and_names_its_partitions(tmp_path, small_export):
     pipe = load(write_project(tmp_path / "proj", small_export, WITH_A_MERGE))
     try:
-        assert {type(s).kind for s in pipe.steps.values()} == set(step_kinds().names())  # all five kinds
+        # the design's five kinds (§3.5); the migration importers' kinds (migrated, restored, restored-source)
+        # are made by `synthex init --from` another system's file, not by a pipeline like this one
+        five = {"source", "transform", "aggregate", "fold", "merge"}
+        assert {type(s).kind for s in pipe.steps.values()} == five <= set(step_kinds().names())
         for name in list(pipe.steps):
             pipe.steps[name] = misfiling(pipe.steps[name], pipe.limits)
         periods = pipe.plan(full=True).periods
