@@ -12,7 +12,7 @@ topological order of the same graph: a step's op starts after its inputs' ops), 
 ones the op reports. The op is given every partition of the run's range (``period_range``: the range can hold
 periods no step of this plan needed, "a cheap no-op"); here each step gets the partitions the plan names for
 it, which are the partitions the op changes. ``tests/test_in_process_runs.py`` checks that the two leave the
-same records. Imports no Dagster.
+same records. No Dagster instance is opened.
 """
 
 from __future__ import annotations
