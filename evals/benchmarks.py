@@ -161,8 +161,9 @@ class Benchmark(ABC, Generic[C]):
         return {"data": str(data), "conversations": len(conversations)}
 
     def evaluate_peer(self, peer: str, data: Path, work_dir: Path, *, limit: int | None, k: int,
-                      log: Callable[[str], None]) -> dict[str, Any]:
-        """One of ``peers`` fed the same data and scored the same way: a result like ``evaluate``'s."""
+                      log: Callable[[str], None], embedding_cache: Path | None = None) -> dict[str, Any]:
+        """One of ``peers`` fed the same data and scored the same way: a result like ``evaluate``'s.
+        ``embedding_cache``: the eval's (``evaluate``'s), for a peer that embeds through Synthex's model."""
         raise BadInputError(f"benchmark {self.name!r} has no peer {peer!r}; peers: {', '.join(self.peers) or 'none'}")
 
 
