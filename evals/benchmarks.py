@@ -263,6 +263,9 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
             for index, conversation in enumerate(conversations, start=1):
                 if ahead is not None:
                     ahead.reached(index - 1)
+                    # The model's work is the cost here; its thread embeds in length-sorted chunks while the
+                    # workspace would embed what is left a partition at a time (slower per text).
+                    ahead.wait_embedded(index - 1)
                 source = benchmark.ingest(conversation)
                 root = work_dir / benchmark.work_subdir / arch.work_key / path_segment(source.key)
                 fresh = index == 1 and not (root / ".synthex").exists()  # its first run is timed (the scorecard)

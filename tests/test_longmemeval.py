@@ -261,3 +261,43 @@ def test_mem0_peer_is_scored_on_the_same_questions_and_turns(lme_file, tmp_path,
     # Only user turns were added (no assistant "Lisbon is lovely."), and the Lisbon turn ranks first.
     assert row["hits"][0] == "answer_1_1" and set(row["hits"]) == {"answer_1_1", "answer_2_1", "other_3_1"}
     assert result["metrics"]["session"]["recall_all@1"] == 1.0
+
+
+def test_texts_embedded_ahead_go_in_chunks_of_one_length():
+    """The model pads a batch to its longest text: a chunk the background thread sends holds texts of about one
+    length (shortest first), not the haystack's mix (issue 34 item 4: a haystack embedded in chunks of 64 in
+    its own order cost twice the CPU of its texts sorted)."""
+    from evals.shared_embedder import EmbedAheadOfWorkspaces, MemoEmbedder
+
+    class BatchRecorder(CountingEmbedder):
+        def __init__(self):
+            super().__init__()
+            self.calls = []
+
+        def embed(self, texts):
+            self.calls.append(list(texts))
+            return super().embed(texts)
+
+    texts = ["a" * 90, "b", "c" * 91, "d" * 2, "e" * 92, "f" * 3]
+    inner = BatchRecorder()
+    ahead = EmbedAheadOfWorkspaces(MemoEmbedder(inner), [texts], ahead=0, chunk=3)
+    ahead.drain()
+    assert inner.calls == [["b", "d" * 2, "f" * 3], ["a" * 90, "c" * 91, "e" * 92]]
+    ahead.close()
+
+
+def test_the_eval_waits_for_a_conversations_texts_before_ingesting_it():
+    """``wait_embedded(i)`` returns once conversation i's texts are all in the memo (its workspace then embeds
+    none itself), with the thread free to go on with the next ones; and returns at once after ``close``."""
+    from evals.shared_embedder import EmbedAheadOfWorkspaces, MemoEmbedder
+
+    inner = CountingEmbedder()
+    memo = MemoEmbedder(inner)
+    first, second = ["one turn", "another turn", "a question"], ["later turn"]
+    ahead = EmbedAheadOfWorkspaces(memo, [first, second], ahead=1, chunk=1)
+    ahead.wait_embedded(0)
+    assert set(first) <= set(inner.seen)
+    memo.embed(first)
+    assert memo.computed == len(set(inner.seen)) and inner.seen.count("one turn") == 1  # none embedded twice
+    ahead.close()
+    ahead.wait_embedded(1)  # the thread ended: nothing to wait for
