@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from synthex import Pipeline
+from synthex.app.facade import RunEngine
 from synthex.core.atomic_file import write_file_atomic
 from synthex.core.naming import MAIN
 from synthex.core.record import Record
@@ -66,12 +67,14 @@ class Architecture:
         return self.workspace or self.name
 
     def ingest(self, root: Path, filename: str, payload: str, fmt: str, embedder: Embedder | None = None,
-               run_times: list[float] | None = None, rerankers: Rerankers | None = None) -> Pipeline:
+               run_times: list[float] | None = None, rerankers: Rerankers | None = None,
+               engine: RunEngine = RunEngine.IN_PROCESS) -> Pipeline:
         """Feed ``payload`` (benchmark JSON) through this architecture's pipeline in workspace ``root``.
 
         The file is rewritten only when its content changed, so a re-run is incremental like any run.
         The caller closes the returned pipeline when done with it (``pipe.close()``). ``run_times``: the
-        seconds of each run are appended to it (opening the store is not counted).
+        seconds of each run are appended to it (opening the store is not counted). ``engine``: who executes
+        the runs (``eval_run``); the records are the same either way.
         """
         root.mkdir(parents=True, exist_ok=True)
         data = root / filename
@@ -86,11 +89,23 @@ class Architecture:
             return pipe  # what the last completed ingest left, untouched since: a run would find nothing to do
         for branch in branches:
             started = time.perf_counter()
-            pipe.run(branch=branch)
+            eval_run(pipe, branch, engine)
             if run_times is not None:
                 run_times.append(time.perf_counter() - started)
         marker.write(inputs, records_state(pipe))
         return pipe
+
+
+def eval_run(pipe: Pipeline, branch: str, engine: RunEngine) -> None:
+    """One run of a workspace's branch. ``RunEngine.IN_PROCESS`` (the evals' default): the dirty partitions
+    executed in this process with no Dagster instance or run, and no change-tracking (CDC) state kept for the
+    sources (no sensor ever ticks on an eval workspace): each question's haystack is its own memory, and these
+    were most of a haystack's cost besides the model (docs/benchmarks.md). ``DAGSTER``: as ``synthex run``
+    does. Same records either way (tests/test_in_process_runs.py)."""
+    if engine is RunEngine.IN_PROCESS:
+        pipe.app.run(branch=branch, engine=engine, track_changes=False)
+    else:
+        pipe.run(branch=branch)
 
 
 def records_state(pipe: Pipeline) -> TableState | None:

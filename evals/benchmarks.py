@@ -162,8 +162,9 @@ class Benchmark(ABC, Generic[C]):
         return {"data": str(data), "conversations": len(conversations)}
 
     def evaluate_peer(self, peer: str, data: Path, work_dir: Path, *, limit: int | None, k: int,
-                      log: Callable[[str], None]) -> dict[str, Any]:
-        """One of ``peers`` fed the same data and scored the same way: a result like ``evaluate``'s."""
+                      log: Callable[[str], None], embedding_cache: Path | None = None) -> dict[str, Any]:
+        """One of ``peers`` fed the same data and scored the same way: a result like ``evaluate``'s.
+        ``embedding_cache``: the eval's (``evaluate``'s), for a peer that embeds through Synthex's model."""
         raise BadInputError(f"benchmark {self.name!r} has no peer {peer!r}; peers: {', '.join(self.peers) or 'none'}")
 
 
@@ -203,7 +204,8 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
              limit: int | None = None, k: int = 10, log: Callable[[str], None] = print, qa: bool = False,
              qa_context: int = 5, progress: Callable[[ConversationDone], None] | None = None,
              embedding_cache: Path | None = None, embedder: MemoEmbedder | None = None,
-             search_workers: int = SEARCH_WORKERS, embed_ahead: int = 2) -> list[dict[str, Any]]:
+             search_workers: int = SEARCH_WORKERS, embed_ahead: int = 2,
+             engine: str = "in-process") -> list[dict[str, Any]]:
     """One result per architecture: each conversation ingested through the architecture's pipeline in its own
     workspace, each question searched there, its ranked turns scored. ``qa``: also answer from the top
     ``qa_context`` hits and judge (a real LLM only; refused before any work). ``progress`` gets a
@@ -214,7 +216,9 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
     over the configured model with ``embedding_cache``. ``search_workers``: threads a workspace's questions
     are searched on (``searched_in_order``; 1: one after another); figures are the same either way.
     ``embed_ahead``: how many conversations ahead of the one ingested ``benchmark.texts`` are embedded on a
-    background thread (0: none); figures are the same either way."""
+    background thread (0: none); figures are the same either way. ``engine``: who executes the workspaces'
+    runs (a ``synthex.app.facade.RunEngine`` value; "dagster": a Dagster instance and run per workspace, as
+    ``synthex run``); figures are the same either way."""
     from evals.architectures import (
         IngestMarker,
         LeafCache,
@@ -225,7 +229,10 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
     from evals.eval_progress import EtaClock
     from evals.scorecard import ProvenanceCheck, ScorecardCollector, source_steps_of
     from evals.shared_embedder import EmbedAheadOfWorkspaces, MemoEmbedder
+    from synthex.app.facade import RunEngine
     from synthex_resources.search.engine import SearchEngine
+
+    run_engine = RunEngine(engine)  # a bad name fails here, before any work
 
     if qa:
         if not benchmark.supports_qa:
@@ -258,14 +265,17 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
             for index, conversation in enumerate(conversations, start=1):
                 if ahead is not None:
                     ahead.reached(index - 1)
+                    # The model's work is the cost here; its thread embeds in length-sorted chunks while the
+                    # workspace would embed what is left a partition at a time (slower per text).
+                    ahead.wait_embedded(index - 1)
                 source = benchmark.ingest(conversation)
                 root = work_dir / benchmark.work_subdir / arch.work_key / path_segment(source.key)
                 fresh = index == 1 and not (root / ".synthex").exists()  # its first run is timed (the scorecard)
                 run_times: list[float] = []
                 pipe = arch.ingest(root, source.filename, source.payload, source.source_format, embedder,
-                                   run_times=run_times, rerankers=rerankers)
+                                   run_times=run_times, rerankers=rerankers, engine=run_engine)
                 if index == 1:
-                    time_rerun(card, pipe, arch, fresh, sum(run_times))
+                    time_rerun(card, pipe, arch, fresh, sum(run_times), run_engine)
                 provenance = ProvenanceCheck(source_steps_of(pipe))
                 pipeline_name = pipe.name
                 questions = benchmark.questions(conversation)
@@ -340,9 +350,12 @@ def _search_question(pipe: Any, arch: Architecture, k: int, pin: Any, question: 
                            as_of=question.as_of, rerank=arch.rerank)
 
 
-def time_rerun(card: Any, pipe: Any, arch: Architecture, fresh: bool, first_run_s: float) -> None:
+def time_rerun(card: Any, pipe: Any, arch: Architecture, fresh: bool, first_run_s: float, engine: Any = None) -> None:
     """The scorecard's incremental speedup: when the first conversation's workspace was fresh, its pipeline
-    is run once more with nothing changed and both run times go to ``card`` (``ScorecardCollector``)."""
+    is run once more with nothing changed (by ``engine``, the first run's) and both run times go to ``card``
+    (``ScorecardCollector``)."""
+    from evals.architectures import eval_run
+    from synthex.app.facade import RunEngine
     from synthex.core.naming import MAIN
 
     if not fresh:
@@ -350,7 +363,6 @@ def time_rerun(card: Any, pipe: Any, arch: Architecture, fresh: bool, first_run_
                                "delete .synthex/evals/work to measure it")
         return
     started = time.perf_counter()
-    if arch.branch != MAIN:
-        pipe.run(branch=MAIN)
-    pipe.run(branch=arch.branch)
+    for branch in ([MAIN] if arch.branch != MAIN else []) + [arch.branch]:
+        eval_run(pipe, branch, engine or RunEngine.IN_PROCESS)
     card.first_run_s, card.rerun_s = first_run_s, time.perf_counter() - started

@@ -76,7 +76,8 @@ def benchmark_command(benchmark_cls: type[Benchmark]) -> click.Command:
         results = evaluate(benchmark, Path(data), archs, work_dir, limit=limit, k=k, log=_log, qa=qa,
                            progress=ProgressLine(sys.stderr), embedding_cache=eval_dir / EMBEDDING_CACHE)
         for peer in peers:
-            results.append(benchmark.evaluate_peer(peer, Path(data), work_dir, limit=limit, k=k, log=_log))
+            results.append(benchmark.evaluate_peer(peer, Path(data), work_dir, limit=limit, k=k, log=_log,
+                                                   embedding_cache=eval_dir / EMBEDDING_CACHE))
         _finish(results, eval_dir, compare, as_json, run_id)
 
     params = [

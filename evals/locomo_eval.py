@@ -68,7 +68,7 @@ class LoCoMo(Benchmark[LoCoMoSample]):
         return conversation.session_by_turn.get(turn_id, "?")
 
     def evaluate_peer(self, peer: str, data: Path, work_dir: Path, *, limit: int | None, k: int,
-                      log: Callable[[str], None]) -> dict[str, Any]:
+                      log: Callable[[str], None], embedding_cache: Path | None = None) -> dict[str, Any]:
         if peer != "mem0":
             return super().evaluate_peer(peer, data, work_dir, limit=limit, k=k, log=log)
         from evals.peers.mem0_peer import evaluate_mem0_locomo

@@ -31,7 +31,7 @@ from evals.longmemeval import (
 )
 from evals.metrics import freshness, mean
 from evals.scoring import QuestionScore
-from synthex.core.errors import BadInputError
+from synthex.core.errors import BadInputError, SynthexError
 
 HEADLINES = {"official": "session recall_all@5",
              "any": "session recall_any@5 (the peers' protocol: all turns, every non-abstention question)"}
@@ -59,6 +59,7 @@ class LongMemEval(Benchmark[LMEQuestion]):
     options = (BenchmarkOption("protocol", "official: user turns, abstention questions left out; any: as given.",
                                default="official", choices=PROTOCOLS),)
     category_level = "session"
+    peers = ("mem0",)
     progress_every = 5  # a progress line (with its ETA) every 5 haystacks
     temporal_categories = ("temporal-reasoning",)
     knowledge_update_categories = ("knowledge-update",)  # ``score`` gives them fresh@5
@@ -137,6 +138,20 @@ class LongMemEval(Benchmark[LMEQuestion]):
             return scored
         evidence = evidence_by_time(conversation, question.gold_sessions)
         return replace(scored, extra=freshness(scored.sessions, evidence, FRESHNESS_K))
+
+    def evaluate_peer(self, peer: str, data: Path, work_dir: Path, *, limit: int | None, k: int,
+                      log: Callable[[str], None], embedding_cache: Path | None = None) -> dict[str, Any]:
+        """Mem0 on the same questions and turns, with the eval's embedder and its cache (the same vectors)."""
+        if peer != "mem0":
+            return super().evaluate_peer(peer, data, work_dir, limit=limit, k=k, log=log)
+        from evals.peers.mem0_peer import evaluate_mem0_longmemeval
+        from evals.shared_embedder import MemoEmbedder
+
+        try:
+            return evaluate_mem0_longmemeval(self, data, work_dir, limit=limit, k=k, log=log,
+                                             embedder=MemoEmbedder.with_disk_cache(embedding_cache, warn=log))
+        except RuntimeError as exc:  # mem0ai not installed
+            raise SynthexError(str(exc)) from exc
 
     def result_fields(self, data: Path, conversations: Sequence[LMEQuestion],
                       scores: Sequence[QuestionScore]) -> dict[str, Any]:

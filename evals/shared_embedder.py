@@ -223,15 +223,21 @@ class MemoEmbedder:
 class EmbedAheadOfWorkspaces:
     """Embeds, on one background thread, the texts of the conversations an eval is about to ingest (through
     ``embedder``, so each workspace's store then finds them in the memo), staying at most ``ahead``
-    conversations in front of the one being ingested. A workspace's set-up (its pipeline run's planning,
-    Dagster instance and store writes: most of a LongMemEval haystack's cost besides the model) then overlaps
-    the model's work on the next haystacks. Vectors are a pure function of the text (any batch), so figures do
+    conversations in front of the one being ingested. A workspace's set-up (its pipeline run's planning and
+    store writes) then overlaps the model's work on the next haystacks; the eval waits for a conversation's
+    texts before ingesting it (``wait_embedded``), so the model's batches are all this thread's. Vectors are a pure function of the text (any batch), so figures do
     not change; texts go in chunks of ``chunk``, so an embed the workspace itself makes waits at most one chunk.
+    A conversation's texts are chunked shortest first: the model pads each batch to its longest text, so a
+    chunk of texts of one length costs what that length costs, and a chunk in the conversation's own order
+    costs what its longest text costs, for each text (on a LongMemEval haystack, one call of all its texts:
+    32.7 texts per CPU-second; chunks of 64 in haystack order: 15.1; docs/benchmarks.md).
     ``close`` stops the thread (the texts not embedded yet are embedded later, where they are needed)."""
 
     def __init__(self, embedder: MemoEmbedder, texts_of: list[list[str]], ahead: int = 2, chunk: int = 64) -> None:
         self.embedder, self.texts_of, self.ahead, self.chunk = embedder, texts_of, ahead, chunk
         self._current = 0  # the conversation the eval is ingesting (0-based)
+        self._embedded = 0  # conversations whose texts are all embedded (the first ``_embedded``)
+        self._ended = False  # the thread returned (all done, stopped, or the model raised)
         self._changed = threading.Condition()
         self._stopped = False
         self._thread = threading.Thread(target=self._work, name="synthex-eval-embed-ahead", daemon=True)
@@ -243,20 +249,39 @@ class EmbedAheadOfWorkspaces:
             self._current = index
             self._changed.notify_all()
 
+    def wait_embedded(self, index: int) -> None:
+        """Until conversation ``index``'s texts are embedded (or the thread ended): its workspace then finds them
+        all in the memo, instead of embedding the rest itself a partition at a time, in small mixed batches."""
+        with self._changed:
+            while self._embedded <= index and not self._ended:
+                self._changed.wait()
+
     def _work(self) -> None:
+        try:
+            self._embed_all()
+        finally:
+            with self._changed:
+                self._ended = True
+                self._changed.notify_all()
+
+    def _embed_all(self) -> None:
         for index, texts in enumerate(self.texts_of):
             with self._changed:
                 while not self._stopped and index > self._current + self.ahead:
                     self._changed.wait()
                 if self._stopped:
                     return
-            for start in range(0, len(texts), self.chunk):
+            ordered = sorted(dict.fromkeys(texts), key=len)  # each chunk's texts of about one length
+            for start in range(0, len(ordered), self.chunk):
                 if self._stopped:
                     return
                 try:
-                    self.embedder.embed(texts[start:start + self.chunk])
+                    self.embedder.embed(ordered[start:start + self.chunk])
                 except Exception:  # noqa: BLE001 - the workspace embeds them itself and raises it there
                     return
+            with self._changed:
+                self._embedded = index + 1
+                self._changed.notify_all()
 
     def drain(self) -> None:
         """Let it embed every conversation's texts, and wait until it has."""

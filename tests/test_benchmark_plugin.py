@@ -13,7 +13,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import cli, env_without_openai, write_json
+from conftest import env_without_openai, write_json
 
 from evals.benchmarks import Benchmark, benchmark_registry
 from evals.longmemeval_eval import LongMemEval
@@ -162,7 +162,12 @@ def test_the_built_in_benchmarks_come_through_the_same_hook():
 
 
 def test_a_peer_the_benchmark_does_not_have_is_refused_in_one_line(tmp_path):
-    data = write_json(tmp_path / "lme.json", [])  # refused before the data is read
-    out = cli("eval", "longmemeval", "--data", data, "--compare", "raw-bm25,mem0", "--project", tmp_path, check=False)
+    # LongMemEval has the mem0 peer now (issue 34 item 3); the toy plugin's benchmark has none.
+    site = tmp_path / "site"
+    write_plugin(site, "toy_benchmark", TOY_PLUGIN)
+    data = write_json(tmp_path / "toy.json", [])  # refused before the data is read
+    out = synthex("eval", "toy", "--data", str(data), "--compare", "raw-bm25,mem0", "--project", str(tmp_path),
+                  site=site)
     assert out.returncode == 2
-    assert out.stderr.strip() == "error: benchmark 'longmemeval' has no peer 'mem0'; peers: none"
+    assert out.stderr.strip() == "error: benchmark 'toy' has no peer 'mem0'; peers: none"
+    assert "mem0" in LongMemEval.peers

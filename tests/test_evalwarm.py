@@ -68,8 +68,11 @@ def evals(tmp_path_factory):
                 return real_run(self, *args, **kwargs)
 
             mp.setattr(Pipeline, "run", counting_run)
+            # Dagster runs, as `synthex run` does (counted in the workspace's instance below); the evals' default
+            # engine runs in-process and leaves the same records (test_in_process_runs.py).
             results[name] = evaluate(LoCoMo(), path, archs, work, log=lambda _line: None, embedder=memo,
-                                     search_workers=1 if name == "one search thread" else SEARCH_WORKERS)
+                                     search_workers=1 if name == "one search thread" else SEARCH_WORKERS,
+                                     engine="dagster")
             calls[name] = count[0]
             mp.setattr(Pipeline, "run", real_run)
             instance_runs[name] = dagster_runs(workspace)

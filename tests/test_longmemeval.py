@@ -225,3 +225,79 @@ def test_texts_embedded_ahead_are_not_embedded_again(tmp_path):
     memo.embed(texts)  # what the workspace's store asks for later: all from the memo
     assert memo.computed == 4 and len(inner.seen) == 4
     ahead.close()
+
+
+class WordEmbedder:
+    """A deterministic stand-in model: travel words, cooking words, and a constant (the model is not tested)."""
+
+    name, dim = "words", 3
+
+    def embed(self, texts):
+        import numpy as np
+
+        return np.array([[float(any(w in t.lower() for w in ("lisbon", "flew", "where"))), float("cook" in t.lower()),
+                          0.1] for t in texts], dtype=np.float32)
+
+
+def test_mem0_peer_is_scored_on_the_same_questions_and_turns(lme_file, tmp_path, monkeypatch):
+    """``--compare mem0`` on LongMemEval (issue 34 item 3): Mem0 holds the protocol's turns (official: user turns),
+    searched by vector through the eval's embedder, scored by the benchmark as Synthex's rankings are."""
+    pytest.importorskip("mem0")
+    import sys
+
+    from evals.longmemeval_eval import LongMemEval
+    from evals.peers import mem0_peer
+
+    monkeypatch.setenv("MEM0_DIR", str(tmp_path / "mem0home"))  # keep Mem0's state out of ~
+    for module in ("mem0.memory.setup", "mem0.memory.main"):
+        if module in sys.modules:
+            monkeypatch.setattr(sys.modules[module], "mem0_dir", str(tmp_path / "mem0home"))
+    embedder = WordEmbedder()
+    result = mem0_peer.evaluate_mem0_longmemeval(LongMemEval(), lme_file, tmp_path / "work", log=lambda _l: None,
+                                                 embedder=embedder)
+    assert (result["architecture"], result["benchmark"], result["n_questions"]) == ("mem0", "longmemeval-official", 1)
+    [row] = result["questions"]
+    assert row["question_id"] == "q1" and row["gold_turns"] == ["answer_1_1"]
+    # Only user turns were added (no assistant "Lisbon is lovely."), and the Lisbon turn ranks first.
+    assert row["hits"][0] == "answer_1_1" and set(row["hits"]) == {"answer_1_1", "answer_2_1", "other_3_1"}
+    assert result["metrics"]["session"]["recall_all@1"] == 1.0
+
+
+def test_texts_embedded_ahead_go_in_chunks_of_one_length():
+    """The model pads a batch to its longest text: a chunk the background thread sends holds texts of about one
+    length (shortest first), not the haystack's mix (issue 34 item 4: a haystack embedded in chunks of 64 in
+    its own order cost twice the CPU of its texts sorted)."""
+    from evals.shared_embedder import EmbedAheadOfWorkspaces, MemoEmbedder
+
+    class BatchRecorder(CountingEmbedder):
+        def __init__(self):
+            super().__init__()
+            self.calls = []
+
+        def embed(self, texts):
+            self.calls.append(list(texts))
+            return super().embed(texts)
+
+    texts = ["a" * 90, "b", "c" * 91, "d" * 2, "e" * 92, "f" * 3]
+    inner = BatchRecorder()
+    ahead = EmbedAheadOfWorkspaces(MemoEmbedder(inner), [texts], ahead=0, chunk=3)
+    ahead.drain()
+    assert inner.calls == [["b", "d" * 2, "f" * 3], ["a" * 90, "c" * 91, "e" * 92]]
+    ahead.close()
+
+
+def test_the_eval_waits_for_a_conversations_texts_before_ingesting_it():
+    """``wait_embedded(i)`` returns once conversation i's texts are all in the memo (its workspace then embeds
+    none itself), with the thread free to go on with the next ones; and returns at once after ``close``."""
+    from evals.shared_embedder import EmbedAheadOfWorkspaces, MemoEmbedder
+
+    inner = CountingEmbedder()
+    memo = MemoEmbedder(inner)
+    first, second = ["one turn", "another turn", "a question"], ["later turn"]
+    ahead = EmbedAheadOfWorkspaces(memo, [first, second], ahead=1, chunk=1)
+    ahead.wait_embedded(0)
+    assert set(first) <= set(inner.seen)
+    memo.embed(first)
+    assert memo.computed == len(set(inner.seen)) and inner.seen.count("one turn") == 1  # none embedded twice
+    ahead.close()
+    ahead.wait_embedded(1)  # the thread ended: nothing to wait for

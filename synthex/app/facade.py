@@ -71,6 +71,15 @@ class RememberStatus(StrEnum):
     QUEUED = "queued for sync"  # a whole, valid line in the stream: the next sync brings it into memory
 
 
+class RunEngine(StrEnum):
+    """Who executes a run's dirty partitions. Both leave the same records (``synthex_assets.in_process``)."""
+
+    DAGSTER = "dagster"  # one Dagster run of the pipeline's job, listed in the UI: every door's runs
+    # The same step executors called in this process, no Dagster run or instance: for many small throwaway
+    # memories (an eval's workspaces), whose cost would otherwise be mostly a Dagster instance and run each.
+    IN_PROCESS = "in-process"
+
+
 class ProjectApp:
     def __init__(self, pipeline: PipelineDefinition, embedder: Embedder | None = None,
                  rerankers: Rerankers | None = None) -> None:
@@ -151,9 +160,10 @@ class ProjectApp:
             progress: ProgressReporter | None = None, wait: bool = False,
             on_wait: Callable[[str], None] | None = None, allow_deletions: bool = False,
             verbose: bool = False, resume_purge: bool = True, say: Callable[[str], None] | None = None,
-            track_changes: bool = True) -> Run:
+            track_changes: bool = True, engine: RunEngine = RunEngine.DAGSTER) -> Run:
         """Plan, then one Dagster run of the pipeline's job over every dirty partition. The Synthex run
         id is the Dagster run id. When nothing changed there is no Dagster run and nothing is recorded.
+        ``engine`` ``IN_PROCESS``: the same partitions executed here without a Dagster run (``RunEngine``).
 
         A purge that was killed before it finished is finished first (``resume_purge``; off for the
         purge's own re-runs); ``say`` is told about it. A completed run on main leaves the change-tracking
@@ -167,12 +177,13 @@ class ProjectApp:
             self.finish_interrupted_purge(say=say)
         detect = (lambda: self._detect_source_changes(branch, step, from_)) if track_changes else list
         return self._tracked_run(step, from_, full, branch, progress, wait, on_wait, allow_deletions, verbose,
-                                 detect, self._commit_source_changes)[0]
+                                 detect, self._commit_source_changes, engine)[0]
 
     def _tracked_run(self, step: str | None, from_: str | None, full: bool, branch: str,
                      progress: ProgressReporter | None, wait: bool, on_wait: Callable[[str], None] | None,
                      allow_deletions: bool, verbose: bool, detect: Callable[[], list[SourceChanges]],
-                     commit: Callable[[list[SourceChanges]], None]) -> tuple[Run, list[SourceChanges]]:
+                     commit: Callable[[list[SourceChanges]], None],
+                     engine: RunEngine = RunEngine.DAGSTER) -> tuple[Run, list[SourceChanges]]:
         """One run under the branch's lock, with what ``detect`` says the sources changed (detected once the
         lock is held, so a run or sync that waited for another counts only what that one did not take in)
         and ``commit``-ted once the run completed."""
@@ -187,7 +198,7 @@ class ProjectApp:
             # of the run launched below are told it was judged (or allowed) under this lock.
             enforce(self.deletion_verdicts(branch), allow_deletions)
             consent = DeletionConsent.ALLOWED if allow_deletions else DeletionConsent.GUARDED
-            done = self._run_locked(run, step, from_, full, branch, progress, verbose, consent)
+            done = self._run_locked(run, step, from_, full, branch, progress, verbose, consent, engine)
             commit(tracked)
             return done, tracked
 
@@ -224,7 +235,8 @@ class ProjectApp:
 
     def _run_locked(self, run: Run, step: str | None, from_: str | None, full: bool, branch: str,
                     progress: ProgressReporter | None, verbose: bool = False,
-                    deletions: DeletionConsent = DeletionConsent.GUARDED) -> Run:
+                    deletions: DeletionConsent = DeletionConsent.GUARDED,
+                    engine: RunEngine = RunEngine.DAGSTER) -> Run:
         reporter = progress or NullProgress()
         started = time.monotonic()
         self._fail_abandoned_runs(branch, run.id)
@@ -256,8 +268,12 @@ class ProjectApp:
             store.runs.save(run)
             self._active_runs[run.id] = run
         try:
-            run.dagster_run_ids = [run.id]
-            failed = [o for o in self._launch(run.id, branch, plan, full, reporter, verbose, deletions) if not o.passed]
+            if engine is RunEngine.IN_PROCESS:
+                outcomes = self._execute_in_process(run.id, branch, plan, full, reporter, deletions)
+            else:
+                run.dagster_run_ids = [run.id]
+                outcomes = self._launch(run.id, branch, plan, full, reporter, verbose, deletions)
+            failed = [o for o in outcomes if not o.passed]
             messages = [str(o) for o in failed]
             if undelivered and not any(o.check == CheckName.HOOKS for o in failed):
                 # Retried at the start; a step op of this run may have delivered it since.
@@ -475,6 +491,15 @@ class ProjectApp:
         return launch_pipeline_run(defs, self.pipeline, self.instance, run_id=run_id, branch=branch,
                                    partitions=plan.partitions, periods=plan.periods, full=full, verbose=verbose,
                                    deletions=deletions)
+
+    def _execute_in_process(self, run_id: str, branch: str, plan: Plan, full: bool, reporter: ProgressReporter,
+                            deletions: DeletionConsent) -> list[CheckOutcome]:
+        """The plan's partitions executed here by the steps' executors, no Dagster run (``RunEngine.IN_PROCESS``)."""
+        from synthex_assets.in_process import execute_in_process
+        from synthex_resources.llm import LLMConfig
+
+        return execute_in_process(self.pipeline, self.store, LLMConfig(), reporter, run_id=run_id, branch=branch,
+                                  partitions=plan.partitions, full=full, deletions=deletions)
 
     def import_warnings(self, branch: str | None = None) -> list[str]:
         """What the importers left out or repaired in the sources, one line each, naming file and record."""
