@@ -45,6 +45,18 @@ def _memory(root: Path, collection: str, base_url: str, dim: int):
     })
 
 
+def _close(memory: Any) -> None:
+    """Release both embedded Qdrant folders a Mem0 memory holds: its own, and the one its telemetry opens in
+    MEM0_DIR (``migrations_qdrant``, the same folder for every memory of the process). Left to the garbage
+    collector, the next conversation's memory can find that folder still locked ("already accessed by
+    another instance of Qdrant client"), as the full suite saw once."""
+    memory.vector_store.client.close()
+    telemetry = getattr(memory, "_telemetry_vector_store", None)  # mem0 2.2's name; absent: nothing to close
+    client = getattr(telemetry, "client", None)
+    if client is not None:
+        client.close()
+
+
 def evaluate_mem0_locomo(data: Path, work_dir: Path, limit: int | None = None, k: int = 10, log=print) -> dict[str, Any]:
     if not mem0_available():
         raise RuntimeError("the mem0 peer needs mem0ai: pip install -e '.[peers]'")
@@ -66,7 +78,7 @@ def evaluate_mem0_locomo(data: Path, work_dir: Path, limit: int | None = None, k
                 turns = dedupe(r.get("metadata", {}).get("dia_id") for r in found.get("results", []))
                 add_question(tally, question, [t for t in turns if t], session_of)
             log(f"  mem0: {conv.sample_id} done ({len(questions)} questions)")
-            memory.vector_store.client.close()
+            _close(memory)
     return tally.result(
         benchmark="locomo", pipeline="mem0ai (add infer=False, vector search)", architecture="mem0",
         branch="-", mode="dense", data=str(data), conversations=len(conversations))
@@ -109,7 +121,7 @@ def evaluate_mem0_longmemeval(benchmark: Any, data: Path, work_dir: Path, limit:
                     tally.record(scored, question.gold_turns, question.gold_sessions, question.category,
                                  question_id=question.question_id, question=question.text)
             finally:
-                memory.vector_store.client.close()
+                _close(memory)
             if embedder is not None and hasattr(embedder, "save"):
                 embedder.save()
             if index % benchmark.progress_every == 0 or index == len(conversations):
