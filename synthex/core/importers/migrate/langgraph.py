@@ -27,7 +27,6 @@ from synthex.core.errors import SourceError
 from synthex.core.importers.base import (
     Intake,
     SourceItem,
-    TooLarge,
     describe,
     expect_object,
     label,
@@ -35,6 +34,7 @@ from synthex.core.importers.base import (
 )
 from synthex.core.importers.migrate.items import migration_item, times
 from synthex.core.importers.migrate.registry import MigrationFormat, Sniff, unwrap_json_string
+from synthex.core.importers.migrate.sqlite_files import holds_table_columns, read_sqlite
 
 if TYPE_CHECKING:
     import sqlite3
@@ -102,33 +102,18 @@ def parse_json(path: Path, intake: Intake | None = None) -> list[SourceItem]:
     return out
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    import sqlite3  # here: importing the importers stays cheap (tests/test_table_reader.py)
-
-    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+def _store_rows(path: Path, db: sqlite3.Connection) -> list[dict[str, Any]]:
+    columns = [r[1] for r in db.execute("PRAGMA table_info(store)")]
+    missing = [c for c in STORE_COLUMNS if c not in columns]
+    if missing:
+        raise SourceError(f"{path}: no LangGraph 'store' table with a '{missing[0]}' column; not a SqliteStore file")
+    cursor = db.execute("SELECT * FROM store ORDER BY prefix, key")
+    names = [c[0] for c in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor]
 
 
 def parse_sqlite(path: Path, intake: Intake | None = None) -> list[SourceItem]:
-    import sqlite3  # here: importing the importers stays cheap (tests/test_table_reader.py)
-
-    limits = (intake or Intake()).limits
-    size = path.stat().st_size
-    if size > limits.source_file_bytes:
-        raise TooLarge(limits.over("source_file_bytes", f"{path}: skipped: the file", size))
-    try:
-        db = _connect(path)
-        try:
-            columns = [r[1] for r in db.execute("PRAGMA table_info(store)")]
-            missing = [c for c in STORE_COLUMNS if c not in columns]
-            if missing:
-                raise SourceError(f"{path}: no LangGraph 'store' table with a '{missing[0]}' column; not a SqliteStore file")
-            cursor = db.execute("SELECT * FROM store ORDER BY prefix, key")
-            names = [c[0] for c in cursor.description]
-            rows = [dict(zip(names, row, strict=True)) for row in cursor]
-        finally:
-            db.close()
-    except sqlite3.Error as exc:
-        raise SourceError(f"{path}: cannot read the SQLite file: {exc}") from exc
+    rows = read_sqlite(path, intake, lambda db: _store_rows(path, db))
     out = []
     for index, row in enumerate(rows):
         prefix, key = row.get("prefix"), row.get("key")
@@ -156,19 +141,7 @@ def _is_store_json(found: Sniff) -> bool:
 
 
 def _is_store_db(found: Sniff) -> bool:
-    import sqlite3  # here: importing the importers stays cheap (tests/test_table_reader.py)
-
-    if not found.is_sqlite:
-        return False
-    try:
-        db = _connect(found.path)
-        try:
-            columns = {r[1] for r in db.execute("PRAGMA table_info(store)")}
-        finally:
-            db.close()
-    except sqlite3.Error:
-        return False
-    return set(STORE_COLUMNS) <= columns
+    return found.is_sqlite and holds_table_columns(found.path, "store", set(STORE_COLUMNS))
 
 
 def register(registry: Any) -> None:

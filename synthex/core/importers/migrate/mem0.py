@@ -25,7 +25,6 @@ from synthex.core.errors import SourceError
 from synthex.core.importers.base import (
     Intake,
     SourceItem,
-    TooLarge,
     describe,
     expect_object,
     get_time,
@@ -41,6 +40,7 @@ from synthex.core.importers.migrate.items import (
     where_of,
 )
 from synthex.core.importers.migrate.registry import MigrationFormat, Sniff, unwrap_json_string
+from synthex.core.importers.migrate.sqlite_files import holds_table_columns, read_sqlite
 from synthex.core.periods import iso
 
 if TYPE_CHECKING:
@@ -97,31 +97,15 @@ def _tables(db: sqlite3.Connection) -> set[str]:
     return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    import sqlite3  # here: importing the importers stays cheap (tests/test_table_reader.py)
-
-    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+def _history_tables(path: Path, db: sqlite3.Connection) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    tables = _tables(db)
+    if "history" not in tables:
+        raise SourceError(f"{path}: a SQLite file without Mem0's 'history' table; not a Mem0 history.db")
+    return _history_rows(db, path, "history"), _history_rows(db, path, "messages") if "messages" in tables else []
 
 
 def parse_history(path: Path, intake: Intake | None = None) -> list[SourceItem]:
-    import sqlite3  # here: importing the importers stays cheap (tests/test_table_reader.py)
-
-    limits = (intake or Intake()).limits
-    size = path.stat().st_size
-    if size > limits.source_file_bytes:
-        raise TooLarge(limits.over("source_file_bytes", f"{path}: skipped: the file", size))
-    try:
-        db = _connect(path)
-        try:
-            tables = _tables(db)
-            if "history" not in tables:
-                raise SourceError(f"{path}: a SQLite file without Mem0's 'history' table; not a Mem0 history.db")
-            events = _history_rows(db, path, "history")
-            messages = _history_rows(db, path, "messages") if "messages" in tables else []
-        finally:
-            db.close()
-    except sqlite3.Error as exc:
-        raise SourceError(f"{path}: cannot read the SQLite file: {exc}") from exc
+    events, messages = read_sqlite(path, intake, lambda db: _history_tables(path, db))
     items: list[SourceItem] = []
     standing: dict[str, dict[str, Any]] = {}  # memory id -> its text, first and last times, its events
     for index, row in enumerate(events):
@@ -181,19 +165,8 @@ def _is_get_all(found: Sniff) -> bool:
 
 
 def _is_history_db(found: Sniff) -> bool:
-    import sqlite3  # here: importing the importers stays cheap (tests/test_table_reader.py)
-
-    if not found.is_sqlite:
-        return False
-    try:
-        db = _connect(found.path)
-        try:
-            columns = {r[1] for r in db.execute("PRAGMA table_info(history)")}
-        finally:
-            db.close()
-    except sqlite3.Error:
-        return False
-    return {"memory_id", "event", "old_memory", "new_memory"} <= columns
+    return found.is_sqlite and holds_table_columns(found.path, "history", {"memory_id", "event", "old_memory",
+                                                                           "new_memory"})
 
 
 def register(registry: Any) -> None:
