@@ -193,22 +193,8 @@ def test_promote_refuses_a_branch_with_work_pending_and_main_keeps_its_records(r
 
 
 def test_a_promote_cut_short_finishes_when_run_again(branch_ran, monkeypatch):
-    from synthex_resources.store.records import Records
-
     ran = branch_ran  # make_branch, then one run of the branch
-    main = load(ran)
-    expected = sorted(r.id for r in main.records("summaries", branch="better-summaries"))
-    real = Records.move_step_rows
-
-    def crash_after_first_step(self, step, *args):
-        if step != "summaries":
-            raise KeyboardInterrupt("killed mid-promote")
-        return real(self, step, *args)
-
-    monkeypatch.setattr(Records, "move_step_rows", crash_after_first_step)
-    with pytest.raises(KeyboardInterrupt):
-        main.app.branches.promote("better-summaries")
-    monkeypatch.setattr(Records, "move_step_rows", real)
+    expected = promote_cut_short_after_summaries(ran, monkeypatch)["summaries"]
     fresh = load(ran)  # a new process: pipeline.py already applies the branch
     copied = fresh.app.branches.promote("better-summaries")
     assert set(copied) == {"summaries", "monthly", "world-model"}
