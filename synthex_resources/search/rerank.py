@@ -1,9 +1,9 @@
 """An LLM reranker for a search strategy's ``reranker`` (``strategy.with_(reranker=...)``): one model
 call per query.
 
-No cross-encoder ships its weights inside a PyPI package (the rerankers on PyPI download them from a
-model hub at run time), so the offline reranker is a model behind the LLM resource: the top ``top_n``
-hits are listed numbered (short excerpts) and the model replies with the numbers in order of relevance.
+The other implementation of the same interface is the offline cross-encoder (search/cross_encoder.py); both
+are named in search/rerankers.py. This one is a model behind the LLM resource: the top ``top_n`` hits are
+listed numbered (short excerpts) and the model replies with the numbers in order of relevance.
 
 The reply is parsed leniently (``[3]``, ``3.``, ``#3``, "3, 1, 2"; dates, times and out-of-range
 numbers are ignored; repeats count once). Hits the reply names come first, in its order; the other
