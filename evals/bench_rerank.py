@@ -121,4 +121,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from synthex_resources.search.threads import apply_search_threads
+
+    apply_search_threads()  # this process's entry point chooses its BLAS threads (search/threads.py)
     main()

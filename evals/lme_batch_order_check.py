@@ -44,4 +44,7 @@ def main(first: int, count: int) -> None:
 
 
 if __name__ == "__main__":
+    from synthex_resources.search.threads import apply_search_threads
+
+    apply_search_threads()  # this process's entry point chooses its BLAS threads (search/threads.py)
     main(int(sys.argv[1]) if len(sys.argv) > 1 else 5, int(sys.argv[2]) if len(sys.argv) > 2 else 2)

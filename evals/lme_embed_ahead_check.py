@@ -35,4 +35,7 @@ def main(limit: int, data: Path) -> None:
 
 
 if __name__ == "__main__":
+    from synthex_resources.search.threads import apply_search_threads
+
+    apply_search_threads()  # this process's entry point chooses its BLAS threads (search/threads.py)
     main(int(sys.argv[1]), Path(sys.argv[2]) if len(sys.argv) > 2 else DEV)

@@ -53,6 +53,9 @@ def main(limit: int, arch: str, engines: list[str], cache: Path | None) -> None:
 
 
 if __name__ == "__main__":
+    from synthex_resources.search.threads import apply_search_threads
+
+    apply_search_threads()  # this process's entry point chooses its BLAS threads (search/threads.py)
     args = sys.argv[1:]
     main(int(args[0]), args[1] if len(args) > 1 else "raw-bm25",
          (args[2] if len(args) > 2 else "dagster").split(","), Path(args[3]) if len(args) > 3 else None)

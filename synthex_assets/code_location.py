@@ -18,6 +18,7 @@ from synthex.core.definition import PipelineDefinition
 from synthex.core.plugins import PluginFailure, discover
 from synthex.core.project import PIPELINE_FILE, demo_pipeline, load_pipeline
 from synthex_assets.definitions import build_definitions
+from synthex_resources.search.threads import apply_search_threads
 
 PLUGIN_FAILURES_KEY = "synthex/plugin_failures"
 
@@ -54,4 +55,5 @@ def location_definitions(pipeline: PipelineDefinition) -> Definitions:
     return Definitions.merge(*parts)
 
 
+apply_search_threads()  # the code server's process is this location's: it chooses the BLAS threads (search/threads.py)
 defs = location_definitions(project_pipeline())

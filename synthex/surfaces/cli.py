@@ -124,6 +124,10 @@ class SynthexGroup(click.Group):
 @click.version_option(package_name="synthex")
 def main() -> None:
     """Synthex: memory architectures that evolve with your agent."""
+    from synthex_resources.search.threads import apply_search_threads
+
+    # The CLI owns its process (every command, `synthex mcp` too): it chooses the BLAS threads, library code never does.
+    apply_search_threads()
 
 
 @main.command()

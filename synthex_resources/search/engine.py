@@ -39,7 +39,6 @@ from synthex_resources.search.dense_index import dense_index
 from synthex_resources.search.memory_lexical import memory_bm25
 from synthex_resources.search.postings import fts_stats, holds_live_rows, postings_bm25
 from synthex_resources.search.strategies import SearchStrategy
-from synthex_resources.search.threads import applied
 from synthex_resources.search.tokenize import PROJECT_INDEX, IndexAnalyzer, tokenize
 from synthex_resources.search.types import SearchHit, SearchRequest, SearchResults
 from synthex_resources.search.via import annotate_via
@@ -74,7 +73,7 @@ def top_with_ties(fetch: Callable[[int], list[tuple[str, float]]], n: int) -> li
 
 
 class SearchEngine:
-    """Cheap to construct: what is worth keeping (matrix, bookkeeping, threads) lives on the store."""
+    """Cheap to construct: what is worth keeping (matrix, bookkeeping) lives on the store."""
 
     def __init__(self, store: RecordStore) -> None:
         self.store = store
@@ -293,7 +292,6 @@ class SearchEngine:
         question is asked; leaf-sum search (the conversational strategy) resolves relative dates in the
         query against it ("last week", search/temporal.py). Others ignore it."""
         scope = scope or BranchScope.own()
-        applied(self.store)  # the native pools' threads (search/threads.py), set at the store's first search
         with self.store.pinned_version():
             hits = self._search(query, steps, scope, k, strategy, periods, metadata, exact, query_vector, as_of)
             if not exact:  # a drilled-down leaf names the searched records it was reached through

@@ -9,8 +9,11 @@ the 2-core machine here, at 1M records under load ~3.5, that doubled conversatio
 (docs/benchmarks.md). A product of this size gains nothing from a second thread; the float32 scan of a whole
 large scope (``DenseIndex(mode="float32")``) reads memory at the same rate with one.
 
-The settings are process-wide (each library keeps one pool per process): ``SearchThreads.apply`` sets
-them, and the store applies them once, at its first search (``applied``). ONNX's pool is the embedder's
+The settings are process-wide (each library keeps one pool per process), so only the process's owner sets
+them: Synthex's entry points (the ``synthex`` CLI, which starts the MCP server too, the Dagster code
+location, the evals' ``python -m`` commands) call ``apply_search_threads()`` once, as they start. Library code
+never does: a notebook or a Dagster asset that embeds Synthex (``Pipeline.search``, ``SearchEngine.search``)
+keeps its BLAS threads unless it calls ``apply_search_threads()`` itself. ONNX's pool is the embedder's
 (``MiniLMOnnxEmbedder(threads=)``, synthex_resources/embedder.py); faiss's OpenMP pool is left as it is
 (a single-query probe runs on the calling thread; the IVF build uses every core).
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,8 +96,15 @@ class SearchThreads:
 
 
 SEARCH_THREADS = SearchThreads()
+BLAS_ENVIRONMENT = "OPENBLAS_NUM_THREADS"  # read by OpenBLAS when it loads (not by faiss's OpenMP build)
 
 
-def applied(store: Any, settings: SearchThreads = SEARCH_THREADS) -> dict[str, Any]:
-    """``settings`` applied once for ``store`` (at its first search): what ``apply`` set."""
-    return store.derived("search_threads", settings.apply)
+def apply_search_threads(settings: SearchThreads = SEARCH_THREADS) -> dict[str, Any]:
+    """For a process's entry point only (see the module docstring): ``settings`` applied to this process.
+    Before numpy is imported its BLAS is not loaded yet: the count goes in ``OPENBLAS_NUM_THREADS``, which
+    OpenBLAS reads when numpy loads it (so ``synthex --help`` does not pay numpy's import; child processes
+    inherit it); after, the loaded libraries are set (``SearchThreads.apply``). Returns what it set."""
+    if settings.blas is not None and "numpy" not in sys.modules:
+        os.environ[BLAS_ENVIRONMENT] = str(settings.blas)
+        return {"blas": settings.blas, "libraries": [], "environment": BLAS_ENVIRONMENT}
+    return settings.apply()

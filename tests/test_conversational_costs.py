@@ -1,7 +1,5 @@
-"""Conversational search at 1M, second round (issue 24, slice conv60b): countable effects on a small real store.
+"""What a conversational search costs, counted on a small real store (issue 24, conversational search at 1M):
 
-- numpy's BLAS is set to one thread at a store's first search, once (search/threads.py): its spinning
-  workers cost a core per query at 1M;
 - the query's embedding runs on the search pool while the lexical leg is answered on the calling thread;
 - only the first k leaves' rows are read when no reranker needs more, the spare candidates' only when some of
   those are unreadable; the hits equal those of reading every candidate at once.
@@ -26,7 +24,6 @@ from synthex_resources.search import leaf_fusion, leaf_scope
 from synthex_resources.search.builtin_strategies import CONVERSATIONAL
 from synthex_resources.search.engine import SearchEngine
 from synthex_resources.search.postings import postings_bm25
-from synthex_resources.search.threads import SearchThreads, blas_threads
 from synthex_resources.search.types import Reranked, Reranker
 
 MAIN = BranchScope.own()
@@ -52,7 +49,7 @@ class BagEmbedder:
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> RecordStore:
-    path = tmp_path_factory.mktemp("conv60b") / "store"
+    path = tmp_path_factory.mktemp("conversational-store") / "store"
     embedder = BagEmbedder()
     store = RecordStore(str(path), embedder=embedder)
     rng = np.random.default_rng(5)
@@ -78,22 +75,6 @@ def store(tmp_path_factory) -> RecordStore:
     engine.settle_lexical_index()  # the persisted postings answer the lexical leg (on the calling thread)
     yield store
     store.close()
-
-
-def test_blas_threads_set_once_at_the_first_search(store):
-    if not blas_threads():
-        pytest.skip("no OpenBLAS loaded in this process (numpy built against another BLAS)")
-    SearchThreads(blas=2).apply()
-    assert set(blas_threads()) == {2}
-    engine = SearchEngine(store)
-    engine.search(QUERIES[0], STEPS, MAIN, 5, strategy=CONVERSATIONAL)
-    assert set(blas_threads()) == {1}
-    first = store.derived("search_threads", lambda: pytest.fail("applied again"))
-    assert first["blas"] == 1 and first["libraries"]
-    SearchThreads(blas=2).apply()  # a later search on the same store does not set them again
-    engine.search(QUERIES[1], STEPS, MAIN, 5, strategy=CONVERSATIONAL)
-    assert set(blas_threads()) == {2}
-    SearchThreads(blas=1).apply()
 
 
 def test_query_embedding_runs_beside_the_lexical_leg(store):
