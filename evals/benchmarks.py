@@ -25,16 +25,16 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from importlib.metadata import entry_points
 from inspect import isabstract
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 
 from evals import metrics
 from evals.scoring import QuestionScore, Tally
+from synthex.core import hookspecs
 from synthex.core.errors import BadInputError
 from synthex.core.naming import path_segment
-from synthex.core.plugins import GROUP, PluginFailure, Registry, populate
+from synthex.core.plugins import PluginFailure, Registry, populate
 from synthex_resources.search.rerankers import Rerankers
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from evals.shared_embedder import MemoEmbedder
 
 C = TypeVar("C")  # a benchmark's conversation: what one workspace ingests and its questions are asked of
-HOOK = "register_benchmarks"
+HOOK = hookspecs.register_benchmarks
 PLUGIN_MODULE = "evals.plugin"
 EMBEDDING_CACHE = "embedding-cache"  # the folder under an eval dir keeping every text's vector across eval runs
 # Threads one workspace's questions are searched on. Two: the lexical leg's FTS query waits ~8 ms per search
@@ -172,11 +172,9 @@ def benchmark_registry() -> Registry[type[Benchmark]]:
     """Every registered benchmark class by name: the evals plugin's built-ins, then installed plugins'
     (a plugin whose hook fails is on ``.failures``). Built fresh per call: callers hold it for a command."""
     registry: Registry[type[Benchmark]] = Registry("benchmark")
-    # The evals plugin is itself an installed plugin (pyproject's entry point), so populate reaches its hook
-    # through the entry point; it is named as a built-in only where that entry point is not installed (a
-    # source tree on PYTHONPATH), since a module loaded twice would register every benchmark twice.
-    installed = {entry.value.split(":")[0] for entry in entry_points(group=GROUP)}
-    populate(registry, HOOK, builtins=() if PLUGIN_MODULE in installed else (PLUGIN_MODULE,))
+    # The evals plugin is named as a built-in, so a source tree on PYTHONPATH (no entry point installed) has
+    # its benchmarks too; where its entry point is installed as well, discovery loads it once.
+    populate(registry, HOOK, builtins=(PLUGIN_MODULE,))
     valid: Registry[type[Benchmark]] = Registry("benchmark")
     valid.failures = list(registry.failures)
     for name, item in registry.items():

@@ -32,7 +32,7 @@ class BenchmarkGroup(click.Group):
             from synthex.core.plugins import discover
 
             registry = benchmark_registry()
-            already_reported = set(discover()[1])  # import failures: the synthex group warned of those
+            already_reported = set(discover().failures)  # import failures: the synthex group warned of those
             for failure in registry.failures:
                 if failure not in already_reported:
                     click.echo(f"warning: {failure}", err=True)

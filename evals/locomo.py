@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from synthex.core.errors import SourceError
-from synthex.core.importers import SourceItem, register_format
+from synthex.core.importers import SourceItem
 from synthex.core.importers.base import read_json_objects
 from synthex.core.periods import iso
 from synthex.core.record import Record
@@ -158,5 +158,3 @@ def with_previous_turn_enriched(record: Record) -> str:
     text = with_previous_turn(record)
     return f"{text}\n{line}" if line else text
 
-
-register_format("locomo-turns", parse_turns)

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from synthex.core.errors import SourceError
-from synthex.core.importers import SourceItem, register_format
+from synthex.core.importers import SourceItem
 from synthex.core.importers.base import loads, read_json
 from synthex.core.limits import Limits
 from synthex.core.periods import iso
@@ -344,5 +344,7 @@ def _turn_items(path: Path, protocol: str) -> list[SourceItem]:
     return items
 
 
-for _protocol in PROTOCOLS:
-    register_format(f"longmemeval-turns-{_protocol}", lambda path, _p=_protocol: _turn_items(path, _p))
+
+def turn_items(protocol: str) -> Callable[[Path, Any], list[SourceItem]]:
+    """Source format ``longmemeval-turns-<protocol>``'s parser (registered by the evals plugin)."""
+    return lambda path, _intake: _turn_items(path, protocol)

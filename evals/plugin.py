@@ -18,6 +18,17 @@ if TYPE_CHECKING:
     from synthex.core.plugins import Registry
 
 
+def register_formats(registry: Registry) -> None:
+    """The benchmarks' data files as sources: ``locomo-turns`` (one record per LoCoMo dialogue turn) and
+    ``longmemeval-turns-<protocol>`` (one per LongMemEval haystack turn, official or any-session)."""
+    from evals.locomo import parse_turns
+    from evals.longmemeval import PROTOCOLS, turn_items
+
+    registry.register("locomo-turns", lambda path, _intake: parse_turns(path))
+    for protocol in PROTOCOLS:
+        registry.register(f"longmemeval-turns-{protocol}", turn_items(protocol))
+
+
 def register_commands(cli: click.Group) -> None:
     from evals.commands import eval_group
 

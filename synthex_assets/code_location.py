@@ -14,8 +14,9 @@ from pathlib import Path
 
 from dagster import Definitions, MetadataValue, get_dagster_logger
 
+from synthex.core import hookspecs
 from synthex.core.definition import PipelineDefinition
-from synthex.core.plugins import PluginFailure, discover
+from synthex.core.plugins import discover
 from synthex.core.project import PIPELINE_FILE, demo_pipeline, load_pipeline
 from synthex_assets.definitions import build_definitions
 from synthex_resources.search.threads import apply_search_threads
@@ -33,19 +34,9 @@ def project_pipeline() -> PipelineDefinition:
 def location_definitions(pipeline: PipelineDefinition) -> Definitions:
     """The pipeline's definitions plus every plugin's (failures reported, see the module docstring)."""
     parts = [build_definitions(pipeline)]
-    plugins, failures = discover()
-    for plugin in plugins:
-        hook = getattr(plugin.module, "definitions", None)
-        if not callable(hook):
-            continue
-        try:
-            extra = hook(pipeline)
-        except Exception as exc:  # the plugin's own bug: its definitions are left out, the location loads
-            failures.append(PluginFailure(plugin.name, plugin.module.__name__,
-                                          f"definitions: {type(exc).__name__}: {exc}".splitlines()[0][:300]))
-            continue
-        if extra is not None:
-            parts.append(extra)
+    # a plugin whose hook raises is left out (a failure), the location loads
+    extras, failures = discover().call(hookspecs.definitions, pipeline)
+    parts += [extra for extra in extras if extra is not None]
     if failures:
         log = get_dagster_logger()
         for failure in failures:

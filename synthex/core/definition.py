@@ -17,7 +17,8 @@ from synthex.core.branch_files import branch_module
 from synthex.core.errors import PipelineDefinitionError
 from synthex.core.hashing import stable_hash
 from synthex.core.limits import Limits
-from synthex.core.naming import MAIN, check_branch_name
+from synthex.core.naming import DEFAULT_SEARCH_MODE, MAIN, check_branch_name
+from synthex.core.plugins import Registry
 from synthex.core.record import Record
 from synthex.core.scope import BranchScope
 from synthex.core.steps import (
@@ -33,15 +34,14 @@ from synthex.core.steps.base import callable_ref
 from synthex.core.steps.fold_state import StateBound
 
 SURFACES = ("projection", "search")
-# The search strategy of a search output that names no mode, and of a search at a named step when the
-# output's mode does not rank the searched records themselves (a drill-down: search/memory_search.py).
-DEFAULT_SEARCH_MODE = "hybrid"
 # How often Dagster's daemon ticks each source sensor (`synthex ui`), in seconds: the wait between a change
 # and the run that brings it in. Dagster's sensor daemon loops every 5 s, so less than 5 is no faster.
 SENSOR_INTERVAL_S = 5
 S = TypeVar("S", bound=Step)
 
 if TYPE_CHECKING:
+    from synthex.core.importers import SourceItem
+    from synthex.core.importers.formats import FormatParser
     from synthex.core.shared_toml import SharedTomlGrant
 
 
@@ -137,6 +137,9 @@ class PipelineDefinition:
         self.steps: dict[str, Step] = {}
         # Bounds on what enters memory (synthex.core.limits): sources, remember and the MCP server read them.
         self.limits = limits if limits is not None else Limits()
+        # This pipeline's own file formats (``format``), shared with its branches; plugins add theirs
+        # through the ``register_formats`` hook (synthex.core.hookspecs).
+        self.formats: Registry[FormatParser] = Registry("file format")
         # English stemming in the BM25 index ("cooked" finds "cooking"): it lost on LongMemEval in the
         # lethe notes and won on LoCoMo here (docs/benchmarks.md), so each project chooses.
         self.lexical_stem = lexical_stem
@@ -226,6 +229,7 @@ class PipelineDefinition:
                     f"defined steps: {', '.join(self.steps) or 'none'}"
                 )
         step.use_limits(self.limits)
+        step.use_formats(self.formats)
         self.steps[step.name] = step
         return step
 
@@ -236,6 +240,7 @@ class PipelineDefinition:
                 f"branch {self.branch_name!r}: step {step.name!r} reads {step.from_}, its parent's reads "
                 f"{current.from_}; an override keeps the step's inputs (every branch shares one asset graph)")
         step.use_limits(self.limits)
+        step.use_formats(self.formats)
         self.steps[step.name] = step
         return step
 
@@ -342,6 +347,16 @@ class PipelineDefinition:
         step = SourceStep.build(name, base_dir=str(self.project_dir), pii=pii, source_kind=kind, file=file,
                                 format=format, **args)
         return self._add(step)
+
+    def format(self, name: str, parse: Callable[[Path], list[SourceItem]]) -> None:
+        """A file format of this pipeline's own: ``pipeline.source(..., file=F, format=name)`` reads ``F`` with
+        ``parse(path) -> list[SourceItem]`` (a plugin's formats are every project's: the ``register_formats``
+        hook, docs/extending.md). A built-in format's name is taken."""
+        from synthex.core.importers.formats import BUILTIN_PARSERS
+
+        if name in BUILTIN_PARSERS:
+            raise PipelineDefinitionError(f"format {name!r} is a built-in format; name yours otherwise")
+        self.formats.register(name, lambda path, _intake: parse(path), replace=True)
 
     def source_steps(self, only: list[str] | None = None) -> list[str]:
         """The source steps (``only``: these, each checked to be one)."""

@@ -12,13 +12,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from synthex.core import hookspecs
 from synthex.core.errors import SynthexError
 from synthex.core.plugins import Registry, populate
 
 if TYPE_CHECKING:
     from synthex.core.definition import PipelineDefinition
 
-HOOK = "register_evaluators"
+HOOK = hookspecs.register_evaluators
 
 
 class Evaluator(Protocol):
@@ -39,5 +40,5 @@ def get_evaluator(name: str) -> Evaluator:
     if not len(registry):
         failed = "".join(f"; {f}" for f in registry.failures)
         raise SynthexError(f"cannot evaluate on {name!r}: no benchmark is installed (the evals plugin registers "
-                           f"them through the {HOOK!r} hook of a 'synthex.plugins' entry point){failed}")
+                           f"them through the {HOOK.name!r} hook of a 'synthex.plugins' entry point){failed}")
     return registry.get(name)

@@ -14,6 +14,10 @@ import re
 from synthex.core.errors import PipelineDefinitionError
 
 MAIN = "main"  # the trunk every branch descends from
+# The search mode (a name in the search-strategy registry) of a search output that names no mode, of a search
+# that names no strategy (``SearchEngine.search``), and of a search at a named step when the output's mode
+# does not rank the searched records themselves (a drill-down: search/memory_search.py). Named here only.
+DEFAULT_SEARCH_MODE = "hybrid"
 _BRANCH_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-/]{0,99}$")
 
 

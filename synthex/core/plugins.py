@@ -1,15 +1,14 @@
-"""Plugins and registries: how step kinds, source kinds, search strategies, benchmarks, CLI commands and
-Dagster definitions are added without the core importing them.
+"""Plugins and registries: how step kinds, source kinds, file formats, search strategies, benchmarks, CLI
+commands and Dagster definitions are added without the core importing them.
 
 A plugin is a module named by an entry point in the ``synthex.plugins`` group (evals is one:
-``evals = "evals.plugin"`` in pyproject.toml). It may define any of these hooks:
+``evals = "evals.plugin"`` in pyproject.toml). The hooks it may define, with their signatures and
+contracts, are listed in one module, ``synthex.core.hookspecs``; this module finds the plugins, once per
+call of ``discover``, and is the only code that reads the entry points or calls a hook:
 
-- ``register_step_kinds(registry)``, ``register_source_kinds(registry)``,
-  ``register_search_strategies(registry)``, ``register_benchmarks(registry)``: add to that registry
-  (``registry.register(name, thing)``);
-- ``register_commands(cli: click.Group) -> None``: add commands to the ``synthex`` CLI;
-- ``definitions(pipeline: PipelineDefinition) -> dagster.Definitions | None``: assets, checks, jobs
-  and schedules merged into the project's code location.
+- ``discover(builtins)``: the built-in modules, then every installed plugin (``Plugins``);
+- ``Plugins.call(hook, *args)``: the hook of each plugin that defines it, failures kept;
+- ``populate(registry, hook, builtins)``: a ``Registry`` filled through a ``register_*`` hook.
 
 Built-ins are registered the same way (as simonw/llm loads its default plugins through the hooks its
 plugins use): each registry names its built-in modules, which define the same hook, and they are loaded
@@ -24,9 +23,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from types import ModuleType
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from synthex.core.errors import PipelineDefinitionError
+from synthex.core.hookspecs import HOOK_NAMES, HookSpec
 
 GROUP = "synthex.plugins"
 T = TypeVar("T")
@@ -55,18 +55,63 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
 
 
-def discover(builtins: tuple[str, ...] = ()) -> tuple[list[LoadedPlugin], list[PluginFailure]]:
-    """The built-in modules ``builtins`` (in that order), then every installed plugin (by entry-point name).
-    An import failure of an installed plugin is reported, not raised; a built-in's is a bug and raises."""
+@dataclass(frozen=True)
+class Plugins:
+    """The plugin modules one discovery found, in call order, and the installed plugins that failed to load
+    (an import error, a misspelt hook)."""
+
+    loaded: tuple[LoadedPlugin, ...]
+    failures: tuple[PluginFailure, ...]
+
+    def call(self, hook: HookSpec, *args: Any) -> tuple[list[Any], list[PluginFailure]]:
+        """``hook(*args)`` of every plugin that defines it, in order: the results and the failures (this
+        discovery's, then each installed plugin's hook that raised; a built-in's raises)."""
+        results: list[Any] = []
+        failures = list(self.failures)
+        for plugin in self.loaded:
+            fn = getattr(plugin.module, hook.name, None)
+            if not callable(fn):
+                continue
+            if plugin.builtin:
+                results.append(fn(*args))
+                continue
+            try:
+                results.append(fn(*args))
+            except Exception as exc:  # the plugin's own bug: its part is left out, the others load
+                failures.append(PluginFailure(plugin.name, plugin.module.__name__, f"{hook.name}: {_describe(exc)}"))
+        return results, failures
+
+
+def _misspelt_hooks(plugin: LoadedPlugin) -> PluginFailure | None:
+    """A ``register_*`` function of an installed plugin that is no hook (a typo would otherwise register
+    nothing, in silence)."""
+    unknown = sorted(name for name, value in vars(plugin.module).items()
+                     if name.startswith("register_") and callable(value) and name not in HOOK_NAMES)
+    if not unknown:
+        return None
+    return PluginFailure(plugin.name, plugin.module.__name__,
+                         f"{', '.join(unknown)}: no such hook; hooks: {', '.join(sorted(HOOK_NAMES))}")
+
+
+def discover(builtins: tuple[str, ...] = ()) -> Plugins:
+    """The built-in modules ``builtins`` (in that order), then every installed plugin (by entry-point name)
+    that is not one of them. An import failure of an installed plugin is reported, not raised; a built-in's
+    is a bug and raises."""
     found = [LoadedPlugin(name, importlib.import_module(name), True) for name in builtins]
     failures = []
     for entry in sorted(entry_points(group=GROUP), key=lambda e: e.name):
         module_name = entry.value.split(":")[0]
+        if module_name in builtins:  # named as a built-in too (a source tree): loaded, and called, once
+            continue
         try:
-            found.append(LoadedPlugin(entry.name, importlib.import_module(module_name), False))
+            plugin = LoadedPlugin(entry.name, importlib.import_module(module_name), False)
         except Exception as exc:  # a plugin's own import error (a missing extra, a syntax error)
             failures.append(PluginFailure(entry.name, module_name, _describe(exc)))
-    return found, failures
+            continue
+        found.append(plugin)
+        if (misspelt := _misspelt_hooks(plugin)) is not None:
+            failures.append(misspelt)
+    return Plugins(tuple(found), tuple(failures))
 
 
 class Registry(Generic[T]):
@@ -113,20 +158,8 @@ class Registry(Generic[T]):
         return len(self._items)
 
 
-def populate(registry: Registry[T], hook: str, builtins: tuple[str, ...]) -> Registry[T]:
+def populate(registry: Registry[T], hook: HookSpec, builtins: tuple[str, ...]) -> Registry[T]:
     """Fill ``registry`` through ``hook`` of the built-in modules, then of every installed plugin that
     defines it. Failures (import or hook) are kept on ``registry.failures``."""
-    plugins, failures = discover(builtins)
-    for plugin in plugins:
-        fn = getattr(plugin.module, hook, None)
-        if not callable(fn):
-            continue
-        if plugin.builtin:
-            fn(registry)
-            continue
-        try:
-            fn(registry)
-        except Exception as exc:
-            failures.append(PluginFailure(plugin.name, plugin.module.__name__, f"{hook}: {_describe(exc)}"))
-    registry.failures = failures
+    _, registry.failures = discover(builtins).call(hook, registry)
     return registry

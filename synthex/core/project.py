@@ -9,6 +9,7 @@ from pathlib import Path
 from synthex.core.branch_files import BRANCHES_DIR, branch_module, branch_path, exec_file_module  # noqa: F401
 from synthex.core.definition import PipelineDefinition
 from synthex.core.errors import BadInputError, PipelineDefinitionError
+from synthex.core.importers.formats import collecting_formats
 from synthex.core.naming import MAIN, check_branch_name
 
 PIPELINE_FILE = "pipeline.py"
@@ -45,12 +46,15 @@ def demo_pipeline(project_dir: str | Path) -> PipelineDefinition:
 def pipeline_from_file(path: Path, root: Path) -> PipelineDefinition:
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))  # so prompt functions resolve as "pipeline:fn" (TOML export)
-    module = exec_file_module("pipeline", path)
+    with collecting_formats() as legacy_formats:  # register_format calls of earlier templates' pipeline.py
+        module = exec_file_module("pipeline", path)
     found = getattr(module, "pipeline", None)
     if not isinstance(found, PipelineDefinition):
         found = next((v for v in vars(module).values() if isinstance(v, PipelineDefinition)), None)
     if found is None:
         raise PipelineDefinitionError(f"{path}: defines no Pipeline (expected a variable named `pipeline`)")
+    for name, parse in legacy_formats.items():
+        found.format(name, parse)
     found.project_dir = root
     found.module_variable = next((k for k, v in vars(module).items() if v is found), "pipeline")
     found.source_file = (path, path.stat().st_mtime_ns)  # what a long-lived code location runs

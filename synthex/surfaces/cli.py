@@ -70,15 +70,12 @@ class SynthexGroup(click.Group):
         if self._plugins_loaded:
             return
         self._plugins_loaded = True
+        from synthex.core import hookspecs
         from synthex.core.plugins import discover
 
-        plugins, failures = discover()
+        _, failures = discover().call(hookspecs.register_commands, self)
         for failure in failures:  # reported, never skipped in silence
             click.echo(f"warning: {failure}", err=True)
-        for plugin in (p.module for p in plugins):
-            hook = getattr(plugin, "register_commands", None)
-            if callable(hook):
-                hook(self)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         self._load_plugins()

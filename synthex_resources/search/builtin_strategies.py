@@ -13,6 +13,7 @@ from synthex_resources.search.strategies import (
     LeafSum,
     LexicalOnly,
     RRFHybrid,
+    SearchStrategy,
     StrategyRegistry,
 )
 
@@ -63,7 +64,11 @@ HIERARCHICAL_EXPANDED = HIERARCHICAL_SPEAKER.with_(
                 "memory's vocabulary ranked higher")
 
 
+BUILTIN_STRATEGIES: dict[str, SearchStrategy] = {
+    s.name: s for s in (BM25, DENSE, HYBRID, HYBRID_EQUAL, CONVERSATIONAL, HIERARCHICAL, HIERARCHICAL_SPEAKER,
+                        HIERARCHICAL_EXPANDED)}
+
+
 def register_search_strategies(registry: StrategyRegistry) -> None:
-    for strategy in (BM25, DENSE, HYBRID, HYBRID_EQUAL, CONVERSATIONAL, HIERARCHICAL, HIERARCHICAL_SPEAKER,
-                     HIERARCHICAL_EXPANDED):
-        registry.register(strategy.name, strategy)
+    for name, strategy in BUILTIN_STRATEGIES.items():
+        registry.register(name, strategy)

@@ -30,11 +30,12 @@ from typing import Any
 
 import numpy as np
 
+from synthex.core.naming import DEFAULT_SEARCH_MODE
 from synthex.core.record import Record
 from synthex.core.scope import BranchScope
 from synthex_resources.commits import with_commit_retry
 from synthex_resources.record_store import LIGHT_COLUMNS, RECORDS, RecordStore
-from synthex_resources.search.builtin_strategies import HYBRID
+from synthex_resources.search.builtin_strategies import BUILTIN_STRATEGIES
 from synthex_resources.search.dense_index import dense_index
 from synthex_resources.search.memory_lexical import memory_bm25
 from synthex_resources.search.postings import fts_stats, holds_live_rows, postings_bm25
@@ -284,7 +285,7 @@ class SearchEngine:
 
     # -- search -----------------------------------------------------------------------------------
     def search(self, query: str, steps: list[str] | None = None, scope: BranchScope | None = None, k: int = 10,
-               strategy: SearchStrategy = HYBRID, periods: list[str] | None = None,
+               strategy: SearchStrategy | None = None, periods: list[str] | None = None,
                metadata: dict[str, Any] | None = None, exact: bool = False,
                query_vector: np.ndarray | None = None, as_of: datetime | str | None = None) -> SearchResults:
         """The top ``k`` hits as ``strategy`` ranks them (``exact``: verbatim matches instead), with the
@@ -292,6 +293,8 @@ class SearchEngine:
         question is asked; leaf-sum search (the conversational strategy) resolves relative dates in the
         query against it ("last week", search/temporal.py). Others ignore it."""
         scope = scope or BranchScope.own()
+        # no strategy: the default mode, named once in the core (DEFAULT_SEARCH_MODE), a built-in
+        strategy = strategy if strategy is not None else BUILTIN_STRATEGIES[DEFAULT_SEARCH_MODE]
         with self.store.pinned_version():
             hits = self._search(query, steps, scope, k, strategy, periods, metadata, exact, query_vector, as_of)
             if not exact:  # a drilled-down leaf names the searched records it was reached through

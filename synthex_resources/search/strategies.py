@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from typing import Any, ClassVar, NoReturn
 
+from synthex.core import hookspecs
 from synthex.core.errors import PipelineDefinitionError
 from synthex.core.plugins import Registry, populate
 from synthex_resources.search.types import (
@@ -46,7 +47,7 @@ from synthex_resources.search.types import (
     SearchWarning,
 )
 
-HOOK = "register_search_strategies"
+HOOK = hookspecs.register_search_strategies
 BUILTINS = ("synthex_resources.search.builtin_strategies",)
 
 
@@ -375,8 +376,7 @@ class StrategyRegistry(Registry[SearchStrategy]):
           searched records themselves, else ``DEFAULT_SEARCH_MODE`` (hybrid); ``hit.sources()`` and
           ``hit.leaves()`` drill down from there.
         An unknown name is one line naming the known ones."""
-        # Imported here: a search has its pipeline's definition loaded already, `--help` (the registry) does not.
-        from synthex.core.definition import DEFAULT_SEARCH_MODE
+        from synthex.core.naming import DEFAULT_SEARCH_MODE
 
         name = mode or default
         if name not in self:

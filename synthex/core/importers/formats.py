@@ -1,5 +1,6 @@
-"""Which importer reads a file: format detection, the format table (built-ins and ``register_format``),
-and ``ParsedSource``, one source's parse kept while its file is unchanged.
+"""Which importer reads a file: format detection, the format registry (``file_formats``: the built-ins
+below and every plugin's, through the ``register_formats`` hook of ``synthex.core.hookspecs``), and
+``ParsedSource``, one source's parse kept while its file is unchanged.
 
 Apart from ``synthex.core.importers.base`` so that the importers, which import ``base``, are imported by
 this module only (no cycle between ``base`` and the importers).
@@ -7,11 +8,15 @@ this module only (no cycle between ``base`` and the importers).
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
-from synthex.core.errors import SourceError
+from synthex.core import hookspecs
+from synthex.core.errors import PipelineDefinitionError, SourceError
 from synthex.core.importers import base, chatgpt, claude, folder, jsonl
 from synthex.core.importers.base import (
     Intake,
@@ -27,6 +32,7 @@ from synthex.core.importers.base import (
 from synthex.core.importers.export_parts import describe_parts, export_parts, parse_parts
 from synthex.core.importers.migrate import detect_migration_format, migration_parsers
 from synthex.core.limits import Limits
+from synthex.core.plugins import Registry, populate
 
 FORMATS = ("chatgpt-export", "claude-export", "folder", "jsonl")
 
@@ -96,27 +102,35 @@ def _split_export_format(folder: Path, parts: list[Path], max_bytes: int | None)
                       f"conversation")
 
 
-# Formats added by other packages (e.g. evals registers the benchmark formats): name -> parser(path).
-EXTRA_FORMATS: dict[str, Callable[[Path], list[SourceItem]]] = {}
+FormatParser = Callable[[Path, Intake], list[SourceItem]]  # (the file or folder, the read's bounds and warnings)
 
-
-def register_format(name: str, parser: Callable[[Path], list[SourceItem]]) -> None:
-    """Make ``format=name`` available to ``pipeline.source``."""
-    EXTRA_FORMATS[name] = parser
-
-
-# The built-in parsers take the read's Intake (bounds, links, warnings); registered ones take the path.
-BUILTIN_PARSERS: dict[str, Callable[[Path, Intake], list[SourceItem]]] = {
+BUILTIN_PARSERS: dict[str, FormatParser] = {
     "chatgpt-export": chatgpt.parse,
     "claude-export": claude.parse,
     "folder": folder.parse,
     "jsonl": jsonl.parse,
     **migration_parsers(),
 }
+BUILTIN_MODULES = ("synthex.core.importers.formats",)
 
 
-def load_source(path: str | Path, fmt: str = "auto", intake: Intake | None = None) -> list[SourceItem]:
-    """Parse a source file or folder (every call parses; ``ParsedSource`` keeps one parse). ``intake``
+def register_formats(registry: Registry[FormatParser]) -> None:
+    for name, parse in BUILTIN_PARSERS.items():
+        registry.register(name, parse)
+
+
+@functools.cache
+def file_formats() -> Registry[FormatParser]:
+    """The formats ``pipeline.source(..., format=NAME)`` reads: the built-ins, then every installed plugin's
+    (the evals plugin's benchmark formats). Loaded once per process, at the first read that needs it: a
+    read-only catalogue (installed plugins do not change while a process runs)."""
+    return populate(Registry[FormatParser]("file format"), hookspecs.register_formats, builtins=BUILTIN_MODULES)
+
+
+def load_source(path: str | Path, fmt: str = "auto", intake: Intake | None = None,
+                formats: Registry[FormatParser] | None = None) -> list[SourceItem]:
+    """Parse a source file or folder (every call parses; ``ParsedSource`` keeps one parse); ``formats``: a
+    pipeline's own (``PipelineDefinition.formats``), tried after the built-ins, before the plugins'. ``intake``
     bounds the read (``Limits``; default bounds when None) and collects the warnings of what it skipped:
     a single file over ``source_file_bytes`` is skipped whole, stat'ed before anything reads it."""
     p = Path(path).expanduser()
@@ -134,14 +148,10 @@ def load_source(path: str | Path, fmt: str = "auto", intake: Intake | None = Non
     try:
         if fmt == "auto":
             fmt = detect_format(p, cap)
-        parsers: dict[str, Callable[..., list[SourceItem]]] = {**BUILTIN_PARSERS, **EXTRA_FORMATS}
-        if fmt not in parsers:
-            known = ", ".join([*BUILTIN_PARSERS, *EXTRA_FORMATS])
-            raise SourceError(f"{p}: unknown format {fmt!r}; expected one of {known} or 'auto'")
         if fmt in CHAT_EXPORTS and p.is_dir():  # an export split into parts: every part, in order
             items = parse_parts(p, _part_parser(fmt, cap), intake)
         else:
-            items = parsers[fmt](p, intake) if fmt in BUILTIN_PARSERS else parsers[fmt](p)
+            items = _parser(p, fmt, formats)(p, intake)
     except TooLarge as exc:  # grew past the bound while read: skipped like any file over it
         intake.warn(str(exc))
         return []
@@ -153,6 +163,47 @@ def load_source(path: str | Path, fmt: str = "auto", intake: Intake | None = Non
             raise SourceError(f"{p}: two items share the id {show(item.key)}")
         seen.add(item.key)
     return items
+
+
+def _parser(path: Path, fmt: str, own: Registry[FormatParser] | None) -> FormatParser:
+    """The parser of ``fmt``: a built-in, else the pipeline's own (``own``), else a plugin's. The plugins are
+    discovered only by a read that names a format neither has; an unknown name is one line naming the known."""
+    if fmt in BUILTIN_PARSERS:
+        return BUILTIN_PARSERS[fmt]
+    if own is not None and fmt in own:
+        return own.get(fmt)
+    formats = file_formats()
+    if fmt not in formats:
+        known = [*formats.names(), *(own.names() if own is not None else [])]
+        failed = "".join(f"; {f}" for f in formats.failures)
+        raise SourceError(f"{path}: unknown format {fmt!r}; expected one of {', '.join(known)} or 'auto'{failed}")
+    return formats.get(fmt)
+
+
+# The pipeline file being loaded (``synthex.core.project.pipeline_from_file``) collects what its legacy
+# ``register_format`` calls register; outside such a load there is no pipeline to give a format to.
+_LOADING: ContextVar[Registry[FormatParser] | None] = ContextVar("synthex_loading_formats", default=None)
+
+
+@contextmanager
+def collecting_formats() -> Iterator[Registry[FormatParser]]:
+    """While a pipeline file runs: the formats its ``register_format`` calls add (its pipeline's, after)."""
+    collected: Registry[FormatParser] = Registry("file format")
+    token = _LOADING.set(collected)
+    try:
+        yield collected
+    finally:
+        _LOADING.reset(token)
+
+
+def register_format(name: str, parser: Callable[[Path], list[SourceItem]]) -> None:
+    """The call pipeline.py files of earlier templates make: the format becomes the loaded pipeline's own,
+    as ``pipeline.format(name, parser)`` makes it (which new code calls)."""
+    collected = _LOADING.get()
+    if collected is None:
+        raise PipelineDefinitionError(f"register_format({name!r}, ...): only a project's pipeline.py may call "
+                                      f"it; call pipeline.format({name!r}, parser) on the pipeline instead")
+    collected.register(name, parser, replace=True)
 
 
 def reads_notes(path: Path, fmt: str) -> bool:
@@ -226,9 +277,10 @@ class ParsedSource:
         self._nothing: str | None = None
 
     def items(self, path: str | Path, fmt: str = "auto", limits: Limits | None = None,
-              follow_links: bool = False) -> list[SourceItem]:
+              follow_links: bool = False, formats: Registry[FormatParser] | None = None) -> list[SourceItem]:
         """The items of ``path`` read within ``limits`` (a folder's links leave it only with
-        ``follow_links``); what the read skipped is in ``warnings``."""
+        ``follow_links``; ``formats``: the pipeline's own, ``load_source``); what the read skipped is in
+        ``warnings``."""
         p = Path(path).expanduser()
         if not p.exists():
             raise SourceError(f"{p}: no such file or folder")
@@ -244,7 +296,7 @@ class ParsedSource:
             raise SourceError(f"{exc.filename or p}: cannot read file: {exc.strerror or exc}") from exc
         if key != self._key or digest != self._digest:
             intake = Intake(limits=limits, follow_links=follow_links)
-            self._items = load_source(p, fmt, intake)
+            self._items = load_source(p, fmt, intake, formats)
             self._skipped, self._set_aside, self._nothing = intake.warnings, tuple(intake.set_aside), intake.nothing
         self._key, self._stat, self._digest = key, stat, digest
         return self._items

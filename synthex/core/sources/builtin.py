@@ -27,7 +27,8 @@ class ExportFile(SourceKind):
         return {"file": str(args["file"]), "format": args.get("format", "auto")}
 
     def origin(self, step: SourceFields) -> SourceOrigin:
-        return FileOrigin(step.path(), step.format, step.limits, bool(step.options.get("follow_links")), step.name)
+        return FileOrigin(step.path(), step.format, step.limits, bool(step.options.get("follow_links")), step.name,
+                          step.formats)
 
     def toml_config(self, step: SourceFields) -> dict[str, Any]:
         return {"file": step.file, "format": step.format, **step.options}

@@ -7,8 +7,9 @@ from typing import Any
 
 from synthex.core.errors import SourceError
 from synthex.core.importers import ParsedSource, SourceItem
-from synthex.core.importers.formats import change_token
+from synthex.core.importers.formats import FormatParser, change_token
 from synthex.core.limits import Limits
+from synthex.core.plugins import Registry
 from synthex.core.sources.base import SourceOrigin
 from synthex.core.sources.quarantine import QUARANTINE_KEPT, Quarantine, QuarantinedLine, SetAsideUnit
 
@@ -19,17 +20,19 @@ class FileOrigin(SourceOrigin):
     kind = "file"
 
     def __init__(self, path: Path, fmt: str = "auto", limits: Limits | None = None, follow_links: bool = False,
-                 source: str = "") -> None:
-        """``source``: the step's name, for what it sets aside (default: the file's name)."""
+                 source: str = "", formats: Registry[FormatParser] | None = None) -> None:
+        """``source``: the step's name, for what it sets aside (default: the file's name); ``formats``: the
+        pipeline's own (``pipeline.format``), looked up after the built-ins and before the plugins'."""
         self.path, self.format = path, fmt
         self.source = source or path.name
         self.limits = limits or Limits()
         # A notes folder's links may lead out of it only when the source says so (issue 20).
         self.follow_links = follow_links
+        self.formats = formats
         self._parsed = ParsedSource()
 
     def items(self) -> list[SourceItem]:
-        return self._parsed.items(self.path, self.format, self.limits, self.follow_links)
+        return self._parsed.items(self.path, self.format, self.limits, self.follow_links, self.formats)
 
     def warnings(self) -> list[str]:
         self.items()

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+from synthex.core import hookspecs
 from synthex.core.errors import PipelineDefinitionError
 from synthex.core.limits import Limits
 from synthex.core.plugins import Registry, populate
@@ -34,6 +35,7 @@ class SourceFields(Protocol):
     api: Callable[[Any], Any] | None
     options: dict[str, Any]
     limits: Limits  # the pipeline's bounds on input (synthex.core.limits)
+    formats: Any  # the pipeline's own file formats (a Registry; PipelineDefinition.formats)
 
     def path(self) -> Path: ...
 
@@ -77,7 +79,7 @@ class SourceKind(ABC):
 def source_kinds() -> Registry[SourceKind]:
     """The source kinds: the built-ins, then every installed plugin's. Loaded once per process: a read-only
     catalogue (installed plugins do not change while a process runs) that every source step looks up."""
-    return populate(Registry[SourceKind]("source kind"), "register_source_kinds", builtins=BUILTIN_MODULES)
+    return populate(Registry[SourceKind]("source kind"), hookspecs.register_source_kinds, builtins=BUILTIN_MODULES)
 
 
 def get_source_kind(name: str) -> SourceKind:

@@ -217,6 +217,10 @@ class Step:
         """The pipeline's bounds on input (``PipelineDefinition.limits``); steps that read from outside
         the pipeline keep them, the others need none."""
 
+    def use_formats(self, formats: Any) -> None:
+        """The pipeline's own file formats (``PipelineDefinition.formats``, ``pipeline.format``); the steps
+        that read files keep them, the others need none."""
+
     # -- identity -----------------------------------------------------------------------------
     def config(self) -> dict[str, Any]:
         """The step's configuration as plain data (TOML export; version hash input)."""

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
+from synthex.core import hookspecs
 from synthex.core.errors import PipelineDefinitionError
 from synthex.core.llm import CHARS_PER_TOKEN
 from synthex.core.plugins import Registry, populate
@@ -127,7 +128,7 @@ def register_fold_states(registry: Registry[type[StateBound]]) -> None:
 @functools.cache
 def fold_states() -> Registry[type[StateBound]]:
     """The state bounds by kind: the built-ins, then every installed plugin's (loaded once per process)."""
-    return populate(Registry[type[StateBound]]("fold state bound"), "register_fold_states", builtins=BUILTIN_MODULES)
+    return populate(Registry[type[StateBound]]("fold state bound"), hookspecs.register_fold_states, builtins=BUILTIN_MODULES)
 
 
 def state_bound(value: object, where: str) -> StateBound | None:

@@ -26,6 +26,7 @@ import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from synthex.core import hookspecs
 from synthex.core.errors import PipelineDefinitionError, StepError
 from synthex.core.limits import Limits
 from synthex.core.plugins import Registry, populate
@@ -93,7 +94,7 @@ def register_key_functions(registry: Registry[KeyFunction]) -> None:
 @functools.cache
 def key_functions() -> Registry[KeyFunction]:
     """The key functions by name: the built-ins, then every installed plugin's (loaded once per process)."""
-    return populate(Registry[KeyFunction]("key function"), "register_key_functions", builtins=BUILTIN_MODULES)
+    return populate(Registry[KeyFunction]("key function"), hookspecs.register_key_functions, builtins=BUILTIN_MODULES)
 
 
 def resolve_key_function(by: object, where: str) -> tuple[str, KeyFunction]:

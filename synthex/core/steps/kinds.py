@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 
+from synthex.core import hookspecs
 from synthex.core.plugins import Registry, populate
 from synthex.core.steps.base import Step
 
@@ -21,7 +22,7 @@ BUILTIN_MODULES = ("synthex.core.steps.builtin", "synthex.core.importers.migrate
 def step_kinds() -> Registry[type[Step]]:
     """The step kinds: the built-ins, then every installed plugin's. Loaded once per process: a read-only
     catalogue (installed plugins do not change while a process runs)."""
-    return populate(Registry[type[Step]]("step kind"), "register_step_kinds", builtins=BUILTIN_MODULES)
+    return populate(Registry[type[Step]]("step kind"), hookspecs.register_step_kinds, builtins=BUILTIN_MODULES)
 
 
 def get_step_kind(name: str) -> type[Step]:

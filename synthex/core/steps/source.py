@@ -37,6 +37,9 @@ class SourceStep(Step):
     # The pipeline's bounds on input (``PipelineDefinition.limits``, bound when the step is added): not an
     # argument of ``pipeline.source`` and not part of the version (they decide which items exist).
     limits: Limits = field(default_factory=Limits, init=False, repr=False, compare=False)
+    # The pipeline's own formats (``PipelineDefinition.formats``, bound likewise; not part of the
+    # version: the step's ``format`` name is).
+    formats: Any = field(default=None, init=False, repr=False, compare=False)
     kind: ClassVar[str] = "source"
     is_source: ClassVar[bool] = True
     _origin: SourceOrigin | None = field(default=None, init=False, repr=False, compare=False)
@@ -61,6 +64,9 @@ class SourceStep(Step):
 
     def use_limits(self, limits: Limits) -> None:
         self.limits = limits
+
+    def use_formats(self, formats: Any) -> None:
+        self.formats = formats
 
     def read_export(self, file: str, fmt: str, base_dir: str) -> None:
         """Read the export ``file`` (format ``fmt``) instead of this source's data (evals point a project's
