@@ -53,7 +53,7 @@ def one_scale(scale: int) -> dict:
     from synthex_assets.instance import open_instance
 
     instance = open_instance(pipe)
-    try:  # what the full run wrote to Dagster's event log (tests/test_clispeed.py bounds it)
+    try:  # what the full run wrote to Dagster's event log (tests/test_cli_light_imports.py bounds it)
         full_events = len(instance.all_logs(full.dagster_run_ids[0])) if full.dagster_run_ids else 0
     finally:
         instance.dispose()

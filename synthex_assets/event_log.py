@@ -53,7 +53,7 @@ class SqliteEventLog(SqliteEventLogStorage):
         # Inside ``dynamic_partitions_held``: partitions definition name -> its keys as read (else None).
         self._held_partitions: dict[str, list[str]] | None = None
         self._alembic_scripts: ScriptDirectory | None = None  # read when a file is first stamped
-        self.alembic_script_loads = 0  # how often (once per storage: counted by tests/test_demo8b.py)
+        self.alembic_script_loads = 0  # how often (once per storage: counted by tests/test_demo_run_event_log.py)
         self.files_set_up = 0  # database files this storage created (the index, each run's shard)
         super().__init__(base_dir, inst_data)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_conv60 import bag_vectors
+from test_conversational_at_scale import bag_vectors
 
 from synthex.core.record import Record
 from synthex.core.scope import BranchScope

@@ -132,7 +132,7 @@ def test_eval_results_are_read_only_from_sql(evaluated):
 def test_eval_asset_writes_through_its_duckdb_resource(evaluated, tmp_path):
     project, data, _ = evaluated
     pipe = load(project)
-    pipe.eval_asset("locomo", data=str(data))  # opt-in (test_evalui.py: what pipeline.py declares)
+    pipe.eval_asset("locomo", data=str(data))  # opt-in (test_eval_assets.py: what pipeline.py declares)
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("branch", ["main"])
     config = {"ops": {"eval_locomo": {"config": {"data": str(data), "thresholds": {}}}}}

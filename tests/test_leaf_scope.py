@@ -20,7 +20,7 @@ TOPICS = ["hiking at the lake", "a zebra finch that sings", "sourdough bread bak
 
 def turns(conv: str, session: int, count: int, start_day: int, first: int = 0,
           said: str = "today we talked about") -> list[Record]:
-    """Turns of a made-up chat, ``<author>: <said> <topic> (<id>)``; test_search1m says it another way."""
+    """Turns of a made-up chat, ``<author>: <said> <topic> (<id>)``; test_search_sidecar says it another way."""
     out = []
     for i in range(first, first + count):
         rid = f"{conv}-s{session}-t{i}"

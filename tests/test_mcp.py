@@ -73,7 +73,7 @@ async def read_tools(session, served: dict) -> None:
     assert all(p.get("description") for p in schema["properties"].values())
     assert tools["search"].annotations.read_only_hint and not tools["remember"].annotations.read_only_hint
 
-    # hybrid: the summaries' own ranking (the template's default drills down to conversations: test_defmode)
+    # hybrid: the summaries' own ranking (the template's default drills down to conversations: test_default_template_drill_down)
     hits = payload(await session.call_tool("search", {"query": served["title"], "k": 5, "mode": "hybrid"}))["hits"]
     assert served["summary_id"] in [h["id"] for h in hits]
     assert {h["step"] for h in hits} <= {"summaries", "monthly"}

@@ -241,7 +241,7 @@ class SearchEngine:
 
         def fetch(limit: int) -> list[tuple[str, float]]:
             # pylance's own full-text query on the same index (what lancedb's FTS search runs, same scores
-            # and order), so a lexical search never imports lancedb (~3-4 s: tests/test_clispeed.py).
+            # and order), so a lexical search never imports lancedb (~3-4 s: tests/test_cli_light_imports.py).
             try:
                 rows = ds.to_table(columns=["id", "_score"], full_text_query={"query": text, "columns": [FTS_COLUMN]},
                                    filter=where, prefilter=True, limit=limit)

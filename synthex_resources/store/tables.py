@@ -8,7 +8,7 @@ builds and maintenance). ``lancedb`` (2.4 CPU-seconds more to import here, almos
 REST-namespace client) is opened only for what pylance has no door for: LanceDB's query builder
 (``tbl.search``: vector search off the in-memory path, FTS over an unindexed table, exact substring
 search) and whatever else a caller asks a ``LanceTable`` for. So a run, ``get``, ``stats``, ``plan``
-and a BM25 search never load ``lancedb`` (tests/test_demorun.py, test_clispeed.py). Both libraries
+and a BM25 search never load ``lancedb`` (tests/test_demo_run_hashing.py, test_cli_light_imports.py). Both libraries
 write LanceDB's on-disk format (the same datasets, manifests and indexes) and open the latest version
 on every operation, so the UI and the CLI see each other's writes.
 """

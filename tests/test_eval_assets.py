@@ -30,7 +30,7 @@ def eval_names(defs) -> tuple[set[str], set[str], set[str]]:
 @pytest.fixture(scope="module")
 def initialized(tmp_path_factory):
     """`synthex init --with-evals` (the raw template over the demo export): the declaration, not yet its data."""
-    root = tmp_path_factory.mktemp("evalui")
+    root = tmp_path_factory.mktemp("eval-assets-project")
     cli("init", "withevals", "--demo", "--template", "raw", "--with-evals", "--dir", str(root / "withevals"))
     return root / "withevals"
 
@@ -58,7 +58,7 @@ def test_init_with_evals_declares_the_asset_job_and_schedule(initialized):
     defs = location_definitions(pipe)
     assert eval_names(defs) == ({"eval_locomo"}, {"eval_locomo_job"}, {"eval_locomo_schedule"})
     asset = defs.get_assets_def("eval_locomo")
-    # branch x dataset: a dimension named "branch" in the UI (test_evalui2), the step assets' BRANCHES
+    # branch x dataset: a dimension named "branch" in the UI (test_eval_ui_loop), the step assets' BRANCHES
     assert asset.partitions_def.get_partitions_def_for_dimension("branch") is BRANCHES and BRANCHES.name == "branch"
     assert asset.partitions_def.partition_dimension_names == ["branch", "dataset"]
     assert "data/locomo10.json" in asset.descriptions_by_key[asset.key]

@@ -46,7 +46,7 @@ query Dimensions($key: AssetKeyInput!) {
 @pytest.fixture(scope="module")
 def evaluated(tmp_path_factory):
     """(project, instance, the eval asset's declaration, {branch: materialize result})."""
-    root = tmp_path_factory.mktemp("evalui2") / "proj"
+    root = tmp_path_factory.mktemp("eval-ui-project") / "proj"
     with pytest.MonkeyPatch.context() as mp:  # module fixtures run before the autouse offline_env
         go_offline(mp)
         cli("init", "proj", "--demo", "--template", "raw", "--with-evals", "--dir", str(root))

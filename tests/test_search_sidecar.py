@@ -56,7 +56,7 @@ def fresh_copy(src: Path, dst: Path) -> Path:
 @pytest.fixture(scope="module")
 def persisted(tmp_path_factory) -> tuple[Path, dict]:
     """A store searched once in every mode, its structures persisted; the rankings it gave."""
-    root = tmp_path_factory.mktemp("s1m") / "store"
+    root = tmp_path_factory.mktemp("sidecar-store") / "store"
     store = RecordStore(str(root))
     write(store, turns("c1", 1, 6, 1) + turns("c1", 2, 6, 3) + turns("c2", 1, 5, 2))
     first = ranking(store, ["ctx"])

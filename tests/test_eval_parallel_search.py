@@ -1,7 +1,7 @@
 """Issue 21 "Speed": an eval searches a workspace's questions on two threads (``evals.benchmarks.searched_in_order``).
 The first question is searched alone (it may write the workspace's leaf vectors), the rest on worker threads, and
 the hits come back in question order, so every figure and per-question row is the one a sequential loop gives
-(on a real store: tests/test_evalwarm.py, ``search_workers=1`` against the default). No timing is asserted."""
+(on a real store: tests/test_eval_warm_rerun.py, ``search_workers=1`` against the default). No timing is asserted."""
 
 from __future__ import annotations
 

@@ -82,7 +82,7 @@ def _corpus() -> tuple[list[Record], list[Record]]:
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("conv60") / "store"
+    path = tmp_path_factory.mktemp("conversation-store") / "store"
     store = RecordStore(str(path), embedder=BagEmbedder())
     turns, contexts = _corpus()
     store.records.upsert(turns)

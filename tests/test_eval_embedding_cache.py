@@ -37,7 +37,7 @@ def runs(tmp_path_factory):
     (new stores): first with an empty disk cache (every vector from the model, as with no cache), then with
     the cache the first filled. Returns (results by run, model texts embedded by run, warnings by run, the
     cache, the model)."""
-    base = tmp_path_factory.mktemp("evalspeed2")
+    base = tmp_path_factory.mktemp("locomo-eval")
     data = write_json(base / "locomo_small.json", locomo_small())
     model = MiniLMOnnxEmbedder()  # loaded once; each run has its own memo over it
     cache_dir = base / EMBEDDING_CACHE

@@ -11,8 +11,8 @@ import copy
 
 import pytest
 from conftest import go_offline, write_json
+from test_eval_embedding_cache import figures
 from test_evalloop import locomo_small
-from test_evalspeed2 import figures
 
 from evals.architectures import Architecture, IngestMarker, _contextual, resolve
 from evals.benchmarks import SEARCH_WORKERS, evaluate
@@ -51,7 +51,7 @@ def evals(tmp_path_factory):
     enriched = Architecture("conversational", lambda d, r, f: _contextual(d, r, f, stem=True, enriched=True),
                             mode="conversational", workspace="contextual-stemmed")  # same workspace, new step code
     steps = [("first", data, resolve(["conversational"], None)), ("second", data, resolve(["conversational"], None)),
-             ("one search thread", data, resolve(["conversational"], None))]  # test_evalpar.py: same hits
+             ("one search thread", data, resolve(["conversational"], None))]  # test_eval_parallel_search.py: same hits
     changed = copy.deepcopy(samples)
     changed[0]["conversation"]["session_1"][0]["text"] = "Ann says: I sold my old bicycle (note changed)."
     changed_data = write_json(base / "locomo_changed.json", changed)

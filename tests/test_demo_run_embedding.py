@@ -49,7 +49,7 @@ class CountingMiniLM(MiniLMOnnxEmbedder):
 def ran(tmp_path_factory):
     """A small demo project (8 conversations over 3 months) run once in this process, counting the SQL
     statements that read Dagster's dynamic partitions table during the run, then run again (no change)."""
-    base = tmp_path_factory.mktemp("demo8")
+    base = tmp_path_factory.mktemp("demo-project")
     export = base / "exports" / "conversations.json"
     export.parent.mkdir(parents=True)
     export.write_text(json.dumps(generate(conversations=8, months=3, seed=5)))

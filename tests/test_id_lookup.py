@@ -12,7 +12,7 @@ import shutil
 import numpy as np
 import pytest
 from test_leaf_scope import context
-from test_search1m import fresh_copy, turns
+from test_search_sidecar import fresh_copy, turns
 
 from synthex.core.record import Record
 from synthex.core.scope import BranchScope
@@ -75,7 +75,7 @@ def sorted_here(store: RecordStore) -> int:
 
 @pytest.fixture(scope="module")
 def persisted(tmp_path_factory):
-    root = tmp_path_factory.mktemp("cold1m") / "store"
+    root = tmp_path_factory.mktemp("id-lookup-store") / "store"
     store = RecordStore(str(root))
     store.records.upsert(leaves := turns("c1", 1, 6, 1) + turns("c2", 1, 5, 2))
     store.records.upsert(context(leaves))

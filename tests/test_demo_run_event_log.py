@@ -124,7 +124,7 @@ def materialized(entry) -> tuple[str, str, dict]:
 def two_runs(tmp_path_factory):
     """A tiny project run twice in one process (the second a full run), counting every read of the alembic
     scripts (alembic's own entry point, wrapped) and the event log's own counts after each run."""
-    base = tmp_path_factory.mktemp("demo8b")
+    base = tmp_path_factory.mktemp("demo-project")
     export = base / "exports" / "conversations.json"
     export.parent.mkdir(parents=True)
     export.write_text(json.dumps(generate(conversations=3, months=1, seed=7)))
