@@ -20,7 +20,6 @@ keeps its BLAS threads unless it calls ``apply_search_threads()`` itself. ONNX's
 
 from __future__ import annotations
 
-import ctypes
 import os
 import sys
 from dataclasses import dataclass
@@ -59,6 +58,8 @@ def _call(lib: Any, names: tuple[str, ...], *args: int) -> int | None:
 
 def blas_threads() -> list[int]:
     """The thread count of each loaded OpenBLAS (empty when none is loaded, or not on Linux)."""
+    import ctypes
+
     import numpy  # noqa: F401 (loads numpy's BLAS, so the map lists it)
 
     counts = []
@@ -77,6 +78,8 @@ class SearchThreads:
 
     def apply(self) -> dict[str, Any]:
         """Set the pools; returns what it set (the libraries it reached), for the caller to keep."""
+        import ctypes  # here, not at the top: an entry point's call before numpy loads needs none (startup)
+
         import numpy  # noqa: F401 (loads numpy's BLAS, so the map lists it)
 
         done: list[str] = []
