@@ -23,18 +23,16 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from synthex.core.definition import PipelineDefinition
-    from synthex.core.evaluators import Evaluator
-    from synthex.core.importers.base import Intake, SourceItem
-    from synthex.core.plugins import Registry
-    from synthex.core.sources.kinds import SourceKind
-    from synthex.core.steps.base import Step
-    from synthex.core.steps.fold_state import StateBound
-    from synthex.core.steps.group_keys import KeyFunction
+# This module imports nothing of Synthex: the registries' modules import it (through synthex.core.plugins),
+# so the items' types are named in each hook's docstring, not in its signature.
+
+
+class Registers(Protocol):
+    """What a ``register_*`` hook is given: a ``synthex.core.plugins.Registry`` of one kind of item."""
+
+    def register(self, name: str, item: Any, *, replace: bool = False) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -64,20 +62,20 @@ def hookspec(spec: Callable[..., Any]) -> HookSpec:
 
 
 @hookspec
-def register_step_kinds(registry: Registry[type[Step]]) -> None:
+def register_step_kinds(registry: Registers) -> None:
     """Step kinds (``pipeline.step(kind, ...)``): ``registry.register(StepClass.kind, StepClass)``, a subclass
     of ``synthex.core.steps.base.Step``. Built-ins: source, transform, aggregate, fold, merge (and the
     restore step of a migration)."""
 
 
 @hookspec
-def register_source_kinds(registry: Registry[SourceKind]) -> None:
+def register_source_kinds(registry: Registers) -> None:
     """Source kinds (what ``pipeline.source(name, ...)`` reads): ``registry.register(kind.name, kind)``, a
     ``synthex.core.sources.kinds.SourceKind``. Built-ins: file, folder, table, stream, api."""
 
 
 @hookspec
-def register_formats(registry: Registry[Callable[[Path, Intake], list[SourceItem]]]) -> None:
+def register_formats(registry: Registers) -> None:
     """File formats (``pipeline.source(name, file=..., format=NAME)``): ``registry.register(NAME, parse)``,
     ``parse(path, intake) -> list[SourceItem]``; ``intake`` (``synthex.core.importers.base.Intake``) holds the
     read's bounds and collects its warnings. Built-ins: chatgpt-export, claude-export, folder, jsonl and the
@@ -85,21 +83,21 @@ def register_formats(registry: Registry[Callable[[Path, Intake], list[SourceItem
 
 
 @hookspec
-def register_key_functions(registry: Registry[KeyFunction]) -> None:
+def register_key_functions(registry: Registers) -> None:
     """Named key functions of key aggregates (``pipeline.aggregate(..., by=NAME)``):
     ``registry.register(NAME, fn)``, ``fn(record) -> str | Iterable[str] | None``. Built-ins: speaker,
     conversation, session, entity, topic."""
 
 
 @hookspec
-def register_fold_states(registry: Registry[type[StateBound]]) -> None:
+def register_fold_states(registry: Registers) -> None:
     """How a fold keeps its state bounded (``pipeline.fold(..., state=KIND)``):
     ``registry.register(Bound.kind, Bound)``, a subclass of ``synthex.core.steps.fold_state.StateBound``.
     Built-ins: truncate, compress, window."""
 
 
 @hookspec
-def register_search_strategies(registry: Registry[Any]) -> None:
+def register_search_strategies(registry: Registers) -> None:
     """Search modes (``--mode NAME``, ``mode=`` of a search output, MCP, ``SearchResource``):
     ``registry.register(strategy.name, strategy)``, an instance of
     ``synthex_resources.search.strategies.SearchStrategy`` registered under its own name. Built-ins:
@@ -107,13 +105,13 @@ def register_search_strategies(registry: Registry[Any]) -> None:
 
 
 @hookspec
-def register_benchmarks(registry: Registry[Any]) -> None:
+def register_benchmarks(registry: Registers) -> None:
     """Benchmarks (``synthex eval NAME``, ``pipeline.eval(NAME)``): ``registry.register(Class.name, Class)``,
     a subclass of ``evals.benchmarks.Benchmark``. Built-ins (the evals plugin): locomo, longmemeval."""
 
 
 @hookspec
-def register_evaluators(registry: Registry[Evaluator]) -> None:
+def register_evaluators(registry: Registers) -> None:
     """What ``pipeline.eval(NAME, data=...)`` calls: ``registry.register(NAME, evaluator)``, a
     ``synthex.core.evaluators.Evaluator``. The evals plugin registers one per registered benchmark."""
 
@@ -126,10 +124,10 @@ def register_commands(cli: Any) -> None:
 
 
 @hookspec
-def definitions(pipeline: PipelineDefinition) -> Any:
+def definitions(pipeline: Any) -> Any:
     """Dagster definitions merged into the project's code location: a ``dagster.Definitions`` (assets,
     checks, jobs, schedules) or None for none. Called once per code-location load with the project's
-    pipeline; the evals plugin adds the eval assets a project declares."""
+    pipeline (a ``synthex.core.definition.PipelineDefinition``); the evals plugin adds the eval assets a project declares."""
 
 
 HOOKS: tuple[HookSpec, ...] = (register_step_kinds, register_source_kinds, register_formats, register_key_functions,
