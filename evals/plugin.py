@@ -1,5 +1,6 @@
-"""The evals plugin: adds `synthex eval ...` to the CLI, the built-in benchmarks to the benchmark registry
-and the eval assets to the code location.
+"""The evals plugin: adds `synthex eval ...` to the CLI, the built-in benchmarks to the benchmark registry,
+their data files' formats to the format registry and the eval assets to the code location (hooks:
+``synthex.core.hookspecs``).
 
 Registered as an entry point (``[project.entry-points."synthex.plugins"]`` in pyproject.toml); the
 core finds it by name, never imports it. Kept light: heavy modules load inside the hooks.
