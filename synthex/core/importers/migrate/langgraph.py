@@ -148,7 +148,7 @@ def register(registry: Any) -> None:
     items = ("items", ("item",), True)
     registry.register(MigrationFormat(
         name=FORMAT_JSON, system=SYSTEM, description="LangGraph / LangMem store items as JSON (Item.dict(), {'items'})",
-        sniff=_is_store_json, parse=parse_json, step="langgraph_store", views=(items,)))
+        sniff=_is_store_json, parse=parse_json, step="langgraph_store", views=(items,), turn_kind="item"))
     registry.register(MigrationFormat(
         name=FORMAT_SQLITE, system=SYSTEM, description="LangGraph SqliteStore's 'store' table (SQLite)",
-        sniff=_is_store_db, parse=parse_sqlite, step="langgraph_store", views=(items,)))
+        sniff=_is_store_db, parse=parse_sqlite, step="langgraph_store", views=(items,), turn_kind="item"))
