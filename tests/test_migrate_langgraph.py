@@ -52,11 +52,17 @@ def check_store(items_json: Path, root: Path) -> dict:
     return {"stats": stats, "found": found, "ids": {k: r.id for k, r in got.items()}}
 
 
+def init_from(tmp_path: Path, name: str, fmt: str) -> Path:
+    """A project made by `synthex init --from` a copy of fixture file ``name`` (detected as ``fmt``)."""
+    copied = tmp_path / name
+    shutil.copy(FIXTURE / name, copied)
+    assert detect_format(copied) == fmt
+    cli("init", "from-langgraph", "--from", str(copied), "--dir", str(tmp_path / "proj"))
+    return copied
+
+
 def test_a_sqlite_store_arrives_whole_and_a_grown_one_adds_only_what_is_new(tmp_path):
-    db = tmp_path / "store.db"
-    shutil.copy(FIXTURE / "store.db", db)
-    assert detect_format(db) == "langgraph-sqlite"
-    cli("init", "from-langgraph", "--from", str(db), "--dir", str(tmp_path / "proj"))
+    db = init_from(tmp_path, "store.db", "langgraph-sqlite")
     before = check_store(FIXTURE / "items.json", tmp_path / "proj")
     assert "Bob lives in Lisbon" in before["found"]
     shutil.copy(FIXTURE / "grown.db", db)  # the store went on: one put, one update, one delete
@@ -89,10 +95,7 @@ def test_store_items_as_jsonl_are_the_same_items(tmp_path):
 
 
 def test_a_postgres_store_table_arrives_whole(tmp_path):
-    table = tmp_path / "store.csv"
-    shutil.copy(FIXTURE / "store.csv", table)
-    assert detect_format(table) == "langgraph-postgres-csv"
-    cli("init", "from-postgres", "--from", str(table), "--dir", str(tmp_path / "proj"))
+    table = init_from(tmp_path, "store.csv", "langgraph-postgres-csv")
     got = check_store(FIXTURE / "postgres_items.json", tmp_path / "proj")
     assert len(got["ids"]) == 4 and "Bob lives in Lisbon" in got["found"]
     raw = next(i for i in load_source(table) if i.metadata["source"]["store_key"] == "m1").metadata["source"]["raw"]
