@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -69,6 +69,15 @@ class Story:
     project: Path
     benchmark: Path
     imported: set[str]  # the imported records' ids after the first run
+    searched: dict[tuple[str, ...], list[dict]] = field(default_factory=dict)
+
+    def search(self, query: str, *more: str) -> list[dict]:
+        """`synthex search` before the promote: one search per query and branch for all the tests (nothing but the
+        promote changes the project's records, and the eval test checks that it left them as they were)."""
+        key = (query, *more)
+        if key not in self.searched:
+            self.searched[key] = search(self.project, query, *more)
+        return self.searched[key]
 
 
 def benchmark_file(path: Path) -> Path:
@@ -97,7 +106,7 @@ def story(tmp_path_factory) -> Story:
 
 
 def test_the_imported_agent_is_searched_as_it_was(story):
-    hits = search(story.project, "sailing")
+    hits = story.search("sailing")
     assert "I go sailing every Sunday" in [h["content"] for h in hits if h["step"] == "letta_messages"]
     assert {h["sources"][0] for h in hits} <= story.imported  # each searched record came from an imported one
     assert len(story.imported) == 9  # the agent file's 8 items and the passage
@@ -106,9 +115,9 @@ def test_the_imported_agent_is_searched_as_it_was(story):
 def test_the_branch_holds_one_record_per_conversation_and_main_is_untouched(story):
     diff = json.loads(cli("branch", "diff", "agg", "--json", cwd=story.project).stdout)
     assert diff["changed_steps"] == ["letta_messages"]
-    threads = [h for h in search(story.project, "sailing", "--branch", "agg") if h["step"] == "letta_messages"]
+    threads = [h for h in story.search("sailing", "--branch", "agg") if h["step"] == "letta_messages"]
     assert len(threads) == 1 and "(conversation, " in threads[0]["content"]  # one record for the agent's conversation
-    on_main = [h["content"] for h in search(story.project, "sailing") if h["step"] == "letta_messages"]
+    on_main = [h["content"] for h in story.search("sailing") if h["step"] == "letta_messages"]
     assert on_main and on_main != [threads[0]["content"]]
 
 
@@ -135,9 +144,11 @@ def test_eval_scores_both_branches_through_their_own_steps(story):
 
 
 def test_promote_keeps_the_imported_records(story):  # last: the only test that changes the project
-    threads = [h for h in search(story.project, "sailing", "--branch", "agg") if h["step"] == "letta_messages"]
-    imported = {h["sources"][0] for h in search(story.project, "sailing")}  # main's searched records came from these
+    threads = [h for h in story.search("sailing", "--branch", "agg") if h["step"] == "letta_messages"]
+    imported = {h["sources"][0] for h in story.search("sailing")}  # main's searched records came from these
+    assert imported_ids(story.project) == story.imported  # as the first run left them
     cli("branch", "promote", "agg", cwd=story.project)
+    story.searched.clear()
     after = search(story.project, "sailing")
     assert [h["id"] for h in after if h["step"] == "letta_messages"] == [threads[0]["id"]]
     assert imported <= {s for h in after for s in h["sources"]}  # the imported records stayed as they were
