@@ -131,6 +131,10 @@ def test_hostile_langgraph_files_are_one_line(tmp_path):
     with pytest.raises(SourceError) as caught:
         load_source(table, "auto")
     assert str(caught.value) == f"{table}: store row #0 (memories.ann / m2): 'value' is not JSON"
+    table.write_text(text.replace(",2026-12-02 07:19:40.322882+00,,", ",2026-12-02 07:19:40.322882+00,,,5"))
+    with pytest.raises(SourceError) as caught:
+        load_source(table, "auto")
+    assert str(caught.value) == f"{table}: line 3: 7 columns expected"
     table.write_text(text.replace("prefix,key,", "prefix,name,"))
     with pytest.raises(SourceError) as caught:
         load_source(table, "langgraph-postgres-csv")

@@ -143,6 +143,27 @@ def test_eval_scores_both_branches_through_their_own_steps(story):
     assert imported_ids(story.project) == story.imported  # the eval worked in its workspaces only
 
 
+def test_the_python_door_points_the_same_sources(story, tmp_path):
+    """``pipeline.eval`` (evals/pipeline_eval.py) moves a copy of the definition the CLI's eval builds from
+    pipeline.py: on the branch and main alike, the Letta agent's source reads the turns as messages and the
+    archival one none; the caller's definition keeps its own files."""
+    from evals.pipeline_eval import workspace_definition
+
+    pipe = load(story.project)
+    try:
+        branch = pipe.for_branch("agg")
+        twin = workspace_definition(branch, story.benchmark, tmp_path, "locomo-turns")
+        for node in (twin, twin.parent):
+            sources = node.sources()
+            assert {n: (s.format, s.turns_as.kind) for n, s in sources.items()} == {
+                "letta": ("locomo-turns", "message"), "letta_archival": ("locomo-turns", None)}
+            assert node.project_dir == tmp_path
+        assert {n: (s.format, s.turns_as) for n, s in branch.sources().items()} == {
+            "letta": ("letta-agent", None), "letta_archival": ("letta-passages", None)}
+    finally:
+        pipe.close()
+
+
 def test_promote_keeps_the_imported_records(story):  # last: the only test that changes the project
     threads = [h for h in story.search("sailing", "--branch", "agg") if h["step"] == "letta_messages"]
     imported = {h["sources"][0] for h in story.search("sailing")}  # main's searched records came from these
