@@ -220,13 +220,17 @@ def into_workspace(definition: PipelineDefinition, data: Path, root: Path, fmt: 
     while node is not None:
         chain.append(node)
         node = node.parent
-    sources = {id(s): s for node in reversed(chain) for s in node.sources().values()}  # main's order first
-    plan = turns_plan([project_format(s) for s in sources.values()])
+    # Each source step once (main's order first), read as its name and format say: a branch's own copy of a
+    # parent's source reads the turns as the parent's does, or the branch would see that source changed.
+    steps = {id(s): s for node in reversed(chain) for s in node.sources().values()}
+    keys = [(s.name, project_format(s)) for s in steps.values()]
+    unique = list(dict.fromkeys(keys))
+    plan = dict(zip(unique, turns_plan([f for _, f in unique]), strict=True))
     for node in chain:
         node.project_dir = root
         node.store_uri = str(root / ".synthex" / "lancedb")
-    for step, turns_as in zip(sources.values(), plan, strict=True):
-        step.read_export(str(data), fmt, str(root), turns_as=turns_as)
+    for step, key in zip(steps.values(), keys, strict=True):
+        step.read_export(str(data), fmt, str(root), turns_as=plan[key])
 
 
 def project_format(step: SourceStep) -> str:

@@ -196,3 +196,21 @@ def test_a_benchmarks_turns_enter_one_source_per_system():
     assert item.metadata["source"]["raw"] == {"type": "locomo"} and plan[0].items([turn]) == []
     with pytest.raises(BadInputError, match="no source of this pipeline holds conversation turns"):
         turns_plan(["mcp-memory", "letta-passages"])
+
+
+def test_a_branchs_own_copy_of_a_source_reads_the_turns_as_its_parents(tmp_path):
+    """A branch whose definition holds copies of its parent's source steps: each copy reads the turns as the
+    parent's step of that name does (else the branch would see its Letta source changed and read nothing)."""
+    import copy
+
+    from evals.architectures import into_workspace
+    from synthex import Pipeline
+
+    main = Pipeline("copies", project_dir=tmp_path / "project")
+    main.source("letta", file="sailor.af", format="letta-agent")
+    main.source("letta_archival", file="archival.json", format="letta-passages")
+    branch = copy.copy(main)
+    branch.parent, branch.steps = main, {name: copy.copy(step) for name, step in main.steps.items()}
+    into_workspace(branch, tmp_path / "locomo.json", tmp_path / "workspace", "locomo-turns")
+    for node in (branch, main):
+        assert {n: s.turns_as.kind for n, s in node.sources().items()} == {"letta": "message", "letta_archival": None}
