@@ -19,7 +19,8 @@ through its sources and queried through its search.
   holding the question's words or their nearest words in the memory's vocabulary ranked higher
   (search/word_neighbours.py).
 - any other name: the project's own pipeline (``pipeline.py``) on that branch, its sources pointed at
-  the benchmark data; hits are drilled down to their leaves to score turns. ``branch@recipe``
+  the benchmark data (a source of another memory system's file reads the turns as that system's:
+  ``into_workspace``); hits are drilled down to their leaves to score turns. ``branch@recipe``
   searches that branch with another search strategy of the registry (e.g. ``main@conversational``).
 """
 
@@ -43,6 +44,8 @@ from synthex_resources.search.sidecar import TableState
 from synthex_resources.search.tokenize import tokenize
 
 if TYPE_CHECKING:
+    from synthex.core.definition import PipelineDefinition
+    from synthex.core.steps import SourceStep
     from synthex_resources.search.rerankers import Rerankers
 
 # The key aggregates of ``hierarchical-conversational`` (named key functions of ``pipeline.aggregate(by=)``).
@@ -204,6 +207,42 @@ def _hierarchical(data: Path, root: Path, fmt: str, keys: tuple[str, ...] = HIER
     return pipe
 
 
+def into_workspace(definition: PipelineDefinition, data: Path, root: Path, fmt: str) -> None:
+    """Move ``definition`` (a branch) and its ancestors into workspace ``root``, every source reading the
+    benchmark file ``data`` (format ``fmt``), each once (a step shared by a branch and its parent too). A
+    source that read another memory system's file reads the turns as that system's
+    (``synthex.core.importers.migrate.turns``): an imported project's views and branches then select and
+    group the benchmark's turns as they did the imported ones, instead of finding none of their kinds."""
+    from synthex.core.importers.migrate.turns import turns_plan
+
+    chain = []
+    node: PipelineDefinition | None = definition
+    while node is not None:
+        chain.append(node)
+        node = node.parent
+    # Each source step once (main's order first), read as its name and format say: a branch's own copy of a
+    # parent's source reads the turns as the parent's does, or the branch would see that source changed.
+    steps = {id(s): s for node in reversed(chain) for s in node.sources().values()}
+    keys = [(s.name, project_format(s)) for s in steps.values()]
+    unique = list(dict.fromkeys(keys))
+    plan = dict(zip(unique, turns_plan([f for _, f in unique]), strict=True))
+    for node in chain:
+        node.project_dir = root
+        node.store_uri = str(root / ".synthex" / "lancedb")
+    for step, key in zip(steps.values(), keys, strict=True):
+        step.read_export(str(data), fmt, str(root), turns_as=plan[key])
+
+
+def project_format(step: SourceStep) -> str:
+    """The format the source reads in the project (``auto``: the one detected in its file, if it is there)."""
+    if step.origin_kind != "file" or step.format != "auto":
+        return step.format
+    from synthex.core.importers.migrate import detect_migration_format
+
+    path = step.path()
+    return (detect_migration_format(path, step.limits.source_file_bytes) if path.is_file() else None) or "auto"
+
+
 def project_architecture(project: Path, branch: str) -> Architecture:
     """The user's pipeline with every source reading the benchmark file instead of their exports."""
 
@@ -211,13 +250,7 @@ def project_architecture(project: Path, branch: str) -> Architecture:
         from synthex.core.project import load_pipeline
 
         pipe = load_pipeline(project).for_branch(branch)  # branches/<branch>.py over pipeline.py
-        node = pipe
-        while node is not None:  # the branch and its ancestors, all moved into the workspace
-            node.project_dir = root
-            node.store_uri = str(root / ".synthex" / "lancedb")
-            for step in node.sources().values():
-                step.read_export(str(data), fmt, str(root))
-            node = node.parent
+        into_workspace(pipe, data, root, fmt)
         return pipe  # type: ignore[return-value]
 
     from synthex.core.project import load_pipeline

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import sqlite3
 import sys
@@ -57,6 +58,15 @@ def rows() -> list[tuple[str, int, int, set[str], set[str]]]:
     items = load_source(store / "store.db")
     out.append(("langgraph-sqlite (store.db: the store table)", len(rows_), len(items), native_fields(rows_),
                 kept(items, ("item",))))
+    lines = [json.loads(line) for line in (store / "items.jsonl").read_text().splitlines() if line.strip()]
+    items = load_source(store / "items.jsonl")
+    out.append(("langgraph-jsonl (items.jsonl: Item.dict() a line)", len(lines), len(items), native_fields(lines),
+                kept(items, ("item",))))
+    with (store / "store.csv").open(newline="") as handle:
+        table = list(csv.DictReader(handle))
+    items = load_source(store / "store.csv")
+    out.append(("langgraph-postgres-csv (store.csv: PostgresStore's store table, COPY csv)", len(table), len(items),
+                native_fields(table), kept(items, ("item",))))
     with tempfile.TemporaryDirectory() as tmp:
         for name, data, fmt in (("memory.jsonl", MCP_LINES, "mcp-memory"), ("v2.af", AGENT_FILE_V2, "letta-agent"),
                                 ("v1.af", AGENT_FILE_V1, "letta-agent"), ("archival.json", PASSAGES, "letta-passages")):

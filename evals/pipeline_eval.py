@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evals.architectures import Architecture
+from evals.architectures import Architecture, into_workspace
 from evals.result import EvalResult
 from synthex.core.errors import BadInputError
 
@@ -45,12 +45,11 @@ def workspace_definition(definition: PipelineDefinition, data: Path, root: Path,
         twin.parent = node_copy(node.parent)
         twin.steps = {name: step_copy(step) for name, step in node.steps.items()}
         twin.outputs, twin.applied_branches = dict(node.outputs), list(node.applied_branches)
-        twin.project_dir, twin.store_uri = root, str(root / ".synthex" / "lancedb")
-        for step in twin.sources().values():
-            step.read_export(str(data), fmt, str(root))
         return twin
 
-    return node_copy(definition)  # type: ignore[return-value]
+    twin = node_copy(definition)
+    into_workspace(twin, data, root, fmt)  # type: ignore[arg-type]
+    return twin  # type: ignore[return-value]
 
 
 def definition_architecture(definition: PipelineDefinition) -> Architecture:

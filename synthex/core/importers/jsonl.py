@@ -36,6 +36,7 @@ from synthex.core.importers.base import (
     open_regular,
     repaired,
 )
+from synthex.core.limits import Limits
 from synthex.core.periods import iso
 
 # Custom metadata is stored and hashed as JSON: deeper nesting than any real use would hit the
@@ -67,19 +68,20 @@ def row_of(line: bytes, where: str) -> dict[str, Any] | None:
     return expect_object(row, f"{where}: the line")
 
 
-def parse(path: Path, intake: Intake | None = None) -> list[SourceItem]:
-    limits = (intake or Intake()).limits
+def jsonl_rows(path: Path, limits: Limits) -> tuple[list[tuple[int, dict[str, Any]]], os.stat_result]:
+    """The objects of a JSONL file as (line number, object), blank lines skipped, and the file's stat;
+    bounded by ``limits.source_file_bytes`` (a file over it, or growing past it while read: ``TooLarge``);
+    a line that is not UTF-8 or not a JSON object: one line naming ``file:lineno``."""
     cap = limits.source_file_bytes
-    items: list[SourceItem] = []
     try:
         fd, st = open_regular(path)
     except OSError as exc:
         raise SourceError(f"{path}: cannot read file: {exc.strerror or exc}") from exc
+    rows: list[tuple[int, dict[str, Any]]] = []
     # bytes: a line that is not UTF-8 is reported with its line number
     with os.fdopen(fd, "rb") as handle:
         if st.st_size > cap:
             raise TooLarge(limits.over("source_file_bytes", f"{path}: skipped: the file", st.st_size))
-        fallback = iso(datetime.fromtimestamp(st.st_mtime, tz=UTC))
         read, lineno = 0, 0
         while line := handle.readline(cap + 1 - read):  # never more than the bound, even in one line
             read += len(line)
@@ -87,14 +89,21 @@ def parse(path: Path, intake: Intake | None = None) -> list[SourceItem]:
                 raise TooLarge(limits.over("source_file_bytes", f"{path}: skipped: the file (it grew while read)",
                                            read))
             lineno += 1
-            where = f"{path}:{lineno}"
-            row = row_of(line, where)
-            if row is None:
-                continue
-            item = item_from_row(row, where, fallback, {"type": "jsonl", "path": str(path), "line": lineno})
-            if item.key == "":
-                item.key = f"line-{lineno}"
-            items.append(item)
+            row = row_of(line, f"{path}:{lineno}")
+            if row is not None:
+                rows.append((lineno, row))
+    return rows, st
+
+
+def parse(path: Path, intake: Intake | None = None) -> list[SourceItem]:
+    rows, st = jsonl_rows(path, (intake or Intake()).limits)
+    fallback = iso(datetime.fromtimestamp(st.st_mtime, tz=UTC))
+    items: list[SourceItem] = []
+    for lineno, row in rows:
+        item = item_from_row(row, f"{path}:{lineno}", fallback, {"type": "jsonl", "path": str(path), "line": lineno})
+        if item.key == "":
+            item.key = f"line-{lineno}"
+        items.append(item)
     return items
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from synthex.core.errors import PipelineDefinitionError
 from synthex.core.hashing import fingerprint
@@ -24,6 +24,9 @@ from synthex.core.sources.file import IMPORTER_VERSION
 from synthex.core.sources.kinds import get_source_kind, resolve_source_kind
 from synthex.core.steps.base import Audit, Step, StepContext, WorkItem
 
+if TYPE_CHECKING:
+    from synthex.core.importers.migrate.turns import TurnsAs
+
 
 @dataclass
 class SourceStep(Step):
@@ -34,6 +37,8 @@ class SourceStep(Step):
     api: Callable[[Any], Any] | None = field(default=None, repr=False)  # fetch(cursor) yielding pages
     origin_kind: str = "file"  # the source kind (a name in synthex.core.sources.kinds.source_kinds())
     options: dict[str, Any] = field(default_factory=dict)  # a plugin kind's own arguments (checked by it)
+    # Set by an eval only (``read_export``): the benchmark's turns read as another system's (an imported project).
+    turns_as: TurnsAs | None = None
     # The pipeline's bounds on input (``PipelineDefinition.limits``, bound when the step is added): not an
     # argument of ``pipeline.source`` and not part of the version (they decide which items exist).
     limits: Limits = field(default_factory=Limits, init=False, repr=False, compare=False)
@@ -68,12 +73,14 @@ class SourceStep(Step):
     def use_formats(self, formats: Any) -> None:
         self.formats = formats
 
-    def read_export(self, file: str, fmt: str, base_dir: str) -> None:
+    def read_export(self, file: str, fmt: str, base_dir: str, turns_as: TurnsAs | None = None) -> None:
         """Read the export ``file`` (format ``fmt``) instead of this source's data (evals point a project's
-        sources at a benchmark file)."""
+        sources at a benchmark file); ``turns_as``: its items read as another system's turns (the source read
+        that system's file: ``synthex.core.importers.migrate.turns``)."""
         self.origin_kind, self.file, self.format, self.base_dir = "file", file, fmt, base_dir
         self.table = self.api = None
         self.options = {}
+        self.turns_as = turns_as
 
     def path(self) -> Path:
         p = Path(self.file).expanduser()
@@ -85,9 +92,13 @@ class SourceStep(Step):
         it is loaded. It is read through ``BoundedOrigin``: items over the pipeline's bounds (text length,
         a date too far ahead) are left out with a warning, for every kind alike."""
         key = (self.origin_kind, self.file, self.format, self.base_dir, self.table, id(self.api), dict(self.options),
-               self.limits)
+               self.limits, self.turns_as)
         if self._origin is None or key != self._origin_key:
             origin = get_source_kind(self.origin_kind).origin(self)
+            if self.turns_as is not None:
+                from synthex.core.sources.turns_as import TurnsAsOrigin
+
+                origin = TurnsAsOrigin(origin, self.turns_as)
             self._origin, self._origin_key = BoundedOrigin(origin, self.limits), key
         return self._origin
 

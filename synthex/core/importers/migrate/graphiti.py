@@ -197,6 +197,6 @@ def register(registry: Any) -> None:
     registry.register(MigrationFormat(
         name=FORMAT_NAME, system=SYSTEM,
         description="a Graphiti / Zep graph: episodes, entity nodes and edges as graphiti_core serializes them",
-        sniff=sniff, parse=parse, step="graphiti",
+        sniff=sniff, parse=parse, step="graphiti", turn_kind="episode",
         views=(("facts", ("fact",), True), ("entities", ("entity",), True), ("episodes", ("episode",), True),
                ("communities", ("community",), True))))

@@ -7,6 +7,11 @@
   sqlite): its ``store`` table (``prefix`` the namespace joined with dots, ``key``, ``value`` JSON text,
   ``created_at``, ``updated_at``, and after its migrations ``expires_at`` and ``ttl_minutes``). The
   checkpointer's own tables in the same file (``checkpoints``, ``writes``) are not read.
+- ``langgraph-jsonl``: the same items as JSONL, one ``Item.dict()`` a line.
+- ``langgraph-postgres-csv``: the ``store`` table of ``langgraph.store.postgres.PostgresStore``
+  (langgraph-checkpoint-postgres: the same columns, ``value`` JSONB, times ``timestamptz``) as
+  ``COPY store TO STDOUT WITH (FORMAT csv, HEADER)`` writes it (``psql -c "\\copy store TO 'store.csv'
+  WITH (FORMAT csv, HEADER)"``): a file, so the import needs no database driver and no access to the server.
 
 Each item is one item of kind ``item``: its original id the JSON list ``[*namespace, key]`` (a namespace
 and a key together name an item; either may hold any character), ``scope.namespace`` the namespace, both
@@ -19,6 +24,8 @@ import leaves the searched items, and an updated one is its new value.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,8 +37,11 @@ from synthex.core.importers.base import (
     describe,
     expect_object,
     label,
+    not_text,
+    read_capped,
     read_json,
 )
+from synthex.core.importers.jsonl import jsonl_rows
 from synthex.core.importers.migrate.items import migration_item, times
 from synthex.core.importers.migrate.registry import MigrationFormat, Sniff, unwrap_json_string
 from synthex.core.importers.migrate.sqlite_files import holds_table_columns, read_sqlite
@@ -41,6 +51,7 @@ if TYPE_CHECKING:
 
 SYSTEM = "langgraph"
 FORMAT_JSON, FORMAT_SQLITE = "langgraph-store", "langgraph-sqlite"
+FORMAT_JSONL, FORMAT_POSTGRES_CSV = "langgraph-jsonl", "langgraph-postgres-csv"
 ITEM_FIELDS = ("namespace", "key", "value")
 TIMES = ("created_at", "updated_at", "expires_at")
 STORE_COLUMNS = ("prefix", "key", "value", "created_at", "updated_at")
@@ -74,9 +85,10 @@ def store_item(path: Path, fmt: str, namespace: Any, key: Any, value: Any, row: 
         raw=row, where=where, extra={"namespace": list(namespace), "store_key": key})
 
 
-def _where(path: Path, what: str, index: int, namespace: Any, key: Any) -> str:
+def _where(at: str, namespace: Any, key: Any) -> str:
+    """``at`` (file and item) with the item's namespace and key, as far as they are readable."""
     shown = f"{'.'.join(namespace) if isinstance(namespace, list) and all(isinstance(n, str) for n in namespace) else '?'}"
-    return f"{path}: {what} #{index} ({label(shown)} / {label(key) if isinstance(key, str) else 'no key'})"
+    return f"{at} ({label(shown)} / {label(key) if isinstance(key, str) else 'no key'})"
 
 
 def _items_of(data: Any, path: Path) -> list[Any]:
@@ -92,7 +104,7 @@ def parse_json(path: Path, intake: Intake | None = None) -> list[SourceItem]:
     data = unwrap_json_string(read_json(path, (intake or Intake()).limits.source_file_bytes))
     out = []
     for index, obj in enumerate(_items_of(data, path)):
-        where = _where(path, "item", index, obj.get("namespace") if isinstance(obj, dict) else None,
+        where = _where(f"{path}: item #{index}", obj.get("namespace") if isinstance(obj, dict) else None,
                        obj.get("key") if isinstance(obj, dict) else None)
         obj = expect_object(obj, where)
         for name in ITEM_FIELDS:
@@ -112,13 +124,13 @@ def _store_rows(path: Path, db: sqlite3.Connection) -> list[dict[str, Any]]:
     return [dict(zip(names, row, strict=True)) for row in cursor]
 
 
-def parse_sqlite(path: Path, intake: Intake | None = None) -> list[SourceItem]:
-    rows = read_sqlite(path, intake, lambda db: _store_rows(path, db))
+def table_items(path: Path, fmt: str, rows: list[dict[str, Any]]) -> list[SourceItem]:
+    """The items of the ``store`` table's rows (SQLite's, or Postgres's as ``COPY`` wrote them)."""
     out = []
     for index, row in enumerate(rows):
         prefix, key = row.get("prefix"), row.get("key")
         namespace = prefix.split(".") if isinstance(prefix, str) else prefix
-        where = _where(path, "store row", index, namespace, key)
+        where = _where(f"{path}: store row #{index}", namespace, key)
         if not isinstance(prefix, str):
             raise SourceError(f"{where}: 'prefix' is {describe(prefix)}; expected the namespace as text")
         text = row.get("value")
@@ -126,9 +138,50 @@ def parse_sqlite(path: Path, intake: Intake | None = None) -> list[SourceItem]:
             value = json.loads(text) if isinstance(text, (str, bytes)) else text
         except (ValueError, UnicodeDecodeError):
             raise SourceError(f"{where}: 'value' is not JSON") from None
-        raw = {**row, "value": value}  # the JSON text decoded: what SqliteStore.get returns as the value
-        out.append(store_item(path, FORMAT_SQLITE, namespace, key, value, raw, where))
+        raw = {**row, "value": value}  # the JSON text decoded: what the store's get returns as the value
+        out.append(store_item(path, fmt, namespace, key, value, raw, where))
     return out
+
+
+def parse_sqlite(path: Path, intake: Intake | None = None) -> list[SourceItem]:
+    return table_items(path, FORMAT_SQLITE, read_sqlite(path, intake, lambda db: _store_rows(path, db)))
+
+
+def parse_jsonl(path: Path, intake: Intake | None = None) -> list[SourceItem]:
+    rows, _ = jsonl_rows(path, (intake or Intake()).limits)
+    out = []
+    for lineno, obj in rows:
+        where = _where(f"{path}:{lineno}", obj.get("namespace"), obj.get("key"))
+        for name in ITEM_FIELDS:
+            if name not in obj:
+                raise SourceError(f"{where}: missing required field '{name}'")
+        out.append(store_item(path, FORMAT_JSONL, obj["namespace"], obj["key"], obj["value"], obj, where))
+    return out
+
+
+def parse_postgres_csv(path: Path, intake: Intake | None = None) -> list[SourceItem]:
+    """``COPY store TO ... WITH (FORMAT csv, HEADER)`` (``psql``'s ``\\copy``): a NULL is an empty field."""
+    limits = (intake or Intake()).limits
+    data, _ = read_capped(path, limits.source_file_bytes, limits=limits)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise not_text(path, data[:8], exc) from exc
+    try:
+        reader = csv.DictReader(io.StringIO(text, newline=""), strict=True)
+        columns = reader.fieldnames or []
+        missing = [c for c in STORE_COLUMNS if c not in columns]
+        if missing:
+            raise SourceError(f"{path}: no '{missing[0]}' column; expected the CSV of LangGraph's Postgres 'store' "
+                              "table with its header (COPY store TO STDOUT WITH (FORMAT csv, HEADER))")
+        rows = []
+        for row in reader:
+            if None in row or None in row.values():
+                raise SourceError(f"{path}: line {reader.line_num}: {len(columns)} columns expected")
+            rows.append({k: (v if v != "" else None) for k, v in row.items()})
+    except csv.Error as exc:
+        raise SourceError(f"{path}: line {reader.line_num}: not CSV ({exc})") from None
+    return table_items(path, FORMAT_POSTGRES_CSV, rows)
 
 
 def _is_store_json(found: Sniff) -> bool:
@@ -144,11 +197,28 @@ def _is_store_db(found: Sniff) -> bool:
     return found.is_sqlite and holds_table_columns(found.path, "store", set(STORE_COLUMNS))
 
 
+def _is_store_jsonl(found: Sniff) -> bool:
+    line = found.first_line()
+    return isinstance(line, dict) and all(k in line for k in ITEM_FIELDS) and isinstance(line.get("namespace"), list)
+
+
+def _is_store_csv(found: Sniff) -> bool:
+    header = found.head.split(b"\n", 1)[0].decode("utf-8-sig", "replace").strip().split(",")
+    return all(c in header for c in STORE_COLUMNS)
+
+
 def register(registry: Any) -> None:
     items = ("items", ("item",), True)
     registry.register(MigrationFormat(
         name=FORMAT_JSON, system=SYSTEM, description="LangGraph / LangMem store items as JSON (Item.dict(), {'items'})",
-        sniff=_is_store_json, parse=parse_json, step="langgraph_store", views=(items,)))
+        sniff=_is_store_json, parse=parse_json, step="langgraph_store", views=(items,), turn_kind="item"))
     registry.register(MigrationFormat(
         name=FORMAT_SQLITE, system=SYSTEM, description="LangGraph SqliteStore's 'store' table (SQLite)",
-        sniff=_is_store_db, parse=parse_sqlite, step="langgraph_store", views=(items,)))
+        sniff=_is_store_db, parse=parse_sqlite, step="langgraph_store", views=(items,), turn_kind="item"))
+    registry.register(MigrationFormat(
+        name=FORMAT_JSONL, system=SYSTEM, description="LangGraph / LangMem store items as JSONL (one Item.dict() a line)",
+        sniff=_is_store_jsonl, parse=parse_jsonl, step="langgraph_store", views=(items,), turn_kind="item"))
+    registry.register(MigrationFormat(
+        name=FORMAT_POSTGRES_CSV, system=SYSTEM,
+        description="LangGraph PostgresStore's 'store' table as COPY ... (FORMAT csv, HEADER) writes it",
+        sniff=_is_store_csv, parse=parse_postgres_csv, step="langgraph_store", views=(items,), turn_kind="item"))

@@ -248,7 +248,7 @@ def _is_passages(found: Sniff) -> bool:
 def register(registry: Any) -> None:
     registry.register(MigrationFormat(
         name=FORMAT_AGENT, system=SYSTEM, description="a Letta agent file .af (schema v2, or legacy v1)",
-        sniff=_is_agent_file, parse=parse_agent_file, step="letta",
+        sniff=_is_agent_file, parse=parse_agent_file, step="letta", turn_kind="message",
         views=(("messages", ("message",), True), ("blocks", ("block",), True), ("files", ("file",), True))))
     registry.register(MigrationFormat(
         name=FORMAT_PASSAGES, system=SYSTEM, description="Letta archival passages (GET .../archival-memory)",

@@ -13,14 +13,13 @@ aggregate record (name: its key; type: its ``by``; observations: its members' te
 from __future__ import annotations
 
 import json
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from synthex.core.errors import SourceError
-from synthex.core.importers.base import Intake, SourceItem, TooLarge, describe, open_regular
-from synthex.core.importers.jsonl import row_of
+from synthex.core.importers.base import Intake, SourceItem, describe
+from synthex.core.importers.jsonl import jsonl_rows
 from synthex.core.importers.migrate.items import item_key, migration_item, text_of
 from synthex.core.periods import iso
 from synthex.core.record import Record
@@ -44,46 +43,30 @@ def entity_text(name: str, entity_type: str, observations: list[str]) -> str:
 
 
 def parse(path: Path, intake: Intake | None = None) -> list[SourceItem]:
-    limits = (intake or Intake()).limits
-    cap = limits.source_file_bytes
-    try:
-        fd, st = open_regular(path)
-    except OSError as exc:
-        raise SourceError(f"{path}: cannot read file: {exc.strerror or exc}") from exc
+    rows, st = jsonl_rows(path, (intake or Intake()).limits)
     items: list[SourceItem] = []
     dated = iso(datetime.fromtimestamp(st.st_mtime, tz=UTC))
-    with os.fdopen(fd, "rb") as handle:
-        if st.st_size > cap:
-            raise TooLarge(limits.over("source_file_bytes", f"{path}: skipped: the file", st.st_size))
-        read, lineno = 0, 0
-        while line := handle.readline(cap + 1 - read):
-            read += len(line)
-            if read > cap:
-                raise TooLarge(limits.over("source_file_bytes", f"{path}: skipped: the file (it grew while read)", read))
-            lineno += 1
-            where = f"{path}:{lineno}"
-            row = row_of(line, where)
-            if row is None:
-                continue
-            kind = row.get("type")
-            if kind == "entity":
-                name = text_of(row, "name", where)
-                entity_type = text_of(row, "entityType", where, required=False)
-                observations = _observations(row, where)
-                items.append(migration_item(
-                    path=path, fmt=FORMAT_NAME, system=SYSTEM, kind="entity", original_id=name,
-                    content=entity_text(name, entity_type, observations), created_at=dated, where=where, raw=row,
-                    chat={"title": name}, extra={"line": lineno}))
-            elif kind == "relation":
-                source, target = text_of(row, "from", where), text_of(row, "to", where)
-                relation = text_of(row, "relationType", where)
-                items.append(migration_item(
-                    path=path, fmt=FORMAT_NAME, system=SYSTEM, kind="relation",
-                    original_id=f"{source}|{relation}|{target}", content=f"{source} {relation} {target}",
-                    created_at=dated, where=where, raw=row, extra={"line": lineno},
-                    derived_from=[item_key("entity", source), item_key("entity", target)]))
-            else:
-                raise SourceError(f"{where}: 'type' is {describe(kind)}; expected 'entity' or 'relation'")
+    for lineno, row in rows:
+        where = f"{path}:{lineno}"
+        kind = row.get("type")
+        if kind == "entity":
+            name = text_of(row, "name", where)
+            entity_type = text_of(row, "entityType", where, required=False)
+            observations = _observations(row, where)
+            items.append(migration_item(
+                path=path, fmt=FORMAT_NAME, system=SYSTEM, kind="entity", original_id=name,
+                content=entity_text(name, entity_type, observations), created_at=dated, where=where, raw=row,
+                chat={"title": name}, extra={"line": lineno}))
+        elif kind == "relation":
+            source, target = text_of(row, "from", where), text_of(row, "to", where)
+            relation = text_of(row, "relationType", where)
+            items.append(migration_item(
+                path=path, fmt=FORMAT_NAME, system=SYSTEM, kind="relation",
+                original_id=f"{source}|{relation}|{target}", content=f"{source} {relation} {target}",
+                created_at=dated, where=where, raw=row, extra={"line": lineno},
+                derived_from=[item_key("entity", source), item_key("entity", target)]))
+        else:
+            raise SourceError(f"{where}: 'type' is {describe(kind)}; expected 'entity' or 'relation'")
     return items
 
 

@@ -173,8 +173,8 @@ def register(registry: Any) -> None:
     memories = ("memories", ("memory", "history-memory"), True)
     registry.register(MigrationFormat(
         name="mem0", system=SYSTEM, description="Mem0 Memory.get_all() output (OSS or platform, paged)",
-        sniff=_is_get_all, parse=parse_get_all, step="mem0", views=(memories,)))
+        sniff=_is_get_all, parse=parse_get_all, step="mem0", views=(memories,), turn_kind="memory"))
     registry.register(MigrationFormat(
         name="mem0-history", system=SYSTEM, description="Mem0's history.db (ADD/UPDATE/DELETE events, messages)",
         sniff=_is_history_db, parse=parse_history, step="mem0_history",
-        views=(memories, ("messages", ("message",), True))))
+        views=(memories, ("messages", ("message",), True)), turn_kind="message"))

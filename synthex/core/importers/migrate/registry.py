@@ -87,7 +87,11 @@ class MigrationFormat:
 
     ``step``: the name ``synthex init`` gives the source step reading it; ``views``: the ``migrated`` steps
     init puts over that source, ``(step name, item kinds, searched)`` each: what is searched as current
-    memory, what stays history (in the source's records, visible through lineage)."""
+    memory, what stays history (in the source's records, visible through lineage). ``turn_kind``: the kind
+    of item a conversation's turn is in this format (a Letta agent's ``message``, a Mem0 ``memory`` added
+    with ``infer=False``), so ``synthex eval`` feeds a benchmark's turns through an imported project's
+    steps as that (``synthex.core.importers.migrate.turns``); None: the format holds no conversation turns
+    (archival passages, an MCP entity graph)."""
 
     name: str
     system: str
@@ -96,6 +100,7 @@ class MigrationFormat:
     parse: Callable[[Path, Intake], list[SourceItem]]
     step: str
     views: tuple[tuple[str, tuple[str, ...], bool], ...] = ()
+    turn_kind: str | None = None
 
 
 class MigrationFormats:
