@@ -244,7 +244,8 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefiniti
             versions[key] = content_version(contents[(outcome.branch, outcome.period)])
             context.add_asset_metadata(partition_metadata(outcome, mine, model, versions[key]), partition_key=key)
         for branch, periods in group_partitions([(o.branch, o.period) for o in result.outcomes]).items():
-            serve_branches_of(context.instance, pipeline, step.name, branch, periods)  # synthex_assets.served
+            serve_branches_of(context.instance, pipeline, step.name, branch,  # synthex_assets.served
+                              {p: versions[f"{branch}|{p}"] for p in periods})
         for key in context.partition_keys:  # a branch's partitions of a step it reads through its parent
             branch, _ = split_partition_key(key)
             if branch in result.served:

@@ -218,6 +218,12 @@ def test_a_changed_record_changes_its_partitions_data_version(project, small_exp
             held = [r for r in pipe.records(step) if f"main|{r.period}" == edited]
             assert contents[edited] == content_version(pairs(held))
             assert tags[edited] != before[step][0][edited], step  # what Dagster's staleness reads moved too
+            # The branch reads that month through main: its served partition is recorded again, with main's
+            # new content (before, a served partition kept the content it was first recorded with).
+            [served] = instance.fetch_materializations(AssetRecordsFilter(asset_key=AssetKey(step), asset_partitions=[
+                edited.replace("main|", "exp|")]), limit=1).records
+            assert served.asset_materialization.metadata[SERVED_BY_KEY].value == "main"
+            assert served.asset_materialization.metadata[CONTENT_VERSION_KEY].value == contents[edited], step
     finally:
         pipe.close()
 
