@@ -13,6 +13,7 @@ from dagster import AssetKey, AutomationCondition, DefaultSensorStatus
 from synthex.core.definition import PipelineDefinition
 from synthex.core.errors import PipelineDefinitionError
 from synthex_assets.definitions import build_definitions
+from synthex_assets.naming import job_name
 from synthex_assets.run_tags import LAUNCHED_BY_AUTOMATION, launched_by
 from synthex_assets.sensors import automation_sensor_name
 
@@ -114,3 +115,12 @@ def test_the_automated_steps_have_a_running_automation_sensor_and_other_pipeline
     assert sensor.asset_selection.resolve(build_definitions(pipe).resolve_asset_graph()) == {AssetKey("transcripts")}
     plain = load(write_project(tmp_path / "q", small_export, OWNED.replace(', automation="eager"', "")))
     assert all(s.name != automation_sensor_name(plain) for s in build_definitions(plain).sensors)
+
+
+def test_the_job_a_ui_asset_backfill_runs_executes_in_process(project):
+    """An asset backfill (Lineage / Catalog "Materialize") runs Dagster's implicit asset job: in process, like
+    the pipeline's own job, not a new Python per step (item 7: most of a backfill run's time)."""
+    defs = build_definitions(load(project))
+    implicit = defs.resolve_implicit_job_def_def_for_assets([AssetKey("summaries")])
+    assert implicit is not None and implicit.executor_def.name == "in_process"
+    assert defs.resolve_job_def(job_name(load(project).name)).executor_def.name == "in_process"
