@@ -306,6 +306,15 @@ def test_a_new_branch_shows_its_parents_partitions_as_served(ran_project, tmp_pa
             assert served.metadata[SERVED_BY_KEY].value == "main"
             assert served.metadata[CONTENT_VERSION_KEY].value == main.metadata[CONTENT_VERSION_KEY].value
             assert "served by main" in served.metadata["preview"].value
+        # Item 9, as docs/architecture.md says: Dagster's "latest materialization" (the asset overview) is of any
+        # partition, so after the branch is created it is one of exp's served ones; main's newest stays what
+        # the Partitions tab shows for branch main.
+        latest = instance.get_latest_materialization_event(AssetKey("summaries"))
+        assert latest.dagster_event.partition.startswith("exp|")
+        [main_newest] = instance.fetch_materializations(AssetRecordsFilter(asset_key=AssetKey("summaries"),
+                                                                           asset_partitions=[f"main|{periods[-1]}"]),
+                                                        limit=1).records
+        assert SERVED_BY_KEY not in main_newest.asset_materialization.metadata
         # Created again (idempotent): nothing is reported twice.
         count = len(materializations(instance, "summaries"))
         assert record_served_partitions(instance, pipe.for_branch("exp")) == 0
