@@ -2,14 +2,15 @@
 
 Makes the demo project in a temporary folder (``synthex init demo --demo``; two steps given a group, owners and
 ``automation="eager"``; ``synthex run``), re-runs every period once the way a UI backfill does (nothing
-changes), creates the branch ``exp`` (its partitions served by main), starts ``synthex ui`` on a free port, waits
+changes), starts ``synthex ui`` on a free port, waits
 until the code location answers, launches two backfills of every period of ``main`` through the GraphQL
 mutation the UI's Materialize dialog sends (an asset backfill, as from the Lineage page, and a job
-backfill, as from the job's page) and waits for the daemon to finish them, and has headless Chromium take
+backfill, as from the job's page) and waits for the daemon to finish them, creates the branch ``exp``
+(its partitions served by main, now the newest materializations), and has headless Chromium take
 one PNG per view (the asset lineage, a step's partitions, the latest materialization's metadata, the
-checks, a model step's overview with its owners and code version, a step's automation, a step's partitions
+checks, a model step's overview with its group and owners, a step's automation, a step's partitions
 on both branches, the Runs list filtered by branch, the job graph fitted, the asset backfill, the job
-backfill's refused run)
+backfill's refused run, main's latest in the Partitions tab)
 into ``docs/screenshots/`` (``--out``). The server and the browser are stopped at the end, whatever
 happened. About 7 minutes on 2 busy cores, most of it the demo's first run.
 
@@ -65,24 +66,26 @@ class Backfills:
     job_backfill_run: str
 
 
-def views(location: str, job: str, backfills: Backfills | None = None, main_latest: str | None = None) -> list[View]:
-    """``main_latest``: main's newest partition key (``main|2024-10``), for the view of main's latest."""
+def views(location: str, job: str, backfills: Backfills | None = None, newest: str | None = None) -> list[View]:
+    """``newest``: the newest period (``2024-10``), for the views of one partition of main and of the branch."""
     return [
         View("lineage.png", "/asset-groups", "the asset lineage: every step an asset, branch x period"),
         View("partitions.png", "/assets/summaries?view=partitions", "a step's branch x period partitions"),
         View("latest_materialization.png", "/assets/world_model?view=events",
-             "world_model's events: Dagster's latest materialization is of any partition (a branch's too)"),
-        *([View("main_latest.png", f"/assets/world_model?view=partitions&partition={quote(main_latest)}",
-                "main's latest: the Partitions tab, branch main, its newest period selected")] if main_latest else []),
+             f"world_model's events after `synthex branch create {BRANCH}`: Dagster's latest materialization is "
+             f"of any partition, here {BRANCH}'s (served by main)"),
+        *([View("main_latest.png", f"/assets/world_model?view=partitions&partition={quote('main|' + newest)}",
+                "main's latest: the Partitions tab, branch main, its newest period selected"),
+           View("branch_partitions.png", f"/assets/monthly?view=partitions&partition={quote(BRANCH + '|' + newest)}",
+                f"monthly's partitions on both branches: {BRANCH}'s served by main (metadata served_by), "
+                f"100 % filled")] if newest else []),
         View("checks.png", "/assets/summaries?view=checks", "the checks a step carries and their results"),
         View("stand_in.png", "/assets/summaries?view=overview",
-             "a model step's overview: the offline stand-in named, its group, owners and readable code version"),
+             "a model step's overview: the offline stand-in named, its group and owners from the pipeline"),
         View("automation.png", "/assets/monthly?view=automation",
-             "monthly's declarative automation (automation=\"eager\") and its sensor"),
-        View("branch_partitions.png", "/assets/monthly?view=partitions",
-             f"monthly's partitions after `synthex branch create {BRANCH}`: {BRANCH}'s served by main, 100 % filled"),
+             "monthly's declarative automation (automation=\"eager\"): the automation sensor's evaluations"),
         View("runs_by_branch.png", "/runs?q%5B0%5D=tag%3Asynthex%2Fbranch%3Dmain",
-             "the Runs list filtered by the synthex/branch tag (main): the CLI run and the UI backfills"),
+             "the Runs list filtered by the synthex/branch tag (main), each run's door in synthex/launched_by"),
         View("job.png", f"/locations/{location}/jobs/{job}", "the pipeline's job graph, fitted (double-click)",
              fit_graph=True),
         *([View("backfill.png", f"/runs/b/{backfills.asset_backfill}",
@@ -134,14 +137,13 @@ def with_step_options(project: Path) -> None:
 
 
 def make_demo(parent: Path) -> Path:
-    """The demo project (two steps with a group, owners and automation) after one run, a UI-style backfill of
-    every period that changes nothing, and a branch ``exp`` created (its partitions served by main)."""
+    """The demo project (two steps with a group, owners and automation) after one run and a UI-style backfill
+    of every period that changes nothing."""
     synthex("init", "demo", "--demo", cwd=parent)
     project = parent / "demo"
     with_step_options(project)
     synthex("run", "--project", str(project), cwd=parent)
     rerun_every_period(project)
-    synthex("branch", "create", BRANCH, "--project", str(project), cwd=parent)
     return project
 
 
@@ -377,9 +379,11 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 url, server = start_ui(project, log)
             backfills = launch_ui_backfills(url, location, job)
+            # After main's backfills: the branch's served partitions are the newest materializations (item 9).
+            synthex("branch", "create", BRANCH, "--project", str(project), cwd=project)
             browser = Browser(chromium, Path(tmp) / "chromium-profile")
             main_periods = graphql(url, MAIN_PERIODS)["data"]["assetNodeOrError"]["partitionKeysByDimension"][1]
-            for view in views(location, job, backfills, f"main|{max(p for p in main_periods['partitionKeys'] if p != 'all')}"):
+            for view in views(location, job, backfills, max(p for p in main_periods["partitionKeys"] if p != "all")):
                 out = args.out / view.file
                 browser.shoot(url + view.path, out, view.size, args.settle_s, view.fit_graph)
                 size = out.stat().st_size
