@@ -1,12 +1,16 @@
 """Screenshots of the Dagster UI on the demo, from a real (headless) browser: ``python -m evals.ui_screenshots``.
 
-Makes the demo project in a temporary folder (``synthex init demo --demo``, ``synthex run``), re-runs every
-period once the way a UI backfill does (nothing changes), starts ``synthex ui`` on a free port, waits
+Makes the demo project in a temporary folder (``synthex init demo --demo``; two steps given a group, owners and
+``automation="eager"``; ``synthex run``), re-runs every period once the way a UI backfill does (nothing
+changes), starts ``synthex ui`` on a free port, waits
 until the code location answers, launches two backfills of every period of ``main`` through the GraphQL
 mutation the UI's Materialize dialog sends (an asset backfill, as from the Lineage page, and a job
-backfill, as from the job's page) and waits for the daemon to finish them, and has headless Chromium take
+backfill, as from the job's page) and waits for the daemon to finish them, creates the branch ``exp``
+(its partitions served by main, now the newest materializations), and has headless Chromium take
 one PNG per view (the asset lineage, a step's partitions, the latest materialization's metadata, the
-checks, a model step's overview, the job graph fitted, the asset backfill, the job backfill's refused run)
+checks, a model step's overview with its group and owners, a step's automation, a step's partitions
+on both branches, the Runs list filtered by branch, the job graph fitted, the asset backfill, the job
+backfill's refused run, main's latest in the Partitions tab)
 into ``docs/screenshots/`` (``--out``). The server and the browser are stopped at the end, whatever
 happened. About 7 minutes on 2 busy cores, most of it the demo's first run.
 
@@ -35,6 +39,8 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
+from urllib.parse import quote
 
 from websockets.sync.client import connect
 
@@ -60,15 +66,26 @@ class Backfills:
     job_backfill_run: str
 
 
-def views(location: str, job: str, backfills: Backfills | None = None) -> list[View]:
+def views(location: str, job: str, backfills: Backfills | None = None, newest: str | None = None) -> list[View]:
+    """``newest``: the newest period (``2024-10``), for the views of one partition of main and of the branch."""
     return [
         View("lineage.png", "/asset-groups", "the asset lineage: every step an asset, branch x period"),
         View("partitions.png", "/assets/summaries?view=partitions", "a step's branch x period partitions"),
         View("latest_materialization.png", "/assets/world_model?view=events",
-             "world_model's latest materialization (its newest period) after a run that changed nothing"),
+             f"world_model's events after `synthex branch create {BRANCH}`: Dagster's latest materialization is "
+             f"of any partition, here {BRANCH}'s (served by main)"),
+        *([View("main_latest.png", f"/assets/world_model?view=partitions&partition={quote('main|' + newest)}",
+                "main's latest: the Partitions tab, branch main, its newest period selected"),
+           View("branch_partitions.png", f"/assets/monthly?view=partitions&partition={quote(BRANCH + '|' + newest)}",
+                f"monthly's partitions on both branches: {BRANCH}'s served by main (metadata served_by), "
+                f"100 % filled")] if newest else []),
         View("checks.png", "/assets/summaries?view=checks", "the checks a step carries and their results"),
         View("stand_in.png", "/assets/summaries?view=overview",
-             "a model step's description and config: the offline stand-in named, not \"model: None\""),
+             "a model step's overview: the offline stand-in named, its group and owners from the pipeline"),
+        View("automation.png", "/assets/monthly?view=automation",
+             "monthly's declarative automation (automation=\"eager\"): the automation sensor's evaluations"),
+        View("runs_by_branch.png", "/runs?q%5B0%5D=tag%3Asynthex%2Fbranch%3Dmain",
+             "the Runs list filtered by the synthex/branch tag (main), each run's door in synthex/launched_by"),
         View("job.png", f"/locations/{location}/jobs/{job}", "the pipeline's job graph, fitted (double-click)",
              fit_graph=True),
         *([View("backfill.png", f"/runs/b/{backfills.asset_backfill}",
@@ -96,10 +113,35 @@ def synthex(*args: str, cwd: Path) -> None:
     subprocess.run([sys.executable, "-m", "synthex.surfaces.cli", *args], cwd=cwd, check=True)
 
 
+# Issue 36 item 8 on the demo: two steps given a group, owners and automation (the template has none); named
+# prompt functions, so the steps' versions and record ids are the demo's own.
+STEP_OPTIONS = {
+    'pipeline.transform("summaries", from_="transcripts", prompt=summarize_conversation)':
+        'pipeline.transform("summaries", from_="transcripts", prompt=summarize_conversation, group="memory",\n'
+        '                   owners=["team:memory", "ana@example.com"])',
+    'pipeline.aggregate("monthly", from_="summaries", period="month", prompt=monthly_reflection)':
+        'pipeline.aggregate("monthly", from_="summaries", period="month", prompt=monthly_reflection,\n'
+        '                   group="memory", owners=["team:memory"], automation="eager")',
+}
+BRANCH = "exp"
+
+
+def with_step_options(project: Path) -> None:
+    path = project / "pipeline.py"
+    text = path.read_text(encoding="utf-8")
+    for line, replaced in STEP_OPTIONS.items():
+        if line not in text:
+            raise RuntimeError(f"{path}: the demo template no longer has {line!r}")
+        text = text.replace(line, replaced)
+    path.write_text(text, encoding="utf-8")
+
+
 def make_demo(parent: Path) -> Path:
-    """The demo project after one run, then a UI-style backfill of every period that changes nothing."""
+    """The demo project (two steps with a group, owners and automation) after one run and a UI-style backfill
+    of every period that changes nothing."""
     synthex("init", "demo", "--demo", cwd=parent)
     project = parent / "demo"
+    with_step_options(project)
     synthex("run", "--project", str(project), cwd=parent)
     rerun_every_period(project)
     return project
@@ -139,6 +181,8 @@ BACKFILL = """query($id: String!) { partitionBackfillOrError(backfillId: $id) { 
 PARTITION_SETS = """query($repository: RepositorySelector!, $job: String!) {
   partitionSetsOrError(repositorySelector: $repository, pipelineName: $job) { ... on PartitionSets {
     results { name partitionsOrError { ... on Partitions { results { name } } } } } } }"""
+MAIN_PERIODS = """{ assetNodeOrError(assetKey: {path: ["world_model"]}) { ... on AssetNode {
+  partitionKeysByDimension { name partitionKeys } } } }"""
 REPOSITORY = "__repository__"  # the one repository of a Definitions code location
 
 
@@ -279,6 +323,22 @@ GRAPH_FIT_JS = """(() => { const svg = [...document.querySelectorAll('svg')].fil
                          width: pane.width, height: pane.height}); })()"""
 
 
+def start_ui(project: Path, log: BinaryIO) -> tuple[str, subprocess.Popen]:
+    """`synthex ui` on ``project`` on a free port, its output to ``log``, once the code location has loaded:
+    its URL and process (a process group of our own; ``stop`` it)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen([sys.executable, "-m", "synthex.surfaces.cli", "ui", "--port", str(port),
+                               "--project", str(project)], stdout=log, stderr=subprocess.STDOUT,
+                              start_new_session=True)
+    try:
+        wait_until_loaded(url, server)
+    except BaseException:
+        stop(server)
+        raise
+    return url, server
+
+
 def stop(server: subprocess.Popen) -> None:
     """Stop `synthex ui` (dagster dev and the processes it started: one process group, ours)."""
     if server.poll() is not None:
@@ -317,15 +377,13 @@ def main(argv: list[str] | None = None) -> int:
             if args.url:
                 url = args.url.rstrip("/")
             else:
-                port = free_port()
-                url = f"http://127.0.0.1:{port}"
-                server = subprocess.Popen([sys.executable, "-m", "synthex.surfaces.cli", "ui", "--port", str(port),
-                                           "--project", str(project)], stdout=log, stderr=subprocess.STDOUT,
-                                          start_new_session=True)
-                wait_until_loaded(url, server)
+                url, server = start_ui(project, log)
             backfills = launch_ui_backfills(url, location, job)
+            # After main's backfills: the branch's served partitions are the newest materializations (item 9).
+            synthex("branch", "create", BRANCH, "--project", str(project), cwd=project)
             browser = Browser(chromium, Path(tmp) / "chromium-profile")
-            for view in views(location, job, backfills):
+            main_periods = graphql(url, MAIN_PERIODS)["data"]["assetNodeOrError"]["partitionKeysByDimension"][1]
+            for view in views(location, job, backfills, max(p for p in main_periods["partitionKeys"] if p != "all")):
                 out = args.out / view.file
                 browser.shoot(url + view.path, out, view.size, args.settle_s, view.fit_graph)
                 size = out.stat().st_size

@@ -32,5 +32,9 @@ def build_definitions(pipeline: PipelineDefinition, resources: Mapping[str, Any]
         executor_def=in_process_executor,
     )
     sensors, schedules = build_live_definitions(pipeline)
+    # The location's default executor too: an asset backfill from the UI (and an automation run) runs
+    # Dagster's implicit asset job, not the pipeline's, and its default (multiprocess) executor started each
+    # step in a new Python, importing LanceDB, pyarrow and the code location again: 10-20 s of a 22-32 s
+    # backfill run at load ~22 (docs/benchmarks.md, issue 36 item 7).
     return Definitions(assets=assets, resources={**build_resources(pipeline), **(resources or {})}, jobs=[job],
-                       sensors=sensors, schedules=schedules)
+                       sensors=sensors, schedules=schedules, executor=in_process_executor)

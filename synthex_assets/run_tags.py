@@ -2,7 +2,7 @@
 
 Every run carries ``synthex/branch`` (the branch, or branches, whose partitions it materializes: a filter in
 the UI's Runs list) and ``synthex/launched_by`` (``synthex`` for `synthex run` / ``Pipeline.run``,
-``sensor``, ``schedule``, ``ui``, ``backfill``). The doors Synthex writes set them on the request itself:
+``sensor``, ``schedule``, ``ui``, ``backfill``, ``automation``). The doors Synthex writes set them on the request itself:
 the CLI's launcher, the source sensors and the reconcile schedule. A run the UI launches (the Materialize
 dialog, the launchpad, a backfill's runs) is created by Dagster from the partition or range the user
 picked, and Dagster 1.13 has no public per-partition tag hook for a *range* of a multi-partitioned asset
@@ -34,12 +34,14 @@ PARTITION_TAG_PREFIX = "dagster/partition/"
 BACKFILL_TAG = "dagster/backfill"
 SENSOR_TAG = "dagster/sensor_name"
 SCHEDULE_TAG = "dagster/schedule_name"
+AUTOMATION_TAG = "dagster/from_automation_condition"  # a run Dagster's declarative automation requested
 
 LAUNCHED_BY_CLI = "synthex"
 LAUNCHED_BY_SENSOR = "sensor"
 LAUNCHED_BY_SCHEDULE = "schedule"
 LAUNCHED_BY_UI = "ui"
 LAUNCHED_BY_BACKFILL = "backfill"
+LAUNCHED_BY_AUTOMATION = "automation"  # a step's automation= (AutomationCondition), evaluated by the daemon
 
 
 def branch_tags(branches: Iterable[str], launched_by: str) -> dict[str, str]:
@@ -80,6 +82,8 @@ def run_partitions(tags: Mapping[str, str], branches: Sequence[str],
 
 def launched_by(tags: Mapping[str, str]) -> str:
     """Which door made a run that does not say so itself (from Dagster's own tags)."""
+    if AUTOMATION_TAG in tags:  # before the sensor: automation runs name the automation sensor too
+        return LAUNCHED_BY_AUTOMATION
     if BACKFILL_TAG in tags:
         return LAUNCHED_BY_BACKFILL
     if SENSOR_TAG in tags:

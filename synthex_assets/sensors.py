@@ -31,6 +31,8 @@ from typing import Any
 from dagster import (
     AddDynamicPartitionsRequest,
     AssetKey,
+    AssetSelection,
+    AutomationConditionSensorDefinition,
     DagsterInstance,
     DefaultScheduleStatus,
     DefaultSensorStatus,
@@ -52,8 +54,10 @@ from synthex_assets.dagster_internals import partition_range_tags
 from synthex_assets.naming import asset_name, job_name
 from synthex_assets.partitions import register
 from synthex_assets.run_tags import (
+    LAUNCHED_BY_AUTOMATION,
     LAUNCHED_BY_SCHEDULE,
     LAUNCHED_BY_SENSOR,
+    LAUNCHED_BY_TAG,
     branch_tags,
     invented_keys,
     project_branches,
@@ -357,8 +361,33 @@ def build_partition_keys_sensor(pipeline: PipelineDefinition) -> SensorDefinitio
     return _partition_keys
 
 
+AUTOMATION_INTERVAL_S = 10
+
+
+def automation_sensor_name(pipeline: PipelineDefinition) -> str:
+    return f"{job_name(pipeline.name)}_automation"
+
+
+def build_automation_sensor(pipeline: PipelineDefinition) -> SensorDefinition | None:
+    """Evaluates the ``AutomationCondition`` of the steps that asked for one (``automation="eager"``), running
+    by default (Dagster's own default automation sensor starts stopped); None when no step asks. Its runs
+    ask for each step's partitions as runs, not backfills (a backfill waits on the daemon's 30 s backfill
+    loop twice), and say their door; the run launcher adds their branch (synthex_assets.run_tags)."""
+    automated = [asset_name(s) for s in pipeline.order() if pipeline.steps[s].automation]
+    if not automated:
+        return None
+    return AutomationConditionSensorDefinition(
+        automation_sensor_name(pipeline), target=AssetSelection.assets(*automated),
+        default_status=DefaultSensorStatus.RUNNING, minimum_interval_seconds=AUTOMATION_INTERVAL_S,
+        run_tags={LAUNCHED_BY_TAG: LAUNCHED_BY_AUTOMATION}, emit_backfills=False,
+        description=f"Declarative automation of pipeline `{pipeline.name}`: materializes "
+                    f"{', '.join(automated)} when their inputs update (each step's automation=).")
+
+
 def build_live_definitions(pipeline: PipelineDefinition) -> tuple[list[SensorDefinition], list[ScheduleDefinition]]:
     sensors = [build_source_sensor(pipeline, s) for s in pipeline.source_steps()]
-    return [*sensors, build_partition_keys_sensor(pipeline)], [build_reconcile_schedule(pipeline)]
+    automation = build_automation_sensor(pipeline)
+    return ([*sensors, build_partition_keys_sensor(pipeline), *([automation] if automation else [])],
+            [build_reconcile_schedule(pipeline)])
 
 

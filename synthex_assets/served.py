@@ -17,7 +17,7 @@ is left as it is, so both are idempotent. A branch run over an inherited step st
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from dagster import AssetKey, AssetMaterialization, AssetRecordsFilter, DagsterInstance, MetadataValue
 
@@ -48,13 +48,26 @@ def _latest_content_version(instance: DagsterInstance, key: AssetKey, partition:
     return getattr(value, "value", None)
 
 
+def _stale_served(instance: DagsterInstance, key: AssetKey, partition: str, serving: str,
+                  version: str | None) -> bool:
+    """Whether the branch's partition is a served one recorded for another content of its serving partition
+    (the parent changed since): it is reported again. A partition the branch materialized itself is not."""
+    records = instance.fetch_materializations(AssetRecordsFilter(asset_key=key, asset_partitions=[partition]),
+                                              limit=1).records
+    materialization = records[0].asset_materialization if records else None
+    if materialization is None or getattr(materialization.metadata.get(SERVED_BY_KEY), "value", None) != serving:
+        return False
+    return version is not None and getattr(materialization.metadata.get(CONTENT_VERSION_KEY), "value", None) != version
+
+
 def record_served_partitions(instance: DagsterInstance, definition: PipelineDefinition,
                              periods: Iterable[str] | None = None, steps: Iterable[str] | None = None,
-                             serving_has: Iterable[str] | None = None) -> int:
-    """Report the partitions branch ``definition`` reads through another branch and does not have yet; the
-    number reported. ``periods``: only these (None: every period the serving branch has); ``steps``: only
-    these; ``serving_has``: the periods the serving branch holds, when its materializations are not recorded
-    yet (a step op reporting for its own run's periods)."""
+                             serving_has: Mapping[str, str] | None = None) -> int:
+    """Report the partitions branch ``definition`` reads through another branch and does not have yet, or has
+    as served for an earlier content of the serving partition; the number reported. ``periods``: only these
+    (None: every period the serving branch has); ``steps``: only these; ``serving_has``: period -> content
+    version of the serving branch's partitions, when its materializations are not recorded yet (a step op
+    reporting for its own run's periods)."""
     branch = definition.branch_name
     scope = definition.scope()
     wanted = set(periods) if periods is not None else None
@@ -69,25 +82,29 @@ def record_served_partitions(instance: DagsterInstance, definition: PipelineDefi
         for partition in instance.get_materialized_partitions(key):
             b, p = split_partition_key(partition)
             have.setdefault(b, set()).add(p)
-        served = have.get(serving, set()) | set(serving_has or ())
-        for period in sorted(served - have.get(branch, set())):
+        made = dict(serving_has or {})
+        for period in sorted(have.get(serving, set()) | set(made)):
             if wanted is not None and period not in wanted:
+                continue
+            version = made.get(period) or _latest_content_version(instance, key, f"{serving}|{period}")
+            if period in have.get(branch, set()) and not (
+                    period in made and _stale_served(instance, key, f"{branch}|{period}", serving, version)):
                 continue
             if not reported and not instance.has_dynamic_partition("branch", branch):
                 instance.add_dynamic_partitions("branch", [branch])  # a branch file made before any run
             instance.report_runless_asset_event(AssetMaterialization(
-                asset_key=key, partition=f"{branch}|{period}",
-                metadata=served_metadata(serving, _latest_content_version(instance, key, f"{serving}|{period}"))))
+                asset_key=key, partition=f"{branch}|{period}", metadata=served_metadata(serving, version)))
             reported += 1
     return reported
 
 
 def serve_branches_of(instance: DagsterInstance, pipeline: PipelineDefinition, step: str, serving: str,
-                      periods: Iterable[str]) -> int:
-    """After ``serving``'s partitions ``periods`` of ``step`` were made: every branch that reads ``step`` through
-    ``serving`` shows them as served. A branch whose file does not load is left for its own run."""
+                      versions: Mapping[str, str]) -> int:
+    """After ``serving``'s partitions of ``step`` were made (period -> content version): every branch that reads
+    ``step`` through ``serving`` shows them as served, with that content. A branch whose file does not load is
+    left for its own run."""
     root = pipeline.root()
-    made = list(periods)
+    made = dict(versions)
     reported = 0
     for name in branch_names(root.project_dir):
         if name == serving:

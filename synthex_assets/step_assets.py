@@ -19,6 +19,7 @@ from dagster import (
     AssetCheckSpec,
     AssetExecutionContext,
     AssetsDefinition,
+    AutomationCondition,
     BackfillPolicy,
     BetaWarning,
     DataVersion,
@@ -155,6 +156,22 @@ def partitions_note(step: Step) -> str:
             f"{SHARED_PERIODS_NOTE}")
 
 
+# How long the hash in a readable version is: 40 bits, so two versions of one step that Dagster compares
+# ("code version changed") differ in it (a collision: ~1 in 10^12 for a pair).
+VERSION_HASH_CHARS = 10
+# A step's ``automation=`` -> Dagster's declarative condition (synthex.core.steps.base.AUTOMATIONS). eager: a
+# partition is requested when a partition it depends on updates (or it goes missing), not while an input is
+# missing or in progress; evaluated by the daemon's automation loop, so a sensor's run of the source is enough
+# for the steps below it to follow.
+AUTOMATIONS = {"eager": AutomationCondition.eager}
+
+
+def readable_version(step: Step) -> str:
+    """The code version the UI shows for a step: its name and the start of its version hash
+    (``summaries@3f2a9c01bd``), which changes exactly when the step's version does."""
+    return f"{step.name}@{step.version_hash()[:VERSION_HASH_CHARS]}"
+
+
 def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefinition:
     name = asset_name(step.name)
     uses_model = step.uses_model()
@@ -176,8 +193,10 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefiniti
         deps=[asset_name(u) for u in step.from_],
         partitions_def=STEP_PARTITIONS,
         backfill_policy=BackfillPolicy.single_run(),
-        code_version=step.version_hash(),
-        group_name=asset_name(pipeline.name),
+        code_version=readable_version(step),
+        group_name=step.group or asset_name(pipeline.name),
+        owners=list(step.owners) or None,
+        automation_condition=AUTOMATIONS[step.automation]() if step.automation else None,
         description=description,
         kinds={"lancedb", "python"},
         metadata={"synthex/step": step.name, "synthex/kind": step.kind, "synthex/config": str(config),
@@ -225,7 +244,8 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefiniti
             versions[key] = content_version(contents[(outcome.branch, outcome.period)])
             context.add_asset_metadata(partition_metadata(outcome, mine, model, versions[key]), partition_key=key)
         for branch, periods in group_partitions([(o.branch, o.period) for o in result.outcomes]).items():
-            serve_branches_of(context.instance, pipeline, step.name, branch, periods)  # synthex_assets.served
+            serve_branches_of(context.instance, pipeline, step.name, branch,  # synthex_assets.served
+                              {p: versions[f"{branch}|{p}"] for p in periods})
         for key in context.partition_keys:  # a branch's partitions of a step it reads through its parent
             branch, _ = split_partition_key(key)
             if branch in result.served:

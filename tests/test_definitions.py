@@ -18,7 +18,7 @@ def test_definitions_from_a_pipeline(project):
     assert keys == {"chatgpt", "transcripts", "summaries", "monthly", "world_model"}
     node = graph.get(AssetKey("world_model"))
     assert node.parent_keys == {AssetKey("monthly")}
-    assert node.code_version == pipe.steps["world-model"].version_hash()
+    assert node.code_version == f"world-model@{pipe.steps['world-model'].version_hash()[:10]}"  # readable (item 8)
     assert node.partitions_def.partition_dimension_names == ["branch", "period"]
     assert node.metadata["synthex/step"] == "world-model"
     assert set(defs.resources) >= {"store", "llm", "search"}

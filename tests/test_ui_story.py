@@ -218,6 +218,12 @@ def test_a_changed_record_changes_its_partitions_data_version(project, small_exp
             held = [r for r in pipe.records(step) if f"main|{r.period}" == edited]
             assert contents[edited] == content_version(pairs(held))
             assert tags[edited] != before[step][0][edited], step  # what Dagster's staleness reads moved too
+            # The branch reads that month through main: its served partition is recorded again, with main's
+            # new content (before, a served partition kept the content it was first recorded with).
+            [served] = instance.fetch_materializations(AssetRecordsFilter(asset_key=AssetKey(step), asset_partitions=[
+                edited.replace("main|", "exp|")]), limit=1).records
+            assert served.asset_materialization.metadata[SERVED_BY_KEY].value == "main"
+            assert served.asset_materialization.metadata[CONTENT_VERSION_KEY].value == contents[edited], step
     finally:
         pipe.close()
 
@@ -300,6 +306,15 @@ def test_a_new_branch_shows_its_parents_partitions_as_served(ran_project, tmp_pa
             assert served.metadata[SERVED_BY_KEY].value == "main"
             assert served.metadata[CONTENT_VERSION_KEY].value == main.metadata[CONTENT_VERSION_KEY].value
             assert "served by main" in served.metadata["preview"].value
+        # Item 9, as docs/architecture.md says: Dagster's "latest materialization" (the asset overview) is of any
+        # partition, so after the branch is created it is one of exp's served ones; main's newest stays what
+        # the Partitions tab shows for branch main.
+        latest = instance.get_latest_materialization_event(AssetKey("summaries"))
+        assert latest.dagster_event.partition.startswith("exp|")
+        [main_newest] = instance.fetch_materializations(AssetRecordsFilter(asset_key=AssetKey("summaries"),
+                                                                           asset_partitions=[f"main|{periods[-1]}"]),
+                                                        limit=1).records
+        assert SERVED_BY_KEY not in main_newest.asset_materialization.metadata
         # Created again (idempotent): nothing is reported twice.
         count = len(materializations(instance, "summaries"))
         assert record_served_partitions(instance, pipe.for_branch("exp")) == 0

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -383,9 +383,14 @@ class PipelineDefinition:
         temperature: float = 0.0,
         fn: Callable[[Record], str] | None = None,
         pii: str | None = None,
+        *,
+        group: str | None = None, owners: Sequence[str] = (), automation: str | None = None,
     ) -> TransformStep:
+        """``group`` / ``owners`` / ``automation`` (every builder takes them): the step's asset group and owners
+        in the Dagster UI (emails or ``team:name``) and ``"eager"`` for Dagster to materialize it on its own
+        when its inputs change (``synthex.core.steps.base.check_step_options``); none changes its version."""
         return self._add(TransformStep.build(name, from_=from_, prompt=prompt, fn=fn, model=model,
-                                             temperature=temperature, pii=pii))
+                                             temperature=temperature, pii=pii).with_options(group, owners, automation))
 
     def aggregate(
         self,
@@ -399,6 +404,7 @@ class PipelineDefinition:
         *,
         by: str | Callable[[Record], str | Iterable[str] | None] | None = None,
         fn: Callable[[list[Record], Any], str] | None = None,
+        group: str | None = None, owners: Sequence[str] = (), automation: str | None = None,
     ) -> AggregateStep:
         """One record per group of ``from_``'s records, made by ``prompt(records, group)`` (a model) or
         ``fn(records, group)`` (plain Python). Without ``by``: groups by ``period`` (default "month"), and
@@ -407,7 +413,8 @@ class PipelineDefinition:
         group per key, ``group`` a ``KeyGroup``; per key and ``period`` group when ``period`` is given,
         otherwise spanning every period (the step's records live in the period partition "all")."""
         return self._add(AggregateStep.build(name, from_=from_, period=period, prompt=prompt, model=model,
-                                             temperature=temperature, pii=pii, by=by, fn=fn))
+                                             temperature=temperature, pii=pii, by=by, fn=fn)
+                         .with_options(group, owners, automation))
 
     def fold(
         self,
@@ -421,15 +428,18 @@ class PipelineDefinition:
         *,
         fn: Callable[[Record, str], str] | None = None,
         state: StateBound | dict[str, Any] | None = None,
+        group: str | None = None, owners: Sequence[str] = (), automation: str | None = None,
     ) -> FoldStep:
         """The state after each period, folded input by input with ``prompt(record, state)`` (a model) or
         ``fn(record, state)`` (plain Python). ``state``: ``TruncateState(tokens=N)``, ``CompressState(every=K)``
         or ``WindowState(inputs=N)`` (``synthex.core.steps.fold_state``) keeps it bounded."""
         return self._add(FoldStep.build(name, from_=from_, prompt=prompt, model=model, temperature=temperature,
-                                        initial_state=initial_state, pii=pii, fn=fn, state=state))
+                                        initial_state=initial_state, pii=pii, fn=fn, state=state)
+                         .with_options(group, owners, automation))
 
-    def merge(self, name: str, from_: list[str]) -> MergeStep:
-        return self._add(MergeStep.build(name, from_=from_))
+    def merge(self, name: str, from_: list[str], *, group: str | None = None, owners: Sequence[str] = (),
+              automation: str | None = None) -> MergeStep:
+        return self._add(MergeStep.build(name, from_=from_).with_options(group, owners, automation))
 
     def output(
         self,
@@ -544,6 +554,7 @@ class PipelineDefinition:
         for step in self.steps.values():
             entry: dict[str, Any] = {"name": step.name, "kind": step.kind}
             entry.update(step.toml_config())
+            entry.update(step.options_toml())
             for attr in ("prompt", "fn"):
                 ref = callable_ref(getattr(step, attr, None))
                 if ref:

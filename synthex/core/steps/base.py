@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import inspect
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
@@ -178,6 +179,38 @@ class Volume:
     chars: int
 
 
+OPTION_FIELDS = ("group", "owners", "automation")
+# Declarative automation a step may ask for: Dagster materializes its stale partitions on its own once its
+# inputs' are newer (``AutomationCondition.eager()``), no sensor or job needed for it.
+AUTOMATIONS = ("eager",)
+_GROUP = re.compile(r"^[A-Za-z0-9_]{1,64}$")
+_EMAIL = re.compile(r"^[^@\s]{1,64}@[^@\s]{1,190}\.[A-Za-z]{2,63}$")
+_TEAM = re.compile(r"^team:[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+MAX_OWNERS = 20
+
+
+def check_step_options(step: str, group: str | None, owners: Sequence[str] | str,
+                       automation: str | None) -> tuple[str | None, tuple[str, ...], str | None]:
+    """A step's ``group=`` (letters, digits, underscores: a Dagster group name), ``owners=`` (each an email or
+    ``team:name``, as Dagster takes them) and ``automation=`` (one of ``AUTOMATIONS``), or one line saying
+    which is wrong and why."""
+    if group is not None and not (isinstance(group, str) and _GROUP.match(group)):
+        raise PipelineDefinitionError(f"step {step!r}: group={group!r}: a group is 1-64 letters, digits or "
+                                      f"underscores (e.g. 'memory_core')")
+    listed = (owners,) if isinstance(owners, str) else tuple(owners)
+    if len(listed) > MAX_OWNERS:
+        raise PipelineDefinitionError(f"step {step!r}: owners=: {len(listed)} owners; at most {MAX_OWNERS}")
+    for owner in listed:
+        if not isinstance(owner, str) or not (_EMAIL.match(owner) or _TEAM.match(owner)):
+            raise PipelineDefinitionError(f"step {step!r}: owner {owner!r} is neither an email (ana@example.com) "
+                                          f"nor a team (team:memory)")
+    if automation is not None and automation not in AUTOMATIONS:
+        raise PipelineDefinitionError(f"step {step!r}: automation={automation!r}; expected one of "
+                                      f"{', '.join(AUTOMATIONS)} (or None: runs come from sensors, the schedule, "
+                                      f"`synthex run`)")
+    return group, tuple(dict.fromkeys(listed)), automation
+
+
 @dataclass
 class Step:
     """Base class of every step kind. Subclasses set ``kind`` and implement work/produce."""
@@ -194,6 +227,11 @@ class Step:
     # The source hashes of the step's functions, each computed once while the step lives (version_hash
     # is asked per work item and per record). Not configuration: not in __init__, repr or equality.
     source_hashes: SourceHashes = field(default_factory=SourceHashes, init=False, repr=False, compare=False)
+    # How the step shows in the Dagster UI and when Dagster may run it on its own (``StepOptions``). Not part
+    # of ``config()``: the step's version, so its record ids, do not depend on them.
+    group: str | None = None
+    owners: tuple[str, ...] = ()
+    automation: str | None = None
 
     # -- construction ---------------------------------------------------------------------------
     @classmethod
@@ -206,12 +244,28 @@ class Step:
             from synthex.core.steps.privacy import check_pii_mode
 
             check_pii_mode(name, pii)
-        own = [f.name for f in fields(cls) if f.init and f.name not in ("name", "from_", "pii")]
+        options = {k: config.pop(k) for k in OPTION_FIELDS if k in config}
+        own = [f.name for f in fields(cls) if f.init and f.name not in ("name", "from_", "pii", *OPTION_FIELDS)]
         unknown = sorted(set(config) - set(own))
         if unknown:
             raise PipelineDefinitionError(f"{cls.kind} {name!r}: unknown argument {unknown[0]}=; a {cls.kind} step "
-                                          f"takes from_=, pii={''.join(f', {a}=' for a in own)}")
-        return cls(name=name, from_=[from_] if isinstance(from_, str) else list(from_), pii=pii, **config)
+                                          f"takes from_=, pii=, group=, owners=, automation={''.join(f', {a}=' for a in own)}")
+        step = cls(name=name, from_=[from_] if isinstance(from_, str) else list(from_), pii=pii, **config)
+        return step.with_options(**options) if options else step
+
+    def with_options(self, group: str | None = None, owners: Sequence[str] | str = (),
+                     automation: str | None = None) -> Self:
+        """This step with its UI group, owners and automation set, each checked (``check_step_options``)."""
+        self.group, self.owners, self.automation = check_step_options(self.name, group, owners, automation)
+        if self.automation is not None and self.is_source:
+            raise PipelineDefinitionError(f"source {self.name!r}: automation={self.automation!r}: a source is "
+                                          f"synced by its sensor; give automation= to the steps downstream of it")
+        return self
+
+    def options_toml(self) -> dict[str, Any]:
+        """group / owners / automation for a TOML export, the ones that are set."""
+        return {k: (list(v) if isinstance(v, tuple) else v) for k in OPTION_FIELDS
+                if (v := getattr(self, k)) not in (None, ())}
 
     def use_limits(self, limits: Limits) -> None:
         """The pipeline's bounds on input (``PipelineDefinition.limits``); steps that read from outside

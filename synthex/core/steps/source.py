@@ -22,7 +22,7 @@ from synthex.core.sources.base import SourceOrigin
 from synthex.core.sources.bounded import BoundedOrigin
 from synthex.core.sources.file import IMPORTER_VERSION
 from synthex.core.sources.kinds import get_source_kind, resolve_source_kind
-from synthex.core.steps.base import Audit, Step, StepContext, WorkItem
+from synthex.core.steps.base import OPTION_FIELDS, Audit, Step, StepContext, WorkItem
 
 if TYPE_CHECKING:
     from synthex.core.importers.migrate.turns import TurnsAs
@@ -59,13 +59,15 @@ class SourceStep(Step):
         given (``file=``, ``folder=``...), checks its arguments (None is not given)."""
         if from_:
             raise PipelineDefinitionError(f"source {name!r}: a source reads no steps (from_=)")
+        options = {k: args.pop(k) for k in OPTION_FIELDS if k in args}
         given = {k: v for k, v in args.items() if v is not None}
         origin_kind, chosen, given = resolve_source_kind(name, given, source_kind)
         if pii is not None:  # the PII detectors only for sources that use them
             from synthex.core.steps.privacy import check_pii_mode
 
             check_pii_mode(name, pii)
-        return cls(name=name, base_dir=base_dir, pii=pii, origin_kind=origin_kind, **chosen.fields(name, given))
+        return cls(name=name, base_dir=base_dir, pii=pii, origin_kind=origin_kind,
+                   **chosen.fields(name, given)).with_options(**options)
 
     def use_limits(self, limits: Limits) -> None:
         self.limits = limits

@@ -1,0 +1,29 @@
+"""Issue 36 item 7: a backfill launched as the UI launches it (GraphQL ``launchPartitionBackfill``) on a real
+`synthex ui` (Dagster's webserver, daemon and code server, as processes) runs with the same ``synthex/branch``
+and ``synthex/launched_by`` tags as a CLI run. The daemon's backfill loop runs every 30 s, so this takes a
+minute or more: marked ``deployment`` (``pytest -n 0 -m deployment tests/test_ui_backfill_tags.py``)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import cli
+
+from evals.bench_ui_backfill import backfill_timing, launch_asset_backfill, step_selection, wait_backfill
+from evals.ui_screenshots import start_ui, stop
+from synthex_assets.run_tags import BRANCH_TAG, LAUNCHED_BY_BACKFILL, LAUNCHED_BY_TAG
+
+
+@pytest.mark.deployment
+def test_a_ui_backfill_run_carries_the_branch_and_door_tags(project, tmp_path):
+    cli("run", "--project", str(project))
+    with open(tmp_path / "ui.log", "wb") as log:
+        url, server = start_ui(project, log)
+        try:
+            keys, periods = step_selection(url, ["summaries"])
+            assert keys == [{"path": ["summaries"]}] and len(periods) >= 2
+            timing = backfill_timing(wait_backfill(url, launch_asset_backfill(url, keys, periods), timeout=300))
+        finally:
+            stop(server)
+    assert timing.run_tags[BRANCH_TAG] == "main"
+    assert timing.run_tags[LAUNCHED_BY_TAG] == LAUNCHED_BY_BACKFILL
+    assert timing.run_tags["dagster/backfill"]  # Dagster's own: the run is the backfill's
