@@ -26,8 +26,9 @@ from synthex.core.scope import BranchScope
 from synthex_resources.record_store import LIGHT_COLUMNS, RecordStore
 from synthex_resources.search import ann, leaf_fusion, leaf_scope, multihop
 from synthex_resources.search.builtin_strategies import CONVERSATIONAL
-from synthex_resources.search.dense_index import DenseIndex, dense_index
+from synthex_resources.search.dense_index import dense_index
 from synthex_resources.search.engine import SearchEngine
+from synthex_resources.search.state import SearchSettings
 
 MAIN = BranchScope.own()
 STEPS = ["ctx"]
@@ -95,8 +96,8 @@ def root(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def ann_store(root: Path) -> RecordStore:
     """The store with the IVF path engaged (the dense legs take a shortlist, as at 1M), index ready."""
-    store = RecordStore(str(root), embedder=BagEmbedder())
-    index = store.derived("dense_index", lambda: DenseIndex(store, ann_from=100))
+    store = RecordStore(str(root), embedder=BagEmbedder(), search=SearchSettings(dense_ann_from=100))
+    index = dense_index(store)
     SearchEngine(store).search(QUERIES[0], STEPS, MAIN, 10, strategy=CONVERSATIONAL)
     assert index.wait_for_ann(60)
     yield store

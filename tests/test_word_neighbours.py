@@ -19,7 +19,6 @@ from synthex_resources.search.strategies import DrillDown, load_search_strategie
 from synthex_resources.search.word_neighbours import (
     MAX_QUERY_WORDS,
     WordIndex,
-    _WordIndexCache,
     build_word_index,
     content_words,
     expansion_scores,
@@ -138,7 +137,7 @@ def test_the_word_index_is_saved_beside_the_table_and_a_write_embeds_only_new_wo
     assert set(dia(second.search(QUESTION, k=2))) == EVIDENCE
     assert not VOCABULARY & set(counting.texts)
     assert {"instruments", "play"} <= set(counting.texts)  # the query's own words
-    cache = second.app.store.derived("word_neighbours", _WordIndexCache)
+    cache = second.app.store.search_state.word_indexes
     assert cache.builds == 1
     # Another scope of the same store (two periods of it): its own index, not one word embedded again.
     counting.texts.clear()
@@ -148,7 +147,7 @@ def test_the_word_index_is_saved_beside_the_table_and_a_write_embeds_only_new_wo
     second.close()
     settled, counting = reopened()  # nothing written since: the saved index is loaded as it is
     assert set(dia(settled.search(QUESTION, k=2))) == EVIDENCE
-    assert settled.app.store.derived("word_neighbours", _WordIndexCache).builds == 0
+    assert settled.app.store.search_state.word_indexes.builds == 0
     assert not VOCABULARY & set(counting.texts)
 
     settled.close()
@@ -174,23 +173,23 @@ def test_a_reader_extends_its_word_index_by_the_appended_leaves_as_a_full_build_
 
     from synthex_resources.record_store import RecordStore
     from synthex_resources.search import SearchEngine
-    from synthex_resources.search.leaf_scope import ScopeCache, scope_for
+    from synthex_resources.search.leaf_scope import scope_for
+    from synthex_resources.search.state import SearchSettings
     from synthex_resources.search.word_neighbours import word_index
 
-    store = RecordStore(str(tmp_path / "store"))
-    store.derived("leaf_sum_scopes", lambda: ScopeCache(incremental_from=0))
+    store = RecordStore(str(tmp_path / "store"), search=SearchSettings(scope_incremental_from=0))
     write(store, turns("c1", 1, 6, 1))
     engine = SearchEngine(store)
     where = engine.where(["ctx"], BranchScope.own())
     first = word_index(engine, where, scope_for(engine, where))
-    cache = store.derived("word_neighbours", _WordIndexCache)
+    cache = store.search_state.word_indexes
     assert (cache.builds, cache.extensions) == (1, 0) and "planned" not in first.words
     write(store, turns("c1", 2, 4, 3, said="yesterday we planned"))
     scope = scope_for(engine, where)
     assert scope.extended_from is not None
     extended = word_index(engine, where, scope)
     assert (cache.builds, cache.extensions) == (1, 1) and "planned" in extended.words
-    fresh = build_word_index([t for t, _ in leaf_texts(engine, scope.read, scope.leaf_ids, scope.leaf_steps)],
+    fresh = build_word_index([t for t, _ in leaf_texts(engine.store.cipher, scope.read, scope.leaf_ids, scope.leaf_steps)],
                              lambda words: np.zeros((len(words), 2), dtype=np.float32))
 
     def words_by_leaf(index: WordIndex) -> list[set[str]]:
@@ -205,15 +204,14 @@ def test_a_reader_extends_its_word_index_by_the_appended_leaves_as_a_full_build_
 
     sidecar(store).wait()
     write(store, turns("c1", 3, 3, 5, said="tomorrow we rehearse"))
-    later = RecordStore(str(tmp_path / "store"))
-    later.derived("leaf_sum_scopes", lambda: ScopeCache(incremental_from=0))
+    later = RecordStore(str(tmp_path / "store"), search=SearchSettings(scope_incremental_from=0))
     engine = SearchEngine(later)
     scope = scope_for(engine, where)
     assert scope.base_token is not None
     again = word_index(engine, where, scope)
-    counts = later.derived("word_neighbours", _WordIndexCache)
+    counts = later.search_state.word_indexes
     assert (counts.builds, counts.extensions) == (0, 1) and "rehearse" in again.words
-    fresh = build_word_index([t for t, _ in leaf_texts(engine, scope.read, scope.leaf_ids, scope.leaf_steps)],
+    fresh = build_word_index([t for t, _ in leaf_texts(engine.store.cipher, scope.read, scope.leaf_ids, scope.leaf_steps)],
                              lambda words: np.zeros((len(words), 2), dtype=np.float32))
     assert words_by_leaf(again) == words_by_leaf(fresh)
 

@@ -59,13 +59,15 @@ import pyarrow.compute as pc
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search.id_lookup import IdLookup, as_text, merged_order
-from synthex_resources.search.sidecar import Entry, SaveGuard, TableState, sidecar
+from synthex_resources.search.sidecar import Entry, SaveGuard, Sidecar, TableState, sidecar
+from synthex_resources.search.versioned import BUILD, VersionedStructure
 from synthex_resources.store.pinned import PinnedDataset
 
 MODES = ("auto", "float32", "binary")
 ANN_FROM = 200_000  # records in scope from which ``auto`` searches the IVF index
 SAMPLE_ROWS = 4096  # rows whose similarities estimate a scope's median for a shortlist's scores
 _COLUMNS = ["id", "step", "branch", "period", "vector"]
+MATRIX = "matrix"  # the one key: the matrix holds every row of the table
 
 
 @dataclass
@@ -229,22 +231,27 @@ class SavedMatrix(NamedTuple):
     saving: SaveGuard
 
 
-class DenseIndex:
+class DenseIndex(VersionedStructure[str, _Matrix]):
+    """The store's matrix (``search_state.dense``): one entry (key ``MATRIX``) per table version; after a
+    write it is appended to ("append"), else loaded from the sidecar ("persisted", "persisted+append"), else
+    read whole ("load")."""
+
+    kind = "dense"
+
     def __init__(self, store: RecordStore, mode: str = "auto", shortlist: int = 20_000,
                  ann_from: int = ANN_FROM) -> None:
         if mode not in MODES:
             raise ValueError(f"dense index mode must be one of {MODES}, not {mode!r}")
+        super().__init__(lambda: sidecar(store))
         self.store = store
         self.mode = mode
         self.shortlist = shortlist
         self.ann_from = ann_from
-        self._matrix: _Matrix | None = None
         self._buffer: np.ndarray | None = None  # vectors with spare rows for appends
         self._file: _VectorFile | None = None  # the saved file ``_buffer`` maps, appended to in place
         self.base_copies = 0  # times a mapped matrix was copied into memory to append rows (tests watch it)
         self.tail_rows_written = 0  # rows this object appended to the saved file
-        self._lock = threading.Lock()
-        self.last_update: str = ""  # "load" / "append" / "reuse": how the last version change was handled
+        self._lock = self.lock  # the IVF index and the matrix share one lock (a load bumps the generation)
         self._generation = 0  # bumped by every full load: row numbers change, an IVF index goes stale
         self._ann: tuple[int, Any] | None = None  # (generation, IvfIndex) once built
         self._ann_thread: threading.Thread | None = None
@@ -368,43 +375,34 @@ class DenseIndex:
                 gone = {a for a in base.bare if (a >> 32) in changed_set and a not in live_set}
         return self._load(version, ds, base, added, dead, gone)
 
-    def _current(self) -> _Matrix | None:
-        read = self.store.read_dataset()  # through pylance: a search never imports lancedb
+    @property
+    def last_update(self) -> str:
+        """How the current version was reached: "load" / "append" / "persisted" / "persisted+append"."""
+        return "load" if self.last == BUILD else self.last
+
+    def build(self, read: PinnedDataset | None, key: str, context: Any) -> _Matrix:
+        assert read is not None and self.guard is not None  # ``_current`` asks only of a table, ``get`` guards
+        self._buffer = self._file = None
+        new = self._load(read.version, read.dataset, None, None, None, set())
+        self._generation += 1
+        self._saved = SavedMatrix(read.state, len(new.ids), self.guard)
+        return new
+
+    def extend(self, read: PinnedDataset | None, key: str, previous: _Matrix,
+               context: Any) -> tuple[_Matrix, str] | None:
         if read is None:
             return None
-        version = read.version  # the matrix is keyed by it, made of its rows, saved with its state
-        with self._lock:
-            m = self._matrix
-            if m is None or m.version != version:
-                saving = sidecar(self.store).guard()  # before any row is read: a purge in between drops saves
-                ds = read.dataset
-                new = None
-                if m is not None:
-                    try:
-                        new = self._update(version, ds, m)
-                        self.last_update = "append" if new is not None else ""
-                    except Exception:  # noqa: BLE001 - an unexpected layout: a full reload is always right
-                        new = None
-                if new is None and m is None:
-                    new = self._persisted(read, saving)
-                if new is None:
-                    self._buffer = self._file = None
-                    new = self._load(version, ds, None, None, None, set())
-                    self.last_update = "load"
-                    self._generation += 1
-                    loaded, state = new, read.state
-                    self._saved = SavedMatrix(state, len(new.ids), saving)
-                    saving.save("dense", "matrix", state, lambda: _to_entry(loaded), mapped=("vectors",))
-                self._matrix = m = new
-            if self.mode == "binary" and m.bits is None:
-                m.bits = _sign_bits(m.vectors)
-            return m
+        try:
+            new = self._update(read.version, read.dataset, previous)
+        except Exception:  # noqa: BLE001 - an unexpected layout: a full reload is always right
+            new = None
+        return (new, "append") if new is not None else None
 
-    def _persisted(self, read: PinnedDataset, saving: SaveGuard) -> _Matrix | None:
+    def load_saved(self, sidecar: Sidecar, read: PinnedDataset, key: str, context: Any) -> tuple[_Matrix, str] | None:
         """The matrix an earlier process saved beside the table (its vectors mapped, not read), brought up to
-        ``version`` when rows were only appended or deleted since; None when there is none or it no longer
-        fits (a compaction rewrote fragments)."""
-        entry = sidecar(self.store).load("dense", "matrix")
+        ``read``'s version when rows were only appended or deleted since; None when there is none or it no
+        longer fits (a compaction rewrote fragments)."""
+        entry = sidecar.load("dense", "matrix")
         if entry is None:
             return None
         version, ds, state = read.version, read.dataset, read.state
@@ -416,17 +414,32 @@ class DenseIndex:
         self._buffer = base.vectors  # read-only: appends go to the file's tail (``_VectorFile``)
         self._file = _VectorFile.of(base.vectors)
         self._generation += 1
-        self._saved = SavedMatrix(entry.state, len(base.ids), saving)
+        assert self.guard is not None  # taken by ``get`` before any row was read
+        self._saved = SavedMatrix(entry.state, len(base.ids), self.guard)
         if state.same_rows(entry.state):
-            self.last_update = "persisted"
             base.version = version
-            return base
+            return base, "persisted"
         try:
             new = self._update(version, ds, base)
         except Exception:  # noqa: BLE001 - an unexpected layout: a full reload is always right
             new = None
-        self.last_update = "persisted+append" if new is not None else ""
-        return new
+        return (new, "persisted+append") if new is not None else None
+
+    def save(self, saving: SaveGuard, read: PinnedDataset, key: str, value: _Matrix, how: str,
+             context: Any) -> None:
+        """Saved at a full load only: an append writes its rows to the saved file's tail (``_VectorFile``)."""
+        if how == BUILD:
+            saving.save("dense", "matrix", read.state, lambda: _to_entry(value), mapped=("vectors",))
+
+    def _current(self) -> _Matrix | None:
+        read = self.store.read_dataset()  # through pylance: a search never imports lancedb
+        if read is None:
+            return None
+        with self.lock:  # the matrix is keyed by its version, made of its rows, saved with its state
+            m = self.get(read, MATRIX)
+            if self.mode == "binary" and m.bits is None:
+                m.bits = _sign_bits(m.vectors)
+            return m
 
     def _ready(self, steps: list[str] | None, scope: BranchScope) -> _Matrix | None:
         """The matrix, after embedding any record in scope that was written without a vector."""
@@ -680,4 +693,4 @@ class DenseIndex:
 
 def dense_index(store: RecordStore) -> DenseIndex:
     """The store's matrix (one per store object; it lives and dies with the store)."""
-    return store.derived("dense_index", lambda: DenseIndex(store))
+    return store.search_state.dense

@@ -35,8 +35,7 @@ strategy is its turn leg.
 from __future__ import annotations
 
 import json
-import threading
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -47,6 +46,8 @@ from synthex_resources.search.leaf_fusion import LeafSumOptions, leaf_scores, ra
 from synthex_resources.search.leaf_scope import Scope, scope_for
 from synthex_resources.search.tokenize import tokenize
 from synthex_resources.search.types import SearchBackend, SearchRequest, SearchResults
+from synthex_resources.search.versioned import VersionedStructure
+from synthex_resources.store.pinned import PinnedDataset
 
 
 class DrillDownOptions(Protocol):
@@ -83,13 +84,21 @@ def _normalized(scores: dict[str, float]) -> dict[str, float]:
     return {rid: s / top for rid, s in scores.items()} if top > 0 else {}
 
 
-class _KeyCache:
+class DrillDownKeys(VersionedStructure[str, dict[str, tuple[frozenset[str], str]]]):
     """Each altitude record's key tokens and key function (``group.key``, ``group.by`` of a key
-    aggregate), per (table version, scope)."""
+    aggregate), per (table version, scope filter); the store's ``search_state.drill_down_keys``. Kept in
+    memory only (one read of ``id, metadata``)."""
 
-    def __init__(self) -> None:
-        self.keys: dict[tuple[int, str], dict[str, tuple[frozenset[str], str]]] = {}
-        self.lock = threading.Lock()
+    def build(self, read: PinnedDataset | None, key: str, context: Any) -> dict[str, tuple[frozenset[str], str]]:
+        rows = read.rows(key, ["id", "metadata"]) if read is not None else []  # the version keyed by
+        found = {}
+        for row in rows:
+            group = json.loads(row["metadata"] or "{}").get("group") or {}
+            name = group.get("key")
+            tokens = frozenset(tokenize(str(name))) if name else frozenset()
+            if tokens:
+                found[row["id"]] = (tokens, str(group.get("by") or ""))
+        return found
 
 
 def key_tokens(engine: SearchBackend, where: str) -> dict[str, frozenset[str]]:
@@ -103,23 +112,8 @@ def keys_by(engine: SearchBackend, where: str, by: str) -> dict[str, frozenset[s
 
 
 def _keys(engine: SearchBackend, where: str) -> dict[str, tuple[frozenset[str], str]]:
-    read = engine.store.read_dataset()  # through pylance: `synthex search` stays light (no lancedb)
-    version = read.version if read is not None else -1
-    cache: _KeyCache = engine.store.derived("drill_down_keys", _KeyCache)
-    with cache.lock:
-        if (version, where) not in cache.keys:
-            for old in [k for k in cache.keys if k[1] == where]:
-                del cache.keys[old]
-            rows = read.rows(where, ["id", "metadata"]) if read is not None else []  # the version keyed by
-            found = {}
-            for row in rows:
-                group = json.loads(row["metadata"] or "{}").get("group") or {}
-                key = group.get("key")
-                tokens = frozenset(tokenize(str(key))) if key else frozenset()
-                if tokens:
-                    found[row["id"]] = (tokens, str(group.get("by") or ""))
-            cache.keys[(version, where)] = found
-        return cache.keys[(version, where)]
+    # through pylance: `synthex search` stays light (no lancedb)
+    return engine.store.search_state.drill_down_keys.get(engine.store.read_dataset(), where)
 
 
 def altitude_scores(engine: SearchBackend, query: str, step: str, reads: BranchScope, periods: list[str] | None,

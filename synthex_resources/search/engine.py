@@ -81,8 +81,7 @@ class SearchEngine:
 
     def pool(self) -> ThreadPoolExecutor:
         """Threads that run the lexical and dense legs side by side."""
-        return self.store.derived(
-            "search_pool", lambda: ThreadPoolExecutor(max_workers=4, thread_name_prefix="synthex-search"))
+        return self.store.search_state.pool
 
     def submit(self, fn: Callable[[], Any]) -> Future:
         """Run ``fn`` on the pool, reading the same table version as the search that submits it."""

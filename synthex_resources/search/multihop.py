@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -37,10 +36,13 @@ import pyarrow.compute as pc
 from scipy import sparse
 
 from synthex.core.enrich.words import STOPWORDS
+from synthex_resources.encryption import StoreCipher
+from synthex_resources.record_store import RecordStore
 from synthex_resources.search.dense_index import dense_index
-from synthex_resources.search.sidecar import Entry, sidecar
+from synthex_resources.search.sidecar import Entry, Sidecar
 from synthex_resources.search.tokenize import tokenize
 from synthex_resources.search.types import Decompose, Diversify, SearchBackend
+from synthex_resources.search.versioned import EXTEND, LOAD, VersionedStructure
 from synthex_resources.store import filters
 from synthex_resources.store.filters import RecordFilter
 from synthex_resources.store.pinned import PinnedDataset
@@ -101,17 +103,11 @@ def _padded(old: Lexicon, leaf_ids: list[str], prev: np.ndarray, nxt: np.ndarray
                    vocab=old.vocab, session=_sessions(prev), adjacency=_adjacency(nxt), leaf_ids=leaf_ids)
 
 
-class _LexiconCache:
-    def __init__(self) -> None:
-        self.scopes: dict[tuple[int, str], Lexicon] = {}
-        self.lock = threading.Lock()
-
-
 def _sessions(prev: np.ndarray) -> np.ndarray:
     return np.cumsum(prev < 0) - 1
 
 
-def leaf_texts(engine: SearchBackend, read: PinnedDataset | None, leaf_ids: list[str],
+def leaf_texts(cipher: StoreCipher | None, read: PinnedDataset | None, leaf_ids: list[str],
                leaf_steps: list[str]) -> list[tuple[str, str]]:
     """(content, metadata JSON) of each leaf at ``read``'s version, in ``leaf_ids`` order ("" for a leaf not
     found; an encrypted store's content decrypted, so neither the lexicon nor the word index is made of
@@ -130,20 +126,19 @@ def leaf_texts(engine: SearchBackend, read: PinnedDataset | None, leaf_ids: list
     picked = table.take(pc.fill_null(at, 0)) if len(table) else None
     found = at.is_valid().to_pylist()
     contents = picked.column("content").to_pylist() if picked is not None else []
-    cipher = engine.store.cipher  # an encrypted store's text is read in plaintext (in memory only)
-    if cipher is not None:
+    if cipher is not None:  # an encrypted store's text is read in plaintext (in memory only)
         contents = [cipher.decrypt(c) if c else c for c in contents]
     metas = picked.column("metadata").to_pylist() if picked is not None else []
     return [(c or "", m or "") if ok else ("", "") for ok, c, m in zip(found, contents or [None] * len(found),
                                                                    metas or [None] * len(found), strict=True)]
 
 
-def _build(engine: SearchBackend, read: PinnedDataset | None, leaf_ids: list[str], prev: np.ndarray,
+def _build(cipher: StoreCipher | None, read: PinnedDataset | None, leaf_ids: list[str], prev: np.ndarray,
            nxt: np.ndarray, participants: set[str], rare_df: int, leaf_steps: list[str] | None = None) -> Lexicon:
     n = len(leaf_ids)
     per_leaf: list[set[str]] = []
     entities: list[set[str]] = []
-    for content, metadata in leaf_texts(engine, read, leaf_ids, list(leaf_steps or [])):
+    for content, metadata in leaf_texts(cipher, read, leaf_ids, list(leaf_steps or [])):
         text = str(content)
         meta = json.loads(metadata or "{}")
         for name in tokenize(str((meta.get("chat") or {}).get("author", ""))):
@@ -190,46 +185,54 @@ def _from_entry(entry: Entry, leaf_ids: list[str], prev: np.ndarray, nxt: np.nda
                    session=_sessions(prev), adjacency=_adjacency(nxt), leaf_ids=leaf_ids)
 
 
+class Lexicons(VersionedStructure[str, Lexicon]):
+    """The multi-hop lexicon per (table version of the scope, scope filter and ``rare_df``); the store's
+    ``search_state.lexicons``. The context of each ask is (the scope's bookkeeping, ``rare_df``)."""
+
+    kind = "lexicon"
+
+    def __init__(self, sidecar: Callable[[], Sidecar] | None, store: RecordStore) -> None:
+        super().__init__(sidecar)
+        self.store = store
+
+    def build(self, read: PinnedDataset | None, key: str, context: Any) -> Lexicon:
+        scope, rare_df = context
+        return _build(self.store.cipher, read, scope.leaf_ids, scope.prev, scope.next, set(scope.participants),
+                      rare_df, scope.leaf_steps)
+
+    def extend(self, read: PinnedDataset | None, key: str, previous: Lexicon, context: Any) -> tuple[Lexicon, str] | None:
+        """Padded when the scope only appended leaves to the one ``previous`` was made for."""
+        scope, _ = context
+        if scope.extended_from is not None and previous.leaf_ids is scope.extended_from:
+            return _padded(previous, scope.leaf_ids, scope.prev, scope.next), EXTEND
+        return None
+
+    def from_entry(self, read: PinnedDataset, key: str, entry: Entry, context: Any) -> tuple[Lexicon, str] | None:
+        """Saved for this very scope: as it is; for the scope this one extends: padded."""
+        scope, _ = context
+        owner = entry.meta.get("scope_token")
+        if owner == scope.token and entry.meta["shape"][0] == len(scope.leaf_ids):
+            return _from_entry(entry, scope.leaf_ids, scope.prev, scope.next), LOAD
+        if owner is not None and owner == scope.base_token and entry.meta["shape"][0] <= len(scope.leaf_ids):
+            base_n = entry.meta["shape"][0]
+            # the base's own turns only: a link from its last turn of a session to an appended
+            # turn points past it (an adjacency of base_n rows cannot hold it)
+            base_next = np.where(scope.next[:base_n] < base_n, scope.next[:base_n], -1)
+            return _padded(_from_entry(entry, scope.leaf_ids[:base_n], scope.prev[:base_n], base_next),
+                           scope.leaf_ids, scope.prev, scope.next), EXTEND
+        return None
+
+    def to_entry(self, value: Lexicon, context: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        return _to_entry(value, context[0].token)
+
+
 def lexicon(engine: SearchBackend, where: str, scope: Any, rare_df: int) -> Lexicon:
     """The scope's lexicon at the table version the scope was made of (``scope.read``: keyed by it, its
     leaves' text read from it, saved with its state): cached, padded when the scope only appended leaves
     to the one it was made for, else loaded from beside the table when an earlier process made it for this
     scope (or padded when for the scope this one extends: search/sidecar.py), else built from the leaves'
     text."""
-    read: PinnedDataset | None = scope.read
-    key = (read.version if read is not None else -1, f"{where}|{rare_df}")
-    cache: _LexiconCache = engine.store.derived("multihop_lexicons", _LexiconCache)
-    with cache.lock:
-        if key not in cache.scopes:
-            older = [k for k in cache.scopes if k[1] == key[1]]
-            base = cache.scopes[older[-1]] if older else None
-            for old in older:
-                del cache.scopes[old]
-            persisted = sidecar(engine.store)
-            saving = persisted.guard()  # before any row is read: a purge in between drops the save
-            loaded = False
-            if base is not None and scope.extended_from is not None and base.leaf_ids is scope.extended_from:
-                lex = _padded(base, scope.leaf_ids, scope.prev, scope.next)
-            else:
-                entry = persisted.load("lexicon", key[1])
-                owner = entry.meta.get("scope_token") if entry is not None else None
-                if entry is not None and owner == scope.token and entry.meta["shape"][0] == len(scope.leaf_ids):
-                    lex, loaded = _from_entry(entry, scope.leaf_ids, scope.prev, scope.next), True
-                elif entry is not None and owner is not None and owner == scope.base_token \
-                        and entry.meta["shape"][0] <= len(scope.leaf_ids):
-                    base_n = entry.meta["shape"][0]
-                    # the base's own turns only: a link from its last turn of a session to an appended
-                    # turn points past it (an adjacency of base_n rows cannot hold it)
-                    base_next = np.where(scope.next[:base_n] < base_n, scope.next[:base_n], -1)
-                    lex = _padded(_from_entry(entry, scope.leaf_ids[:base_n], scope.prev[:base_n], base_next),
-                                  scope.leaf_ids, scope.prev, scope.next)
-                else:
-                    lex = _build(engine, read, scope.leaf_ids, scope.prev, scope.next, set(scope.participants),
-                                 rare_df, scope.leaf_steps)
-            cache.scopes[key] = lex
-            if read is not None and not loaded:
-                saving.save("lexicon", key[1], read.state, lambda: _to_entry(lex, scope.token))
-        return cache.scopes[key]
+    return engine.store.search_state.lexicons.get(scope.read, f"{where}|{rare_df}", (scope, rare_df))
 
 
 # -- (a) decomposition -----------------------------------------------------------------------------

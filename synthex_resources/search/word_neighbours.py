@@ -40,11 +40,13 @@ import numpy as np
 from scipy import sparse
 
 from synthex.core.enrich.words import STOPWORDS
+from synthex_resources.record_store import RecordStore
 from synthex_resources.search.lru import LRU
 from synthex_resources.search.multihop import leaf_texts
-from synthex_resources.search.sidecar import Entry, SaveGuard, sidecar
+from synthex_resources.search.sidecar import Entry, SaveGuard, Sidecar
 from synthex_resources.search.tokenize import tokenize
 from synthex_resources.search.types import SearchBackend
+from synthex_resources.search.versioned import EXTEND, LOAD, VersionedStructure
 from synthex_resources.store.pinned import PinnedDataset
 
 MAX_WORDS = 50_000  # columns per scope (the most frequent): ~1.5-2.5 min of MiniLM CPU once, at the bound
@@ -123,13 +125,18 @@ class WordVectors:
 
 def word_vectors(engine: SearchBackend) -> WordVectors:
     """The store's word vectors for its embedder: in memory, else loaded from beside the table."""
-    name = str(getattr(engine.store.embedder, "name", type(engine.store.embedder).__name__))
-    return engine.store.derived(f"word_vectors:{name}", lambda: _loaded_vectors(engine, name))
+    return store_word_vectors(engine.store)
 
 
-def _loaded_vectors(engine: SearchBackend, name: str) -> WordVectors:
+def store_word_vectors(store: RecordStore) -> WordVectors:
+    """``word_vectors`` of a store (``search_state.word_vectors``, by the embedder's name)."""
+    name = str(getattr(store.embedder, "name", type(store.embedder).__name__))
+    return store.search_state.word_vectors(name, lambda: _loaded_vectors(store, name))
+
+
+def _loaded_vectors(store: RecordStore, name: str) -> WordVectors:
     found = WordVectors(name)
-    entry = sidecar(engine.store).load("word-vectors", name)
+    entry = store.search_state.sidecar.load("word-vectors", name)
     if entry is None:
         return found
     try:
@@ -165,14 +172,6 @@ class WordIndex:
     def __post_init__(self) -> None:
         self.columns = self.leaf_words.tocsc()  # each word's leaves: one contiguous slice
         self.df = np.diff(self.columns.indptr)
-
-
-class _WordIndexCache:
-    def __init__(self) -> None:
-        self.scopes: dict[tuple[int, str], WordIndex] = {}
-        self.lock = threading.Lock()
-        self.builds = 0  # indexes built from every leaf's text by this store object (tests watch it)
-        self.extensions = 0  # indexes extended by appended leaves only
 
 
 def _leaf_word_lists(texts: Sequence[str]) -> list[list[str]]:
@@ -217,8 +216,8 @@ def extend_word_index(old: WordIndex, texts: Sequence[str], vectors_of: Callable
     return WordIndex(words, sparse.vstack([grown, added], format="csr"), vectors, leaf_ids)
 
 
-def _texts(engine: SearchBackend, read: PinnedDataset | None, leaf_ids: list[str], leaf_steps: list[str]) -> list[str]:
-    return [str(content) for content, _meta in leaf_texts(engine, read, leaf_ids, leaf_steps)]  # decrypted there
+def _texts(store: RecordStore, read: PinnedDataset | None, leaf_ids: list[str], leaf_steps: list[str]) -> list[str]:
+    return [str(content) for content, _meta in leaf_texts(store.cipher, read, leaf_ids, leaf_steps)]  # decrypted there
 
 
 def _to_entry(index: WordIndex, scope_token: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -239,62 +238,65 @@ def _from_entry(entry: Entry, leaf_ids: list[str], vectors_of: Callable[[list[st
     return WordIndex(words, m, vectors_of(words), leaf_ids)
 
 
+class WordIndexes(VersionedStructure[str, WordIndex]):
+    """The word index per (table version of the scope, scope filter); the store's
+    ``search_state.word_indexes``. The context of each ask is the scope's bookkeeping."""
+
+    kind = "words"
+
+    def __init__(self, sidecar: Callable[[], Sidecar] | None, store: RecordStore) -> None:
+        super().__init__(sidecar)
+        self.store = store
+
+    def _vectors_of(self) -> Callable[[list[str]], np.ndarray]:
+        vectors, embed = store_word_vectors(self.store), self.store.embedder.embed
+        return lambda words: vectors.of(words, embed)
+
+    def _extended(self, read: PinnedDataset | None, base: WordIndex, scope: Any) -> WordIndex:
+        """``base`` plus the leaves the scope appended to its leaves (only their texts read)."""
+        new_ids = scope.leaf_ids[len(base.leaf_ids or []):]
+        return extend_word_index(base, _texts(self.store, read, new_ids, list(scope.leaf_steps or [])),
+                                 self._vectors_of(), scope.leaf_ids)
+
+    def build(self, read: PinnedDataset | None, key: str, context: Any) -> WordIndex:
+        texts = _texts(self.store, read, context.leaf_ids, list(context.leaf_steps or []))
+        return build_word_index(texts, self._vectors_of(), context.leaf_ids)
+
+    def extend(self, read: PinnedDataset | None, key: str, previous: WordIndex,
+               context: Any) -> tuple[WordIndex, str] | None:
+        if context.extended_from is not None and previous.leaf_ids is context.extended_from:
+            return self._extended(read, previous, context), EXTEND
+        return None
+
+    def from_entry(self, read: PinnedDataset, key: str, entry: Entry, context: Any) -> tuple[WordIndex, str] | None:
+        """Saved for this very scope: as it is; for the scope this one extends (an earlier process's, before a
+        write): extended, its leaves coming first in this scope in the same order (search/leaf_scope.py)."""
+        owner = entry.meta.get("scope_token")
+        if owner == context.token:
+            index = _from_entry(entry, context.leaf_ids, self._vectors_of())
+            return (index, LOAD) if index is not None else None
+        if owner is not None and owner == context.base_token:
+            n = int(entry.meta.get("shape", [0])[0])
+            base = _from_entry(entry, context.leaf_ids[:n], self._vectors_of()) if n <= len(context.leaf_ids) else None
+            if base is not None:
+                return self._extended(read, base, context), EXTEND
+        return None
+
+    def to_entry(self, value: WordIndex, context: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        return _to_entry(value, context.token)
+
+    def saved(self, read: PinnedDataset | None, value: WordIndex, how: str, saving: SaveGuard | None,
+              context: Any) -> None:
+        if saving is not None:
+            _save_vectors(store_word_vectors(self.store), saving, read)
+
+
 def word_index(engine: SearchBackend, where: str, scope: Any) -> WordIndex:
     """The scope's word index at the table version the scope was made of (``scope.read``: keyed by it, the
     texts read from it, saved with its state): cached; else extended from the previous version's when the
     scope only appended leaves; else loaded from beside the table when an earlier process made it for this
-    very scope; else built from the leaves' texts. The lock guards the cache only: a build does not stop
-    searches of other scopes (two concurrent builds of one scope build twice)."""
-    read: PinnedDataset | None = scope.read
-    key = (read.version if read is not None else -1, where)
-    cache: _WordIndexCache = engine.store.derived("word_neighbours", _WordIndexCache)
-    with cache.lock:
-        if key in cache.scopes:
-            return cache.scopes[key]
-        older = [k for k in cache.scopes if k[1] == where]
-        previous = cache.scopes[older[-1]] if older else None
-    persisted = sidecar(engine.store)
-    saving = persisted.guard()  # before any row is read: a purge in between drops the saves
-    vectors = word_vectors(engine)
-
-    def vectors_of(words: list[str]) -> np.ndarray:
-        return vectors.of(words, engine.store.embedder.embed)
-
-    def extended(base: WordIndex) -> WordIndex:  # ``base`` plus the leaves the scope appended to its leaves
-        new_ids = scope.leaf_ids[len(base.leaf_ids or []):]
-        return extend_word_index(base, _texts(engine, read, new_ids, list(scope.leaf_steps or [])), vectors_of,
-                                 scope.leaf_ids)
-
-    index, how = None, "load"
-    if previous is not None and scope.extended_from is not None and previous.leaf_ids is scope.extended_from:
-        index, how = extended(previous), "extend"
-    if index is None:
-        entry = persisted.load("words", where)
-        owner = entry.meta.get("scope_token") if entry is not None else None
-        if entry is not None and owner == scope.token:
-            index = _from_entry(entry, scope.leaf_ids, vectors_of)
-        elif entry is not None and owner is not None and owner == scope.base_token:
-            # saved for the scope this one extends (an earlier process's, before a write): its leaves come
-            # first in this scope, in the same order (search/leaf_scope.py)
-            n = int(entry.meta.get("shape", [0])[0])
-            base = _from_entry(entry, scope.leaf_ids[:n], vectors_of) if n <= len(scope.leaf_ids) else None
-            if base is not None:
-                index, how = extended(base), "extend"
-    if index is None:
-        texts = _texts(engine, read, scope.leaf_ids, list(scope.leaf_steps or []))
-        index, how = build_word_index(texts, vectors_of, scope.leaf_ids), "build"
-    with cache.lock:
-        for old in [k for k in cache.scopes if k[1] == where and k != key]:
-            del cache.scopes[old]
-        cache.scopes[key] = index
-        if how == "build":
-            cache.builds += 1
-        elif how == "extend":
-            cache.extensions += 1
-    if how != "load" and read is not None:
-        saving.save("words", where, read.state, lambda: _to_entry(index, scope.token))
-    _save_vectors(vectors, saving, read)
-    return index
+    very scope; else built from the leaves' texts."""
+    return engine.store.search_state.word_indexes.get(scope.read, where, scope)
 
 
 def query_words(query: str, participants: set[str]) -> list[str]:
