@@ -226,7 +226,7 @@ def test_one_query_per_leg_and_the_hits_taken_by_address(ann_store, monkeypatch)
     monkeypatch.undo()
     read = ann_store.records.rows_by_id([h.id for h in hits], LIGHT_COLUMNS, scope=MAIN)
     # the same records, every field (``via`` is the search's annotation, added after the rows are read)
-    assert [engine._hit(read[h.id], h.score, {}) for h in hits] == [replace(h, via=[]) for h in hits]
+    assert [engine.hit(read[h.id], h.score, {}) for h in hits] == [replace(h, via=[]) for h in hits]
 
 
 def test_rows_by_address_vouch_only_for_an_ids_one_row_in_scope(tmp_path):

@@ -219,7 +219,8 @@ class SearchEngine:
         return filters.where(self.record_filter(steps, scope, periods, metadata)) or "TRUE"
 
     @staticmethod
-    def _meta_ok(rec: Record, metadata: dict[str, Any] | None) -> bool:
+    def metadata_matches(rec: Record, metadata: dict[str, Any] | None) -> bool:
+        """Whether ``rec`` holds every (dotted key, value) of ``metadata`` (``SearchBackend``)."""
         return all(rec.meta(k) == v for k, v in (metadata or {}).items())
 
     # -- candidate lists: (id, score) pairs, best first, ties by id -------------------------------
@@ -311,7 +312,7 @@ class SearchEngine:
                                 metadata=metadata, query_vector=query_vector, as_of=as_of)
         return strategy.search(self, request)
 
-    def _collapse(self, order: list[str], threshold: float | None, want: int,
+    def collapse_near_duplicates(self, order: list[str], threshold: float | None, want: int,
                   in_memory: bool) -> tuple[list[str], dict[str, list[str]]]:
         """Walk the fused order, folding each candidate into an earlier kept one above ``threshold`` cosine."""
         if threshold is None:
@@ -353,8 +354,8 @@ class SearchEngine:
         matching = filters.where(replace(rows_filter, content_contains=needle))
         rows = tbl.search().where(matching).select(
             LIGHT_COLUMNS).limit(None).to_arrow().to_pylist()
-        hits = [self._hit(r, float(r["content"].lower().count(needle)), {}) for r in rows]
-        hits = [h for h in hits if self._meta_ok(h, metadata)]
+        hits = [self.hit(r, float(r["content"].lower().count(needle)), {}) for r in rows]
+        hits = [h for h in hits if self.metadata_matches(h, metadata)]
         hits.sort(key=lambda h: (-h.score, h.meta("time.created_at") or "", h.id))
         return hits[:k]
 
@@ -373,16 +374,17 @@ class SearchEngine:
             return list(self.store.records.rows_by_id(wanted, cols, within=rows_filter).values())
 
         if metadata:
-            hits = [h for h in (self._hit(r, float(counts[r["id"]]), {}) for r in rows_of(ids, columns))
-                    if self._meta_ok(h, metadata)]
+            hits = [h for h in (self.hit(r, float(counts[r["id"]]), {}) for r in rows_of(ids, columns))
+                    if self.metadata_matches(h, metadata)]
             hits.sort(key=lambda h: (-h.score, h.meta("time.created_at") or "", h.id))
             return hits[:k]
         created = {r["id"]: (json.loads(r["metadata"] or "{}").get("time") or {}).get("created_at") or ""
                    for r in rows_of(ids, columns)}
         top = sorted(created, key=lambda i: (-counts[i], created[i], i))[:k]
         rows = {r["id"]: r for r in rows_of(top, LIGHT_COLUMNS)}
-        return [self._hit(rows[i], float(counts[i]), {}) for i in top if i in rows]
+        return [self.hit(rows[i], float(counts[i]), {}) for i in top if i in rows]
 
-    def _hit(self, row: dict[str, Any], score: float, ranks: dict[str, int]) -> SearchHit:
+    def hit(self, row: dict[str, Any], score: float, ranks: dict[str, int]) -> SearchHit:
+        """The hit of a stored row, with its score and per-leg ranks (``SearchBackend``)."""
         rec = self.store.to_record(row)
         return SearchHit(**{f: getattr(rec, f) for f in rec.__dataclass_fields__}, score=score, ranks=ranks)

@@ -313,5 +313,5 @@ def _hits_of(engine: SearchBackend, scope: Scope, total: np.ndarray, positions: 
     """The hits of the leaves at ``positions`` (in that order) whose rows ``reads`` reads and that hold text."""
     ids = [scope.leaf_ids[i] for i in positions]
     rows = leaf_rows(engine, scope, ids, reads)
-    hits = [engine._hit(rows[rid], float(total[i]), {}) for rid, i in zip(ids, positions, strict=True) if rid in rows]
+    hits = [engine.hit(rows[rid], float(total[i]), {}) for rid, i in zip(ids, positions, strict=True) if rid in rows]
     return [h for h in hits if h.content.strip()]  # a leaf never embedded has no zero vector to tell
