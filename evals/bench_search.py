@@ -15,10 +15,10 @@ Prints build/update times, p50/p95 per mode, and peak RSS. Each size runs in its
 
 The first query of each mode on a freshly opened store (``cold_first_query_s``) is timed in a new
 process per mode, after the run above (so with whatever the store persisted beside its table,
-search/sidecar.py): from opening the store to the first hits, the lazy imports (lancedb, faiss) included;
+search/indexes/sidecar.py): from opening the store to the first hits, the lazy imports (lancedb, faiss) included;
 ``process_wall_s`` is the whole process (its imports and exit too). ``--cold MODE --store DIR`` runs one of them alone.
 
-``--dense-index`` lists the dense index modes to measure on the same store (search/dense_index.py):
+``--dense-index`` lists the dense index modes to measure on the same store (search/indexes/dense_index.py):
 each is timed on dense and hybrid, with its recall against the exact float32 scan (the share of the
 exact dense top 10 it returns; for hybrid, the share of the float32 hybrid top 10).
 """
@@ -41,9 +41,9 @@ from synthex.core.record import Record
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search import SearchEngine, load_search_strategies
-from synthex_resources.search.dense_index import dense_index
-from synthex_resources.search.postings import postings_bm25
-from synthex_resources.search.sidecar import sidecar
+from synthex_resources.search.indexes.dense_index import dense_index
+from synthex_resources.search.indexes.postings import postings_bm25
+from synthex_resources.search.indexes.sidecar import sidecar
 from synthex_resources.search.state import SearchSettings
 from synthex_resources.store.schemas import records_schema
 
@@ -164,7 +164,7 @@ def measure(engine: SearchEngine, queries: list[str], mode: str, hits: list | No
 
 
 def lexical_agreement(store: RecordStore, engine: SearchEngine, queries: list[str]) -> dict:
-    """Which index the lexical leg searched, and (when it is the persisted postings, search/postings.py)
+    """Which index the lexical leg searched, and (when it is the persisted postings, search/indexes/postings.py)
     its top-10 agreement with LanceDB's FTS index on the same queries, and the FTS latency beside it."""
     postings = postings_bm25(store)
     ds = store.dataset("records")

@@ -1,4 +1,4 @@
-"""Approximate dense search (search/ann.py, the IVF path of DenseIndex's ``auto`` mode) and what came with it:
+"""Approximate dense search (search/indexes/ann.py, the IVF path of DenseIndex's ``auto`` mode) and what came with it:
 leaf-sum search over the IVF shortlist, the Bitmap scope indexes, the pinned table version, and the faster
 multi-hop ``_seeds`` / ``entity_credit`` (checked against their old implementations).
 
@@ -22,11 +22,12 @@ from synthex.core.record import Record
 from synthex.core.scope import BranchScope
 from synthex_resources.encryption import generate_key
 from synthex_resources.record_store import RecordStore
-from synthex_resources.search import ann, leaf_fusion, multihop
+from synthex_resources.search import leaf_fusion, multihop
 from synthex_resources.search.builtin_strategies import BM25, CONVERSATIONAL, DENSE
-from synthex_resources.search.dense_index import ANN_FROM as DEFAULT_ANN_FROM
-from synthex_resources.search.dense_index import DenseIndex, dense_index
 from synthex_resources.search.engine import SearchEngine, top_with_ties
+from synthex_resources.search.indexes import ann
+from synthex_resources.search.indexes.dense_index import ANN_FROM as DEFAULT_ANN_FROM
+from synthex_resources.search.indexes.dense_index import DenseIndex, dense_index
 from synthex_resources.search.state import SearchSettings
 
 MAIN_SCOPE = BranchScope.own()

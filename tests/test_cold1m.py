@@ -1,4 +1,4 @@
-"""Id lookups by binary search over persisted sort orders (search/id_lookup.py), issue 24's cold first query.
+"""Id lookups by binary search over persisted sort orders (search/indexes/id_lookup.py), issue 24's cold first query.
 
 The leaf-sum bookkeeping's ``index_of`` / ``leaves_of`` and the dense matrix's id -> row were dicts rebuilt
 from 1M entries in every new process; they are arrays now, their sort orders saved beside the table. Real
@@ -18,10 +18,16 @@ from synthex.core.record import Record
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search import SearchEngine, load_search_strategies
-from synthex_resources.search.dense_index import dense_index
-from synthex_resources.search.id_lookup import GroupLookup, IdLookup, as_text, merged_order, sort_order
-from synthex_resources.search.leaf_scope import scope_for
-from synthex_resources.search.sidecar import FOLDER, sidecar
+from synthex_resources.search.indexes.dense_index import dense_index
+from synthex_resources.search.indexes.id_lookup import (
+    GroupLookup,
+    IdLookup,
+    as_text,
+    merged_order,
+    sort_order,
+)
+from synthex_resources.search.indexes.leaf_scope import scope_for
+from synthex_resources.search.indexes.sidecar import FOLDER, sidecar
 from synthex_resources.search.state import SearchSettings
 
 QUERIES = ["Where did Ann go on her trip?", "What happened to the bicycle chain?", "quokka zoo"]

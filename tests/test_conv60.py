@@ -24,10 +24,11 @@ import pytest
 from synthex.core.record import Record
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import LIGHT_COLUMNS, RecordStore
-from synthex_resources.search import ann, leaf_fusion, leaf_scope, multihop
+from synthex_resources.search import leaf_fusion, multihop
 from synthex_resources.search.builtin_strategies import CONVERSATIONAL
-from synthex_resources.search.dense_index import dense_index
 from synthex_resources.search.engine import SearchEngine
+from synthex_resources.search.indexes import ann, leaf_scope
+from synthex_resources.search.indexes.dense_index import dense_index
 from synthex_resources.search.state import SearchSettings
 
 MAIN = BranchScope.own()

@@ -1,4 +1,4 @@
-"""Leaf-sum bookkeeping extended after a write (search/leaf_scope.py) against a full build.
+"""Leaf-sum bookkeeping extended after a write (search/indexes/leaf_scope.py) against a full build.
 
 Real LanceDB store in a temp dir, real offline embedder. Turns are leaves with chat metadata; a
 "context" step stands for each turn (sources = [turn]), as the conversational architecture does.
@@ -12,7 +12,7 @@ from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search import SearchEngine
 from synthex_resources.search.builtin_strategies import CONVERSATIONAL
-from synthex_resources.search.leaf_scope import build_scope, scope_for
+from synthex_resources.search.indexes.leaf_scope import build_scope, scope_for
 from synthex_resources.search.state import SearchSettings
 
 TOPICS = ["hiking at the lake", "a zebra finch that sings", "sourdough bread baking", "a broken bicycle chain",

@@ -1,5 +1,5 @@
-"""Search at a million records: the persisted postings of the lexical leg (search/postings.py) and the
-IVF index saved beside the table (search/ann.py, search/dense_index.py).
+"""Search at a million records: the persisted postings of the lexical leg (search/indexes/postings.py) and the
+IVF index saved beside the table (search/indexes/ann.py, search/indexes/dense_index.py).
 
 Real LanceDB stores in temp dirs, written with the bench's synthetic corpus (evals/bench_search.py: the
 rows ``records.upsert`` writes, checked here too). The size thresholds are lowered so that a few thousand
@@ -20,10 +20,10 @@ from synthex.core.record import Record
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search import SearchEngine, load_search_strategies
-from synthex_resources.search.dense_index import dense_index
-from synthex_resources.search.memory_lexical import MemoryBM25
-from synthex_resources.search.postings import postings_bm25
-from synthex_resources.search.sidecar import FOLDER, sidecar
+from synthex_resources.search.indexes.dense_index import dense_index
+from synthex_resources.search.indexes.memory_lexical import MemoryBM25
+from synthex_resources.search.indexes.postings import postings_bm25
+from synthex_resources.search.indexes.sidecar import FOLDER, sidecar
 from synthex_resources.search.state import SearchSettings
 from synthex_resources.search.tokenize import tokenize
 

@@ -1,4 +1,4 @@
-"""Search structures persisted beside the table (search/sidecar.py) and the lancedb-free read path.
+"""Search structures persisted beside the table (search/indexes/sidecar.py) and the lancedb-free read path.
 
 Real LanceDB stores in temp dirs, real offline embedder. A store object opened afresh on the same
 folder stands for a new process (a restarted MCP server or UI): it must load what the first one
@@ -21,9 +21,9 @@ from synthex.core.record import Record
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search import SearchEngine, load_search_strategies
-from synthex_resources.search.dense_index import dense_index
-from synthex_resources.search.leaf_scope import build_scope, scope_for
-from synthex_resources.search.sidecar import FOLDER, sidecar
+from synthex_resources.search.indexes.dense_index import dense_index
+from synthex_resources.search.indexes.leaf_scope import build_scope, scope_for
+from synthex_resources.search.indexes.sidecar import FOLDER, sidecar
 from synthex_resources.search.state import SearchSettings
 
 MODES = ("bm25", "dense", "hybrid", "conversational")

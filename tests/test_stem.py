@@ -1,6 +1,6 @@
-"""Issue 21 "Speed", the lexical leg: the persisted postings (search/postings.py) answer stemmed and small stores,
+"""Issue 21 "Speed", the lexical leg: the persisted postings (search/indexes/postings.py) answer stemmed and small stores,
 with the FTS index's own terms (search/tokenize.py ``IndexAnalyzer``: LanceDB's analyzer, Snowball stemmer
-included) and LanceDB's float32 BM25 (search/bm25.py), so they rank as LanceDB's FTS query to the float.
+included) and LanceDB's float32 BM25 (search/indexes/bm25.py), so they rank as LanceDB's FTS query to the float.
 
 Real LanceDB stores in temp dirs; LanceDB's ranking is the reference (the same store opened with its postings
 told to stay out). The eval test counts the queries the postings answered, never times them.
@@ -24,8 +24,8 @@ from synthex.core.record import Record
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search import SearchEngine
-from synthex_resources.search.postings import PostingsBM25, postings_bm25
-from synthex_resources.search.sidecar import FOLDER, sidecar
+from synthex_resources.search.indexes.postings import PostingsBM25, postings_bm25
+from synthex_resources.search.indexes.sidecar import FOLDER, sidecar
 from synthex_resources.search.state import SearchSettings
 from synthex_resources.search.tokenize import PROJECT_INDEX, IndexAnalyzer
 

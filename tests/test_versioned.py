@@ -1,4 +1,4 @@
-"""The one lifecycle of the search structures (search/versioned.py ``VersionedStructure``), through a toy
+"""The one lifecycle of the search structures (search/indexes/versioned.py ``VersionedStructure``), through a toy
 structure a strategy could keep: the sorted ids of one step's rows per table version.
 
 Real LanceDB store in a temp dir, real sidecar. What the base owns is checked here once for every
@@ -14,8 +14,8 @@ import numpy as np
 from test_leaf_scope import turns, write
 
 from synthex_resources.record_store import RecordStore
-from synthex_resources.search.sidecar import Entry
-from synthex_resources.search.versioned import EXTEND, LOAD, VersionedStructure
+from synthex_resources.search.indexes.sidecar import Entry
+from synthex_resources.search.indexes.versioned import EXTEND, LOAD, VersionedStructure
 from synthex_resources.store.pinned import PinnedDataset, TableState
 
 

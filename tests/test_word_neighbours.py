@@ -114,7 +114,7 @@ VOCABULARY = {"violin", "guitar", "golf", "weather", "neighbours"}  # words of t
 
 def test_the_word_index_is_saved_beside_the_table_and_a_write_embeds_only_new_words(tmp_path):
     from synthex import Pipeline
-    from synthex_resources.search.sidecar import sidecar
+    from synthex_resources.search.indexes.sidecar import sidecar
 
     data = write_json(tmp_path / "locomo.json", locomo_sessions(MUSIC, "conv-w"))
     first = hierarchy_pipeline("words", tmp_path, data, "hierarchical-expanded")
@@ -173,7 +173,7 @@ def test_a_reader_extends_its_word_index_by_the_appended_leaves_as_a_full_build_
 
     from synthex_resources.record_store import RecordStore
     from synthex_resources.search import SearchEngine
-    from synthex_resources.search.leaf_scope import scope_for
+    from synthex_resources.search.indexes.leaf_scope import scope_for
     from synthex_resources.search.state import SearchSettings
     from synthex_resources.search.word_neighbours import word_index
 
@@ -200,7 +200,7 @@ def test_a_reader_extends_its_word_index_by_the_appended_leaves_as_a_full_build_
 
     # A new process after another write: the scope saved beside the table is extended, and so is the word
     # index saved for it (the saved one names that scope as its base), not rebuilt from every text.
-    from synthex_resources.search.sidecar import sidecar
+    from synthex_resources.search.indexes.sidecar import sidecar
 
     sidecar(store).wait()
     write(store, turns("c1", 3, 3, 5, said="tomorrow we rehearse"))
@@ -236,8 +236,8 @@ def test_an_encrypted_store_is_read_in_plaintext_and_nothing_is_saved_beside_it(
     from synthex_resources.encryption import generate_key
     from synthex_resources.record_store import RecordStore
     from synthex_resources.search import SearchEngine
-    from synthex_resources.search.leaf_scope import scope_for
-    from synthex_resources.search.sidecar import sidecar
+    from synthex_resources.search.indexes.leaf_scope import scope_for
+    from synthex_resources.search.indexes.sidecar import sidecar
     from synthex_resources.search.word_neighbours import word_index
 
     store = RecordStore(str(tmp_path / "store"), encryption_key=generate_key())
@@ -251,7 +251,7 @@ def test_an_encrypted_store_is_read_in_plaintext_and_nothing_is_saved_beside_it(
 
 
 def test_a_querys_own_words_are_kept_in_a_bounded_lru_and_not_among_the_stores_words():
-    from synthex_resources.search.lru import LRU
+    from synthex_resources.search.indexes.lru import LRU
     from synthex_resources.search.word_neighbours import WordVectors
 
     sent: list[str] = []
@@ -279,8 +279,8 @@ def test_a_save_of_rows_read_before_a_purge_cleared_the_sidecar_is_dropped(tmp_p
 
     from synthex_resources.record_store import RecordStore
     from synthex_resources.search import SearchEngine
-    from synthex_resources.search.leaf_scope import scope_for
-    from synthex_resources.search.sidecar import Sidecar, TableState, sidecar
+    from synthex_resources.search.indexes.leaf_scope import scope_for
+    from synthex_resources.search.indexes.sidecar import Sidecar, TableState, sidecar
     from synthex_resources.search.word_neighbours import word_index
 
     plain = Sidecar(tmp_path / "plain")

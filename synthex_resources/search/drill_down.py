@@ -1,7 +1,7 @@
 """Drill-down fusion: score records at a higher altitude, drill down to their leaf turns, and fuse that
 with the turns' own scores (the ``hierarchical`` strategy; design §2.4, issue 22).
 
-The searched steps split in two by what their records stand for (search/leaf_scope.py walks the
+The searched steps split in two by what their records stand for (search/indexes/leaf_scope.py walks the
 provenance): a step whose records each stand for one leaf is turn level (a turn, a turn in context);
 a step with a record that stands for several leaves is an altitude (a key aggregate by speaker,
 session, entity or topic; a monthly reflection). Then:
@@ -40,13 +40,13 @@ from typing import Any, Protocol
 import numpy as np
 
 from synthex.core.scope import BranchScope
-from synthex_resources.search.dense_index import dense_index
-from synthex_resources.search.id_lookup import IdLookup
+from synthex_resources.search.indexes.dense_index import dense_index
+from synthex_resources.search.indexes.id_lookup import IdLookup
+from synthex_resources.search.indexes.leaf_scope import Scope, scope_for
+from synthex_resources.search.indexes.versioned import VersionedStructure
 from synthex_resources.search.leaf_fusion import LeafSumOptions, leaf_scores, ranked_leaves
-from synthex_resources.search.leaf_scope import Scope, scope_for
 from synthex_resources.search.tokenize import tokenize
 from synthex_resources.search.types import SearchBackend, SearchRequest, SearchResults
-from synthex_resources.search.versioned import VersionedStructure
 from synthex_resources.store.pinned import PinnedDataset
 
 
@@ -67,7 +67,7 @@ def split_steps(engine: SearchBackend, steps: list[str], reads: BranchScope,
                 periods: list[str] | None) -> tuple[list[str], list[str]]:
     """(turn level steps, altitude steps): a step is an altitude when one of its records in scope stands
     for several leaves, or is a key aggregate's (``group.key``: a group may have one member). The per-step
-    bookkeeping is cached per table version (search/leaf_scope.py)."""
+    bookkeeping is cached per table version (search/indexes/leaf_scope.py)."""
     turn_level, altitude = [], []
     for step in steps:
         where = engine.where([step], reads, periods)

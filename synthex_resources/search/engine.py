@@ -14,7 +14,7 @@ leaf-sum (the ``conversational`` strategy: representation records lend their sco
 turns, which are ranked instead, search/leaf_fusion.py).
 
 An encrypted store (synthex_resources/encryption.py) has no FTS index (it would index ciphertext): its
-lexical leg is BM25 over the decrypted text in memory (search/memory_lexical.py), scored like the FTS
+lexical leg is BM25 over the decrypted text in memory (search/indexes/memory_lexical.py), scored like the FTS
 path, and exact search decrypts the rows in scope. Dense search is unchanged (vectors stay plaintext).
 """
 
@@ -35,9 +35,9 @@ from synthex.core.scope import BranchScope
 from synthex_resources.commits import with_commit_retry
 from synthex_resources.record_store import LIGHT_COLUMNS, RECORDS, RecordStore
 from synthex_resources.search.builtin_strategies import HYBRID
-from synthex_resources.search.dense_index import dense_index
-from synthex_resources.search.memory_lexical import memory_bm25
-from synthex_resources.search.postings import fts_stats, holds_live_rows, postings_bm25
+from synthex_resources.search.indexes.dense_index import dense_index
+from synthex_resources.search.indexes.memory_lexical import memory_bm25
+from synthex_resources.search.indexes.postings import fts_stats, holds_live_rows, postings_bm25
 from synthex_resources.search.strategies import SearchStrategy
 from synthex_resources.search.threads import applied
 from synthex_resources.search.tokenize import PROJECT_INDEX, IndexAnalyzer, tokenize
@@ -130,7 +130,7 @@ class SearchEngine:
         names = {i.name: i for i in tbl.list_indices()}
         if self.store.cipher is not None:
             # Encrypted: an FTS index would hold ciphertext tokens. Lexical search builds its index in
-            # memory from the decrypted text at the first search (search/memory_lexical.py). The id index
+            # memory from the decrypted text at the first search (search/indexes/memory_lexical.py). The id index
             # takes the FTS index's place as the trigger of compaction after writes.
             if "id_idx" not in names:
                 with_commit_retry(lambda: tbl.create_scalar_index("id", index_type="BTREE", replace=True))
@@ -169,7 +169,7 @@ class SearchEngine:
         """Rebuild the FTS index (same tokenizer) when it does not hold exactly the live rows: rows written
         since wait outside it, or rows deleted since still count in its BM25 statistics. Afterwards LanceDB
         ranks on the live rows and the persisted postings answer the lexical leg of a small store too
-        (``holds_live_rows``, search/postings.py). Returns whether it rebuilt. An eval calls it after a
+        (``holds_live_rows``, search/indexes/postings.py). Returns whether it rebuilt. An eval calls it after a
         workspace's searches (the first one rewrites the leaf rows with their vectors)."""
         ds = self.store.dataset(RECORDS)
         tbl = self.store.records_table() if ds is not None and self.store.cipher is None else None
@@ -235,7 +235,7 @@ class SearchEngine:
         if ds is None:
             return []
         postings = postings_bm25(self.store)
-        if postings.usable(ds):  # the persisted postings, which rank as the FTS index (search/postings.py)
+        if postings.usable(ds):  # the persisted postings, which rank as the FTS index (search/indexes/postings.py)
             return postings.search(tokens, where, n)
         text = " ".join(tokens)
 

@@ -38,11 +38,11 @@ from scipy import sparse
 from synthex.core.enrich.words import STOPWORDS
 from synthex_resources.encryption import StoreCipher
 from synthex_resources.record_store import RecordStore
-from synthex_resources.search.dense_index import dense_index
-from synthex_resources.search.sidecar import Entry, Sidecar
+from synthex_resources.search.indexes.dense_index import dense_index
+from synthex_resources.search.indexes.sidecar import Entry, Sidecar
+from synthex_resources.search.indexes.versioned import EXTEND, LOAD, VersionedStructure
 from synthex_resources.search.tokenize import tokenize
 from synthex_resources.search.types import Decompose, Diversify, SearchBackend
-from synthex_resources.search.versioned import EXTEND, LOAD, VersionedStructure
 from synthex_resources.store import filters
 from synthex_resources.store.filters import RecordFilter
 from synthex_resources.store.pinned import PinnedDataset
@@ -91,7 +91,7 @@ def _adjacency(nxt: np.ndarray) -> sparse.csr_matrix:
 
 
 def _padded(old: Lexicon, leaf_ids: list[str], prev: np.ndarray, nxt: np.ndarray) -> Lexicon:
-    """``old`` for a scope that appended leaves to its own (search/leaf_scope.py): the new leaves have no
+    """``old`` for a scope that appended leaves to its own (search/indexes/leaf_scope.py): the new leaves have no
     rare terms until the next full build (they neither give nor get expansion credit), and the turn
     adjacency and sessions are recomputed from the extended scope. Linear in leaves, no text read."""
     n, t = len(leaf_ids), old.terms.shape[1]
@@ -230,7 +230,7 @@ def lexicon(engine: SearchBackend, where: str, scope: Any, rare_df: int) -> Lexi
     """The scope's lexicon at the table version the scope was made of (``scope.read``: keyed by it, its
     leaves' text read from it, saved with its state): cached, padded when the scope only appended leaves
     to the one it was made for, else loaded from beside the table when an earlier process made it for this
-    scope (or padded when for the scope this one extends: search/sidecar.py), else built from the leaves'
+    scope (or padded when for the scope this one extends: search/indexes/sidecar.py), else built from the leaves'
     text."""
     return engine.store.search_state.lexicons.get(scope.read, f"{where}|{rare_df}", (scope, rare_df))
 

@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
     from synthex_resources.record_store import RecordStore
-    from synthex_resources.search.dense_index import DenseIndex
     from synthex_resources.search.drill_down import DrillDownKeys
-    from synthex_resources.search.leaf_scope import LeafScopes
-    from synthex_resources.search.memory_lexical import MemoryBM25
+    from synthex_resources.search.indexes.dense_index import DenseIndex
+    from synthex_resources.search.indexes.leaf_scope import LeafScopes
+    from synthex_resources.search.indexes.memory_lexical import MemoryBM25
+    from synthex_resources.search.indexes.postings import PostingsBM25
+    from synthex_resources.search.indexes.sidecar import Sidecar
+    from synthex_resources.search.indexes.versioned import VersionedStructure
     from synthex_resources.search.multihop import Lexicons
-    from synthex_resources.search.postings import PostingsBM25
-    from synthex_resources.search.sidecar import Sidecar
-    from synthex_resources.search.versioned import VersionedStructure
     from synthex_resources.search.via import ViaInverses
     from synthex_resources.search.word_neighbours import WordIndexes, WordVectors
 
@@ -36,7 +36,7 @@ S = TypeVar("S", bound="VersionedStructure[Any, Any]")
 class SearchSettings:
     """Parameters of a store's search structures; None: the module's default (named beside each)."""
 
-    dense_mode: str = "auto"  # search/dense_index.py MODES
+    dense_mode: str = "auto"  # search/indexes/dense_index.py MODES
     dense_ann_from: int | None = None  # dense_index.ANN_FROM
     postings_rows_from: int | None = None  # postings.POSTINGS_FROM
     postings_enabled: bool = True  # False: LanceDB's FTS answers every lexical query (a reference)
@@ -62,13 +62,13 @@ class _Part(Generic[T]):
 
 
 def _sidecar(state: SearchState) -> Sidecar:
-    from synthex_resources.search.sidecar import Sidecar, folder_of
+    from synthex_resources.search.indexes.sidecar import Sidecar, folder_of
 
     return Sidecar(folder_of(state.store))
 
 
 def _dense(state: SearchState) -> DenseIndex:
-    from synthex_resources.search.dense_index import ANN_FROM, DenseIndex
+    from synthex_resources.search.indexes.dense_index import ANN_FROM, DenseIndex
 
     s = state.settings
     return DenseIndex(state.store, mode=s.dense_mode,
@@ -76,7 +76,7 @@ def _dense(state: SearchState) -> DenseIndex:
 
 
 def _postings(state: SearchState) -> PostingsBM25:
-    from synthex_resources.search.postings import POSTINGS_FROM, PostingsBM25
+    from synthex_resources.search.indexes.postings import POSTINGS_FROM, PostingsBM25
 
     s = state.settings
     return PostingsBM25(state.store, rows_from=s.postings_rows_from if s.postings_rows_from is not None
@@ -84,13 +84,13 @@ def _postings(state: SearchState) -> PostingsBM25:
 
 
 def _memory_bm25(state: SearchState) -> MemoryBM25:
-    from synthex_resources.search.memory_lexical import MemoryBM25
+    from synthex_resources.search.indexes.memory_lexical import MemoryBM25
 
     return MemoryBM25(state.store)
 
 
 def _scopes(state: SearchState) -> LeafScopes:
-    from synthex_resources.search.leaf_scope import INCREMENTAL_FROM, LeafScopes
+    from synthex_resources.search.indexes.leaf_scope import INCREMENTAL_FROM, LeafScopes
 
     s = state.settings
     return LeafScopes(lambda: state.sidecar, s.scope_incremental_from if s.scope_incremental_from is not None
@@ -128,11 +128,11 @@ def _pool(state: SearchState) -> ThreadPoolExecutor:
 class SearchState:
     """The search structures of one store object, each named (see each module for what it holds)."""
 
-    sidecar: _Part[Sidecar] = _Part(_sidecar)  # search/sidecar.py: what is saved beside the table
-    dense: _Part[DenseIndex] = _Part(_dense)  # search/dense_index.py: the vectors' matrix and IVF index
-    postings: _Part[PostingsBM25] = _Part(_postings)  # search/postings.py: BM25 of a plaintext store
-    memory_bm25: _Part[MemoryBM25] = _Part(_memory_bm25)  # search/memory_lexical.py: BM25 of an encrypted one
-    scopes: _Part[LeafScopes] = _Part(_scopes)  # search/leaf_scope.py: leaf-sum bookkeeping per scope
+    sidecar: _Part[Sidecar] = _Part(_sidecar)  # search/indexes/sidecar.py: what is saved beside the table
+    dense: _Part[DenseIndex] = _Part(_dense)  # search/indexes/dense_index.py: the vectors' matrix and IVF index
+    postings: _Part[PostingsBM25] = _Part(_postings)  # search/indexes/postings.py: BM25 of a plaintext store
+    memory_bm25: _Part[MemoryBM25] = _Part(_memory_bm25)  # search/indexes/memory_lexical.py: BM25 of an encrypted one
+    scopes: _Part[LeafScopes] = _Part(_scopes)  # search/indexes/leaf_scope.py: leaf-sum bookkeeping per scope
     lexicons: _Part[Lexicons] = _Part(_lexicons)  # search/multihop.py: rare terms per scope
     word_indexes: _Part[WordIndexes] = _Part(_word_indexes)  # search/word_neighbours.py: words per scope
     drill_down_keys: _Part[DrillDownKeys] = _Part(_drill_down_keys)  # search/drill_down.py: aggregates' keys

@@ -8,7 +8,7 @@ step (in the order searched), the records of that step that stand for it: ``Via(
 the most specific first (fewest leaves, then id), at most ``PER_STEP`` per step. Hits of the searched
 steps themselves (hybrid, bm25, dense) have none.
 
-Read from the same per-scope bookkeeping the fusions use (search/leaf_scope.py, cached per table version);
+Read from the same per-scope bookkeeping the fusions use (search/indexes/leaf_scope.py, cached per table version);
 the leaf -> records inversion is built once per (version, scope) and kept beside it.
 """
 
@@ -18,9 +18,9 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from synthex.core.scope import BranchScope
-from synthex_resources.search.leaf_scope import scope_for
+from synthex_resources.search.indexes.leaf_scope import scope_for
+from synthex_resources.search.indexes.versioned import VersionedStructure
 from synthex_resources.search.types import SearchHit, Via
-from synthex_resources.search.versioned import VersionedStructure
 from synthex_resources.store.pinned import PinnedDataset
 
 if TYPE_CHECKING:

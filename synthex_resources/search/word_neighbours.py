@@ -15,13 +15,13 @@ takes, per query word, the best ``cosine x idf`` (idf ``log(1 + leaves / df)``) 
 cosine reaches ``expansion_similarity`` (the word itself counts), summed over the query words. Drill-down
 multiplies the turn scores by ``1 + weight x this / its max``, so it reorders what the other legs found.
 
-Two structures, both cached on the store and saved beside the table (search/sidecar.py):
+Two structures, both cached on the store and saved beside the table (search/indexes/sidecar.py):
 
 - ``WordVectors``: word -> unit vector, one per store and embedder, shared by every scope (branch, steps,
   periods) and by the query's own words, so a word is embedded once per store, whatever is searched;
 - ``WordIndex``: per (table version, scope), which leaves hold which words (presence only: idf comes from
   the columns' document counts at query time). A scope that only appended leaves to the one the index was
-  made for (search/leaf_scope.py ``extended_from``) is extended: only the new leaves' texts are read.
+  made for (search/indexes/leaf_scope.py ``extended_from``) is extended: only the new leaves' texts are read.
 
 Bounds: words of at most ``MAX_WORD_LENGTH`` letters (the FTS index's own limit), at most ``MAX_WORDS``
 columns per scope (the most frequent kept: past the bound a store's rarest words take no part), at most
@@ -41,12 +41,12 @@ from scipy import sparse
 
 from synthex.core.enrich.words import STOPWORDS
 from synthex_resources.record_store import RecordStore
-from synthex_resources.search.lru import LRU
+from synthex_resources.search.indexes.lru import LRU
+from synthex_resources.search.indexes.sidecar import Entry, SaveGuard, Sidecar
+from synthex_resources.search.indexes.versioned import EXTEND, LOAD, VersionedStructure
 from synthex_resources.search.multihop import leaf_texts
-from synthex_resources.search.sidecar import Entry, SaveGuard, Sidecar
 from synthex_resources.search.tokenize import tokenize
 from synthex_resources.search.types import SearchBackend
-from synthex_resources.search.versioned import EXTEND, LOAD, VersionedStructure
 from synthex_resources.store.pinned import PinnedDataset
 
 MAX_WORDS = 50_000  # columns per scope (the most frequent): ~1.5-2.5 min of MiniLM CPU once, at the bound
@@ -270,7 +270,7 @@ class WordIndexes(VersionedStructure[str, WordIndex]):
 
     def from_entry(self, read: PinnedDataset, key: str, entry: Entry, context: Any) -> tuple[WordIndex, str] | None:
         """Saved for this very scope: as it is; for the scope this one extends (an earlier process's, before a
-        write): extended, its leaves coming first in this scope in the same order (search/leaf_scope.py)."""
+        write): extended, its leaves coming first in this scope in the same order (search/indexes/leaf_scope.py)."""
         owner = entry.meta.get("scope_token")
         if owner == context.token:
             index = _from_entry(entry, context.leaf_ids, self._vectors_of())

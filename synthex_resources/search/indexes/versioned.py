@@ -14,7 +14,7 @@ states only its own parts (its key, ``build``, ``extend``, what a saved entry gi
   (a word index may take minutes to embed its words). A structure with one key (the dense matrix, the
   postings) may hold ``lock`` around ``get`` to keep its other state in step with the entry;
 - the purge guard: ``Sidecar.guard()`` is taken before any hook reads a row, and the save goes through
-  it, so a purge in between drops the save (search/sidecar.py);
+  it, so a purge in between drops the save (search/indexes/sidecar.py);
 - persistence: when nothing in memory can be extended, the sidecar entry saved for the key (``kind``,
   ``entry_key``) is offered to ``from_entry``; whatever was not loaded as it is is saved after it is made.
 
@@ -30,7 +30,7 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from synthex_resources.search.sidecar import Entry, SaveGuard, Sidecar
+from synthex_resources.search.indexes.sidecar import Entry, SaveGuard, Sidecar
 from synthex_resources.store.pinned import PinnedDataset
 
 K = TypeVar("K", bound=Hashable)

@@ -4,7 +4,7 @@ LanceDB's FTS index would be built over ciphertext, so an encrypted store (synth
 searches an in-memory inverted index instead, built from the plaintext at the first lexical search and
 kept in the store's search state (``search_state.memory_bm25``) until it is closed. Nothing of it reaches the disk.
 
-Scoring is LanceDB's BM25 in its float32 arithmetic (search/bm25.py, shared with search/postings.py), checked
+Scoring is LanceDB's BM25 in its float32 arithmetic (search/indexes/bm25.py, shared with search/indexes/postings.py), checked
 against its FTS index (tests/test_encryption.py): k1 = 1.2, b = 0.75, ``idf = ln(1 + (N - n + 0.5) / (n + 0.5))``,
 ``score = sum over query tokens (repeats count) of idf * (k1 + 1) * tf / (tf + k1 * (1 - b + b * len /
 avglen))``, with N, n and the mean length taken over
@@ -35,10 +35,10 @@ from typing import Any
 import numpy as np
 
 from synthex_resources.record_store import RecordStore
-from synthex_resources.search import bm25
-from synthex_resources.search.lru import LRU, MASKS_KEPT
+from synthex_resources.search.indexes import bm25
+from synthex_resources.search.indexes.lru import LRU, MASKS_KEPT
+from synthex_resources.search.indexes.versioned import VersionedStructure
 from synthex_resources.search.tokenize import tokenize
-from synthex_resources.search.versioned import VersionedStructure
 from synthex_resources.store import filters
 from synthex_resources.store.filters import RecordFilter
 from synthex_resources.store.pinned import PinnedDataset
@@ -64,7 +64,7 @@ class _Corpus:
     rowids: np.ndarray  # uint64, ascending; row i of every array below is the row with rowids[i]
     ids: np.ndarray  # object array of record ids
     prints: list[str]  # stored fingerprint of each row (the key of ``texts`` and ``lowered``)
-    norms: np.ndarray  # float32 k1 * (1 - b + b * length / mean length), per row (search/bm25.py)
+    norms: np.ndarray  # float32 k1 * (1 - b + b * length / mean length), per row (search/indexes/bm25.py)
     offsets: np.ndarray  # int64 (terms + 1): postings of term t are [offsets[t], offsets[t + 1])
     post_rows: np.ndarray  # int64 rows
     post_counts: np.ndarray  # float32 tf

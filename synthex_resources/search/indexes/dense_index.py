@@ -7,7 +7,7 @@ takes a few ms at 100k. Memory: 4 bytes x dim per record (1.5 GB at 1M records o
 Three modes (``DenseIndex(store, mode=...)``):
 
 - ``auto`` (default): exact below ``ann_from`` records in scope (200k: ~25 ms to scan here); at or
-  above it, a faiss IVF index of 8-bit codes (search/ann.py) gives a shortlist of ``8 x n`` (at least
+  above it, a faiss IVF index of 8-bit codes (search/indexes/ann.py) gives a shortlist of ``8 x n`` (at least
   200) rows that is re-scored exactly in float32. The IVF index is built in a background thread the
   first time a scope reaches ``ann_from``; until it is ready, searches scan exactly.
 - ``float32``: always exact; one BLAS matrix-vector product over the records in scope.
@@ -58,9 +58,9 @@ import pyarrow.compute as pc
 
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
-from synthex_resources.search.id_lookup import IdLookup, as_text, merged_order
-from synthex_resources.search.sidecar import Entry, SaveGuard, Sidecar, TableState, sidecar
-from synthex_resources.search.versioned import BUILD, VersionedStructure
+from synthex_resources.search.indexes.id_lookup import IdLookup, as_text, merged_order
+from synthex_resources.search.indexes.sidecar import Entry, SaveGuard, Sidecar, TableState, sidecar
+from synthex_resources.search.indexes.versioned import BUILD, VersionedStructure
 from synthex_resources.store.pinned import PinnedDataset
 
 MODES = ("auto", "float32", "binary")
@@ -86,7 +86,7 @@ class _Matrix:
     bare: dict[int, tuple[str, str]]  # row address -> (step, branch) of records written without a vector
     fragments: dict[int, str]  # fragment id -> its deletion file at this version ("" when none)
     bits: np.ndarray | None = None  # (n, words) uint64 sign bits (binary mode)
-    # id -> row by binary search over the ids as text (search/id_lookup.py): a dict of 1M ids took 1-3 s to
+    # id -> row by binary search over the ids as text (search/indexes/id_lookup.py): a dict of 1M ids took 1-3 s to
     # build in a new process's first query. The ids' sort order is persisted with the matrix.
     id_text: np.ndarray | None = None  # the ids as a numpy unicode array (None: made from ``ids`` when needed)
     id_order: np.ndarray | None = None  # their stable sort order, when known
@@ -109,7 +109,7 @@ class _Matrix:
 
 @dataclass(frozen=True)
 class _VectorFile:
-    """The ``.npy`` file a saved matrix's vectors are mapped from (search/sidecar.py), which rows appended to
+    """The ``.npy`` file a saved matrix's vectors are mapped from (search/indexes/sidecar.py), which rows appended to
     the table since are written to the end of (see the module doc)."""
 
     path: Path
@@ -184,7 +184,7 @@ def _deletions(ds: Any) -> dict[int, str]:
 
 
 def _to_entry(m: _Matrix) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The matrix as a sidecar entry (search/sidecar.py); the vectors go to their own mapped file."""
+    """The matrix as a sidecar entry (search/indexes/sidecar.py); the vectors go to their own mapped file."""
     meta = {"codes": {col: [[k, v] for k, v in table.items()] for col, table in m.codes.items()},
             "bare": [[int(a), s, b] for a, (s, b) in m.bare.items()], "fragments": [[int(f), d] for f, d in m.fragments.items()]}
     lookup = m.row_of()
@@ -509,7 +509,7 @@ class DenseIndex(VersionedStructure[str, _Matrix]):
         entry = sidecar(self.store).load("dense_ivf", "ivf")
         if entry is None or entry.state != saved.state or int(entry.meta.get("rows", -1)) != saved.rows:
             return None
-        from synthex_resources.search.ann import IvfIndex
+        from synthex_resources.search.indexes.ann import IvfIndex
 
         try:
             index = IvfIndex.loaded(entry.arrays["index"], saved.rows)
@@ -521,7 +521,7 @@ class DenseIndex(VersionedStructure[str, _Matrix]):
     def _build_ivf(self, generation: int, vectors: np.ndarray, saved: SavedMatrix | None) -> None:
         """The IVF index of this matrix generation: the one saved with the matrix when there is one (a
         write since only appended rows, which ``_ivf`` adds), else built over the saved rows and saved."""
-        from synthex_resources.search.ann import IvfIndex
+        from synthex_resources.search.indexes.ann import IvfIndex
 
         index = self._saved_ivf(saved)
         if index is None:
@@ -606,7 +606,7 @@ class DenseIndex(VersionedStructure[str, _Matrix]):
         """The table version the matrix holds and the Lance row addresses (at that version) of those ``ids``
         whose row is the only row of its id in the table and one ``scope`` reads: what
         ``records.rows_by_id(ids, scope=scope)`` would find for them, to be taken by address instead of a
-        filtered scan (search/leaf_scope.py, ``leaf_rows``). Ids it cannot vouch for are absent (the caller
+        filtered scan (search/indexes/leaf_scope.py, ``leaf_rows``). Ids it cannot vouch for are absent (the caller
         reads them as before): all of them when rows without a vector exist (the matrix does not hold them)
         or ``scope`` pins a version of its own."""
         m = self._current()

@@ -2,13 +2,13 @@
 
 Why: LanceDB's FTS query is the measured bottleneck of bm25 and hybrid search at 1M records: its tail
 on common words (a word in half the rows) was 78 ms p95 for bm25 alone (docs/benchmarks.md). The
-in-memory BM25 of search/memory_lexical.py answered the same queries in 5.7 / 14-16 ms p50/p95 with
+in-memory BM25 of search/indexes/memory_lexical.py answered the same queries in 5.7 / 14-16 ms p50/p95 with
 identical top 10s, but cost a 39 s build (a Python object per text) and 2 GB, in every process.
 This index is built with Arrow compute and numpy (no Python object per text), saved in the store's
-sidecar (search/sidecar.py) with its large arrays mapped, not read, by the next process, and brought
+sidecar (search/indexes/sidecar.py) with its large arrays mapped, not read, by the next process, and brought
 up to date after a write by indexing only the fragments the write added.
 
-Scoring is LanceDB's BM25 in its own float32 arithmetic (search/bm25.py: the same floats), with corpus
+Scoring is LanceDB's BM25 in its own float32 arithmetic (search/indexes/bm25.py: the same floats), with corpus
 statistics over every live row of the table; a repeated query term counts again. Terms are the FTS
 index's own (search/tokenize.py ``IndexAnalyzer``: LanceDB's analyzer with the index's parameters, its
 Snowball stemmer when the index stems, tokens of 40 characters or more dropped). Rows of ASCII text are
@@ -48,11 +48,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from synthex_resources.record_store import RecordStore
-from synthex_resources.search import bm25
-from synthex_resources.search.lru import LRU, MASKS_KEPT
-from synthex_resources.search.sidecar import Entry, SaveGuard, Sidecar, TableState, sidecar
+from synthex_resources.search.indexes import bm25
+from synthex_resources.search.indexes.lru import LRU, MASKS_KEPT
+from synthex_resources.search.indexes.sidecar import Entry, SaveGuard, Sidecar, TableState, sidecar
+from synthex_resources.search.indexes.versioned import BUILD, REUSE, VersionedStructure
 from synthex_resources.search.tokenize import PROJECT_INDEX, IndexAnalyzer
-from synthex_resources.search.versioned import BUILD, REUSE, VersionedStructure
 from synthex_resources.store.pinned import PinnedDataset
 
 POSTINGS_FROM = 200_000  # rows from which the postings answer even for rows the FTS index has not taken in yet

@@ -28,11 +28,11 @@ import numpy as np
 from synthex.core.periods import parse_timestamp
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import LIGHT_COLUMNS, RECORDS
-from synthex_resources.search.dense_index import dense_index
-from synthex_resources.search.id_lookup import GroupLookup, IdLookup, as_text, merged_order
-from synthex_resources.search.sidecar import Entry, Sidecar
+from synthex_resources.search.indexes.dense_index import dense_index
+from synthex_resources.search.indexes.id_lookup import GroupLookup, IdLookup, as_text, merged_order
+from synthex_resources.search.indexes.sidecar import Entry, Sidecar
+from synthex_resources.search.indexes.versioned import EXTEND, LOAD, VersionedStructure
 from synthex_resources.search.tokenize import tokenize
-from synthex_resources.search.versioned import EXTEND, LOAD, VersionedStructure
 from synthex_resources.store.filters import RecordFilter
 from synthex_resources.store.pinned import PinnedDataset
 
@@ -52,7 +52,7 @@ _COLUMNS = ["id", "sources", "step", "metadata", "created_at"]
 @dataclass
 class Scope:
     leaf_ids: list[str]
-    # Lookups over arrays (search/id_lookup.py), not dicts: at 1M leaves building the dicts was most of a new
+    # Lookups over arrays (search/indexes/id_lookup.py), not dicts: at 1M leaves building the dicts was most of a new
     # process's first query. Their sort orders are persisted with the scope.
     index_of: IdLookup  # leaf id -> position
     leaves_of: GroupLookup  # searched record id -> positions of its leaves
@@ -329,7 +329,7 @@ def _to_entry(scope: Scope) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     arrays = {"leaf_ids": scope.index_of.ids, "records": groups.records,
               "sizes": groups.sizes, "positions": groups.flat, "prev": scope.prev, "next": scope.next,
               "times": scope.times, "tiebreak": scope.tiebreak,
-              # the lookups' sort orders (search/id_lookup.py): a new process searches them instead of sorting
+              # the lookups' sort orders (search/indexes/id_lookup.py): a new process searches them instead of sorting
               "leaf_order": scope.index_of.order, "record_order": groups.index.order}
     return meta, arrays
 
