@@ -25,7 +25,7 @@ from synthex_resources.record_store import RecordStore
 from synthex_resources.search import leaf_fusion, multihop
 from synthex_resources.search.builtin_strategies import BM25, CONVERSATIONAL, DENSE
 from synthex_resources.search.engine import SearchEngine, top_with_ties
-from synthex_resources.search.indexes import ann
+from synthex_resources.search.indexes import ann, lexicon
 from synthex_resources.search.indexes.dense_index import ANN_FROM as DEFAULT_ANN_FROM
 from synthex_resources.search.indexes.dense_index import DenseIndex, dense_index
 from synthex_resources.search.state import SearchSettings
@@ -680,7 +680,7 @@ def lexicons(draw):
     rows = [r for r, _ in cells]
     cols = [c for _, c in cells]
     terms = sparse.csr_matrix((weights, (rows, cols)), shape=(n, t))
-    lex = multihop.Lexicon(terms=terms, postings=terms.tocsc(), seed_norm=np.asarray(terms.sum(axis=1)).ravel(),
+    lex = lexicon.Lexicon(terms=terms, postings=terms.tocsc(), seed_norm=np.asarray(terms.sum(axis=1)).ravel(),
                            vocab={f"w{j}": j for j in range(t)}, session=np.zeros(n, dtype=np.int64),
                            adjacency=sparse.csr_matrix((n, n)))
     total = np.asarray(draw(st.lists(SCORES, min_size=n, max_size=n)), dtype=np.float64)

@@ -27,7 +27,7 @@ from synthex_resources.record_store import LIGHT_COLUMNS, RecordStore
 from synthex_resources.search import leaf_fusion, multihop
 from synthex_resources.search.builtin_strategies import CONVERSATIONAL
 from synthex_resources.search.engine import SearchEngine
-from synthex_resources.search.indexes import ann, leaf_scope
+from synthex_resources.search.indexes import ann, leaf_scope, lexicon
 from synthex_resources.search.indexes.dense_index import dense_index
 from synthex_resources.search.state import SearchSettings
 
@@ -154,7 +154,7 @@ def _reference_scores(engine: SearchEngine, query: str, config=CONVERSATIONAL) -
     padded = np.append(total, 0.0)
     total = total + config.neighbour_weight * np.maximum(padded[scope.prev], padded[scope.next])
     # the entity expansion (multihop.entity_credit as a Python loop, before it was vectorised)
-    lex = multihop.lexicon(engine, where, scope, config.rare_df)
+    lex = lexicon.lexicon(engine, where, scope, config.rare_df)
     first = total
     credit = np.zeros(n)
     top = multihop._seeds(first, config.expand_seeds)

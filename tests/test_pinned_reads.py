@@ -22,7 +22,7 @@ from synthex_resources.search.builtin_strategies import CONVERSATIONAL
 from synthex_resources.search.indexes import leaf_scope
 from synthex_resources.search.indexes.leaf_scope import scope_for
 from synthex_resources.search.indexes.sidecar import TableState, sidecar
-from synthex_resources.search.word_neighbours import word_index
+from synthex_resources.search.indexes.word_index import word_index
 
 MAIN = BranchScope.own()
 QUERY = "the chess tournament at the lake"

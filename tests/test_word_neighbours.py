@@ -14,16 +14,10 @@ from test_hier import dia, hierarchy_on, hierarchy_pipeline
 
 from synthex.core.scope import BranchScope
 from synthex_resources.search.builtin_strategies import HIERARCHICAL_EXPANDED, HIERARCHICAL_SPEAKER
-from synthex_resources.search.multihop import leaf_texts
+from synthex_resources.search.indexes.lexicon import leaf_texts
+from synthex_resources.search.indexes.word_index import WordIndex, build_word_index, content_words
 from synthex_resources.search.strategies import DrillDown, load_search_strategies
-from synthex_resources.search.word_neighbours import (
-    MAX_QUERY_WORDS,
-    WordIndex,
-    build_word_index,
-    content_words,
-    expansion_scores,
-    query_words,
-)
+from synthex_resources.search.word_neighbours import MAX_QUERY_WORDS, expansion_scores, query_words
 
 # Ann's instruments are named in sessions 1 and 3, never with the word "instrument"; Bob's question to
 # her (session 1) is nearer the question by the other legs and takes the second slot without expansion.
@@ -174,8 +168,8 @@ def test_a_reader_extends_its_word_index_by_the_appended_leaves_as_a_full_build_
     from synthex_resources.record_store import RecordStore
     from synthex_resources.search import SearchEngine
     from synthex_resources.search.indexes.leaf_scope import scope_for
+    from synthex_resources.search.indexes.word_index import word_index
     from synthex_resources.search.state import SearchSettings
-    from synthex_resources.search.word_neighbours import word_index
 
     store = RecordStore(str(tmp_path / "store"), search=SearchSettings(scope_incremental_from=0))
     write(store, turns("c1", 1, 6, 1))
@@ -238,7 +232,7 @@ def test_an_encrypted_store_is_read_in_plaintext_and_nothing_is_saved_beside_it(
     from synthex_resources.search import SearchEngine
     from synthex_resources.search.indexes.leaf_scope import scope_for
     from synthex_resources.search.indexes.sidecar import sidecar
-    from synthex_resources.search.word_neighbours import word_index
+    from synthex_resources.search.indexes.word_index import word_index
 
     store = RecordStore(str(tmp_path / "store"), encryption_key=generate_key())
     write(store, turns("c1", 1, 6, 1))
@@ -252,7 +246,7 @@ def test_an_encrypted_store_is_read_in_plaintext_and_nothing_is_saved_beside_it(
 
 def test_a_querys_own_words_are_kept_in_a_bounded_lru_and_not_among_the_stores_words():
     from synthex_resources.search.indexes.lru import LRU
-    from synthex_resources.search.word_neighbours import WordVectors
+    from synthex_resources.search.indexes.word_index import WordVectors
 
     sent: list[str] = []
 
@@ -281,7 +275,7 @@ def test_a_save_of_rows_read_before_a_purge_cleared_the_sidecar_is_dropped(tmp_p
     from synthex_resources.search import SearchEngine
     from synthex_resources.search.indexes.leaf_scope import scope_for
     from synthex_resources.search.indexes.sidecar import Sidecar, TableState, sidecar
-    from synthex_resources.search.word_neighbours import word_index
+    from synthex_resources.search.indexes.word_index import word_index
 
     plain = Sidecar(tmp_path / "plain")
     since = plain.generation

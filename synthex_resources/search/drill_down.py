@@ -34,8 +34,7 @@ strategy is its turn leg.
 
 from __future__ import annotations
 
-import json
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -43,11 +42,9 @@ from synthex.core.scope import BranchScope
 from synthex_resources.search.indexes.dense_index import dense_index
 from synthex_resources.search.indexes.id_lookup import IdLookup
 from synthex_resources.search.indexes.leaf_scope import Scope, scope_for
-from synthex_resources.search.indexes.versioned import VersionedStructure
 from synthex_resources.search.leaf_fusion import LeafSumOptions, leaf_scores, ranked_leaves
 from synthex_resources.search.tokenize import tokenize
 from synthex_resources.search.types import SearchBackend, SearchRequest, SearchResults
-from synthex_resources.store.pinned import PinnedDataset
 
 
 class DrillDownOptions(Protocol):
@@ -82,23 +79,6 @@ def split_steps(engine: SearchBackend, steps: list[str], reads: BranchScope,
 def _normalized(scores: dict[str, float]) -> dict[str, float]:
     top = max(scores.values(), default=0.0)
     return {rid: s / top for rid, s in scores.items()} if top > 0 else {}
-
-
-class DrillDownKeys(VersionedStructure[str, dict[str, tuple[frozenset[str], str]]]):
-    """Each altitude record's key tokens and key function (``group.key``, ``group.by`` of a key
-    aggregate), per (table version, scope filter); the store's ``search_state.drill_down_keys``. Kept in
-    memory only (one read of ``id, metadata``)."""
-
-    def build(self, read: PinnedDataset | None, key: str, context: Any) -> dict[str, tuple[frozenset[str], str]]:
-        rows = read.rows(key, ["id", "metadata"]) if read is not None else []  # the version keyed by
-        found = {}
-        for row in rows:
-            group = json.loads(row["metadata"] or "{}").get("group") or {}
-            name = group.get("key")
-            tokens = frozenset(tokenize(str(name))) if name else frozenset()
-            if tokens:
-                found[row["id"]] = (tokens, str(group.get("by") or ""))
-        return found
 
 
 def key_tokens(engine: SearchBackend, where: str) -> dict[str, frozenset[str]]:
@@ -201,12 +181,8 @@ def drill_down_search(engine: SearchBackend, request: SearchRequest, config: Dri
 def _expansion(engine: SearchBackend, query: str, turn_level: list[str], reads: BranchScope,
                periods: list[str] | None, scope: Scope, similarity: float) -> np.ndarray:
     """Step 6: word-neighbour scores of the scope's leaves, divided by their best (all 0 when none)."""
-    from synthex_resources.search.word_neighbours import (
-        expansion_scores,
-        query_words,
-        word_index,
-        word_vectors,
-    )
+    from synthex_resources.search.indexes.word_index import word_index, word_vectors
+    from synthex_resources.search.word_neighbours import expansion_scores, query_words
 
     words = query_words(query, scope.participants)
     if not words:

@@ -17,16 +17,16 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
     from synthex_resources.record_store import RecordStore
-    from synthex_resources.search.drill_down import DrillDownKeys
     from synthex_resources.search.indexes.dense_index import DenseIndex
+    from synthex_resources.search.indexes.drill_down_keys import DrillDownKeys
     from synthex_resources.search.indexes.leaf_scope import LeafScopes
+    from synthex_resources.search.indexes.lexicon import Lexicons
     from synthex_resources.search.indexes.memory_lexical import MemoryBM25
     from synthex_resources.search.indexes.postings import PostingsBM25
     from synthex_resources.search.indexes.sidecar import Sidecar
     from synthex_resources.search.indexes.versioned import VersionedStructure
-    from synthex_resources.search.multihop import Lexicons
-    from synthex_resources.search.via import ViaInverses
-    from synthex_resources.search.word_neighbours import WordIndexes, WordVectors
+    from synthex_resources.search.indexes.via_inverse import ViaInverses
+    from synthex_resources.search.indexes.word_index import WordIndexes, WordVectors
 
 T = TypeVar("T")
 S = TypeVar("S", bound="VersionedStructure[Any, Any]")
@@ -98,25 +98,25 @@ def _scopes(state: SearchState) -> LeafScopes:
 
 
 def _lexicons(state: SearchState) -> Lexicons:
-    from synthex_resources.search.multihop import Lexicons
+    from synthex_resources.search.indexes.lexicon import Lexicons
 
     return Lexicons(lambda: state.sidecar, state.store)
 
 
 def _word_indexes(state: SearchState) -> WordIndexes:
-    from synthex_resources.search.word_neighbours import WordIndexes
+    from synthex_resources.search.indexes.word_index import WordIndexes
 
     return WordIndexes(lambda: state.sidecar, state.store)
 
 
 def _drill_down_keys(state: SearchState) -> DrillDownKeys:
-    from synthex_resources.search.drill_down import DrillDownKeys
+    from synthex_resources.search.indexes.drill_down_keys import DrillDownKeys
 
     return DrillDownKeys()
 
 
 def _via(state: SearchState) -> ViaInverses:
-    from synthex_resources.search.via import ViaInverses
+    from synthex_resources.search.indexes.via_inverse import ViaInverses
 
     return ViaInverses()
 
@@ -133,10 +133,10 @@ class SearchState:
     postings: _Part[PostingsBM25] = _Part(_postings)  # search/indexes/postings.py: BM25 of a plaintext store
     memory_bm25: _Part[MemoryBM25] = _Part(_memory_bm25)  # search/indexes/memory_lexical.py: BM25 of an encrypted one
     scopes: _Part[LeafScopes] = _Part(_scopes)  # search/indexes/leaf_scope.py: leaf-sum bookkeeping per scope
-    lexicons: _Part[Lexicons] = _Part(_lexicons)  # search/multihop.py: rare terms per scope
-    word_indexes: _Part[WordIndexes] = _Part(_word_indexes)  # search/word_neighbours.py: words per scope
-    drill_down_keys: _Part[DrillDownKeys] = _Part(_drill_down_keys)  # search/drill_down.py: aggregates' keys
-    via: _Part[ViaInverses] = _Part(_via)  # search/via.py: leaf -> the records standing for it
+    lexicons: _Part[Lexicons] = _Part(_lexicons)  # search/indexes/lexicon.py: rare terms per scope
+    word_indexes: _Part[WordIndexes] = _Part(_word_indexes)  # search/indexes/word_index.py: words per scope
+    drill_down_keys: _Part[DrillDownKeys] = _Part(_drill_down_keys)  # search/indexes/drill_down_keys.py: aggregates' keys
+    via: _Part[ViaInverses] = _Part(_via)  # search/indexes/via_inverse.py: leaf -> its records
     pool: _Part[ThreadPoolExecutor] = _Part(_pool)  # threads running the lexical and dense legs side by side
 
     def __init__(self, store: RecordStore, settings: SearchSettings | None = None) -> None:

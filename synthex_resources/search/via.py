@@ -14,34 +14,16 @@ the leaf -> records inversion is built once per (version, scope) and kept beside
 
 from __future__ import annotations
 
-from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from synthex.core.scope import BranchScope
 from synthex_resources.search.indexes.leaf_scope import scope_for
-from synthex_resources.search.indexes.versioned import VersionedStructure
 from synthex_resources.search.types import SearchHit, Via
-from synthex_resources.store.pinned import PinnedDataset
 
 if TYPE_CHECKING:
     from synthex_resources.search.types import SearchBackend
 
 PER_STEP = 3  # a turn can sit in dozens of topic aggregates; the most specific few say where it was found
-
-
-class ViaInverses(VersionedStructure[str, dict[int, list[tuple[int, str]]]]):
-    """Per (table version of the scope, scope filter): leaf position -> [(leaves of the record, record id)],
-    sorted; the store's ``search_state.via``. The context of each ask is the scope's bookkeeping (one per
-    version and filter in ``search_state.scopes``, so the version names it)."""
-
-    def build(self, read: PinnedDataset | None, key: str, context: Any) -> dict[int, list[tuple[int, str]]]:
-        inverse: dict[int, list[tuple[int, str]]] = defaultdict(list)
-        for rid, positions in context.leaves_of.items():
-            for pos in positions:
-                inverse[pos].append((len(positions), rid))
-        for entries in inverse.values():
-            entries.sort()
-        return dict(inverse)
 
 
 def annotate_via(engine: SearchBackend, hits: list[SearchHit], steps: list[str] | None, reads: BranchScope,

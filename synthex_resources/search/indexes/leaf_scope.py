@@ -67,7 +67,7 @@ class Scope:
     tails: dict[tuple[str, str], int] = field(default_factory=dict)  # (conversation, session) -> its last turn
     extended_from: list[str] | None = None  # the leaf_ids of the scope this one extends (None: a full build)
     # Identity of this bookkeeping and of the one it extends: a persisted multi-hop lexicon names the
-    # scope it was made for (search/multihop.py), across processes.
+    # scope it was made for (search/indexes/lexicon.py), across processes.
     token: str = field(default_factory=lambda: os.urandom(8).hex())
     base_token: str | None = None
     # The table version this bookkeeping was made of (None: no table), read by what is made from it (the
