@@ -40,7 +40,7 @@ from synthex.core.atomic_file import write_file_atomic
 from synthex.core.naming import MAIN
 from synthex.core.record import Record
 from synthex_resources.embedder import Embedder, EmbedderConfig
-from synthex_resources.search.sidecar import TableState
+from synthex_resources.search.indexes.sidecar import TableState
 from synthex_resources.search.tokenize import tokenize
 
 if TYPE_CHECKING:

@@ -34,7 +34,7 @@ from synthex_resources.embedder import EmbedderConfig
 from synthex_resources.encryption import KEY_ENV, generate_key
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search import BM25, SearchEngine, SearchStrategy, load_search_strategies
-from synthex_resources.search.memory_lexical import memory_bm25
+from synthex_resources.search.indexes.memory_lexical import memory_bm25
 
 MODES = ("bm25", "dense", "hybrid", "exact")  # strategy names (the registry's), and exact search
 

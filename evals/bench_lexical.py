@@ -1,4 +1,4 @@
-"""The lexical leg at scale: LanceDB's FTS index against the in-memory BM25 (search/memory_lexical.py).
+"""The lexical leg at scale: LanceDB's FTS index against the in-memory BM25 (search/indexes/memory_lexical.py).
 
     python -m evals.bench_lexical --store /tmp/bench/1000000     # a store left by bench_search --store
 
@@ -20,7 +20,7 @@ from evals.bench_search import percentiles
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search import SearchEngine
-from synthex_resources.search.memory_lexical import memory_bm25
+from synthex_resources.search.indexes.memory_lexical import memory_bm25
 from synthex_resources.search.tokenize import tokenize
 
 

@@ -15,10 +15,10 @@ Prints build/update times, p50/p95 per mode, and peak RSS. Each size runs in its
 
 The first query of each mode on a freshly opened store (``cold_first_query_s``) is timed in a new
 process per mode, after the run above (so with whatever the store persisted beside its table,
-search/sidecar.py): from opening the store to the first hits, the lazy imports (lancedb, faiss) included;
+search/indexes/sidecar.py): from opening the store to the first hits, the lazy imports (lancedb, faiss) included;
 ``process_wall_s`` is the whole process (its imports and exit too). ``--cold MODE --store DIR`` runs one of them alone.
 
-``--dense-index`` lists the dense index modes to measure on the same store (search/dense_index.py):
+``--dense-index`` lists the dense index modes to measure on the same store (search/indexes/dense_index.py):
 each is timed on dense and hybrid, with its recall against the exact float32 scan (the share of the
 exact dense top 10 it returns; for hybrid, the share of the float32 hybrid top 10).
 """
@@ -41,10 +41,10 @@ from synthex.core.record import Record
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search import SearchEngine, load_search_strategies
-from synthex_resources.search.dense_index import DenseIndex, dense_index
-from synthex_resources.search.leaf_scope import ScopeCache
-from synthex_resources.search.postings import PostingsBM25, postings_bm25
-from synthex_resources.search.sidecar import sidecar
+from synthex_resources.search.indexes.dense_index import dense_index
+from synthex_resources.search.indexes.postings import postings_bm25
+from synthex_resources.search.indexes.sidecar import sidecar
+from synthex_resources.search.state import SearchSettings
 from synthex_resources.store.schemas import records_schema
 
 MAIN_SCOPE = BranchScope.own()
@@ -164,15 +164,14 @@ def measure(engine: SearchEngine, queries: list[str], mode: str, hits: list | No
 
 
 def lexical_agreement(store: RecordStore, engine: SearchEngine, queries: list[str]) -> dict:
-    """Which index the lexical leg searched, and (when it is the persisted postings, search/postings.py)
+    """Which index the lexical leg searched, and (when it is the persisted postings, search/indexes/postings.py)
     its top-10 agreement with LanceDB's FTS index on the same queries, and the FTS latency beside it."""
     postings = postings_bm25(store)
     ds = store.dataset("records")
     if not postings.usable(ds):
         return {"index": "lancedb-fts"}
     where = engine.where(["turns"], MAIN_SCOPE)
-    fts_store = RecordStore(str(store.uri))
-    fts_store.derived("postings_bm25", lambda: PostingsBM25(fts_store, enabled=False))
+    fts_store = RecordStore(str(store.uri), search=SearchSettings(postings_enabled=False))
     fts_engine = SearchEngine(fts_store)
     got, want, times = [], [], []
     for q in queries:
@@ -248,8 +247,7 @@ def dense_modes(engine: SearchEngine, queries: list[str], modes: list[str]) -> d
 
 def build(n: int, root: str, vectors: Vectors) -> tuple[RecordStore, dict]:
     """The store of ``n`` records in ``root``: written unless a previous run left it complete there."""
-    store = RecordStore(root)
-    store.derived("dense_index", lambda: DenseIndex(store, mode="auto"))
+    store = RecordStore(root, search=SearchSettings(dense_mode="auto"))
     marker = Path(root) / "bench_built.json"
     if marker.exists() and json.loads(marker.read_text()).get("records") == n:
         return store, {"write_s": "reused", "fts_build_s": "reused", "vectors": json.loads(marker.read_text())["vectors"]}
@@ -320,7 +318,7 @@ def one_size(n: int, queries_n: int = 100, modes: list[str] | None = None, vecto
         first[mode] = round(time.perf_counter() - t0, 3)
     result["first_query_after_write_s"] = first
     result["dense_update_kind"] = dense_index(store).last_update
-    result["scope_update_kind"] = store.derived("leaf_sum_scopes", ScopeCache).last
+    result["scope_update_kind"] = store.search_state.scopes.last
     result["latency_with_1000_unindexed"] = {m: measure(engine, queries[:50], m) for m in ("hybrid", "conversational")}
     t0 = time.perf_counter()
     engine.ensure_index()
@@ -363,9 +361,8 @@ def quick(n: int, queries_n: int, root: str, data: Path = DEFAULT_DATA) -> dict:
     result["ann_wait_s"] = round(time.perf_counter() - t0, 2)
     result["ivf"] = dense_index(store).ivf_source
     engine.search(queries[0], steps=["turns"], strategy=strategies.get("conversational"))
-    exact_store = RecordStore(root)  # the exact path: the float32 scan and LanceDB's FTS index
-    exact_store.derived("dense_index", lambda: DenseIndex(exact_store, mode="float32"))
-    exact_store.derived("postings_bm25", lambda: PostingsBM25(exact_store, enabled=False))
+    # the exact path: the float32 scan and LanceDB's FTS index
+    exact_store = RecordStore(root, search=SearchSettings(dense_mode="float32", postings_enabled=False))
     exact = SearchEngine(exact_store)
     result["latency"] = {}
     for mode in ("bm25", "dense", "hybrid", "conversational"):
@@ -406,7 +403,7 @@ def cold_one(root: str, mode: str, query: str) -> dict[str, float]:
     engine.search(query + " again", steps=["turns"], strategy=strategy)
     second = time.perf_counter() - t0
     return {"first_s": round(first, 2), "first_cpu_s": round(first_cpu, 2), "second_s": round(second, 3),
-            "dense": dense_index(store).last_update, "scope": store.derived("leaf_sum_scopes", ScopeCache).last,
+            "dense": dense_index(store).last_update, "scope": store.search_state.scopes.last,
             "lexical": postings_bm25(store).last_update or "lancedb-fts",
             "ivf": dense_index(store).ivf_source, "rss_mb": rss_mb()}  # now, not the peak: a child's ru_maxrss starts from its parent's (fork)
 

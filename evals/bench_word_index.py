@@ -21,12 +21,8 @@ import numpy as np
 
 from evals.locomo import load_locomo
 from synthex_resources.embedder import EmbedderConfig
-from synthex_resources.search.word_neighbours import (
-    build_word_index,
-    content_words,
-    expansion_scores,
-    query_words,
-)
+from synthex_resources.search.indexes.word_index import build_word_index, content_words
+from synthex_resources.search.word_neighbours import expansion_scores, query_words
 
 
 def main() -> None:

@@ -200,7 +200,7 @@ def compact_physically(store: RecordStore, stem: bool = False,
     import lance
 
     from synthex_resources.search.engine import FTS_COLUMN, SearchEngine
-    from synthex_resources.search.sidecar import sidecar
+    from synthex_resources.search.indexes.sidecar import sidecar
 
     report = Compaction()
     for name in store.tables.table_names():

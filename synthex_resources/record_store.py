@@ -10,8 +10,9 @@ It is made of small typed parts, each the only door onto its table (``synthex_re
 
 Filters are typed (``store.filters.RecordFilter``) and turned into SQL in one function. The store keeps no
 "current branch": a caller resolves a scope (``PipelineDefinition.scope``) and passes it. What the store
-does keep, it owns for its lifetime: open tables, the derived search structures (dense matrix, leaf-sum
-bookkeeping, thread pools: ``derived``), dropped by ``close()``.
+does keep, it owns for its lifetime: open tables and its search state (``search_state``, a
+``SearchState``: the dense matrix, the postings, the leaf-sum bookkeeping, the thread pool, each a named
+attribute, search/state.py), dropped by ``close()``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 from synthex.core.record import Record
 from synthex_resources.embedder import Embedder, EmbedderConfig, MiniLMOnnxEmbedder
 from synthex_resources.encryption import StoreCipher
+from synthex_resources.search.state import SearchSettings, SearchState
 from synthex_resources.store.hook_cursors import HookCursors
 from synthex_resources.store.llm_cache import LLMCache
 from synthex_resources.store.pinned import PinnedDataset
@@ -43,16 +45,16 @@ from synthex_resources.store.tables import LanceTables, StoreUnavailableError, V
 
 class RecordStore:
     def __init__(self, uri: str, embedder: Embedder | Callable[[], Embedder] | None = None,
-                 storage_options: dict[str, str] | None = None, encryption_key: str | None = None) -> None:
+                 storage_options: dict[str, str] | None = None, encryption_key: str | None = None,
+                 search: SearchSettings | None = None) -> None:
         self.uri = uri
         self.storage_options = storage_options
         self.tables = LanceTables(uri, storage_options, encryption_key)
         self._embedder = embedder
         self._lock = threading.RLock()
         self._embedder_lock = threading.Lock()
-        # Derived state that lives as long as this store (the dense matrix, leaf-sum bookkeeping, the
-        # search thread pools): built by the search layer through ``derived``, dropped by ``close``.
-        self._derived: dict[str, Any] = {}
+        # What search keeps for this store, as named attributes (``search``: its parameters, chosen here).
+        self.search_state = SearchState(self, search)
         self.records = Records(self.tables, lambda: self.embedder)
         self.vectors = self.records.vectors
         self.runs = RunLog(self.tables)
@@ -76,22 +78,12 @@ class RecordStore:
         if isinstance(embedder, MiniLMOnnxEmbedder):
             embedder.load_in_background()
 
-    def derived(self, name: str, build: Callable[[], Any]) -> Any:
-        """The store-scoped object ``name``, built on first use."""
-        with self._lock:
-            if name not in self._derived:
-                self._derived[name] = build()
-            return self._derived[name]
-
     def close(self) -> None:
         """Drop caches and stop thread pools; the store can still be used (it rebuilds on demand)."""
         with self._lock:
-            derived, self._derived = self._derived, {}
+            state, self.search_state = self.search_state, SearchState(self, self.search_state.settings)
             self.tables.forget()
-        for value in derived.values():
-            shutdown = getattr(value, "shutdown", None)
-            if callable(shutdown):
-                shutdown(wait=False)
+        state.close()
 
     # -- what the search layer reads below the typed parts ------------------------------------------
     @property
@@ -131,7 +123,9 @@ class RecordStore:
         return self.records.to_record(row)
 
 
-def open_store(uri: str, embedder: Embedder | Callable[[], Embedder] | None = None) -> RecordStore:
+def open_store(uri: str, embedder: Embedder | Callable[[], Embedder] | None = None,
+               search: SearchSettings | None = None) -> RecordStore:
     """A new RecordStore on ``uri`` (keep it: it owns its caches). The embedder (an object, or a factory
-    called on first write) defaults to the environment's (``EmbedderConfig``)."""
-    return RecordStore(uri, embedder=embedder or EmbedderConfig().create)
+    called on first write) defaults to the environment's (``EmbedderConfig``); ``search``: the parameters
+    of its search structures (search/state.py)."""
+    return RecordStore(uri, embedder=embedder or EmbedderConfig().create, search=search)

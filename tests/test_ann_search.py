@@ -1,4 +1,4 @@
-"""Approximate dense search (search/ann.py, the IVF path of DenseIndex's ``auto`` mode) and what came with it:
+"""Approximate dense search (search/indexes/ann.py, the IVF path of DenseIndex's ``auto`` mode) and what came with it:
 leaf-sum search over the IVF shortlist, the Bitmap scope indexes, the pinned table version, and the faster
 multi-hop ``_seeds`` / ``entity_credit`` (checked against their old implementations).
 
@@ -22,11 +22,13 @@ from synthex.core.record import Record
 from synthex.core.scope import BranchScope
 from synthex_resources.encryption import generate_key
 from synthex_resources.record_store import RecordStore
-from synthex_resources.search import ann, leaf_fusion, multihop
+from synthex_resources.search import leaf_fusion, multihop
 from synthex_resources.search.builtin_strategies import BM25, CONVERSATIONAL, DENSE
-from synthex_resources.search.dense_index import ANN_FROM as DEFAULT_ANN_FROM
-from synthex_resources.search.dense_index import DenseIndex, dense_index
 from synthex_resources.search.engine import SearchEngine, top_with_ties
+from synthex_resources.search.indexes import ann, lexicon
+from synthex_resources.search.indexes.dense_index import ANN_FROM as DEFAULT_ANN_FROM
+from synthex_resources.search.indexes.dense_index import DenseIndex, dense_index
+from synthex_resources.search.state import SearchSettings
 
 MAIN_SCOPE = BranchScope.own()
 
@@ -107,8 +109,12 @@ def ivf_calls(monkeypatch) -> list[int]:
 
 
 def _registered(store: RecordStore, ann_from: int = ANN_FROM) -> DenseIndex:
-    index = store.derived("dense_index", lambda: DenseIndex(store, ann_from=ann_from))
-    assert index.ann_from == ann_from  # registered before any search built the default one
+    """The dense index whose IVF path starts at ``ann_from`` rows: ``store``'s own when it was created so,
+    else that of a second store object on its folder, created with that setting."""
+    if dense_index(store).ann_from != ann_from:
+        store = RecordStore(str(store.uri), search=SearchSettings(dense_ann_from=ann_from))
+    index = dense_index(store)
+    assert index.ann_from == ann_from  # the setting the store was created with, not the default
     return index
 
 
@@ -608,7 +614,8 @@ def test_leaf_sum_search_over_the_ivf_shortlist_matches_the_exact_path(chat_root
     config = CONVERSATIONAL
     query = "What song did the zebra finch learn?"
     steps = ["turns-in-context"]
-    exact_store, ann_store = (RecordStore(str(chat_root), embedder=embedder) for _ in range(2))
+    exact_store = RecordStore(str(chat_root), embedder=embedder)
+    ann_store = RecordStore(str(chat_root), embedder=embedder, search=SearchSettings(dense_ann_from=300))
     index = _registered(ann_store, ann_from=300)  # scopes: 800 context records, 800 turns
     want = SearchEngine(exact_store).search(query, steps, MAIN_SCOPE, 10, strategy=config)
     assert want[0].id == "turn-3-4-5" and want[0].step == "turns"
@@ -673,7 +680,7 @@ def lexicons(draw):
     rows = [r for r, _ in cells]
     cols = [c for _, c in cells]
     terms = sparse.csr_matrix((weights, (rows, cols)), shape=(n, t))
-    lex = multihop.Lexicon(terms=terms, postings=terms.tocsc(), seed_norm=np.asarray(terms.sum(axis=1)).ravel(),
+    lex = lexicon.Lexicon(terms=terms, postings=terms.tocsc(), seed_norm=np.asarray(terms.sum(axis=1)).ravel(),
                            vocab={f"w{j}": j for j in range(t)}, session=np.zeros(n, dtype=np.int64),
                            adjacency=sparse.csr_matrix((n, n)))
     total = np.asarray(draw(st.lists(SCORES, min_size=n, max_size=n)), dtype=np.float64)

@@ -24,10 +24,12 @@ import pytest
 from synthex.core.record import Record
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import LIGHT_COLUMNS, RecordStore
-from synthex_resources.search import ann, leaf_fusion, leaf_scope, multihop
+from synthex_resources.search import leaf_fusion, multihop
 from synthex_resources.search.builtin_strategies import CONVERSATIONAL
-from synthex_resources.search.dense_index import DenseIndex, dense_index
 from synthex_resources.search.engine import SearchEngine
+from synthex_resources.search.indexes import ann, leaf_scope, lexicon
+from synthex_resources.search.indexes.dense_index import dense_index
+from synthex_resources.search.state import SearchSettings
 
 MAIN = BranchScope.own()
 STEPS = ["ctx"]
@@ -95,8 +97,8 @@ def root(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def ann_store(root: Path) -> RecordStore:
     """The store with the IVF path engaged (the dense legs take a shortlist, as at 1M), index ready."""
-    store = RecordStore(str(root), embedder=BagEmbedder())
-    index = store.derived("dense_index", lambda: DenseIndex(store, ann_from=100))
+    store = RecordStore(str(root), embedder=BagEmbedder(), search=SearchSettings(dense_ann_from=100))
+    index = dense_index(store)
     SearchEngine(store).search(QUERIES[0], STEPS, MAIN, 10, strategy=CONVERSATIONAL)
     assert index.wait_for_ann(60)
     yield store
@@ -152,7 +154,7 @@ def _reference_scores(engine: SearchEngine, query: str, config=CONVERSATIONAL) -
     padded = np.append(total, 0.0)
     total = total + config.neighbour_weight * np.maximum(padded[scope.prev], padded[scope.next])
     # the entity expansion (multihop.entity_credit as a Python loop, before it was vectorised)
-    lex = multihop.lexicon(engine, where, scope, config.rare_df)
+    lex = lexicon.lexicon(engine, where, scope, config.rare_df)
     first = total
     credit = np.zeros(n)
     top = multihop._seeds(first, config.expand_seeds)
@@ -225,7 +227,7 @@ def test_one_query_per_leg_and_the_hits_taken_by_address(ann_store, monkeypatch)
     monkeypatch.undo()
     read = ann_store.records.rows_by_id([h.id for h in hits], LIGHT_COLUMNS, scope=MAIN)
     # the same records, every field (``via`` is the search's annotation, added after the rows are read)
-    assert [engine._hit(read[h.id], h.score, {}) for h in hits] == [replace(h, via=[]) for h in hits]
+    assert [engine.hit(read[h.id], h.score, {}) for h in hits] == [replace(h, via=[]) for h in hits]
 
 
 def test_rows_by_address_vouch_only_for_an_ids_one_row_in_scope(tmp_path):

@@ -20,10 +20,11 @@ from test_conversational_at_scale import bag_vectors
 from synthex.core.record import Record
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
-from synthex_resources.search import leaf_fusion, leaf_scope
+from synthex_resources.search import leaf_fusion
 from synthex_resources.search.builtin_strategies import CONVERSATIONAL
 from synthex_resources.search.engine import SearchEngine
-from synthex_resources.search.postings import postings_bm25
+from synthex_resources.search.indexes import leaf_scope
+from synthex_resources.search.indexes.postings import postings_bm25
 from synthex_resources.search.types import Reranked, Reranker
 
 MAIN = BranchScope.own()

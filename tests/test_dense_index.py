@@ -9,7 +9,7 @@ import pytest
 from synthex.core.record import Record
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
-from synthex_resources.search.dense_index import DenseIndex
+from synthex_resources.search.indexes.dense_index import DenseIndex
 
 MAIN_SCOPE = BranchScope.own()
 

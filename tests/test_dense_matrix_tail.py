@@ -1,4 +1,4 @@
-"""Rows appended to a saved dense matrix go to the tail of its mapped file (search/dense_index.py, issue 24).
+"""Rows appended to a saved dense matrix go to the tail of its mapped file (search/indexes/dense_index.py, issue 24).
 
 Real LanceDB stores in temp dirs. A store object opened afresh on the same folder stands for a new process:
 after a write it must map the saved base and the tail a writer appended to it, without rebuilding the
@@ -17,8 +17,8 @@ import pytest
 from synthex.core.record import Record
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
-from synthex_resources.search.dense_index import dense_index
-from synthex_resources.search.sidecar import FOLDER, sidecar
+from synthex_resources.search.indexes.dense_index import dense_index
+from synthex_resources.search.indexes.sidecar import FOLDER, sidecar
 
 SCOPE = BranchScope.own()
 DIM = 384

@@ -1,4 +1,4 @@
-"""Id lookups by binary search over persisted sort orders (search/id_lookup.py), issue 24's cold first query.
+"""Id lookups by binary search over persisted sort orders (search/indexes/id_lookup.py), issue 24's cold first query.
 
 The leaf-sum bookkeeping's ``index_of`` / ``leaves_of`` and the dense matrix's id -> row were dicts rebuilt
 from 1M entries in every new process; they are arrays now, their sort orders saved beside the table. Real
@@ -18,10 +18,17 @@ from synthex.core.record import Record
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search import SearchEngine, load_search_strategies
-from synthex_resources.search.dense_index import dense_index
-from synthex_resources.search.id_lookup import GroupLookup, IdLookup, as_text, merged_order, sort_order
-from synthex_resources.search.leaf_scope import ScopeCache, scope_for
-from synthex_resources.search.sidecar import FOLDER, sidecar
+from synthex_resources.search.indexes.dense_index import dense_index
+from synthex_resources.search.indexes.id_lookup import (
+    GroupLookup,
+    IdLookup,
+    as_text,
+    merged_order,
+    sort_order,
+)
+from synthex_resources.search.indexes.leaf_scope import scope_for
+from synthex_resources.search.indexes.sidecar import FOLDER, sidecar
+from synthex_resources.search.state import SearchSettings
 
 QUERIES = ["Where did Ann go on her trip?", "What happened to the bicycle chain?", "quokka zoo"]
 
@@ -90,7 +97,7 @@ def test_a_new_store_object_reuses_the_persisted_sort_orders(persisted):
     root, first = persisted
     reopened = RecordStore(str(root))
     assert searched(reopened) == first and any(first.values())
-    assert reopened.derived("leaf_sum_scopes", ScopeCache).last == "load"
+    assert reopened.search_state.scopes.last == "load"
     assert sorted_here(reopened) == 0  # every lookup's order came from the sidecar, none was sorted again
     assert sidecar(reopened).saves == 0
 
@@ -106,13 +113,12 @@ def test_a_write_after_persisting_extends_the_lookups_and_finds_the_new_turn(per
     writer.records.upsert(new)
     writer.records.upsert(context(new))
     SearchEngine(writer).ensure_index()
-    reader = RecordStore(str(root))
-    reader.derived("leaf_sum_scopes", lambda: ScopeCache(incremental_from=0))  # extend at any size
+    reader = RecordStore(str(root), search=SearchSettings(scope_incremental_from=0))  # extend at any size
     got = searched(reader)
-    assert reader.derived("leaf_sum_scopes", ScopeCache).last == "extend"
+    assert reader.search_state.scopes.last == "extend"
     assert got["quokka zoo"][0][0] == "c3-s1-t0"  # the lookups know the written turn
     assert got == searched(RecordStore(str(fresh_copy(root, tmp_path / "exact"))))  # the exact path: built from rows
     assert sorted_here(reader) == 0  # the persisted orders merged with the new ids, not sorted again
     sidecar(reader).wait()
     again = RecordStore(str(root))
-    assert searched(again) == got and again.derived("leaf_sum_scopes", ScopeCache).last == "load"
+    assert searched(again) == got and again.search_state.scopes.last == "load"

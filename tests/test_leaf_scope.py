@@ -1,4 +1,4 @@
-"""Leaf-sum bookkeeping extended after a write (search/leaf_scope.py) against a full build.
+"""Leaf-sum bookkeeping extended after a write (search/indexes/leaf_scope.py) against a full build.
 
 Real LanceDB store in a temp dir, real offline embedder. Turns are leaves with chat metadata; a
 "context" step stands for each turn (sources = [turn]), as the conversational architecture does.
@@ -12,7 +12,8 @@ from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search import SearchEngine
 from synthex_resources.search.builtin_strategies import CONVERSATIONAL
-from synthex_resources.search.leaf_scope import ScopeCache, build_scope, scope_for
+from synthex_resources.search.indexes.leaf_scope import build_scope, scope_for
+from synthex_resources.search.state import SearchSettings
 
 TOPICS = ["hiking at the lake", "a zebra finch that sings", "sourdough bread baking", "a broken bicycle chain",
           "the chess tournament", "painting the kitchen", "a trip to Lisbon", "the new puppy"]
@@ -60,8 +61,7 @@ def by_ids(scope) -> dict:
 
 @pytest.fixture
 def store(tmp_path):
-    store = RecordStore(str(tmp_path / "store"))
-    store.derived("leaf_sum_scopes", lambda: ScopeCache(incremental_from=0))  # extend at any size
+    store = RecordStore(str(tmp_path / "store"), search=SearchSettings(scope_incremental_from=0))  # extend at any size
     write(store, turns("c1", 1, 6, 1) + turns("c1", 2, 6, 3) + turns("c2", 1, 5, 2))
     return store
 
@@ -70,7 +70,7 @@ def test_an_extension_after_appends_equals_a_full_build(store):
     engine = SearchEngine(store)
     where = engine.where(["ctx"], BranchScope.own())
     first = scope_for(engine, where)
-    cache = store.derived("leaf_sum_scopes", ScopeCache)
+    cache = store.search_state.scopes
     assert cache.last == "build" and len(first.leaf_ids) == 17
     # a session continued (later turns), a new session, a new conversation; two commits
     write(store, turns("c1", 2, 3, 3, first=6) + turns("c1", 3, 4, 9))
@@ -88,7 +88,7 @@ def test_search_over_an_extended_scope_finds_the_new_turns_as_a_fresh_build_does
     engine.search(query, steps=["ctx"], k=5, strategy=CONVERSATIONAL)
     write(store, turns("c1", 3, 6, 9))
     got = engine.search(query, steps=["ctx"], k=5, strategy=CONVERSATIONAL)
-    assert store.derived("leaf_sum_scopes", ScopeCache).last == "extend"
+    assert store.search_state.scopes.last == "extend"
     fresh = SearchEngine(RecordStore(str(tmp_path / "store"))).search(query, steps=["ctx"], k=5, strategy=CONVERSATIONAL)
     assert [h.id for h in got] == [h.id for h in fresh]
     top = engine.search("today c1 s3 t2", steps=["ctx"], k=1, strategy=CONVERSATIONAL)
@@ -103,7 +103,7 @@ def test_deleted_turns_are_never_returned_and_k_hits_still_come_back(store):
     gone = before[0].id
     store.records.delete_ids([gone, f"ctx-{gone}"])
     after = engine.search(query, steps=["ctx"], k=5, strategy=CONVERSATIONAL)
-    assert store.derived("leaf_sum_scopes", ScopeCache).last == "extend"
+    assert store.search_state.scopes.last == "extend"
     assert gone not in [h.id for h in after] and len(after) == 5
 
 
@@ -114,7 +114,7 @@ def test_a_compaction_brings_a_full_build(store):
     write(store, turns("c1", 3, 2, 9))
     store.records_table().optimize()  # rewrites the fragments
     scope = scope_for(engine, where)
-    assert store.derived("leaf_sum_scopes", ScopeCache).last == "build" and scope.extended_from is None
+    assert store.search_state.scopes.last == "build" and scope.extended_from is None
     assert "c1-s3-t1" in scope.index_of
 
 
@@ -126,4 +126,4 @@ def test_small_scopes_are_rebuilt_not_extended(tmp_path):
     scope_for(engine, where)
     write(store, turns("c1", 1, 2, 1, first=4))
     scope = scope_for(engine, where)
-    assert store.derived("leaf_sum_scopes", ScopeCache).last == "build" and len(scope.leaf_ids) == 6
+    assert store.search_state.scopes.last == "build" and len(scope.leaf_ids) == 6

@@ -1,5 +1,5 @@
-"""Search at a million records: the persisted postings of the lexical leg (search/postings.py) and the
-IVF index saved beside the table (search/ann.py, search/dense_index.py).
+"""Search at a million records: the persisted postings of the lexical leg (search/indexes/postings.py) and the
+IVF index saved beside the table (search/indexes/ann.py, search/indexes/dense_index.py).
 
 Real LanceDB stores in temp dirs, written with the bench's synthetic corpus (evals/bench_search.py: the
 rows ``records.upsert`` writes, checked here too). The size thresholds are lowered so that a few thousand
@@ -20,10 +20,11 @@ from synthex.core.record import Record
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search import SearchEngine, load_search_strategies
-from synthex_resources.search.dense_index import DenseIndex, dense_index
-from synthex_resources.search.memory_lexical import MemoryBM25
-from synthex_resources.search.postings import PostingsBM25, postings_bm25
-from synthex_resources.search.sidecar import FOLDER, sidecar
+from synthex_resources.search.indexes.dense_index import dense_index
+from synthex_resources.search.indexes.memory_lexical import MemoryBM25
+from synthex_resources.search.indexes.postings import postings_bm25
+from synthex_resources.search.indexes.sidecar import FOLDER, sidecar
+from synthex_resources.search.state import SearchSettings
 from synthex_resources.search.tokenize import tokenize
 
 ROWS = 3000
@@ -41,17 +42,14 @@ class SeededEmbedder:
         return (out / np.linalg.norm(out, axis=1, keepdims=True)).astype(np.float32)
 
 
-def new_store(root: Path) -> RecordStore:
-    return RecordStore(str(root), embedder=SeededEmbedder())
+def new_store(root: Path, search: SearchSettings | None = None) -> RecordStore:
+    return RecordStore(str(root), embedder=SeededEmbedder(), search=search)
 
 
 def open_store(root: Path, ann_from: int = 10**9) -> RecordStore:
     """A store object on ``root`` whose lexical leg always takes the postings (and whose dense leg the IVF
     index from ``ann_from`` rows): the paths of a large store, on a small one."""
-    store = new_store(root)
-    store.derived("postings_bm25", lambda: PostingsBM25(store, rows_from=0))
-    store.derived("dense_index", lambda: DenseIndex(store, mode="auto", ann_from=ann_from))
-    return store
+    return new_store(root, SearchSettings(postings_rows_from=0, dense_mode="auto", dense_ann_from=ann_from))
 
 
 def lexical(store: RecordStore, query: str, steps: list[str] | None = None, n: int = 20) -> list[tuple[str, float]]:
@@ -61,9 +59,7 @@ def lexical(store: RecordStore, query: str, steps: list[str] | None = None, n: i
 
 def fts(store: RecordStore, query: str, n: int = 20) -> list[tuple[str, float]]:
     """LanceDB's FTS ranking of the same store (the postings object told to stay out of it)."""
-    other = new_store(store.uri)
-    other.derived("postings_bm25", lambda: PostingsBM25(other, enabled=False))
-    return lexical(other, query, n=n)
+    return lexical(new_store(store.uri, SearchSettings(postings_enabled=False)), query, n=n)
 
 
 def same(got: list[tuple[str, float]], want: list[tuple[str, float]]) -> bool:

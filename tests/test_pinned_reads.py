@@ -17,12 +17,12 @@ from test_word_neighbours import CountingEmbedder
 
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RECORDS, RecordStore
-from synthex_resources.search import SearchEngine, leaf_scope
+from synthex_resources.search import SearchEngine
 from synthex_resources.search.builtin_strategies import CONVERSATIONAL
-from synthex_resources.search.leaf_scope import ScopeCache, scope_for
-from synthex_resources.search.multihop import _LexiconCache
-from synthex_resources.search.sidecar import TableState, sidecar
-from synthex_resources.search.word_neighbours import _WordIndexCache, word_index
+from synthex_resources.search.indexes import leaf_scope
+from synthex_resources.search.indexes.leaf_scope import scope_for
+from synthex_resources.search.indexes.sidecar import TableState, sidecar
+from synthex_resources.search.indexes.word_index import word_index
 
 MAIN = BranchScope.own()
 QUERY = "the chess tournament at the lake"
@@ -156,10 +156,10 @@ def test_a_search_keys_and_saves_its_structures_by_the_version_it_read_while_ano
     assert len(at_pin) == 11 and len(turn_ids_at(store, latest)) == 15
     assert not {h.id for h in hits} - set(at_pin)  # the search's hits are rows of the version it pinned
 
-    scopes = store.derived("leaf_sum_scopes", ScopeCache).scopes
+    scopes = store.search_state.scopes.entries
     assert list(scopes) == [(version, where)]
     assert sorted(scopes[(version, where)].leaf_ids) == at_pin
-    lexicons = store.derived("multihop_lexicons", _LexiconCache).scopes
+    lexicons = store.search_state.lexicons.entries
     assert [k[0] for k in lexicons] == [version]
     assert sorted(next(iter(lexicons.values())).leaf_ids) == at_pin
 
@@ -203,7 +203,7 @@ def test_the_word_index_is_saved_with_the_state_of_the_version_its_texts_came_fr
         scope = scope_for(engine, where)
         index = word_index(engine, where, scope)
     assert landed == [version] and store.dataset(RECORDS).version > version
-    assert list(store.derived("word_neighbours", _WordIndexCache).scopes) == [(version, where)]
+    assert list(store.search_state.word_indexes.entries) == [(version, where)]
     assert sorted(index.leaf_ids) == turn_ids_at(store, version) and "planned" not in index.words
     saved = sidecar(store)
     saved.wait()

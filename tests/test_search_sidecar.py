@@ -1,4 +1,4 @@
-"""Search structures persisted beside the table (search/sidecar.py) and the lancedb-free read path.
+"""Search structures persisted beside the table (search/indexes/sidecar.py) and the lancedb-free read path.
 
 Real LanceDB stores in temp dirs, real offline embedder. A store object opened afresh on the same
 folder stands for a new process (a restarted MCP server or UI): it must load what the first one
@@ -21,9 +21,10 @@ from synthex.core.record import Record
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search import SearchEngine, load_search_strategies
-from synthex_resources.search.dense_index import dense_index
-from synthex_resources.search.leaf_scope import ScopeCache, build_scope, scope_for
-from synthex_resources.search.sidecar import FOLDER, sidecar
+from synthex_resources.search.indexes.dense_index import dense_index
+from synthex_resources.search.indexes.leaf_scope import build_scope, scope_for
+from synthex_resources.search.indexes.sidecar import FOLDER, sidecar
+from synthex_resources.search.state import SearchSettings
 
 MODES = ("bm25", "dense", "hybrid", "conversational")
 QUERIES = ["Where did Ann go on her trip?", "What happened to the bicycle chain?"]
@@ -70,14 +71,14 @@ def test_a_fresh_store_object_loads_what_was_persisted_and_ranks_identically(per
     reopened = RecordStore(str(root))
     again = ranking(reopened, ["ctx"])
     assert sidecar(reopened).loads >= 3 and sidecar(reopened).saves == 0  # loaded, nothing rebuilt or rewritten
-    assert reopened.derived("leaf_sum_scopes", ScopeCache).last == "load"
+    assert reopened.search_state.scopes.last == "load"
     assert dense_index(reopened).last_update == "persisted"
     assert any(again.values())
     assert again == first
     # the exact path: the same table with nothing persisted beside it, every structure built from the rows
     exact = RecordStore(str(fresh_copy(root, tmp_path / "exact")))
     assert ranking(exact, ["ctx"]) == again
-    assert exact.derived("leaf_sum_scopes", ScopeCache).last == "build" and dense_index(exact).last_update == "load"
+    assert exact.search_state.scopes.last == "build" and dense_index(exact).last_update == "load"
 
 
 def test_a_write_after_persisting_is_seen_by_the_next_store_object(persisted, tmp_path):
@@ -92,7 +93,7 @@ def test_a_write_after_persisting_is_seen_by_the_next_store_object(persisted, tm
     writer.records.upsert(context(writer.records.get_many(["c3-s1-t9"])))
     reader = RecordStore(str(root))
     got = ranking(reader, ["ctx"])
-    assert reader.derived("leaf_sum_scopes", ScopeCache).last == "build"  # small: rebuilt, not extended
+    assert reader.search_state.scopes.last == "build"  # small: rebuilt, not extended
     assert dense_index(reader).last_update == "persisted+append"  # the persisted matrix plus the new fragments
     exact = RecordStore(str(fresh_copy(root, tmp_path / "exact")))
     assert got == ranking(exact, ["ctx"])
@@ -104,8 +105,8 @@ def test_a_large_persisted_scope_is_extended_like_a_full_build(persisted, tmp_pa
     root = fresh_copy(persisted[0], tmp_path / "store")
     shutil.copytree(persisted[0] / FOLDER, root / FOLDER)
     write(RecordStore(str(root)), turns("c1", 2, 3, 3, first=6) + turns("c4", 1, 3, 25))
-    reader = RecordStore(str(root))
-    cache = reader.derived("leaf_sum_scopes", lambda: ScopeCache(incremental_from=0))  # extend at any size
+    reader = RecordStore(str(root), search=SearchSettings(scope_incremental_from=0))  # extend at any size
+    cache = reader.search_state.scopes
     engine = SearchEngine(reader)
     where = engine.where(["ctx"], BranchScope.own())
     extended = scope_for(engine, where)
@@ -127,11 +128,11 @@ def test_a_torn_save_is_ignored_and_rebuilt(persisted, tmp_path):
         meta.write_text(json.dumps(data | {"token": "0" * 16}))
     reader = RecordStore(str(root))
     assert ranking(reader, ["ctx"]) == persisted[1]
-    assert reader.derived("leaf_sum_scopes", ScopeCache).last == "build"
+    assert reader.search_state.scopes.last == "build"
     sidecar(reader).wait()
     again = RecordStore(str(root))
     ranking(again, ["ctx"])
-    assert again.derived("leaf_sum_scopes", ScopeCache).last == "load"  # the rebuild was persisted whole
+    assert again.search_state.scopes.last == "load"  # the rebuild was persisted whole
 
 
 def test_lexical_leg_through_pylance_equals_lancedbs_fts_query(persisted):

@@ -1,6 +1,6 @@
-"""Issue 21 "Speed", the lexical leg: the persisted postings (search/postings.py) answer stemmed and small stores,
+"""Issue 21 "Speed", the lexical leg: the persisted postings (search/indexes/postings.py) answer stemmed and small stores,
 with the FTS index's own terms (search/tokenize.py ``IndexAnalyzer``: LanceDB's analyzer, Snowball stemmer
-included) and LanceDB's float32 BM25 (search/bm25.py), so they rank as LanceDB's FTS query to the float.
+included) and LanceDB's float32 BM25 (search/indexes/bm25.py), so they rank as LanceDB's FTS query to the float.
 
 Real LanceDB stores in temp dirs; LanceDB's ranking is the reference (the same store opened with its postings
 told to stay out). The eval test counts the queries the postings answered, never times them.
@@ -24,8 +24,9 @@ from synthex.core.record import Record
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search import SearchEngine
-from synthex_resources.search.postings import PostingsBM25, postings_bm25
-from synthex_resources.search.sidecar import FOLDER, sidecar
+from synthex_resources.search.indexes.postings import PostingsBM25, postings_bm25
+from synthex_resources.search.indexes.sidecar import FOLDER, sidecar
+from synthex_resources.search.state import SearchSettings
 from synthex_resources.search.tokenize import PROJECT_INDEX, IndexAnalyzer
 
 LONG = "x" * 39  # kept by the index; one more character and it is dropped
@@ -67,9 +68,7 @@ def write_store(root: Path, stem: bool) -> Path:
 
 
 def lexical(root: Path, query: str, postings: bool) -> tuple[list[tuple[str, float]], RecordStore]:
-    store = RecordStore(str(root), embedder=SeededEmbedder())
-    if not postings:
-        store.derived("postings_bm25", lambda: PostingsBM25(store, enabled=False))
+    store = RecordStore(str(root), embedder=SeededEmbedder(), search=SearchSettings(postings_enabled=postings))
     engine = SearchEngine(store)
     return engine.lexical(query, engine.where(["turns"], BranchScope.own()), 20), store
 
@@ -152,8 +151,8 @@ def test_an_update_saves_the_delta_not_the_base(tmp_path):
     root = write_store(tmp_path / "store", stem=True)
 
     def opened() -> RecordStore:
-        store = RecordStore(str(root), embedder=SeededEmbedder())
-        store.derived("postings_bm25", lambda: PostingsBM25(store, rows_from=0))  # served though the index lags
+        # served though the index lags
+        store = RecordStore(str(root), embedder=SeededEmbedder(), search=SearchSettings(postings_rows_from=0))
         return store
 
     def search(store: RecordStore, query: str) -> list[tuple[str, float]]:

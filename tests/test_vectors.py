@@ -9,8 +9,8 @@ from synthex.core.record import Record
 from synthex_resources.embedder import MiniLMOnnxEmbedder
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search.builtin_strategies import DENSE
-from synthex_resources.search.dense_index import dense_index
 from synthex_resources.search.engine import SearchEngine
+from synthex_resources.search.indexes.dense_index import dense_index
 
 
 class CountingEmbedder:

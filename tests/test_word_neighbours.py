@@ -14,17 +14,10 @@ from test_hier import dia, hierarchy_on, hierarchy_pipeline
 
 from synthex.core.scope import BranchScope
 from synthex_resources.search.builtin_strategies import HIERARCHICAL_EXPANDED, HIERARCHICAL_SPEAKER
-from synthex_resources.search.multihop import leaf_texts
+from synthex_resources.search.indexes.lexicon import leaf_texts
+from synthex_resources.search.indexes.word_index import WordIndex, build_word_index, content_words
 from synthex_resources.search.strategies import DrillDown, load_search_strategies
-from synthex_resources.search.word_neighbours import (
-    MAX_QUERY_WORDS,
-    WordIndex,
-    _WordIndexCache,
-    build_word_index,
-    content_words,
-    expansion_scores,
-    query_words,
-)
+from synthex_resources.search.word_neighbours import MAX_QUERY_WORDS, expansion_scores, query_words
 
 # Ann's instruments are named in sessions 1 and 3, never with the word "instrument"; Bob's question to
 # her (session 1) is nearer the question by the other legs and takes the second slot without expansion.
@@ -115,7 +108,7 @@ VOCABULARY = {"violin", "guitar", "golf", "weather", "neighbours"}  # words of t
 
 def test_the_word_index_is_saved_beside_the_table_and_a_write_embeds_only_new_words(tmp_path):
     from synthex import Pipeline
-    from synthex_resources.search.sidecar import sidecar
+    from synthex_resources.search.indexes.sidecar import sidecar
 
     data = write_json(tmp_path / "locomo.json", locomo_sessions(MUSIC, "conv-w"))
     first = hierarchy_pipeline("words", tmp_path, data, "hierarchical-expanded")
@@ -138,7 +131,7 @@ def test_the_word_index_is_saved_beside_the_table_and_a_write_embeds_only_new_wo
     assert set(dia(second.search(QUESTION, k=2))) == EVIDENCE
     assert not VOCABULARY & set(counting.texts)
     assert {"instruments", "play"} <= set(counting.texts)  # the query's own words
-    cache = second.app.store.derived("word_neighbours", _WordIndexCache)
+    cache = second.app.store.search_state.word_indexes
     assert cache.builds == 1
     # Another scope of the same store (two periods of it): its own index, not one word embedded again.
     counting.texts.clear()
@@ -148,7 +141,7 @@ def test_the_word_index_is_saved_beside_the_table_and_a_write_embeds_only_new_wo
     second.close()
     settled, counting = reopened()  # nothing written since: the saved index is loaded as it is
     assert set(dia(settled.search(QUESTION, k=2))) == EVIDENCE
-    assert settled.app.store.derived("word_neighbours", _WordIndexCache).builds == 0
+    assert settled.app.store.search_state.word_indexes.builds == 0
     assert not VOCABULARY & set(counting.texts)
 
     settled.close()
@@ -174,23 +167,23 @@ def test_a_reader_extends_its_word_index_by_the_appended_leaves_as_a_full_build_
 
     from synthex_resources.record_store import RecordStore
     from synthex_resources.search import SearchEngine
-    from synthex_resources.search.leaf_scope import ScopeCache, scope_for
-    from synthex_resources.search.word_neighbours import word_index
+    from synthex_resources.search.indexes.leaf_scope import scope_for
+    from synthex_resources.search.indexes.word_index import word_index
+    from synthex_resources.search.state import SearchSettings
 
-    store = RecordStore(str(tmp_path / "store"))
-    store.derived("leaf_sum_scopes", lambda: ScopeCache(incremental_from=0))
+    store = RecordStore(str(tmp_path / "store"), search=SearchSettings(scope_incremental_from=0))
     write(store, turns("c1", 1, 6, 1))
     engine = SearchEngine(store)
     where = engine.where(["ctx"], BranchScope.own())
     first = word_index(engine, where, scope_for(engine, where))
-    cache = store.derived("word_neighbours", _WordIndexCache)
+    cache = store.search_state.word_indexes
     assert (cache.builds, cache.extensions) == (1, 0) and "planned" not in first.words
     write(store, turns("c1", 2, 4, 3, said="yesterday we planned"))
     scope = scope_for(engine, where)
     assert scope.extended_from is not None
     extended = word_index(engine, where, scope)
     assert (cache.builds, cache.extensions) == (1, 1) and "planned" in extended.words
-    fresh = build_word_index([t for t, _ in leaf_texts(engine, scope.read, scope.leaf_ids, scope.leaf_steps)],
+    fresh = build_word_index([t for t, _ in leaf_texts(engine.store.cipher, scope.read, scope.leaf_ids, scope.leaf_steps)],
                              lambda words: np.zeros((len(words), 2), dtype=np.float32))
 
     def words_by_leaf(index: WordIndex) -> list[set[str]]:
@@ -201,19 +194,18 @@ def test_a_reader_extends_its_word_index_by_the_appended_leaves_as_a_full_build_
 
     # A new process after another write: the scope saved beside the table is extended, and so is the word
     # index saved for it (the saved one names that scope as its base), not rebuilt from every text.
-    from synthex_resources.search.sidecar import sidecar
+    from synthex_resources.search.indexes.sidecar import sidecar
 
     sidecar(store).wait()
     write(store, turns("c1", 3, 3, 5, said="tomorrow we rehearse"))
-    later = RecordStore(str(tmp_path / "store"))
-    later.derived("leaf_sum_scopes", lambda: ScopeCache(incremental_from=0))
+    later = RecordStore(str(tmp_path / "store"), search=SearchSettings(scope_incremental_from=0))
     engine = SearchEngine(later)
     scope = scope_for(engine, where)
     assert scope.base_token is not None
     again = word_index(engine, where, scope)
-    counts = later.derived("word_neighbours", _WordIndexCache)
+    counts = later.search_state.word_indexes
     assert (counts.builds, counts.extensions) == (0, 1) and "rehearse" in again.words
-    fresh = build_word_index([t for t, _ in leaf_texts(engine, scope.read, scope.leaf_ids, scope.leaf_steps)],
+    fresh = build_word_index([t for t, _ in leaf_texts(engine.store.cipher, scope.read, scope.leaf_ids, scope.leaf_steps)],
                              lambda words: np.zeros((len(words), 2), dtype=np.float32))
     assert words_by_leaf(again) == words_by_leaf(fresh)
 
@@ -238,9 +230,9 @@ def test_an_encrypted_store_is_read_in_plaintext_and_nothing_is_saved_beside_it(
     from synthex_resources.encryption import generate_key
     from synthex_resources.record_store import RecordStore
     from synthex_resources.search import SearchEngine
-    from synthex_resources.search.leaf_scope import scope_for
-    from synthex_resources.search.sidecar import sidecar
-    from synthex_resources.search.word_neighbours import word_index
+    from synthex_resources.search.indexes.leaf_scope import scope_for
+    from synthex_resources.search.indexes.sidecar import sidecar
+    from synthex_resources.search.indexes.word_index import word_index
 
     store = RecordStore(str(tmp_path / "store"), encryption_key=generate_key())
     write(store, turns("c1", 1, 6, 1))
@@ -253,8 +245,8 @@ def test_an_encrypted_store_is_read_in_plaintext_and_nothing_is_saved_beside_it(
 
 
 def test_a_querys_own_words_are_kept_in_a_bounded_lru_and_not_among_the_stores_words():
-    from synthex_resources.search.lru import LRU
-    from synthex_resources.search.word_neighbours import WordVectors
+    from synthex_resources.search.indexes.lru import LRU
+    from synthex_resources.search.indexes.word_index import WordVectors
 
     sent: list[str] = []
 
@@ -281,9 +273,9 @@ def test_a_save_of_rows_read_before_a_purge_cleared_the_sidecar_is_dropped(tmp_p
 
     from synthex_resources.record_store import RecordStore
     from synthex_resources.search import SearchEngine
-    from synthex_resources.search.leaf_scope import scope_for
-    from synthex_resources.search.sidecar import Sidecar, TableState, sidecar
-    from synthex_resources.search.word_neighbours import word_index
+    from synthex_resources.search.indexes.leaf_scope import scope_for
+    from synthex_resources.search.indexes.sidecar import Sidecar, TableState, sidecar
+    from synthex_resources.search.indexes.word_index import word_index
 
     plain = Sidecar(tmp_path / "plain")
     since = plain.generation

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from synthex.core.errors import BadInputError
-from synthex_resources.search.lru import LRU
+from synthex_resources.search.indexes.lru import LRU
 from synthex_resources.search.types import Reranked, Reranker
 
 QUERY_TOKENS = 64  # a longer question is cut here, so the hit's text always gets most of the pair

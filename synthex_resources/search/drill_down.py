@@ -1,7 +1,7 @@
 """Drill-down fusion: score records at a higher altitude, drill down to their leaf turns, and fuse that
 with the turns' own scores (the ``hierarchical`` strategy; design §2.4, issue 22).
 
-The searched steps split in two by what their records stand for (search/leaf_scope.py walks the
+The searched steps split in two by what their records stand for (search/indexes/leaf_scope.py walks the
 provenance): a step whose records each stand for one leaf is turn level (a turn, a turn in context);
 a step with a record that stands for several leaves is an altitude (a key aggregate by speaker,
 session, entity or topic; a monthly reflection). Then:
@@ -34,17 +34,15 @@ strategy is its turn leg.
 
 from __future__ import annotations
 
-import json
-import threading
 from typing import Protocol
 
 import numpy as np
 
 from synthex.core.scope import BranchScope
-from synthex_resources.search.dense_index import dense_index
-from synthex_resources.search.id_lookup import IdLookup
+from synthex_resources.search.indexes.dense_index import dense_index
+from synthex_resources.search.indexes.id_lookup import IdLookup
+from synthex_resources.search.indexes.leaf_scope import Scope, scope_for
 from synthex_resources.search.leaf_fusion import LeafSumOptions, leaf_scores, ranked_leaves
-from synthex_resources.search.leaf_scope import Scope, scope_for
 from synthex_resources.search.tokenize import tokenize
 from synthex_resources.search.types import SearchBackend, SearchRequest, SearchResults
 
@@ -66,7 +64,7 @@ def split_steps(engine: SearchBackend, steps: list[str], reads: BranchScope,
                 periods: list[str] | None) -> tuple[list[str], list[str]]:
     """(turn level steps, altitude steps): a step is an altitude when one of its records in scope stands
     for several leaves, or is a key aggregate's (``group.key``: a group may have one member). The per-step
-    bookkeeping is cached per table version (search/leaf_scope.py)."""
+    bookkeeping is cached per table version (search/indexes/leaf_scope.py)."""
     turn_level, altitude = [], []
     for step in steps:
         where = engine.where([step], reads, periods)
@@ -83,15 +81,6 @@ def _normalized(scores: dict[str, float]) -> dict[str, float]:
     return {rid: s / top for rid, s in scores.items()} if top > 0 else {}
 
 
-class _KeyCache:
-    """Each altitude record's key tokens and key function (``group.key``, ``group.by`` of a key
-    aggregate), per (table version, scope)."""
-
-    def __init__(self) -> None:
-        self.keys: dict[tuple[int, str], dict[str, tuple[frozenset[str], str]]] = {}
-        self.lock = threading.Lock()
-
-
 def key_tokens(engine: SearchBackend, where: str) -> dict[str, frozenset[str]]:
     """Record id -> the tokens of its key, for the records of ``where`` that have one."""
     return {rid: tokens for rid, (tokens, _by) in _keys(engine, where).items()}
@@ -103,23 +92,8 @@ def keys_by(engine: SearchBackend, where: str, by: str) -> dict[str, frozenset[s
 
 
 def _keys(engine: SearchBackend, where: str) -> dict[str, tuple[frozenset[str], str]]:
-    read = engine.store.read_dataset()  # through pylance: `synthex search` stays light (no lancedb)
-    version = read.version if read is not None else -1
-    cache: _KeyCache = engine.store.derived("drill_down_keys", _KeyCache)
-    with cache.lock:
-        if (version, where) not in cache.keys:
-            for old in [k for k in cache.keys if k[1] == where]:
-                del cache.keys[old]
-            rows = read.rows(where, ["id", "metadata"]) if read is not None else []  # the version keyed by
-            found = {}
-            for row in rows:
-                group = json.loads(row["metadata"] or "{}").get("group") or {}
-                key = group.get("key")
-                tokens = frozenset(tokenize(str(key))) if key else frozenset()
-                if tokens:
-                    found[row["id"]] = (tokens, str(group.get("by") or ""))
-            cache.keys[(version, where)] = found
-        return cache.keys[(version, where)]
+    # through pylance: `synthex search` stays light (no lancedb)
+    return engine.store.search_state.drill_down_keys.get(engine.store.read_dataset(), where)
 
 
 def altitude_scores(engine: SearchBackend, query: str, step: str, reads: BranchScope, periods: list[str] | None,
@@ -207,12 +181,8 @@ def drill_down_search(engine: SearchBackend, request: SearchRequest, config: Dri
 def _expansion(engine: SearchBackend, query: str, turn_level: list[str], reads: BranchScope,
                periods: list[str] | None, scope: Scope, similarity: float) -> np.ndarray:
     """Step 6: word-neighbour scores of the scope's leaves, divided by their best (all 0 when none)."""
-    from synthex_resources.search.word_neighbours import (
-        expansion_scores,
-        query_words,
-        word_index,
-        word_vectors,
-    )
+    from synthex_resources.search.indexes.word_index import word_index, word_vectors
+    from synthex_resources.search.word_neighbours import expansion_scores, query_words
 
     words = query_words(query, scope.participants)
     if not words:

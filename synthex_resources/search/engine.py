@@ -14,7 +14,7 @@ leaf-sum (the ``conversational`` strategy: representation records lend their sco
 turns, which are ranked instead, search/leaf_fusion.py).
 
 An encrypted store (synthex_resources/encryption.py) has no FTS index (it would index ciphertext): its
-lexical leg is BM25 over the decrypted text in memory (search/memory_lexical.py), scored like the FTS
+lexical leg is BM25 over the decrypted text in memory (search/indexes/memory_lexical.py), scored like the FTS
 path, and exact search decrypts the rows in scope. Dense search is unchanged (vectors stay plaintext).
 """
 
@@ -36,9 +36,9 @@ from synthex.core.scope import BranchScope
 from synthex_resources.commits import with_commit_retry
 from synthex_resources.record_store import LIGHT_COLUMNS, RECORDS, RecordStore
 from synthex_resources.search.builtin_strategies import BUILTIN_STRATEGIES
-from synthex_resources.search.dense_index import dense_index
-from synthex_resources.search.memory_lexical import memory_bm25
-from synthex_resources.search.postings import fts_stats, holds_live_rows, postings_bm25
+from synthex_resources.search.indexes.dense_index import dense_index
+from synthex_resources.search.indexes.memory_lexical import memory_bm25
+from synthex_resources.search.indexes.postings import fts_stats, holds_live_rows, postings_bm25
 from synthex_resources.search.strategies import SearchStrategy
 from synthex_resources.search.tokenize import PROJECT_INDEX, IndexAnalyzer, tokenize
 from synthex_resources.search.types import SearchHit, SearchRequest, SearchResults
@@ -81,8 +81,7 @@ class SearchEngine:
 
     def pool(self) -> ThreadPoolExecutor:
         """Threads that run the lexical and dense legs side by side."""
-        return self.store.derived(
-            "search_pool", lambda: ThreadPoolExecutor(max_workers=4, thread_name_prefix="synthex-search"))
+        return self.store.search_state.pool
 
     def submit(self, fn: Callable[[], Any]) -> Future:
         """Run ``fn`` on the pool, reading the same table version as the search that submits it."""
@@ -131,7 +130,7 @@ class SearchEngine:
         names = {i.name: i for i in tbl.list_indices()}
         if self.store.cipher is not None:
             # Encrypted: an FTS index would hold ciphertext tokens. Lexical search builds its index in
-            # memory from the decrypted text at the first search (search/memory_lexical.py). The id index
+            # memory from the decrypted text at the first search (search/indexes/memory_lexical.py). The id index
             # takes the FTS index's place as the trigger of compaction after writes.
             if "id_idx" not in names:
                 with_commit_retry(lambda: tbl.create_scalar_index("id", index_type="BTREE", replace=True))
@@ -170,7 +169,7 @@ class SearchEngine:
         """Rebuild the FTS index (same tokenizer) when it does not hold exactly the live rows: rows written
         since wait outside it, or rows deleted since still count in its BM25 statistics. Afterwards LanceDB
         ranks on the live rows and the persisted postings answer the lexical leg of a small store too
-        (``holds_live_rows``, search/postings.py). Returns whether it rebuilt. An eval calls it after a
+        (``holds_live_rows``, search/indexes/postings.py). Returns whether it rebuilt. An eval calls it after a
         workspace's searches (the first one rewrites the leaf rows with their vectors)."""
         ds = self.store.dataset(RECORDS)
         tbl = self.store.records_table() if ds is not None and self.store.cipher is None else None
@@ -220,7 +219,8 @@ class SearchEngine:
         return filters.where(self.record_filter(steps, scope, periods, metadata)) or "TRUE"
 
     @staticmethod
-    def _meta_ok(rec: Record, metadata: dict[str, Any] | None) -> bool:
+    def metadata_matches(rec: Record, metadata: dict[str, Any] | None) -> bool:
+        """Whether ``rec`` holds every (dotted key, value) of ``metadata`` (``SearchBackend``)."""
         return all(rec.meta(k) == v for k, v in (metadata or {}).items())
 
     # -- candidate lists: (id, score) pairs, best first, ties by id -------------------------------
@@ -235,7 +235,7 @@ class SearchEngine:
         if ds is None:
             return []
         postings = postings_bm25(self.store)
-        if postings.usable(ds):  # the persisted postings, which rank as the FTS index (search/postings.py)
+        if postings.usable(ds):  # the persisted postings, which rank as the FTS index (search/indexes/postings.py)
             return postings.search(tokens, where, n)
         text = " ".join(tokens)
 
@@ -313,7 +313,7 @@ class SearchEngine:
                                 metadata=metadata, query_vector=query_vector, as_of=as_of)
         return strategy.search(self, request)
 
-    def _collapse(self, order: list[str], threshold: float | None, want: int,
+    def collapse_near_duplicates(self, order: list[str], threshold: float | None, want: int,
                   in_memory: bool) -> tuple[list[str], dict[str, list[str]]]:
         """Walk the fused order, folding each candidate into an earlier kept one above ``threshold`` cosine."""
         if threshold is None:
@@ -355,8 +355,8 @@ class SearchEngine:
         matching = filters.where(replace(rows_filter, content_contains=needle))
         rows = tbl.search().where(matching).select(
             LIGHT_COLUMNS).limit(None).to_arrow().to_pylist()
-        hits = [self._hit(r, float(r["content"].lower().count(needle)), {}) for r in rows]
-        hits = [h for h in hits if self._meta_ok(h, metadata)]
+        hits = [self.hit(r, float(r["content"].lower().count(needle)), {}) for r in rows]
+        hits = [h for h in hits if self.metadata_matches(h, metadata)]
         hits.sort(key=lambda h: (-h.score, h.meta("time.created_at") or "", h.id))
         return hits[:k]
 
@@ -375,16 +375,17 @@ class SearchEngine:
             return list(self.store.records.rows_by_id(wanted, cols, within=rows_filter).values())
 
         if metadata:
-            hits = [h for h in (self._hit(r, float(counts[r["id"]]), {}) for r in rows_of(ids, columns))
-                    if self._meta_ok(h, metadata)]
+            hits = [h for h in (self.hit(r, float(counts[r["id"]]), {}) for r in rows_of(ids, columns))
+                    if self.metadata_matches(h, metadata)]
             hits.sort(key=lambda h: (-h.score, h.meta("time.created_at") or "", h.id))
             return hits[:k]
         created = {r["id"]: (json.loads(r["metadata"] or "{}").get("time") or {}).get("created_at") or ""
                    for r in rows_of(ids, columns)}
         top = sorted(created, key=lambda i: (-counts[i], created[i], i))[:k]
         rows = {r["id"]: r for r in rows_of(top, LIGHT_COLUMNS)}
-        return [self._hit(rows[i], float(counts[i]), {}) for i in top if i in rows]
+        return [self.hit(rows[i], float(counts[i]), {}) for i in top if i in rows]
 
-    def _hit(self, row: dict[str, Any], score: float, ranks: dict[str, int]) -> SearchHit:
+    def hit(self, row: dict[str, Any], score: float, ranks: dict[str, int]) -> SearchHit:
+        """The hit of a stored row, with its score and per-leg ranks (``SearchBackend``)."""
         rec = self.store.to_record(row)
         return SearchHit(**{f: getattr(rec, f) for f in rec.__dataclass_fields__}, score=score, ranks=ranks)

@@ -16,7 +16,7 @@ with the turn it answers. A question is answered by a turn, so this search ranks
    turns after step 3 and may re-select the top k for coverage.
 
 The per-scope bookkeeping (which leaf each record stands for, turn order, speakers, times) is cached
-per table version, so it is built once per write, not per query (search/leaf_scope.py; a large scope is
+per table version, so it is built once per write, not per query (search/indexes/leaf_scope.py; a large scope is
 extended after a write rather than rebuilt).
 """
 
@@ -30,13 +30,13 @@ import numpy as np
 
 from synthex.core.scope import BranchScope
 from synthex_resources.search import multihop
-from synthex_resources.search.dense_index import dense_index
-from synthex_resources.search.leaf_scope import Scope, leaf_rows, scope_for
+from synthex_resources.search.indexes.dense_index import dense_index
+from synthex_resources.search.indexes.leaf_scope import Scope, leaf_rows, scope_for
 from synthex_resources.search.temporal import time_window
 from synthex_resources.search.tokenize import tokenize
 from synthex_resources.search.types import Reranker, SearchBackend, SearchHit, SearchResults, SearchWarning
 
-# Records scored per leg when the scope is past the dense index's ANN threshold (search/dense_index.py):
+# Records scored per leg when the scope is past the dense index's ANN threshold (search/indexes/dense_index.py):
 # the shortlist plus the lexical leg's hits. A record outside both would add a small dense score (below
 # the 2,000th best of the scope) to a leaf that no other leg found.
 DENSE_SHORTLIST = 2000
@@ -178,7 +178,7 @@ def _first_stage(engine: SearchBackend, scope: Scope, text: str, steps: list[str
             lend(lexical_ids, np.array([p[1] for p in pairs]) / pairs[0][1], config.lexical_weight)
     if index is not None:
         if config.dense:
-            if short is not None:  # a scope too large to score every record (search/ann.py)
+            if short is not None:  # a scope too large to score every record (search/indexes/ann.py)
                 ids, sims = _with_candidates(index, qvec, short, lexical_ids)
                 lend(ids, _normalized_dense(sims, short[2]), config.dense_weight)
             else:
@@ -286,7 +286,7 @@ def ranked_leaves(engine: SearchBackend, scope: Scope, total: np.ndarray, query:
     if len(silent):  # a turn with no text answers nothing, whatever its neighbours or context records score
         total[silent] = 0.0
     candidates = np.flatnonzero(total > 0) if support is None else support[total[support] > 0]
-    # An extended scope may still hold leaves deleted since its build (search/leaf_scope.py): a few more
+    # An extended scope may still hold leaves deleted since its build (search/indexes/leaf_scope.py): a few more
     # candidates are taken, and the deleted ones are skipped when the hits are read back.
     want = k + 10 if scope.extended_from is not None else k
     if config.reranker is not None:  # the reranker sees its own pool (its top_n), then the top k is cut
@@ -313,5 +313,5 @@ def _hits_of(engine: SearchBackend, scope: Scope, total: np.ndarray, positions: 
     """The hits of the leaves at ``positions`` (in that order) whose rows ``reads`` reads and that hold text."""
     ids = [scope.leaf_ids[i] for i in positions]
     rows = leaf_rows(engine, scope, ids, reads)
-    hits = [engine._hit(rows[rid], float(total[i]), {}) for rid, i in zip(ids, positions, strict=True) if rid in rows]
+    hits = [engine.hit(rows[rid], float(total[i]), {}) for rid, i in zip(ids, positions, strict=True) if rid in rows]
     return [h for h in hits if h.content.strip()]  # a leaf never embedded has no zero vector to tell

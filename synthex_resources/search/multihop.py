@@ -18,32 +18,25 @@ the leaf-sum strategy (``LeafSum``, all off by default), each measured on LoCoMo
     turns' own embeddings (Carbonell & Goldstein 1998); ``Diversify.SESSION`` discounts a turn by
     ``session_penalty`` for each turn of its session already selected.
 
-The per-scope lexicon (rare terms per turn, sessions) is cached per (table version, scope) on the
-store, separately from leaf_fusion's bookkeeping; it reads only the leaves' ids, order and adjacency.
+The per-scope lexicon (rare terms per turn, sessions) is search/indexes/lexicon.py's, cached per (table
+version, scope) in the store's search state, separately from leaf_fusion's bookkeeping; it reads only the
+leaves' ids, order and adjacency, and their text.
 """
 
 from __future__ import annotations
 
-import json
 import re
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 from scipy import sparse
 
 from synthex.core.enrich.words import STOPWORDS
-from synthex_resources.search.dense_index import dense_index
-from synthex_resources.search.sidecar import Entry, sidecar
+from synthex_resources.search.indexes.dense_index import dense_index
+from synthex_resources.search.indexes.lexicon import Lexicon, lexicon, sessions_of
 from synthex_resources.search.tokenize import tokenize
 from synthex_resources.search.types import Decompose, Diversify, SearchBackend
-from synthex_resources.store import filters
-from synthex_resources.store.filters import RecordFilter
-from synthex_resources.store.pinned import PinnedDataset
 
 Scorer = Callable[[str], np.ndarray]  # sub-query text -> first-stage score per leaf
 
@@ -64,172 +57,8 @@ class MultiHopOptions(Protocol):
     session_penalty: float
 
 
-IDS_READ_BY_ID = 1_000  # leaf_texts filters by id up to this many ids (a scan of the steps above)
-_CAPITALIZED = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-zA-Z]+)")
 _NAMED = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-zA-Z]+(?:\s+[A-Z][a-zA-Z]+)*)")  # "Grand Canyon": one entity
 _SPLIT = re.compile(r"\s*(?:,|;|\band\b|\bor\b|\bas well as\b|\bboth\b)\s*", re.IGNORECASE)
-
-
-@dataclass
-class Lexicon:
-    terms: sparse.csr_matrix  # leaves x rare terms, idf weights
-    postings: sparse.csc_matrix  # the same, by term (column): which leaves have each rare term
-    seed_norm: np.ndarray  # per leaf: sum of the idf of its rare terms
-    vocab: dict[str, int]
-    session: np.ndarray  # per leaf: session number (runs of adjacent turns)
-    adjacency: sparse.csr_matrix  # leaves x leaves: previous/next turn
-    leaf_ids: list[str] | None = None  # the scope's leaf list it was made for (an extension checks it)
-
-
-def _adjacency(nxt: np.ndarray) -> sparse.csr_matrix:
-    n = len(nxt)
-    a = np.flatnonzero(nxt >= 0)
-    b = nxt[a]
-    return sparse.csr_matrix((np.ones(2 * len(a)), (np.concatenate([a, b]), np.concatenate([b, a]))), shape=(n, n))
-
-
-def _padded(old: Lexicon, leaf_ids: list[str], prev: np.ndarray, nxt: np.ndarray) -> Lexicon:
-    """``old`` for a scope that appended leaves to its own (search/leaf_scope.py): the new leaves have no
-    rare terms until the next full build (they neither give nor get expansion credit), and the turn
-    adjacency and sessions are recomputed from the extended scope. Linear in leaves, no text read."""
-    n, t = len(leaf_ids), old.terms.shape[1]
-    added = n - old.terms.shape[0]
-    indptr = np.concatenate([old.terms.indptr, np.full(added, old.terms.indptr[-1])])
-    terms = sparse.csr_matrix((old.terms.data, old.terms.indices, indptr), shape=(n, t))
-    postings = sparse.csc_matrix((old.postings.data, old.postings.indices, old.postings.indptr), shape=(n, t))
-    return Lexicon(terms=terms, postings=postings, seed_norm=np.concatenate([old.seed_norm, np.zeros(added)]),
-                   vocab=old.vocab, session=_sessions(prev), adjacency=_adjacency(nxt), leaf_ids=leaf_ids)
-
-
-class _LexiconCache:
-    def __init__(self) -> None:
-        self.scopes: dict[tuple[int, str], Lexicon] = {}
-        self.lock = threading.Lock()
-
-
-def _sessions(prev: np.ndarray) -> np.ndarray:
-    return np.cumsum(prev < 0) - 1
-
-
-def leaf_texts(engine: SearchBackend, read: PinnedDataset | None, leaf_ids: list[str],
-               leaf_steps: list[str]) -> list[tuple[str, str]]:
-    """(content, metadata JSON) of each leaf at ``read``'s version, in ``leaf_ids`` order ("" for a leaf not
-    found; an encrypted store's content decrypted, so neither the lexicon nor the word index is made of
-    ciphertext): one scan of the leaf steps' rows, matched to the leaves by id in Arrow (any row of an id:
-    the same content). The ids looked up in chunks took most of a 1M-leaf build (a filtered query per
-    1,000 ids)."""
-    if read is None or not leaf_ids:
-        return [("", "")] * len(leaf_ids)
-    ds = read.dataset
-    # A few leaves (an extension's appended ones) are read by id; many, by one scan of their steps.
-    by_id = leaf_ids if len(leaf_ids) <= IDS_READ_BY_ID else None
-    table = ds.to_table(columns=["id", "content", "metadata"],
-                        filter=filters.where(RecordFilter.of(steps=leaf_steps or None, ids=by_id))
-                        if leaf_steps or by_id else None)
-    at = pc.index_in(pa.array(leaf_ids, type=pa.string()), value_set=table.column("id").combine_chunks())
-    picked = table.take(pc.fill_null(at, 0)) if len(table) else None
-    found = at.is_valid().to_pylist()
-    contents = picked.column("content").to_pylist() if picked is not None else []
-    cipher = engine.store.cipher  # an encrypted store's text is read in plaintext (in memory only)
-    if cipher is not None:
-        contents = [cipher.decrypt(c) if c else c for c in contents]
-    metas = picked.column("metadata").to_pylist() if picked is not None else []
-    return [(c or "", m or "") if ok else ("", "") for ok, c, m in zip(found, contents or [None] * len(found),
-                                                                   metas or [None] * len(found), strict=True)]
-
-
-def _build(engine: SearchBackend, read: PinnedDataset | None, leaf_ids: list[str], prev: np.ndarray,
-           nxt: np.ndarray, participants: set[str], rare_df: int, leaf_steps: list[str] | None = None) -> Lexicon:
-    n = len(leaf_ids)
-    per_leaf: list[set[str]] = []
-    entities: list[set[str]] = []
-    for content, metadata in leaf_texts(engine, read, leaf_ids, list(leaf_steps or [])):
-        text = str(content)
-        meta = json.loads(metadata or "{}")
-        for name in tokenize(str((meta.get("chat") or {}).get("author", ""))):
-            participants.add(name)
-        per_leaf.append({t for t in tokenize(text) if len(t) > 2 and not t.isdigit() and t not in STOPWORDS})
-        entities.append({m.lower() for m in _CAPITALIZED.findall(text)} - STOPWORDS)
-    df: dict[str, int] = {}
-    for terms in per_leaf:
-        for t in terms:
-            df[t] = df.get(t, 0) + 1
-    # Rare: a word few turns use (but more than one: a term only one turn has links nothing), or a
-    # capitalized entity (a name, a place, a title) that is not among the most common words.
-    def key(t: str, ents: set[str]) -> bool:
-        if t in participants or df[t] < 2:
-            return False
-        return df[t] <= rare_df or (t in ents and df[t] <= 4 * rare_df)
-
-    vocab: dict[str, int] = {}
-    r_idx, c_idx, vals = [], [], []
-    for i, (terms, ents) in enumerate(zip(per_leaf, entities, strict=True)):
-        for t in terms:
-            if key(t, ents):
-                j = vocab.setdefault(t, len(vocab))
-                r_idx.append(i)
-                c_idx.append(j)
-                vals.append(float(np.log(n / df[t])))
-    terms = sparse.csr_matrix((vals, (r_idx, c_idx)), shape=(n, max(len(vocab), 1)))
-    return Lexicon(terms=terms, postings=terms.tocsc(), seed_norm=np.asarray(terms.sum(axis=1)).ravel(), vocab=vocab,
-                   session=_sessions(prev), adjacency=_adjacency(nxt), leaf_ids=leaf_ids)
-
-
-def _to_entry(lex: Lexicon, scope_token: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    vocab = sorted(lex.vocab, key=lex.vocab.__getitem__)
-    return ({"scope_token": scope_token, "shape": list(lex.terms.shape)},
-            {"data": lex.terms.data, "indices": lex.terms.indices, "indptr": lex.terms.indptr,
-             "vocab": np.asarray(vocab, dtype=str)})
-
-
-def _from_entry(entry: Entry, leaf_ids: list[str], prev: np.ndarray, nxt: np.ndarray) -> Lexicon:
-    a = entry.arrays
-    terms = sparse.csr_matrix((a["data"], a["indices"], a["indptr"]), shape=tuple(entry.meta["shape"]))
-    vocab = {t: i for i, t in enumerate(a["vocab"].tolist())}
-    return Lexicon(terms=terms, postings=terms.tocsc(), seed_norm=np.asarray(terms.sum(axis=1)).ravel(), vocab=vocab,
-                   session=_sessions(prev), adjacency=_adjacency(nxt), leaf_ids=leaf_ids)
-
-
-def lexicon(engine: SearchBackend, where: str, scope: Any, rare_df: int) -> Lexicon:
-    """The scope's lexicon at the table version the scope was made of (``scope.read``: keyed by it, its
-    leaves' text read from it, saved with its state): cached, padded when the scope only appended leaves
-    to the one it was made for, else loaded from beside the table when an earlier process made it for this
-    scope (or padded when for the scope this one extends: search/sidecar.py), else built from the leaves'
-    text."""
-    read: PinnedDataset | None = scope.read
-    key = (read.version if read is not None else -1, f"{where}|{rare_df}")
-    cache: _LexiconCache = engine.store.derived("multihop_lexicons", _LexiconCache)
-    with cache.lock:
-        if key not in cache.scopes:
-            older = [k for k in cache.scopes if k[1] == key[1]]
-            base = cache.scopes[older[-1]] if older else None
-            for old in older:
-                del cache.scopes[old]
-            persisted = sidecar(engine.store)
-            saving = persisted.guard()  # before any row is read: a purge in between drops the save
-            loaded = False
-            if base is not None and scope.extended_from is not None and base.leaf_ids is scope.extended_from:
-                lex = _padded(base, scope.leaf_ids, scope.prev, scope.next)
-            else:
-                entry = persisted.load("lexicon", key[1])
-                owner = entry.meta.get("scope_token") if entry is not None else None
-                if entry is not None and owner == scope.token and entry.meta["shape"][0] == len(scope.leaf_ids):
-                    lex, loaded = _from_entry(entry, scope.leaf_ids, scope.prev, scope.next), True
-                elif entry is not None and owner is not None and owner == scope.base_token \
-                        and entry.meta["shape"][0] <= len(scope.leaf_ids):
-                    base_n = entry.meta["shape"][0]
-                    # the base's own turns only: a link from its last turn of a session to an appended
-                    # turn points past it (an adjacency of base_n rows cannot hold it)
-                    base_next = np.where(scope.next[:base_n] < base_n, scope.next[:base_n], -1)
-                    lex = _padded(_from_entry(entry, scope.leaf_ids[:base_n], scope.prev[:base_n], base_next),
-                                  scope.leaf_ids, scope.prev, scope.next)
-                else:
-                    lex = _build(engine, read, scope.leaf_ids, scope.prev, scope.next, set(scope.participants),
-                                 rare_df, scope.leaf_steps)
-            cache.scopes[key] = lex
-            if read is not None and not loaded:
-                saving.save("lexicon", key[1], read.state, lambda: _to_entry(lex, scope.token))
-        return cache.scopes[key]
 
 
 # -- (a) decomposition -----------------------------------------------------------------------------
@@ -388,7 +217,7 @@ def rescore(engine: SearchBackend, scope: Any, where: str, text: str, total: np.
 # -- (d) diversification ---------------------------------------------------------------------------
 def _by_session(engine: SearchBackend, scope: Any, pool: np.ndarray, rel: np.ndarray, k: int,
                 config: MultiHopOptions) -> list[int]:
-    session = _sessions(scope.prev)[pool]
+    session = sessions_of(scope.prev)[pool]
     left = list(range(len(pool)))
     chosen: list[int] = []
     taken: dict[int, int] = {}

@@ -187,15 +187,15 @@ class RecordFusion(SearchStrategy):
         fused = self.fuse(lists)
         order = sorted(fused, key=lambda i: (-fused[i], i))
         want = len(order) if self.reranker is not None else k
-        kept, collapsed = engine._collapse(order, self.dedup_cosine, want, in_memory)
+        kept, collapsed = engine.collapse_near_duplicates(order, self.dedup_cosine, want, in_memory)
         rows = engine.store.records.rows_by_id(kept, scope=request.scope)  # the rows this branch reads
         hits = []
         for rid in kept:
             if rid not in rows:
                 continue
-            hit = engine._hit(rows[rid], fused[rid], ranks.get(rid, {}))
+            hit = engine.hit(rows[rid], fused[rid], ranks.get(rid, {}))
             hit.collapsed = collapsed.get(rid, [])
-            if engine._meta_ok(hit, metadata) and hit.content.strip():  # no text: no part in any ranking
+            if engine.metadata_matches(hit, metadata) and hit.content.strip():  # no text: no part in any ranking
                 hits.append(hit)
         hits, warnings = self.rerank(query, hits)
         return SearchResults(hits[:k], warnings)

@@ -7,7 +7,7 @@ no stemming, no stopwords), so queries and documents agree. A project may turn o
 index (``Pipeline(lexical_stem=True)``); LanceDB then stems our tokens of the query the same way.
 
 ``IndexAnalyzer``: the terms the FTS index itself holds for our tokens (stemmed, accent-folded, long
-tokens dropped), so that BM25 computed here (search/postings.py) ranks exactly as the index does.
+tokens dropped), so that BM25 computed here (search/indexes/postings.py) ranks exactly as the index does.
 """
 
 from __future__ import annotations

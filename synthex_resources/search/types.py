@@ -165,29 +165,54 @@ class SearchRequest:
 
 
 class SearchBackend(Protocol):
-    """The engine as strategies and fusions use it (``synthex_resources.search.engine.SearchEngine``)."""
+    """What a strategy (search/strategies.py) and the fusions it runs get to search with: the engine
+    (``synthex_resources.search.engine.SearchEngine``) as a public interface, nothing private. A strategy
+    receives it with its ``SearchRequest`` and reads everything else through it: the candidate lists of
+    the two legs, the search's filter, the store (its rows; ``store.search_state``: the structures kept
+    per table version, search/state.py), and the helpers that turn rows into hits."""
 
     store: RecordStore
 
     def where(self, steps: list[str] | None, scope: BranchScope, periods: list[str] | None = None,
-              metadata: dict[str, Any] | None = None) -> str: ...
+              metadata: dict[str, Any] | None = None) -> str:
+        """The SQL prefilter of these steps, branch scope, periods and metadata (what the legs take)."""
+        ...
 
-    def submit(self, fn: Callable[[], Any]) -> Future: ...
+    def submit(self, fn: Callable[[], Any]) -> Future:
+        """``fn`` run on the search pool, reading the same table version as the search that submits it."""
+        ...
 
-    def query_vector_future(self, query: str) -> Future: ...
+    def query_vector_future(self, query: str) -> Future:
+        """The query's embedding, computed on the pool."""
+        ...
 
-    def lexical_future(self, query: str, where: str, n: int) -> Future: ...
+    def lexical_future(self, query: str, where: str, n: int) -> Future:
+        """``lexical`` as a future (answered at once when the persisted postings serve the store)."""
+        ...
 
-    def lexical(self, query: str, where: str, n: int) -> list[tuple[str, float]]: ...
+    def lexical(self, query: str, where: str, n: int) -> list[tuple[str, float]]:
+        """BM25 top ``n`` (id, score) among the rows of ``where``, best first, ties by id."""
+        ...
 
     def dense(self, query: str, where: RecordFilter, n: int, vector: np.ndarray | None = None,
               steps: list[str] | None = None, scope: BranchScope | None = None, periods: list[str] | None = None,
-              in_memory: bool = True) -> list[tuple[str, float]]: ...
+              in_memory: bool = True) -> list[tuple[str, float]]:
+        """Cosine top ``n`` (id, similarity), ties by id (``in_memory``: the matrix, else LanceDB's scan)."""
+        ...
 
-    def _collapse(self, order: list[str], threshold: float | None, want: int,
-                  in_memory: bool) -> tuple[list[str], dict[str, list[str]]]: ...
+    def collapse_near_duplicates(self, order: list[str], threshold: float | None, want: int,
+                                 in_memory: bool) -> tuple[list[str], dict[str, list[str]]]:
+        """Walk the ranked ids ``order`` and fold each into an earlier kept one whose vector is above
+        ``threshold`` cosine (None: no folding), until ``want`` are kept: (kept ids, kept id -> the ids
+        folded into it)."""
+        ...
 
     @staticmethod
-    def _meta_ok(rec: Record, metadata: dict[str, Any] | None) -> bool: ...
+    def metadata_matches(rec: Record, metadata: dict[str, Any] | None) -> bool:
+        """Whether ``rec`` holds every (dotted key, value) of ``metadata`` exactly (the SQL prefilter on the
+        stored JSON is approximate; this check is the exact one)."""
+        ...
 
-    def _hit(self, row: dict[str, Any], score: float, ranks: dict[str, int]) -> SearchHit: ...
+    def hit(self, row: dict[str, Any], score: float, ranks: dict[str, int]) -> SearchHit:
+        """The hit of a stored row (decrypted when the store is), with its score and per-leg ranks."""
+        ...

@@ -8,47 +8,22 @@ step (in the order searched), the records of that step that stand for it: ``Via(
 the most specific first (fewest leaves, then id), at most ``PER_STEP`` per step. Hits of the searched
 steps themselves (hybrid, bm25, dense) have none.
 
-Read from the same per-scope bookkeeping the fusions use (search/leaf_scope.py, cached per table version);
-the leaf -> records inversion is built once per bookkeeping object and kept with it.
+Read from the same per-scope bookkeeping the fusions use (search/indexes/leaf_scope.py, cached per table version);
+the leaf -> records inversion is built once per (version, scope) and kept beside it.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from synthex.core.scope import BranchScope
-from synthex_resources.search.leaf_scope import Scope, scope_for
+from synthex_resources.search.indexes.leaf_scope import scope_for
 from synthex_resources.search.types import SearchHit, Via
 
 if TYPE_CHECKING:
     from synthex_resources.search.types import SearchBackend
 
 PER_STEP = 3  # a turn can sit in dozens of topic aggregates; the most specific few say where it was found
-
-
-class _Inverted:
-    """Per scope bookkeeping (by its token): leaf position -> [(leaves of the record, record id)], sorted."""
-
-    def __init__(self) -> None:
-        self.by_where: dict[str, tuple[str, dict[int, list[tuple[int, str]]]]] = {}
-        self.lock = threading.Lock()
-
-    def of(self, where: str, scope: Scope) -> dict[int, list[tuple[int, str]]]:
-        with self.lock:
-            cached = self.by_where.get(where)
-            if cached is not None and cached[0] == scope.token:
-                return cached[1]
-        inverse: dict[int, list[tuple[int, str]]] = defaultdict(list)
-        for rid, positions in scope.leaves_of.items():
-            for pos in positions:
-                inverse[pos].append((len(positions), rid))
-        for entries in inverse.values():
-            entries.sort()
-        with self.lock:
-            self.by_where[where] = (scope.token, dict(inverse))
-        return self.by_where[where][1]
 
 
 def annotate_via(engine: SearchBackend, hits: list[SearchHit], steps: list[str] | None, reads: BranchScope,
@@ -58,13 +33,13 @@ def annotate_via(engine: SearchBackend, hits: list[SearchHit], steps: list[str] 
     drilled = [h for h in hits if h.step not in searched]
     if not drilled or not searched:
         return
-    inverted: _Inverted = engine.store.derived("search_via", _Inverted)
+    inverses = engine.store.search_state.via
     for step in searched:
         where = engine.where([step], reads, periods)
         scope = scope_for(engine, where)
         if not scope.leaves_of:
             continue
-        inverse = inverted.of(where, scope)
+        inverse = inverses.get(scope.read, where, scope)
         for hit in drilled:
             pos = scope.index_of.get(hit.id)
             if pos is None:

@@ -33,7 +33,7 @@ class Vectors:
 
         A record with no text (empty or whitespace) gets the zero vector, not the embedding of nothing:
         that embedding sits near every query (an empty summary ranked second for any question), while a
-        zero vector has no cosine to anything, so dense search leaves it out (search/dense_index.py; a
+        zero vector has no cosine to anything, so dense search leaves it out (search/indexes/dense_index.py; a
         LanceDB cosine query skips it too)."""
         need = [r for r in records if r.embedding is None]
         blank = [r for r in need if not r.content.strip()]

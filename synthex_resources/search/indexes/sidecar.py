@@ -200,4 +200,4 @@ def folder_of(store: Any) -> Path | None:
 
 def sidecar(store: Any) -> Sidecar:
     """The store's sidecar (one per store object)."""
-    return store.derived("search_sidecar", lambda: Sidecar(folder_of(store)))
+    return store.search_state.sidecar

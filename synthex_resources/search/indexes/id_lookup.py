@@ -3,7 +3,7 @@
 At 1M records a Python dict of id -> row took 1-3 s to build from the persisted id array, in the first
 query of every new process (docs/benchmarks.md, issue 24). Here the ids stay one numpy string array and
 their sort order (``np.argsort``, ~0.4 s at 1M random ids, ~0.04 s when already sorted) is computed once,
-then persisted beside them in the search sidecar (search/sidecar.py) so a new process only maps it. A
+then persisted beside them in the search sidecar (search/indexes/sidecar.py) so a new process only maps it. A
 batch of ids is looked up with one ``np.searchsorted`` (~8 ms for 4,000 ids at 1M).
 
 Duplicate ids resolve like ``dict(zip(ids, rows))`` does: the last one wins (the sort is stable and the

@@ -2,13 +2,13 @@
 
 Why: LanceDB's FTS query is the measured bottleneck of bm25 and hybrid search at 1M records: its tail
 on common words (a word in half the rows) was 78 ms p95 for bm25 alone (docs/benchmarks.md). The
-in-memory BM25 of search/memory_lexical.py answered the same queries in 5.7 / 14-16 ms p50/p95 with
+in-memory BM25 of search/indexes/memory_lexical.py answered the same queries in 5.7 / 14-16 ms p50/p95 with
 identical top 10s, but cost a 39 s build (a Python object per text) and 2 GB, in every process.
 This index is built with Arrow compute and numpy (no Python object per text), saved in the store's
-sidecar (search/sidecar.py) with its large arrays mapped, not read, by the next process, and brought
+sidecar (search/indexes/sidecar.py) with its large arrays mapped, not read, by the next process, and brought
 up to date after a write by indexing only the fragments the write added.
 
-Scoring is LanceDB's BM25 in its own float32 arithmetic (search/bm25.py: the same floats), with corpus
+Scoring is LanceDB's BM25 in its own float32 arithmetic (search/indexes/bm25.py: the same floats), with corpus
 statistics over every live row of the table; a repeated query term counts again. Terms are the FTS
 index's own (search/tokenize.py ``IndexAnalyzer``: LanceDB's analyzer with the index's parameters, its
 Snowball stemmer when the index stems, tokens of 40 characters or more dropped). Rows of ASCII text are
@@ -39,20 +39,23 @@ base). The delta names the base it extends; one of another base (a kill between 
 from __future__ import annotations
 
 import os
-import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from synthex_resources.record_store import RecordStore
-from synthex_resources.search import bm25
-from synthex_resources.search.lru import LRU, MASKS_KEPT
-from synthex_resources.search.sidecar import Entry, TableState, sidecar
+from synthex_resources.search.indexes import bm25
+from synthex_resources.search.indexes.lru import LRU, MASKS_KEPT
+from synthex_resources.search.indexes.sidecar import Entry, SaveGuard, Sidecar, TableState, sidecar
+from synthex_resources.search.indexes.versioned import BUILD, REUSE, VersionedStructure
 from synthex_resources.search.tokenize import PROJECT_INDEX, IndexAnalyzer
+from synthex_resources.store.pinned import PinnedDataset
+
+if TYPE_CHECKING:  # type hints only: the store builds this structure (no import cycle)
+    from synthex_resources.record_store import RecordStore
 
 POSTINGS_FROM = 200_000  # rows from which the postings answer even for rows the FTS index has not taken in yet
 INDEX_NAME = "content_idx"
@@ -60,6 +63,7 @@ PARTS_KEPT = 4_000_000  # (row, score part) pairs cached per table version (~48 
 READ_BELOW = 100_000  # rows below which saved postings are read into memory rather than mapped
 DELTA_SHARE = 0.25  # a delta this share of the base rows: the next update is a full build
 _COLUMNS = ["id", "content"]
+POSTINGS = "postings"  # the one key: the postings hold every row of the table
 
 
 @dataclass
@@ -208,29 +212,32 @@ def holds_live_rows(ds: Any, stats: dict[str, Any] | None) -> bool:
     return sum(int(part.get("num_docs", -1)) for part in stats["indices"]) == ds.count_rows()
 
 
-class PostingsBM25:
-    """The persisted postings of one store (``postings_bm25(store)``)."""
+class PostingsBM25(VersionedStructure[str, _Postings]):
+    """The persisted postings of one store (``search_state.postings``): one entry (key ``POSTINGS``) per
+    table version, asked with the analyzer of that version's FTS index, saved as two sidecar entries."""
 
     def __init__(self, store: RecordStore, rows_from: int = POSTINGS_FROM, enabled: bool = True) -> None:
+        super().__init__(lambda: sidecar(store))
         self.store = store
         self.rows_from = rows_from
         self.enabled = enabled  # False: LanceDB's FTS answers every query (a reference in tests and benches)
         self.analyzer: IndexAnalyzer | None = None  # of the FTS index at the last version asked about
-        self._index: _Postings | None = None
-        self._lock = threading.Lock()
         self._usable: tuple[int, bool] | None = None  # (table version, whether these postings answer for it)
-        self.last_update = ""  # "build" / "delta" / "persisted" / "persisted+delta": how the version was reached
-        self.builds = 0  # full builds by this object (tests watch it)
         self.searches = 0  # queries these postings answered (tests watch it: the eval's lexical leg is here)
+
+    @property
+    def last_update(self) -> str:
+        """How the current version was reached: "build" / "delta" / "persisted" / "persisted+delta"."""
+        return self.last
 
     # -- which stores ---------------------------------------------------------------------------------
     def usable(self, ds: Any) -> bool:
         """Whether the lexical leg of this table version should search these postings (see the module doc)."""
         if not self.enabled or self.store.cipher is not None or ds is None:
             return False
-        if self._index is not None and self._index.version == ds.version:
+        if (ds.version, POSTINGS) in self.entries:
             return True
-        with self._lock:
+        with self.lock:
             if self._usable is None or self._usable[0] != ds.version:  # asked once per table version
                 self._usable = (ds.version, self._decide(ds))
             return self._usable[1]
@@ -249,12 +256,12 @@ class PostingsBM25:
         return True
 
     # -- upkeep ---------------------------------------------------------------------------------------
-    def _build(self, ds: Any, state: TableState, analyzer: IndexAnalyzer) -> _Postings:
+    def build(self, read: PinnedDataset | None, key: str, context: Any) -> _Postings:
+        assert read is not None  # ``current`` asks only of a table
+        ds, state, analyzer = read.dataset, read.state, context
         vocab: dict[str, int] = {}
         table = _sorted_by_address(_read(ds, None))
         rows, terms, lengths = _tokens(table, 0, vocab, analyzer)
-        self.builds += 1
-        self.last_update = "build"
         ids = np.asarray(table.column("id").to_numpy(zero_copy_only=False).astype(str))
         return _Postings(state=state, version=ds.version, dataset=ds, addr=table.column("_rowaddr").to_numpy(),
                          ids=ids, lengths=lengths, base=_level(rows, terms, len(vocab)), delta=_EMPTY,
@@ -287,7 +294,6 @@ class PostingsBM25:
         table = _sorted_by_address(_read(ds, added))  # the delta: every fragment appended since the base
         rows, terms, lengths = _tokens(table, old.base_rows, old.vocab, old.analyzer)
         delta_alive = np.ones(table.num_rows, dtype=bool)  # their deletions are in the scan already
-        self.last_update = "delta"
         ids = old.ids[:old.base_rows]
         new_ids = np.asarray(table.column("id").to_numpy(zero_copy_only=False).astype(str))
         all_ids = np.concatenate([ids, new_ids]) if len(new_ids) else ids
@@ -300,11 +306,26 @@ class PostingsBM25:
                          base_rows=old.base_rows, alive=alive, analyzer=old.analyzer, base_id=old.base_id,
                          base_vocab=old.base_vocab, vocab=old.vocab)
 
-    def _persisted(self, ds: Any, state: TableState, analyzer: IndexAnalyzer) -> _Postings | None:
-        base = sidecar(self.store).load("lexical", "postings-base")
+    def extend(self, read: PinnedDataset | None, key: str, previous: _Postings,
+               context: Any) -> tuple[_Postings, str] | None:
+        """The same rows (an index update): ``previous`` as it is; rows appended or deleted: a new delta;
+        None when the FTS index was rebuilt with another tokenizer or only a full build fits."""
+        if read is None or previous.analyzer is not context:
+            return None
+        if read.state.same_rows(previous.state):
+            previous.version, previous.dataset, previous.masks = read.version, read.dataset, LRU(MASKS_KEPT)
+            return previous, REUSE
+        new = self._extend(read.dataset, read.state, previous)
+        return (new, "delta") if new is not None else None
+
+    def load_saved(self, sidecar: Sidecar, read: PinnedDataset, key: str, context: Any) -> tuple[_Postings, str] | None:
+        """The saved base and the saved delta that names it, at ``read`` as they are ("persisted") or with the
+        rows appended since in a new delta ("persisted+delta")."""
+        ds, state, analyzer = read.dataset, read.state, context
+        base = sidecar.load("lexical", "postings-base")
         if base is None or base.meta.get("analyzer") != analyzer.key():
             return None
-        delta = sidecar(self.store).load("lexical", "postings-delta")
+        delta = sidecar.load("lexical", "postings-delta")
         if delta is not None and delta.meta.get("base_id") != base.meta.get("base_id"):
             delta = None  # the delta of an earlier base (a build since): the base alone
         entry = delta or base
@@ -313,52 +334,32 @@ class PostingsBM25:
         old, vocab = _from_entries(base, delta, ds, analyzer)
         old.vocab = dict(zip(vocab, range(len(vocab)), strict=True))
         if state.same_rows(entry.state):
-            self.last_update = "persisted"
             old.version, old.dataset = ds.version, ds
-            return old
+            return old, "persisted"
         new = self._extend(ds, state, old)
-        if new is not None:
-            self.last_update = "persisted+delta"
-        return new
+        return (new, "persisted+delta") if new is not None else None
+
+    def save(self, saving: SaveGuard, read: PinnedDataset, key: str, value: _Postings, how: str,
+             context: Any) -> None:
+        """The base (its arrays are the bulk) is written once per build; each update writes the delta only."""
+        if how in ("persisted", REUSE):
+            return
+        vocab = list(value.vocab)
+        if how == BUILD:
+            saving.save("lexical", "postings-base", read.state, lambda: _base_entry(value, vocab),
+                        mapped=("base_rows_arr", "base_tf", "ids"))
+        else:
+            saving.save("lexical", "postings-delta", read.state, lambda: _delta_entry(value, vocab))
 
     def current(self) -> _Postings | None:
-        """The postings at the table's latest version (updated first when it changed)."""
-        read = self.store.read_dataset()  # keyed by its version, built from its rows, saved with its state
+        """The postings at the version the search reads (brought up to date first when it changed): keyed by
+        it, built from its rows, saved with its state."""
+        read = self.store.read_dataset()
         if read is None:
             return None
-        version = read.version
-        with self._lock:
-            p = self._index
+        with self.lock:
             analyzer = self.analyzer  # ``usable`` set it from the FTS index of this version
-            if analyzer is None:
-                return None
-            if p is not None and p.analyzer is not analyzer:  # the index was rebuilt with another tokenizer
-                p = None
-            if p is not None and p.version == version:
-                return p
-            saving = sidecar(self.store).guard()  # before any row is read: a purge in between drops the save
-            ds, state = read.dataset, read.state
-            new = None
-            if p is not None and state.same_rows(p.state):
-                p.version, p.dataset, p.masks = version, ds, LRU(MASKS_KEPT)  # an index update: the same rows
-                return p
-            if p is not None:
-                new = self._extend(ds, state, p)
-            if new is None and p is None:
-                new = self._persisted(ds, state, analyzer)
-            if new is None:
-                new = self._build(ds, state, analyzer)
-            self._index = new
-            if self.last_update == "persisted":
-                return new
-            made, vocab = new, list(new.vocab)
-            # The base (its arrays are the bulk) is written once per build; each update writes the delta only.
-            if self.last_update == "build":
-                saving.save("lexical", "postings-base", state, lambda: _base_entry(made, vocab),
-                            mapped=("base_rows_arr", "base_tf", "ids"))
-            else:
-                saving.save("lexical", "postings-delta", state, lambda: _delta_entry(made, vocab))
-            return new
+            return self.get(read, POSTINGS, analyzer) if analyzer is not None else None
 
     # -- search ---------------------------------------------------------------------------------------
     def _mask(self, p: _Postings, where: str) -> np.ndarray | None:
@@ -384,7 +385,7 @@ class PostingsBM25:
         if p is None or not tokens or n <= 0 or not p.live:
             return []
         scores = np.zeros(len(p.addr), dtype=np.float32)
-        with self._lock:
+        with self.lock:
             mask = self._mask(p, where)
             terms = [p.term(t) for t in (p.vocab.get(w) for w in p.analyzer.terms(tokens) if w is not None)
                      if t is not None]
@@ -444,4 +445,4 @@ def _from_entries(base: Entry, delta: Entry | None, ds: Any,
 
 def postings_bm25(store: RecordStore) -> PostingsBM25:
     """The store's persisted postings (one per store object)."""
-    return store.derived("postings_bm25", lambda: PostingsBM25(store))
+    return store.search_state.postings

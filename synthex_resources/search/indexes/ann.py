@@ -6,8 +6,8 @@ cells by k-means and reads only the ``nprobe`` cells nearest the query, each vec
 per dimension code (scalar quantization). Its shortlist is re-scored exactly from the float32 matrix by
 the caller, so the scores are exact and only which records make the shortlist is approximate. faiss
 (Meta's similarity-search library, the field's standard kernel for this) does the k-means and the SIMD
-scans. The index is saved beside the table with the matrix it indexes (search/dense_index.py,
-search/sidecar.py) and loaded by the next process instead of rebuilt.
+scans. The index is saved beside the table with the matrix it indexes (search/indexes/dense_index.py,
+search/indexes/sidecar.py) and loaded by the next process instead of rebuilt.
 
 Rows are the matrix's row numbers. Rows appended to the matrix after the build are added before the
 next search (one cell assignment per row: ~1 ms per 1,000 rows); rows deleted since, and rows outside a
@@ -54,7 +54,7 @@ class IvfIndex:
 
     @classmethod
     def loaded(cls, data: np.ndarray, rows: int, nprobe: int = 64) -> IvfIndex:
-        """An index saved by ``to_bytes`` over rows [0, ``rows``) of the same matrix (search/dense_index.py
+        """An index saved by ``to_bytes`` over rows [0, ``rows``) of the same matrix (search/indexes/dense_index.py
         keeps it beside the table: a load is a copy, where a build at 1M records took 11.5 s)."""
         out = cls(None, nprobe)
         out._index = out._faiss.deserialize_index(np.ascontiguousarray(data))

@@ -2,9 +2,9 @@
 
 LanceDB's FTS index would be built over ciphertext, so an encrypted store (synthex_resources/encryption.py)
 searches an in-memory inverted index instead, built from the plaintext at the first lexical search and
-kept on the store (``store.derived``) until it is closed. Nothing of it reaches the disk.
+kept in the store's search state (``search_state.memory_bm25``) until it is closed. Nothing of it reaches the disk.
 
-Scoring is LanceDB's BM25 in its float32 arithmetic (search/bm25.py, shared with search/postings.py), checked
+Scoring is LanceDB's BM25 in its float32 arithmetic (search/indexes/bm25.py, shared with search/indexes/postings.py), checked
 against its FTS index (tests/test_encryption.py): k1 = 1.2, b = 0.75, ``idf = ln(1 + (N - n + 0.5) / (n + 0.5))``,
 ``score = sum over query tokens (repeats count) of idf * (k1 + 1) * tf / (tf + k1 * (1 - b + b * len /
 avglen))``, with N, n and the mean length taken over
@@ -28,20 +28,24 @@ row of the scope on every query.
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from synthex_resources.record_store import RecordStore
-from synthex_resources.search import bm25
-from synthex_resources.search.lru import LRU, MASKS_KEPT
+from synthex_resources.search.indexes import bm25
+from synthex_resources.search.indexes.lru import LRU, MASKS_KEPT
+from synthex_resources.search.indexes.versioned import VersionedStructure
 from synthex_resources.search.tokenize import tokenize
 from synthex_resources.store import filters
 from synthex_resources.store.filters import RecordFilter
+from synthex_resources.store.pinned import PinnedDataset
 
+if TYPE_CHECKING:  # type hints only: the store builds this structure (no import cycle)
+    from synthex_resources.record_store import RecordStore
+
+CORPUS = "corpus"  # the one key: a corpus holds every row of the table
 FETCH_ALL_SHARE = 0.25  # decrypt by scanning the table when this share of its texts is new
 
 
@@ -62,23 +66,23 @@ class _Corpus:
     rowids: np.ndarray  # uint64, ascending; row i of every array below is the row with rowids[i]
     ids: np.ndarray  # object array of record ids
     prints: list[str]  # stored fingerprint of each row (the key of ``texts`` and ``lowered``)
-    norms: np.ndarray  # float32 k1 * (1 - b + b * length / mean length), per row (search/bm25.py)
+    norms: np.ndarray  # float32 k1 * (1 - b + b * length / mean length), per row (search/indexes/bm25.py)
     offsets: np.ndarray  # int64 (terms + 1): postings of term t are [offsets[t], offsets[t + 1])
     post_rows: np.ndarray  # int64 rows
     post_counts: np.ndarray  # float32 tf
     masks: LRU[str, np.ndarray] = field(default_factory=lambda: LRU(MASKS_KEPT))
 
 
-class MemoryBM25:
-    """The in-memory BM25 index of one store (``memory_bm25(store)``)."""
+class MemoryBM25(VersionedStructure[str, _Corpus]):
+    """The in-memory BM25 index of one store (``search_state.memory_bm25``): one corpus per table version
+    (key ``CORPUS``), rebuilt from the per-text term counts, which outlive versions. Never saved."""
 
     def __init__(self, store: RecordStore) -> None:
+        super().__init__()
         self.store = store
         self.vocab: dict[str, int] = {}
         self.texts: dict[str, _Text] = {}  # by stored fingerprint (one entry per distinct text)
         self.lowered: dict[str, str] = {}  # by fingerprint: lower-cased plaintext, for exact search
-        self._corpus: _Corpus | None = None
-        self._lock = threading.Lock()
         self.decrypted = 0  # texts decrypted and tokenized so far (upkeep is incremental: tests watch it)
 
     # -- upkeep -----------------------------------------------------------------------------------
@@ -108,7 +112,9 @@ class MemoryBM25:
             take(ds.to_table(columns=["fingerprint", "content"],
                              filter=filters.where(RecordFilter(fingerprints=tuple(chunk)))))
 
-    def _build(self, ds: Any) -> _Corpus:
+    def build(self, read: PinnedDataset | None, key: str, context: Any) -> _Corpus:
+        assert read is not None  # ``corpus`` asks only of a table
+        ds = read.dataset
         table = ds.to_table(columns=["id", "fingerprint"], with_row_id=True)
         rowids = table.column("_rowid").to_numpy()
         order = np.argsort(rowids, kind="stable")
@@ -140,11 +146,8 @@ class MemoryBM25:
         read = self.store.read_dataset()  # the version the index is keyed by and built from
         if read is None:
             return None
-        ds = read.dataset
-        with self._lock:
-            if self._corpus is None or self._corpus.version != ds.version:
-                self._corpus = self._build(ds)
-            return self._corpus
+        with self.lock:  # the per-text maps are shared by every version's corpus and by ``exact``
+            return self.get(read, CORPUS)
 
     def _mask(self, corpus: _Corpus, where: str) -> np.ndarray:
         def made() -> np.ndarray:
@@ -161,7 +164,7 @@ class MemoryBM25:
         corpus = self.corpus()
         if corpus is None or not needle:
             return {}
-        with self._lock:
+        with self.lock:
             rows = np.flatnonzero(self._mask(corpus, where))
             prints = [corpus.prints[i] for i in rows]
             missing = {p for p in prints if p not in self.lowered}
@@ -179,7 +182,7 @@ class MemoryBM25:
         corpus = self.corpus()
         if corpus is None or not tokens or n <= 0 or not len(corpus.ids):
             return []
-        with self._lock:
+        with self.lock:
             mask = self._mask(corpus, where)
         total = len(corpus.ids)
         scores = np.zeros(total, dtype=np.float32)
@@ -198,4 +201,4 @@ class MemoryBM25:
 
 def memory_bm25(store: RecordStore) -> MemoryBM25:
     """The store's in-memory BM25 index (one per store object; it lives and dies with the store)."""
-    return store.derived("memory_bm25", lambda: MemoryBM25(store))
+    return store.search_state.memory_bm25

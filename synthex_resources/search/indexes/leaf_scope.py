@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -27,13 +27,14 @@ import numpy as np
 
 from synthex.core.periods import parse_timestamp
 from synthex.core.scope import BranchScope
-from synthex_resources.record_store import LIGHT_COLUMNS, RECORDS
-from synthex_resources.search.dense_index import dense_index
-from synthex_resources.search.id_lookup import GroupLookup, IdLookup, as_text, merged_order
-from synthex_resources.search.sidecar import Entry, sidecar
+from synthex_resources.search.indexes.dense_index import dense_index
+from synthex_resources.search.indexes.id_lookup import GroupLookup, IdLookup, as_text, merged_order
+from synthex_resources.search.indexes.sidecar import Entry, Sidecar
+from synthex_resources.search.indexes.versioned import EXTEND, LOAD, VersionedStructure
 from synthex_resources.search.tokenize import tokenize
 from synthex_resources.store.filters import RecordFilter
 from synthex_resources.store.pinned import PinnedDataset
+from synthex_resources.store.schemas import LIGHT_COLUMNS, RECORDS
 
 if TYPE_CHECKING:
     from synthex_resources.search.types import SearchBackend as SearchEngine  # the engine, as fusions see it
@@ -51,7 +52,7 @@ _COLUMNS = ["id", "sources", "step", "metadata", "created_at"]
 @dataclass
 class Scope:
     leaf_ids: list[str]
-    # Lookups over arrays (search/id_lookup.py), not dicts: at 1M leaves building the dicts was most of a new
+    # Lookups over arrays (search/indexes/id_lookup.py), not dicts: at 1M leaves building the dicts was most of a new
     # process's first query. Their sort orders are persisted with the scope.
     index_of: IdLookup  # leaf id -> position
     leaves_of: GroupLookup  # searched record id -> positions of its leaves
@@ -66,7 +67,7 @@ class Scope:
     tails: dict[tuple[str, str], int] = field(default_factory=dict)  # (conversation, session) -> its last turn
     extended_from: list[str] | None = None  # the leaf_ids of the scope this one extends (None: a full build)
     # Identity of this bookkeeping and of the one it extends: a persisted multi-hop lexicon names the
-    # scope it was made for (search/multihop.py), across processes.
+    # scope it was made for (search/indexes/lexicon.py), across processes.
     token: str = field(default_factory=lambda: os.urandom(8).hex())
     base_token: str | None = None
     # The table version this bookkeeping was made of (None: no table), read by what is made from it (the
@@ -146,16 +147,6 @@ def _rows_by_address(engine: SearchEngine, ids: list[str], reads: BranchScope) -
     if rest:
         rows |= engine.store.records.rows_by_id(rest, LIGHT_COLUMNS, scope=reads)
     return rows
-
-
-class ScopeCache:
-    """Leaf-sum bookkeeping per (table version, scope); owned by a store, so it dies with it."""
-
-    def __init__(self, incremental_from: int = INCREMENTAL_FROM) -> None:
-        self.scopes: dict[tuple[int, str], Scope] = {}
-        self.lock = threading.Lock()
-        self.incremental_from = incremental_from
-        self.last: str = ""  # "build" / "extend" / "load": how the last new version was handled
 
 
 def _natural(text: str) -> tuple:
@@ -338,7 +329,7 @@ def _to_entry(scope: Scope) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     arrays = {"leaf_ids": scope.index_of.ids, "records": groups.records,
               "sizes": groups.sizes, "positions": groups.flat, "prev": scope.prev, "next": scope.next,
               "times": scope.times, "tiebreak": scope.tiebreak,
-              # the lookups' sort orders (search/id_lookup.py): a new process searches them instead of sorting
+              # the lookups' sort orders (search/indexes/id_lookup.py): a new process searches them instead of sorting
               "leaf_order": scope.index_of.order, "record_order": groups.index.order}
     return meta, arrays
 
@@ -359,45 +350,38 @@ def _from_entry(entry: Entry, read: PinnedDataset | None) -> Scope:
         read=read)
 
 
-def _persisted(engine: SearchEngine, read: PinnedDataset, where: str, incremental_from: int) -> tuple[Scope, str] | None:
-    """The scope saved beside the table by an earlier process: as it is when ``read`` holds the same rows,
-    extended when rows were only appended or deleted since (and it is large enough to be extended at all)."""
-    entry = sidecar(engine.store).load("leaf_scope", where)
-    if entry is None:
+class LeafScopes(VersionedStructure[str, Scope]):
+    """Leaf-sum bookkeeping per (table version, scope filter); the store's ``search_state.scopes``. An older
+    version's scope of ``incremental_from`` leaves or more is extended, a smaller one rebuilt."""
+
+    kind = "leaf_scope"
+
+    def __init__(self, sidecar: Callable[[], Sidecar] | None = None, incremental_from: int = INCREMENTAL_FROM) -> None:
+        super().__init__(sidecar)
+        self.incremental_from = incremental_from
+
+    def build(self, read: PinnedDataset | None, key: str, context: Any) -> Scope:
+        return build_scope(read, key)
+
+    def extend(self, read: PinnedDataset | None, key: str, previous: Scope, context: Any) -> tuple[Scope, str] | None:
+        scope = extend_scope(read, previous, key) if len(previous.leaf_ids) >= self.incremental_from else None
+        return (scope, EXTEND) if scope is not None else None
+
+    def from_entry(self, read: PinnedDataset, key: str, entry: Entry, context: Any) -> tuple[Scope, str] | None:
+        """As saved when ``read`` holds the same rows; extended when rows were only appended or deleted since
+        (and it is large enough to be extended at all)."""
+        if entry.state.same_rows(read.state):
+            return _from_entry(entry, read), LOAD
+        if read.state.grew_from(entry.state) and len(entry.arrays["leaf_ids"]) >= self.incremental_from:
+            scope = extend_scope(read, _from_entry(entry, None), key)
+            if scope is not None:
+                return scope, EXTEND
         return None
-    if entry.state.same_rows(read.state):
-        return _from_entry(entry, read), "load"
-    if read.state.grew_from(entry.state) and len(entry.arrays["leaf_ids"]) >= incremental_from:
-        scope = extend_scope(read, _from_entry(entry, None), where)
-        if scope is not None:
-            return scope, "extend"
-    return None
+
+    def to_entry(self, value: Scope, context: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        return _to_entry(value)
 
 
 def scope_for(engine: SearchEngine, where: str) -> Scope:
-    """The bookkeeping of ``where`` at the table version the search reads (built, extended or cached):
-    keyed by that version, made of its rows and saved with its state (one ``PinnedDataset``)."""
-    read = engine.store.read_dataset()
-    key = (read.version if read is not None else -1, where)
-    cache: ScopeCache = engine.store.derived("leaf_sum_scopes", ScopeCache)
-    with cache.lock:
-        if key not in cache.scopes:
-            saving = sidecar(engine.store).guard()  # before any row is read: a purge in between drops the save
-            older = [k for k in cache.scopes if k[1] == where]
-            scope, how = None, "build"
-            if older and len(cache.scopes[older[-1]].leaf_ids) >= cache.incremental_from:
-                scope = extend_scope(read, cache.scopes[older[-1]], where)
-                how = "extend" if scope is not None else "build"
-            if scope is None and read is not None:
-                found = _persisted(engine, read, where, cache.incremental_from)
-                if found is not None:
-                    scope, how = found
-            if scope is None:
-                scope = build_scope(read, where)
-            cache.last = how
-            for old in older:
-                del cache.scopes[old]  # an older table version of the same scope
-            cache.scopes[key] = scope
-            if how != "load" and read is not None:
-                saving.save("leaf_scope", where, read.state, lambda: _to_entry(scope))
-        return cache.scopes[key]
+    """The bookkeeping of ``where`` at the table version the search reads (built, extended or cached)."""
+    return engine.store.search_state.scopes.get(engine.store.read_dataset(), where)

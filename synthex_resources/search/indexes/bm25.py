@@ -1,5 +1,5 @@
 """LanceDB's BM25, reproduced bit for bit: the scoring core of the lexical legs computed in Python
-(search/postings.py for plaintext stores, search/memory_lexical.py for encrypted ones).
+(search/indexes/postings.py for plaintext stores, search/indexes/memory_lexical.py for encrypted ones).
 
 LanceDB scores in float32: ``idf = ln(1 + (N - n + 0.5) / (n + 0.5))``, ``norm = k1 * (1 - b + b * len / avgdl)``
 with ``avgdl = total tokens / N``, a term's part ``idf * ((k1 + 1) * tf / (tf + norm))``, and a document's score

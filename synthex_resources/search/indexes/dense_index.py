@@ -7,7 +7,7 @@ takes a few ms at 100k. Memory: 4 bytes x dim per record (1.5 GB at 1M records o
 Three modes (``DenseIndex(store, mode=...)``):
 
 - ``auto`` (default): exact below ``ann_from`` records in scope (200k: ~25 ms to scan here); at or
-  above it, a faiss IVF index of 8-bit codes (search/ann.py) gives a shortlist of ``8 x n`` (at least
+  above it, a faiss IVF index of 8-bit codes (search/indexes/ann.py) gives a shortlist of ``8 x n`` (at least
   200) rows that is re-scored exactly in float32. The IVF index is built in a background thread the
   first time a scope reaches ``ann_from``; until it is ready, searches scan exactly.
 - ``float32``: always exact; one BLAS matrix-vector product over the records in scope.
@@ -50,22 +50,26 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from synthex.core.scope import BranchScope
-from synthex_resources.record_store import RecordStore
-from synthex_resources.search.id_lookup import IdLookup, as_text, merged_order
-from synthex_resources.search.sidecar import Entry, SaveGuard, TableState, sidecar
+from synthex_resources.search.indexes.id_lookup import IdLookup, as_text, merged_order
+from synthex_resources.search.indexes.sidecar import Entry, SaveGuard, Sidecar, TableState, sidecar
+from synthex_resources.search.indexes.versioned import BUILD, VersionedStructure
 from synthex_resources.store.pinned import PinnedDataset
+
+if TYPE_CHECKING:  # type hints only: the store builds this structure (no import cycle)
+    from synthex_resources.record_store import RecordStore
 
 MODES = ("auto", "float32", "binary")
 ANN_FROM = 200_000  # records in scope from which ``auto`` searches the IVF index
 SAMPLE_ROWS = 4096  # rows whose similarities estimate a scope's median for a shortlist's scores
 _COLUMNS = ["id", "step", "branch", "period", "vector"]
+MATRIX = "matrix"  # the one key: the matrix holds every row of the table
 
 
 @dataclass
@@ -84,7 +88,7 @@ class _Matrix:
     bare: dict[int, tuple[str, str]]  # row address -> (step, branch) of records written without a vector
     fragments: dict[int, str]  # fragment id -> its deletion file at this version ("" when none)
     bits: np.ndarray | None = None  # (n, words) uint64 sign bits (binary mode)
-    # id -> row by binary search over the ids as text (search/id_lookup.py): a dict of 1M ids took 1-3 s to
+    # id -> row by binary search over the ids as text (search/indexes/id_lookup.py): a dict of 1M ids took 1-3 s to
     # build in a new process's first query. The ids' sort order is persisted with the matrix.
     id_text: np.ndarray | None = None  # the ids as a numpy unicode array (None: made from ``ids`` when needed)
     id_order: np.ndarray | None = None  # their stable sort order, when known
@@ -107,7 +111,7 @@ class _Matrix:
 
 @dataclass(frozen=True)
 class _VectorFile:
-    """The ``.npy`` file a saved matrix's vectors are mapped from (search/sidecar.py), which rows appended to
+    """The ``.npy`` file a saved matrix's vectors are mapped from (search/indexes/sidecar.py), which rows appended to
     the table since are written to the end of (see the module doc)."""
 
     path: Path
@@ -182,7 +186,7 @@ def _deletions(ds: Any) -> dict[int, str]:
 
 
 def _to_entry(m: _Matrix) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The matrix as a sidecar entry (search/sidecar.py); the vectors go to their own mapped file."""
+    """The matrix as a sidecar entry (search/indexes/sidecar.py); the vectors go to their own mapped file."""
     meta = {"codes": {col: [[k, v] for k, v in table.items()] for col, table in m.codes.items()},
             "bare": [[int(a), s, b] for a, (s, b) in m.bare.items()], "fragments": [[int(f), d] for f, d in m.fragments.items()]}
     lookup = m.row_of()
@@ -229,22 +233,27 @@ class SavedMatrix(NamedTuple):
     saving: SaveGuard
 
 
-class DenseIndex:
+class DenseIndex(VersionedStructure[str, _Matrix]):
+    """The store's matrix (``search_state.dense``): one entry (key ``MATRIX``) per table version; after a
+    write it is appended to ("append"), else loaded from the sidecar ("persisted", "persisted+append"), else
+    read whole ("load")."""
+
+    kind = "dense"
+
     def __init__(self, store: RecordStore, mode: str = "auto", shortlist: int = 20_000,
                  ann_from: int = ANN_FROM) -> None:
         if mode not in MODES:
             raise ValueError(f"dense index mode must be one of {MODES}, not {mode!r}")
+        super().__init__(lambda: sidecar(store))
         self.store = store
         self.mode = mode
         self.shortlist = shortlist
         self.ann_from = ann_from
-        self._matrix: _Matrix | None = None
         self._buffer: np.ndarray | None = None  # vectors with spare rows for appends
         self._file: _VectorFile | None = None  # the saved file ``_buffer`` maps, appended to in place
         self.base_copies = 0  # times a mapped matrix was copied into memory to append rows (tests watch it)
         self.tail_rows_written = 0  # rows this object appended to the saved file
-        self._lock = threading.Lock()
-        self.last_update: str = ""  # "load" / "append" / "reuse": how the last version change was handled
+        self._lock = self.lock  # the IVF index and the matrix share one lock (a load bumps the generation)
         self._generation = 0  # bumped by every full load: row numbers change, an IVF index goes stale
         self._ann: tuple[int, Any] | None = None  # (generation, IvfIndex) once built
         self._ann_thread: threading.Thread | None = None
@@ -368,43 +377,34 @@ class DenseIndex:
                 gone = {a for a in base.bare if (a >> 32) in changed_set and a not in live_set}
         return self._load(version, ds, base, added, dead, gone)
 
-    def _current(self) -> _Matrix | None:
-        read = self.store.read_dataset()  # through pylance: a search never imports lancedb
+    @property
+    def last_update(self) -> str:
+        """How the current version was reached: "load" / "append" / "persisted" / "persisted+append"."""
+        return "load" if self.last == BUILD else self.last
+
+    def build(self, read: PinnedDataset | None, key: str, context: Any) -> _Matrix:
+        assert read is not None and self.guard is not None  # ``_current`` asks only of a table, ``get`` guards
+        self._buffer = self._file = None
+        new = self._load(read.version, read.dataset, None, None, None, set())
+        self._generation += 1
+        self._saved = SavedMatrix(read.state, len(new.ids), self.guard)
+        return new
+
+    def extend(self, read: PinnedDataset | None, key: str, previous: _Matrix,
+               context: Any) -> tuple[_Matrix, str] | None:
         if read is None:
             return None
-        version = read.version  # the matrix is keyed by it, made of its rows, saved with its state
-        with self._lock:
-            m = self._matrix
-            if m is None or m.version != version:
-                saving = sidecar(self.store).guard()  # before any row is read: a purge in between drops saves
-                ds = read.dataset
-                new = None
-                if m is not None:
-                    try:
-                        new = self._update(version, ds, m)
-                        self.last_update = "append" if new is not None else ""
-                    except Exception:  # noqa: BLE001 - an unexpected layout: a full reload is always right
-                        new = None
-                if new is None and m is None:
-                    new = self._persisted(read, saving)
-                if new is None:
-                    self._buffer = self._file = None
-                    new = self._load(version, ds, None, None, None, set())
-                    self.last_update = "load"
-                    self._generation += 1
-                    loaded, state = new, read.state
-                    self._saved = SavedMatrix(state, len(new.ids), saving)
-                    saving.save("dense", "matrix", state, lambda: _to_entry(loaded), mapped=("vectors",))
-                self._matrix = m = new
-            if self.mode == "binary" and m.bits is None:
-                m.bits = _sign_bits(m.vectors)
-            return m
+        try:
+            new = self._update(read.version, read.dataset, previous)
+        except Exception:  # noqa: BLE001 - an unexpected layout: a full reload is always right
+            new = None
+        return (new, "append") if new is not None else None
 
-    def _persisted(self, read: PinnedDataset, saving: SaveGuard) -> _Matrix | None:
+    def load_saved(self, sidecar: Sidecar, read: PinnedDataset, key: str, context: Any) -> tuple[_Matrix, str] | None:
         """The matrix an earlier process saved beside the table (its vectors mapped, not read), brought up to
-        ``version`` when rows were only appended or deleted since; None when there is none or it no longer
-        fits (a compaction rewrote fragments)."""
-        entry = sidecar(self.store).load("dense", "matrix")
+        ``read``'s version when rows were only appended or deleted since; None when there is none or it no
+        longer fits (a compaction rewrote fragments)."""
+        entry = sidecar.load("dense", "matrix")
         if entry is None:
             return None
         version, ds, state = read.version, read.dataset, read.state
@@ -416,17 +416,32 @@ class DenseIndex:
         self._buffer = base.vectors  # read-only: appends go to the file's tail (``_VectorFile``)
         self._file = _VectorFile.of(base.vectors)
         self._generation += 1
-        self._saved = SavedMatrix(entry.state, len(base.ids), saving)
+        assert self.guard is not None  # taken by ``get`` before any row was read
+        self._saved = SavedMatrix(entry.state, len(base.ids), self.guard)
         if state.same_rows(entry.state):
-            self.last_update = "persisted"
             base.version = version
-            return base
+            return base, "persisted"
         try:
             new = self._update(version, ds, base)
         except Exception:  # noqa: BLE001 - an unexpected layout: a full reload is always right
             new = None
-        self.last_update = "persisted+append" if new is not None else ""
-        return new
+        return (new, "persisted+append") if new is not None else None
+
+    def save(self, saving: SaveGuard, read: PinnedDataset, key: str, value: _Matrix, how: str,
+             context: Any) -> None:
+        """Saved at a full load only: an append writes its rows to the saved file's tail (``_VectorFile``)."""
+        if how == BUILD:
+            saving.save("dense", "matrix", read.state, lambda: _to_entry(value), mapped=("vectors",))
+
+    def _current(self) -> _Matrix | None:
+        read = self.store.read_dataset()  # through pylance: a search never imports lancedb
+        if read is None:
+            return None
+        with self.lock:  # the matrix is keyed by its version, made of its rows, saved with its state
+            m = self.get(read, MATRIX)
+            if self.mode == "binary" and m.bits is None:
+                m.bits = _sign_bits(m.vectors)
+            return m
 
     def _ready(self, steps: list[str] | None, scope: BranchScope) -> _Matrix | None:
         """The matrix, after embedding any record in scope that was written without a vector."""
@@ -496,7 +511,7 @@ class DenseIndex:
         entry = sidecar(self.store).load("dense_ivf", "ivf")
         if entry is None or entry.state != saved.state or int(entry.meta.get("rows", -1)) != saved.rows:
             return None
-        from synthex_resources.search.ann import IvfIndex
+        from synthex_resources.search.indexes.ann import IvfIndex
 
         try:
             index = IvfIndex.loaded(entry.arrays["index"], saved.rows)
@@ -508,7 +523,7 @@ class DenseIndex:
     def _build_ivf(self, generation: int, vectors: np.ndarray, saved: SavedMatrix | None) -> None:
         """The IVF index of this matrix generation: the one saved with the matrix when there is one (a
         write since only appended rows, which ``_ivf`` adds), else built over the saved rows and saved."""
-        from synthex_resources.search.ann import IvfIndex
+        from synthex_resources.search.indexes.ann import IvfIndex
 
         index = self._saved_ivf(saved)
         if index is None:
@@ -593,7 +608,7 @@ class DenseIndex:
         """The table version the matrix holds and the Lance row addresses (at that version) of those ``ids``
         whose row is the only row of its id in the table and one ``scope`` reads: what
         ``records.rows_by_id(ids, scope=scope)`` would find for them, to be taken by address instead of a
-        filtered scan (search/leaf_scope.py, ``leaf_rows``). Ids it cannot vouch for are absent (the caller
+        filtered scan (search/indexes/leaf_scope.py, ``leaf_rows``). Ids it cannot vouch for are absent (the caller
         reads them as before): all of them when rows without a vector exist (the matrix does not hold them)
         or ``scope`` pins a version of its own."""
         m = self._current()
@@ -680,4 +695,4 @@ class DenseIndex:
 
 def dense_index(store: RecordStore) -> DenseIndex:
     """The store's matrix (one per store object; it lives and dies with the store)."""
-    return store.derived("dense_index", lambda: DenseIndex(store))
+    return store.search_state.dense
