@@ -24,13 +24,14 @@ Two things have no public API in Dagster 1.13:
 from __future__ import annotations
 
 import sys
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from dagster import (
     AssetKey,
     DagsterInstance,
     DagsterInvalidConfigError,
+    DagsterRun,
     JobDefinition,
     MultiPartitionsDefinition,
 )
@@ -221,11 +222,13 @@ def code_location_job_origin(*, module: str, working_directory: str, location: s
 
 def execute_as_location_run(job: JobDefinition, location_job: JobDefinition, instance: DagsterInstance, *,
                             run_id: str, tags: Mapping[str, str], selection: Collection[AssetKey],
-                            origin: RemoteJobOrigin, run_config: dict) -> None:
+                            origin: RemoteJobOrigin, run_config: dict,
+                            admit: Callable[[DagsterRun], DagsterRun] | None = None) -> None:
     """Execute the assets ``selection`` of ``job`` (its live resources) in this process as run ``run_id``,
     recorded with ``origin`` and against ``location_job`` (the code location's job, configured
     resources): what ``JobDefinition.execute_in_process`` does, plus what it cannot take. Raises what
-    the run raises."""
+    the run raises. ``admit``: given the run as created (NOT_STARTED), returns it once it may execute (e.g.
+    after a shared instance's run queue handed it back: synthex_assets.queued_runs) or raises."""
     selected = frozenset(selection)
     ephemeral = InMemoryJob(job.as_ephemeral_job(resource_defs={}, input_values={}, asset_selection=list(selected)))
     job_def = ephemeral.get_definition()
@@ -239,6 +242,8 @@ def execute_as_location_run(job: JobDefinition, location_job: JobDefinition, ins
         asset_selection=selected, asset_check_selection=None, resolved_op_selection=None, op_selection=None,
         remote_job_origin=origin, job_code_origin=None,
         asset_graph=job_def.get_subset(asset_selection=selected).asset_layer.asset_graph)
+    if admit is not None:
+        run = admit(run)
     for _event in ExecuteRunWithPlanIterable(
         execution_plan=plan,
         iterator=job_execution_iterator,

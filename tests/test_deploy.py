@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import cli, env_without_openai, load, write_json, write_project
+from conftest import PIPELINE_PY, cli, env_without_openai, load, write_json, write_project
 
 from evals.postgres_server import PostgresServer, find_bin, free_port, start_postgres
 from synthex.core.demo.generate import generate
@@ -129,30 +129,6 @@ def test_the_written_instance_opens_on_postgres_with_the_branch_queue(tmp_path, 
         assert instance.run_monitoring_enabled
     finally:
         instance.dispose()
-
-
-def test_synthex_run_on_the_shared_instance_is_seen_by_other_processes(tmp_path, postgres, monkeypatch):
-    from dagster import DagsterInstance, DagsterRunStatus
-
-    project = tiny_project(tmp_path / "proj")
-    home = deploy_init(tmp_path / "deploy", project)
-    env = shared_env(home, postgres)
-    synthex(env, "run", "--project", str(project))
-    status = json.loads(synthex(env, "status", "--json", "--project", str(project)).stdout)
-
-    # this process, a third one, reads the run the first wrote, from PostgreSQL
-    for key, value in postgres.env().items():
-        monkeypatch.setenv(key, value)
-    instance = DagsterInstance.from_config(str(home))
-    try:
-        runs = instance.get_runs()
-        assert [r.run_id for r in runs] == [status["last_run"]["id"]]
-        assert runs[0].status == DagsterRunStatus.SUCCESS
-        assert runs[0].tags[BRANCH_TAG] == "main"
-    finally:
-        instance.dispose()
-    # nothing went to the project's own SQLite instance
-    assert not (project / ".synthex" / "dagster").exists()
 
 
 def tiny_project(root: Path) -> Path:
@@ -300,3 +276,98 @@ def test_synthex_ui_on_a_deployment_starts_only_a_webserver_on_its_workspace(tmp
     assert "dev" not in launch.args  # `dagster dev` would start a second daemon on the team's instance
     assert (home / "workspace.yaml").read_text() == workspace
     assert launch.env["DAGSTER_HOME"] == str(home.resolve())
+
+
+EXP_OVERRIDE = """def overrides(pipeline):
+    pipeline.transform("summaries", from_="transcripts", fn=lambda record: "Briefly: " + record.content[:60])
+"""
+
+
+def shared_store_project(root: Path, export: Path) -> Path:
+    """The test project with its records where ``SYNTHEX_STORE_URI`` says (as docs/deploy.md's pipeline.py):
+    two copies of it are two machines' checkouts of one memory (each its own data dir and branch file
+    lock; one store, one instance)."""
+    body = PIPELINE_PY.replace("pipeline = Pipeline('test-memory', agent='tester')",
+                               "import os\npipeline = Pipeline('test-memory', agent='tester', "
+                               "store_uri=os.environ.get('SYNTHEX_STORE_URI'))")
+    assert body != PIPELINE_PY
+    return write_project(root, export, body)
+
+
+def start_synthex(env: dict[str, str], logs: Path, name: str, *args: str) -> Service:
+    return start_service(name, [sys.executable, "-m", "synthex.surfaces.cli", *args], env, logs, logs)
+
+
+def finished_ok(service: Service) -> None:
+    assert service.proc.wait(timeout=RUN_TIMEOUT_S) == 0, service.tail()
+
+
+@pytest.mark.deployment
+def test_synthex_run_from_two_machines_is_serialized_by_dagsters_queue(tmp_path, postgres, monkeypatch):
+    """Two checkouts of one memory (two machines: separate branch file locks, one store, one PostgreSQL
+    instance) each `synthex run` main: the second waits QUEUED in Dagster's queue while the first is in
+    progress (held there by SIGSTOP, so the order cannot come from timing), and starts only after it ended;
+    a run of another branch starts and finishes meanwhile. The daemon decides all three. (A `synthex run` on
+    a deployment waits for the daemon, so this is where a run's being seen by other processes is tested.)"""
+    from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+
+    from synthex_assets.queued_runs import CALLER_TAG
+
+    export = write_json(tmp_path / "exports" / "conversations.json", generate(conversations=2, months=1, seed=3))
+    first = shared_store_project(tmp_path / "machine-a", export)
+    second = shared_store_project(tmp_path / "machine-b", export)
+    port = free_port()
+    home = deploy_init(tmp_path / "deploy", first, "--grpc-host", "127.0.0.1", "--grpc-port", str(port))
+    env = {**shared_env(home, postgres), "SYNTHEX_PROJECT": str(first),
+           "SYNTHEX_STORE_URI": str(tmp_path / "shared-store")}
+    synthex(env, "branch", "create", "exp", "--project", str(first))
+    for key, value in postgres.env().items():
+        monkeypatch.setenv(key, value)
+    instance = DagsterInstance.from_config(str(home))
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    services: list[Service] = []
+
+    def run_of(service: Service):
+        found = [r for r in instance.get_runs() if r.tags.get(CALLER_TAG, "").endswith(f":{service.proc.pid}")]
+        return found[0] if found else None
+
+    try:
+        services.append(start_service("daemon", [sys.executable, "-m", "dagster._daemon", "run", "-w",
+                                                 str(home / "workspace.yaml")], env, first, logs))
+        synthex(env, "run", "--project", str(first))  # main's records, for exp to read its parent's
+        exp = first / "branches" / "exp.py"
+        exp.write_text(exp.read_text().split("def overrides")[0] + EXP_OVERRIDE)
+        # --full: both runs of main have work to do (else the second would find nothing and start no run)
+        a = start_synthex(env, logs, "run-a", "run", "--full", "--project", str(first))
+        wait_for("machine A's run to start", lambda: (r := run_of(a)) is not None
+                 and r.status == DagsterRunStatus.STARTED, 240, [*services, a])
+        os.kill(a.proc.pid, signal.SIGSTOP)  # A's run stays in progress until we let it go on
+        try:
+            b = start_synthex(env, logs, "run-b", "run", "--full", "--project", str(second))
+            wait_for("machine B's run to be queued", lambda: (r := run_of(b)) is not None
+                     and r.status == DagsterRunStatus.QUEUED, 240, [*services, b])
+            c = start_synthex(env, logs, "run-exp", "run", "--branch", "exp", "--project", str(first))
+            finished_ok(c)  # another branch: admitted while main's run is in progress
+            exp_run = run_of(c)
+            assert run_of(c).status == DagsterRunStatus.SUCCESS and run_of(c).tags[BRANCH_TAG] == "exp"
+            assert run_of(b).status == DagsterRunStatus.QUEUED  # the daemon dequeued exp's run, not this one
+            assert run_of(a).status == DagsterRunStatus.STARTED
+        finally:
+            os.kill(a.proc.pid, signal.SIGCONT)
+        finished_ok(a)
+        finished_ok(b)
+        records = {r.dagster_run.run_id: r for r in instance.get_run_records(RunsFilter(tags={BRANCH_TAG: "main"}))}
+        ra, rb = records[run_of(a).run_id], records[run_of(b).run_id]
+        assert ra.dagster_run.status == rb.dagster_run.status == DagsterRunStatus.SUCCESS
+        assert rb.start_time >= ra.end_time  # B executed after A ended
+        # another process reads the same runs: `synthex status` on machine B, and this one from PostgreSQL
+        status = json.loads(synthex(env, "status", "--json", "--project", str(second)).stdout)
+        assert status["last_run"]["id"] == exp_run.run_id  # the last started: exp's (the store is shared)
+        assert {r.tags[BRANCH_TAG] for r in instance.get_runs()} == {"main", "exp"}
+        # nothing went to either checkout's own SQLite instance
+        assert not (first / ".synthex" / "dagster").exists() and not (second / ".synthex" / "dagster").exists()
+    finally:
+        instance.dispose()
+        for service in reversed(services):
+            service.stop()
