@@ -71,6 +71,11 @@ from dagster._core.instance.config import dagster_instance_config
 # through ``InstanceRef.from_dir(overrides=...)``; no public API takes overrides or builds a ref.
 from dagster._core.instance.ref import InstanceRef as InstanceRef
 
+# Why private: a run launcher that reports its run workers' health to run monitoring (a deployment's
+# launcher checks a `synthex run`'s process: synthex_assets/queued_runs.py); the result types are not exported.
+from dagster._core.launcher import CheckRunHealthResult as CheckRunHealthResult
+from dagster._core.launcher import WorkerStatus as WorkerStatus
+
 # Why private: the origin of a run as the UI's code location knows it (location, repository, job);
 # the public API never lets a caller set a run's origin.
 from dagster._core.remote_origin import (
@@ -123,6 +128,12 @@ from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PART
 # Why private: how a code location is loaded (``python -m <module>`` in a working directory), the target
 # part of its origin.
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+
+# Why private: whether the queue's daemon is alive (its heartbeat's type name), to tell a `synthex run`
+# waiting in the queue that nothing will dequeue it.
+from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import (
+    QueuedRunCoordinatorDaemon as QueuedRunCoordinatorDaemon,
+)
 
 # Why private: what a configurable storage class is built from (its constructor's second argument).
 from dagster._serdes import ConfigurableClassData as ConfigurableClassData

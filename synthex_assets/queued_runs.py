@@ -32,12 +32,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, DefaultRunLauncher
-from dagster._core.launcher import CheckRunHealthResult, WorkerStatus
-from dagster._core.run_coordinator import SubmitRunContext
+from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, DefaultRunLauncher, SubmitRunContext
 
 from synthex.core.errors import SynthexError
-from synthex_assets.dagster_internals import BRANCH_TAG
+from synthex_assets.dagster_internals import (
+    BRANCH_TAG,
+    CheckRunHealthResult,
+    QueuedRunCoordinatorDaemon,
+    WorkerStatus,
+)
 from synthex_assets.run_launcher import admit_run
 from synthex_assets.run_tags import REFUSED_TAG
 
@@ -99,8 +102,6 @@ def _alive(pid: int) -> bool:
 
 def queue_daemon_alive(instance: DagsterInstance) -> bool:
     """Whether a daemon's queue loop wrote a heartbeat to the instance in the last ``DAEMON_STALE_S``."""
-    from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
-
     beat = instance.get_daemon_heartbeats().get(QueuedRunCoordinatorDaemon.daemon_type())
     return beat is not None and time.time() - beat.timestamp < DAEMON_STALE_S
 

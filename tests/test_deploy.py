@@ -371,3 +371,147 @@ def test_synthex_run_from_two_machines_is_serialized_by_dagsters_queue(tmp_path,
         instance.dispose()
         for service in reversed(services):
             service.stop()
+
+
+RUNS_QUERY = "{ runsOrError { __typename ... on Runs { results { runId status tags { key value } } } } }"
+
+
+def graphql_runs(port: int) -> dict[str, dict]:
+    """The webserver's GraphQL answer: run id -> (status, tags)."""
+    import urllib.request
+
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": RUNS_QUERY}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        answer = json.loads(response.read())["data"]["runsOrError"]
+    assert answer["__typename"] == "Runs", answer
+    return {r["runId"]: {"status": r["status"], "tags": {t["key"]: t["value"] for t in r["tags"]}}
+            for r in answer["results"]}
+
+
+def failures(instance, run_id: str) -> str:
+    """What a failed run's event log says went wrong (for an assertion's message)."""
+    return "\n".join(f"{e.dagster_event.event_type_value}: {e.user_message}" for e in instance.all_logs(run_id)
+                     if e.dagster_event is not None and "FAILURE" in e.dagster_event.event_type_value
+                     or e.dagster_event is not None and e.dagster_event.event_type_value == "ENGINE_EVENT")
+
+
+def served(port: int) -> bool:
+    try:
+        graphql_runs(port)
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.deployment
+def test_sensor_run_monitoring_and_the_webservers_runs_on_a_deployment(tmp_path, postgres, monkeypatch):
+    """Code server, daemon and webserver as processes of their own: a changed export is picked up by the
+    source sensor's tick and run through the daemon; a `synthex run` killed mid-run is marked failed by the
+    daemon's run monitoring and the next run leaves every record once; the daemon killed mid-run leaves the
+    run to finish (its worker is not the daemon's child) and a restarted daemon goes on; the webserver's
+    GraphQL lists every run with its status and partition range."""
+    from dagster import DagsterInstance, DagsterRunStatus
+
+    from synthex_assets.dagster_internals import (
+        ASSET_PARTITION_RANGE_END_TAG,
+        ASSET_PARTITION_RANGE_START_TAG,
+    )
+    from synthex_assets.queued_runs import CALLER_TAG
+    from synthex_assets.run_tags import LAUNCHED_BY_TAG
+
+    export = write_json(tmp_path / "exports" / "conversations.json", generate(conversations=2, months=1, seed=3))
+    project = shared_store_project(tmp_path / "proj", export)
+    port, web_port = free_port(), free_port()
+    home = deploy_init(tmp_path / "deploy", project, "--grpc-host", "127.0.0.1", "--grpc-port", str(port))
+    config = (home / "dagster.yaml").read_text()
+    (home / "dagster.yaml").write_text(config.replace("poll_interval_seconds: 30", "poll_interval_seconds: 5"))
+    env = {**shared_env(home, postgres), "SYNTHEX_PROJECT": str(project),
+           "SYNTHEX_STORE_URI": str(tmp_path / "shared-store")}
+    for key in (*postgres.env(), "SYNTHEX_STORE_URI"):  # this process reads the instance and the store too
+        monkeypatch.setenv(key, env[key])
+    instance = DagsterInstance.from_config(str(home))
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    services: list[Service] = []
+    workspace = str(home / "workspace.yaml")
+
+    def start_daemon() -> Service:
+        daemon = start_service("daemon", [sys.executable, "-m", "dagster._daemon", "run", "-w", workspace], env,
+                               project, logs)
+        services.append(daemon)
+        return daemon
+
+    def summary_ids() -> list[str]:
+        pipe = load(project)
+        try:
+            return sorted(r.id for r in pipe.app.records("summaries"))
+        finally:
+            pipe.close()
+
+    def run_of(service: Service):
+        found = [r for r in instance.get_runs() if r.tags.get(CALLER_TAG, "").endswith(f":{service.proc.pid}")]
+        return found[0] if found else None
+
+    try:
+        services.append(start_service("code-server", [sys.executable, "-m", "dagster", "api", "grpc", "-m",
+                                                      "synthex_assets.code_location", "-h", "127.0.0.1",
+                                                      "-p", str(port)], env, project, logs))
+        daemon = start_daemon()
+        services.append(start_service("webserver", [sys.executable, "-m", "dagster_webserver", "-w", workspace,
+                                                    "-h", "127.0.0.1", "-p", str(web_port)], env, project, logs))
+        synthex(env, "run", "--project", str(project))
+        first = summary_ids()
+        assert first
+
+        # a sensor tick: the export gained a month; the daemon's sensor requests a run, the queue launches it
+        write_json(export, generate(conversations=3, months=2, seed=3))
+
+        def sensor_runs() -> list:
+            return [r for r in instance.get_runs() if r.tags.get(LAUNCHED_BY_TAG) == "sensor"]
+
+        wait_for("the sensor's runs", lambda: (runs := sensor_runs()) and all(r.is_finished for r in runs)
+                 and summary_ids() != first, 300, services)
+        for run in sensor_runs():  # one per tick that saw the change (a tick may see it before a run took it in)
+            assert run.status == DagsterRunStatus.SUCCESS, failures(instance, run.run_id)
+            assert run.tags[BRANCH_TAG] == "main" and CALLER_TAG not in run.tags
+        after_sensor = summary_ids()
+        assert len(after_sensor) > len(first)  # the new export's conversations are in memory
+
+        # a `synthex run` killed mid-run: run monitoring sees its process gone and fails the run
+        killed = start_synthex(env, logs, "run-killed", "run", "--full", "--project", str(project))
+        wait_for("the run to start", lambda: (r := run_of(killed)) is not None
+                 and r.status == DagsterRunStatus.STARTED, 240, [*services, killed])
+        os.kill(killed.proc.pid, signal.SIGKILL)
+        killed.proc.wait(timeout=20)  # reaped: its pid is gone, not a zombie
+        wait_for("run monitoring to fail the killed run", lambda: run_of(killed).status == DagsterRunStatus.FAILURE,
+                 180, services)
+        synthex(env, "run", "--full", "--project", str(project))  # admitted: the branch is free again
+        assert summary_ids() == after_sensor  # every record once, none half-written
+
+        # the daemon killed while a run is in progress: the run goes on; a new daemon takes the queue over
+        during = start_synthex(env, logs, "run-during", "run", "--full", "--project", str(project))
+        wait_for("the run to start", lambda: (r := run_of(during)) is not None
+                 and r.status == DagsterRunStatus.STARTED, 240, [*services, during])
+        os.killpg(daemon.proc.pid, signal.SIGKILL)
+        daemon.proc.wait(timeout=20)
+        services.remove(daemon)
+        finished_ok(during)
+        assert run_of(during).status == DagsterRunStatus.SUCCESS
+        start_daemon()
+        synthex(env, "run", "--full", "--project", str(project))
+        assert summary_ids() == after_sensor
+
+        # the webserver's GraphQL: every run, its status and its partition range
+        wait_for("the webserver", lambda: served(web_port), 180, services)
+        shown = graphql_runs(web_port)
+        runs = instance.get_runs()
+        assert len(runs) >= 6 and set(shown) == {r.run_id for r in runs}
+        for run in runs:
+            assert shown[run.run_id]["status"] == run.status.value
+            for tag in (ASSET_PARTITION_RANGE_START_TAG, ASSET_PARTITION_RANGE_END_TAG, BRANCH_TAG):
+                assert shown[run.run_id]["tags"][tag] == run.tags[tag]
+    finally:
+        instance.dispose()
+        for service in reversed(services):
+            service.stop()
