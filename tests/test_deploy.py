@@ -200,17 +200,23 @@ def test_daemon_serializes_a_branch_and_runs_two_branches_at_once(tmp_path, post
     port = free_port()
     home = deploy_init(tmp_path / "deploy", project, "--grpc-host", "127.0.0.1", "--grpc-port", str(port))
     env = {**shared_env(home, postgres), "SYNTHEX_PROJECT": str(project)}
-    synthex(env, "run", "--project", str(project))  # registers the partitions; main's records exist
+    workspace, location, job = home / "workspace.yaml", "test-memory", job_name("test-memory")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    # a `synthex run` on a deployment waits in the queue: a daemon for it, stopped before the runs below queue
+    setup = start_service("daemon-setup", [sys.executable, "-m", "dagster._daemon", "run", "-w", str(workspace)],
+                          env, project, logs)
+    try:
+        synthex(env, "run", "--project", str(project))  # registers the partitions; main's records exist
+    finally:
+        setup.stop()
     synthex(env, "branch", "create", "exp", "--project", str(project))
     for key, value in postgres.env().items():
         monkeypatch.setenv(key, value)
     instance = DagsterInstance.from_config(str(home))
     periods = instance.get_dynamic_partitions("period")  # in the order the run registered them
     assert periods and "exp" in instance.get_dynamic_partitions("branch")
-    workspace, location, job = home / "workspace.yaml", "test-memory", job_name("test-memory")
 
-    logs = tmp_path / "logs"
-    logs.mkdir()
     services: list[Service] = []
     try:
         services.append(start_service("code-server", [sys.executable, "-m", "dagster", "api", "grpc", "-m",
