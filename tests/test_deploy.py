@@ -521,3 +521,15 @@ def test_sensor_run_monitoring_and_the_webservers_runs_on_a_deployment(tmp_path,
         instance.dispose()
         for service in reversed(services):
             service.stop()
+
+
+def test_a_run_over_several_branches_is_refused_and_never_tagged_with_a_joined_value():
+    """The queue's limit is per value of the branch tag: "exp,main" would hold back neither branch."""
+    from synthex_assets.run_tags import LAUNCHED_BY_TAG, branch_tags, missing_tags, refusal
+
+    assert branch_tags("main", "sensor") == {BRANCH_TAG: "main", LAUNCHED_BY_TAG: "sensor"}
+    assert missing_tags({}, ["exp", "main"]) == {LAUNCHED_BY_TAG: "ui"}  # no branch tag for a run it refuses
+    assert missing_tags({}, ["main", "main"])[BRANCH_TAG] == "main"
+    why = refusal(["main", "exp"], ["2024-01"], {"main", "exp"})
+    assert why is not None and "spans branches exp, main" in why and "one per branch" in why
+    assert refusal(["exp"], ["2024-01"], {"main", "exp"}) is None
