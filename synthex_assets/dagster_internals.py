@@ -24,13 +24,14 @@ Two things have no public API in Dagster 1.13:
 from __future__ import annotations
 
 import sys
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from dagster import (
     AssetKey,
     DagsterInstance,
     DagsterInvalidConfigError,
+    DagsterRun,
     JobDefinition,
     MultiPartitionsDefinition,
 )
@@ -69,6 +70,11 @@ from dagster._core.instance.config import dagster_instance_config
 # Why private: a CLI process opens the project's instance with its own event log (synthex_assets/event_log.py)
 # through ``InstanceRef.from_dir(overrides=...)``; no public API takes overrides or builds a ref.
 from dagster._core.instance.ref import InstanceRef as InstanceRef
+
+# Why private: a run launcher that reports its run workers' health to run monitoring (a deployment's
+# launcher checks a `synthex run`'s process: synthex_assets/queued_runs.py); the result types are not exported.
+from dagster._core.launcher import CheckRunHealthResult as CheckRunHealthResult
+from dagster._core.launcher import WorkerStatus as WorkerStatus
 
 # Why private: the origin of a run as the UI's code location knows it (location, repository, job);
 # the public API never lets a caller set a run's origin.
@@ -122,6 +128,12 @@ from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PART
 # Why private: how a code location is loaded (``python -m <module>`` in a working directory), the target
 # part of its origin.
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+
+# Why private: whether the queue's daemon is alive (its heartbeat's type name), to tell a `synthex run`
+# waiting in the queue that nothing will dequeue it.
+from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import (
+    QueuedRunCoordinatorDaemon as QueuedRunCoordinatorDaemon,
+)
 
 # Why private: what a configurable storage class is built from (its constructor's second argument).
 from dagster._serdes import ConfigurableClassData as ConfigurableClassData
@@ -221,11 +233,13 @@ def code_location_job_origin(*, module: str, working_directory: str, location: s
 
 def execute_as_location_run(job: JobDefinition, location_job: JobDefinition, instance: DagsterInstance, *,
                             run_id: str, tags: Mapping[str, str], selection: Collection[AssetKey],
-                            origin: RemoteJobOrigin, run_config: dict) -> None:
+                            origin: RemoteJobOrigin, run_config: dict,
+                            admit: Callable[[DagsterRun], DagsterRun] | None = None) -> None:
     """Execute the assets ``selection`` of ``job`` (its live resources) in this process as run ``run_id``,
     recorded with ``origin`` and against ``location_job`` (the code location's job, configured
     resources): what ``JobDefinition.execute_in_process`` does, plus what it cannot take. Raises what
-    the run raises."""
+    the run raises. ``admit``: given the run as created (NOT_STARTED), returns it once it may execute (e.g.
+    after a shared instance's run queue handed it back: synthex_assets.queued_runs) or raises."""
     selected = frozenset(selection)
     ephemeral = InMemoryJob(job.as_ephemeral_job(resource_defs={}, input_values={}, asset_selection=list(selected)))
     job_def = ephemeral.get_definition()
@@ -239,6 +253,8 @@ def execute_as_location_run(job: JobDefinition, location_job: JobDefinition, ins
         asset_selection=selected, asset_check_selection=None, resolved_op_selection=None, op_selection=None,
         remote_job_origin=origin, job_code_origin=None,
         asset_graph=job_def.get_subset(asset_selection=selected).asset_layer.asset_graph)
+    if admit is not None:
+        run = admit(run)
     for _event in ExecuteRunWithPlanIterable(
         execution_plan=plan,
         iterator=job_execution_iterator,

@@ -84,12 +84,13 @@ concurrency:
         value:
           applyLimitPerUniqueValue: true
         limit: 1
-# The code server starts each run in a process of its own (`dagster api execute_run`).
+# The code server starts each run in a process of its own (`dagster api execute_run`), except a run queued
+# by `synthex run`: the queue hands it back to that process, which executes it (synthex_assets/queued_runs.py).
 run_launcher:
-  module: dagster._core.launcher
-  class: DefaultRunLauncher
-# A run stuck starting or cancelling is marked failed; a launcher that can check its run workers (K8s, ECS)
-# also fails a run whose worker died (docs/deploy.md).
+  module: synthex_assets.queued_runs
+  class: DeploymentRunLauncher
+# A run stuck starting or cancelling is marked failed, and so is a `synthex run`'s run whose process died
+# (checked by pid on the daemon's host); a code server's run process is not checked (docs/deploy.md).
 run_monitoring:
   enabled: true
   start_timeout_seconds: 180

@@ -10,7 +10,7 @@ re-execute it. It executes in this process with the run's live store, LLM client
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from dagster import (
     AssetKey,
@@ -56,30 +56,35 @@ def remote_job_origin(pipeline: PipelineDefinition) -> RemoteJobOrigin:
 def launch_pipeline_run(defs: Definitions, pipeline: PipelineDefinition, instance: DagsterInstance, *,
                         deletions: DeletionConsent | None = None,
                         run_id: str, branch: str, partitions: Mapping[str, list[str]], periods: list[str],
-                        full: bool = False, verbose: bool = False) -> list[CheckOutcome]:
+                        full: bool = False, verbose: bool = False,
+                        on_wait: Callable[[str], None] | None = None) -> list[CheckOutcome]:
     """Run the steps in ``partitions`` (step -> dirty periods) as one Dagster run with id ``run_id``.
 
     ``periods`` is every period the data has (registered as partitions first). Raises the user's own
     error (a SynthexError naming the step, record and problem) when a step fails; returns the outcome of
     every asset check the run evaluated (a failed one: e.g. an ``on_update`` hook that was not delivered).
     ``deletions``: the caller judged the sources' deletions (or the user allowed them); None: each
-    source step's op judges (synthex.core.deletions).
+    source step's op judges (synthex.core.deletions). On a deployment's instance the run first waits its
+    turn in Dagster's run queue (synthex_assets.queued_runs; ``on_wait`` is told why it waits).
     """
     register(instance, branch, periods)
     dirty = sorted({p for ps in partitions.values() for p in ps})
     start, end = period_range(instance, branch, dirty)
     with set_defs_state_storage(instance.defs_state_storage):
         return _launch(defs, pipeline, instance, deletions=deletions, run_id=run_id, branch=branch,
-                       partitions=partitions, start=start, end=end, full=full, verbose=verbose)
+                       partitions=partitions, start=start, end=end, full=full, verbose=verbose, on_wait=on_wait)
 
 
 def _launch(defs: Definitions, pipeline: PipelineDefinition, instance: DagsterInstance, *,
             deletions: DeletionConsent | None, run_id: str, branch: str, partitions: Mapping[str, list[str]],
-            start: str, end: str, full: bool, verbose: bool) -> list[CheckOutcome]:
+            start: str, end: str, full: bool, verbose: bool,
+            on_wait: Callable[[str], None] | None) -> list[CheckOutcome]:
+    from synthex_assets.queued_runs import runs_through_queue, wait_for_queue
+
     selection = frozenset(AssetKey(asset_name(s)) for s in pipeline.order() if partitions.get(s))
     job = defs.resolve_job_def(job_name(pipeline.name))
     run_tags = {**partition_range_tags(start, end), FULL_TAG: "1" if full else "0",
-                **branch_tags([branch], LAUNCHED_BY_CLI),
+                **branch_tags(branch, LAUNCHED_BY_CLI),
                 **({DELETIONS_TAG: consent_tag(deletions, run_id)} if deletions else {})}
     # Recorded against the job as the UI's code location defines it (configured resources), so the UI
     # sees the run as a run of its own job version; executed with the live resources of ``defs``.
@@ -88,7 +93,8 @@ def _launch(defs: Definitions, pipeline: PipelineDefinition, instance: DagsterIn
         with dynamic_partitions_held(instance):  # registered above: one read for the run (event_log.py)
             execute_as_location_run(job, location_job, instance, run_id=run_id, tags=run_tags,
                                     selection=selection, origin=remote_job_origin(pipeline),
-                                    run_config=console_config(verbose))
+                                    run_config=console_config(verbose),
+                                    admit=wait_for_queue(instance, on_wait) if runs_through_queue(instance) else None)
     except (Failure, DagsterUserCodeExecutionError) as exc:
         if verbose:
             _write_step_failures(instance, run_id)

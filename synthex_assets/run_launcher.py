@@ -97,25 +97,7 @@ class WarmRunLauncher(DefaultRunLauncher):
         self._run_ids.add(run.run_id)
 
     def _admit(self, run: Any) -> bool:
-        """Tag the run with its branch and door; False (the run canceled, one line) when it is refused."""
-        instance = self._instance
-        selected = run_partitions(run.tags, instance.get_dynamic_partitions("branch"),
-                                  instance.get_dynamic_partitions("period"))
-        if selected is None:  # not a run over the step partitions (e.g. an eval job's): nothing to say
-            return True
-        branches, periods = selected
-        project = _project_dir(run)
-        why = refusal(branches, periods, project_branches(project)) \
-            if project is not None and periods is not None else None
-        tags = missing_tags(run.tags, branches)
-        if why is not None:
-            tags[REFUSED_TAG] = why[:1000]
-        if tags:
-            instance.add_run_tags(run.run_id, tags)
-        if why is None:
-            return True
-        instance.report_run_canceled(instance.get_run_by_id(run.run_id) or run, message=why)
-        return False
+        return admit_run(self._instance, run)
 
     def terminate(self, run_id: str) -> bool:
         run = self._instance.get_run_by_id(run_id) if self.has_instance else None
@@ -135,6 +117,29 @@ class WarmRunLauncher(DefaultRunLauncher):
         if run is not None and not run.is_finished:
             self._instance.report_run_canceled(run)
         return True
+
+
+def admit_run(instance: DagsterInstance, run: Any) -> bool:
+    """Tag the run with its branch and door; False (the run canceled, one line) when it is refused. Every
+    launcher of Synthex's instances calls it first (this one, and the deployment's:
+    ``synthex_assets.queued_runs``)."""
+    selected = run_partitions(run.tags, instance.get_dynamic_partitions("branch"),
+                              instance.get_dynamic_partitions("period"))
+    if selected is None:  # not a run over the step partitions (e.g. an eval job's): nothing to say
+        return True
+    branches, periods = selected
+    project = _project_dir(run)
+    why = refusal(branches, periods, project_branches(project)) \
+        if project is not None and periods is not None else None
+    tags = missing_tags(run.tags, branches)
+    if why is not None:
+        tags[REFUSED_TAG] = why[:1000]
+    if tags:
+        instance.add_run_tags(run.run_id, tags)
+    if why is None:
+        return True
+    instance.report_run_canceled(instance.get_run_by_id(run.run_id) or run, message=why)
+    return False
 
 
 def _project_dir(run: Any) -> Path | None:

@@ -44,9 +44,11 @@ LAUNCHED_BY_BACKFILL = "backfill"
 LAUNCHED_BY_AUTOMATION = "automation"  # a step's automation= (AutomationCondition), evaluated by the daemon
 
 
-def branch_tags(branches: Iterable[str], launched_by: str) -> dict[str, str]:
-    """The two tags for a run over ``branches`` launched by ``launched_by``."""
-    return {BRANCH_TAG: ",".join(sorted(set(branches))), LAUNCHED_BY_TAG: launched_by}
+def branch_tags(branch: str, launched_by: str) -> dict[str, str]:
+    """The two tags for a run over ``branch`` launched by ``launched_by``. One branch per run: a shared
+    instance's queue allows one run in progress per value of ``BRANCH_TAG`` (synthex_assets/deployment.py),
+    so a value naming two branches ("exp,main") would hold neither back; a run over several is refused."""
+    return {BRANCH_TAG: branch, LAUNCHED_BY_TAG: launched_by}
 
 
 def _between(keys: Sequence[str], first: str, last: str) -> list[str]:
@@ -95,7 +97,10 @@ def launched_by(tags: Mapping[str, str]) -> str:
 
 def missing_tags(tags: Mapping[str, str], branches: Iterable[str]) -> dict[str, str]:
     """The Synthex tags a run over ``branches`` still lacks (empty when it has both)."""
-    wanted = branch_tags(branches, tags.get(LAUNCHED_BY_TAG) or launched_by(tags))
+    door = tags.get(LAUNCHED_BY_TAG) or launched_by(tags)
+    over = sorted(set(branches))
+    # A run over several branches is refused (``refusal``): it gets its door, and no branch it would misname.
+    wanted = branch_tags(over[0], door) if len(over) == 1 else {LAUNCHED_BY_TAG: door}
     return {k: v for k, v in wanted.items() if k not in tags}
 
 
@@ -108,10 +113,13 @@ def refusal(branches: Iterable[str], periods: Iterable[str], known_branches: set
     """Why a run over ``branches`` x ``periods`` must not start (one line), None when it may."""
     bad_periods = sorted({p for p in periods if not is_period(p)})
     bad_branches = sorted(set(branches) - known_branches)
-    if not bad_periods and not bad_branches:
+    several = sorted(set(branches)) if len(set(branches)) > 1 else []
+    if not bad_periods and not bad_branches and not several:
         return None
     parts = [f"period {p!r} is not a period" for p in bad_periods[:3]] + \
-            [f"branch {b!r} is not a branch of this project" for b in bad_branches[:3]]
+            [f"branch {b!r} is not a branch of this project" for b in bad_branches[:3]] + \
+            ([f"the run spans branches {', '.join(several[:3])}: a run writes one branch (launch one per "
+              f"branch; a shared instance's queue holds one run per branch at a time)"] if several else [])
     return (f"refused before any step ran: {'; '.join(parts)}. Periods are made from the data (each calendar "
             f"month YYYY-MM a record falls in, registered by `synthex run` or a sensor; `all` for a key "
             f"aggregate); branches by `synthex branch create NAME`. Partition keys added by hand are removed "

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import cli, env_without_openai, load, write_json, write_project
+from conftest import PIPELINE_PY, cli, env_without_openai, load, write_json, write_project
 
 from evals.postgres_server import PostgresServer, find_bin, free_port, start_postgres
 from synthex.core.demo.generate import generate
@@ -131,30 +131,6 @@ def test_the_written_instance_opens_on_postgres_with_the_branch_queue(tmp_path, 
         instance.dispose()
 
 
-def test_synthex_run_on_the_shared_instance_is_seen_by_other_processes(tmp_path, postgres, monkeypatch):
-    from dagster import DagsterInstance, DagsterRunStatus
-
-    project = tiny_project(tmp_path / "proj")
-    home = deploy_init(tmp_path / "deploy", project)
-    env = shared_env(home, postgres)
-    synthex(env, "run", "--project", str(project))
-    status = json.loads(synthex(env, "status", "--json", "--project", str(project)).stdout)
-
-    # this process, a third one, reads the run the first wrote, from PostgreSQL
-    for key, value in postgres.env().items():
-        monkeypatch.setenv(key, value)
-    instance = DagsterInstance.from_config(str(home))
-    try:
-        runs = instance.get_runs()
-        assert [r.run_id for r in runs] == [status["last_run"]["id"]]
-        assert runs[0].status == DagsterRunStatus.SUCCESS
-        assert runs[0].tags[BRANCH_TAG] == "main"
-    finally:
-        instance.dispose()
-    # nothing went to the project's own SQLite instance
-    assert not (project / ".synthex" / "dagster").exists()
-
-
 def tiny_project(root: Path) -> Path:
     """One month of two conversations: the runs below are about where they run, not what they compute."""
     return write_project(root, write_json(root.parent / "exports" / "conversations.json",
@@ -224,17 +200,23 @@ def test_daemon_serializes_a_branch_and_runs_two_branches_at_once(tmp_path, post
     port = free_port()
     home = deploy_init(tmp_path / "deploy", project, "--grpc-host", "127.0.0.1", "--grpc-port", str(port))
     env = {**shared_env(home, postgres), "SYNTHEX_PROJECT": str(project)}
-    synthex(env, "run", "--project", str(project))  # registers the partitions; main's records exist
+    workspace, location, job = home / "workspace.yaml", "test-memory", job_name("test-memory")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    # a `synthex run` on a deployment waits in the queue: a daemon for it, stopped before the runs below queue
+    setup = start_service("daemon-setup", [sys.executable, "-m", "dagster._daemon", "run", "-w", str(workspace)],
+                          env, project, logs)
+    try:
+        synthex(env, "run", "--project", str(project))  # registers the partitions; main's records exist
+    finally:
+        setup.stop()
     synthex(env, "branch", "create", "exp", "--project", str(project))
     for key, value in postgres.env().items():
         monkeypatch.setenv(key, value)
     instance = DagsterInstance.from_config(str(home))
     periods = instance.get_dynamic_partitions("period")  # in the order the run registered them
     assert periods and "exp" in instance.get_dynamic_partitions("branch")
-    workspace, location, job = home / "workspace.yaml", "test-memory", job_name("test-memory")
 
-    logs = tmp_path / "logs"
-    logs.mkdir()
     services: list[Service] = []
     try:
         services.append(start_service("code-server", [sys.executable, "-m", "dagster", "api", "grpc", "-m",
@@ -300,3 +282,254 @@ def test_synthex_ui_on_a_deployment_starts_only_a_webserver_on_its_workspace(tmp
     assert "dev" not in launch.args  # `dagster dev` would start a second daemon on the team's instance
     assert (home / "workspace.yaml").read_text() == workspace
     assert launch.env["DAGSTER_HOME"] == str(home.resolve())
+
+
+EXP_OVERRIDE = """def overrides(pipeline):
+    pipeline.transform("summaries", from_="transcripts", fn=lambda record: "Briefly: " + record.content[:60])
+"""
+
+
+def shared_store_project(root: Path, export: Path) -> Path:
+    """The test project with its records where ``SYNTHEX_STORE_URI`` says (as docs/deploy.md's pipeline.py):
+    two copies of it are two machines' checkouts of one memory (each its own data dir and branch file
+    lock; one store, one instance)."""
+    body = PIPELINE_PY.replace("pipeline = Pipeline('test-memory', agent='tester')",
+                               "import os\npipeline = Pipeline('test-memory', agent='tester', "
+                               "store_uri=os.environ.get('SYNTHEX_STORE_URI'))")
+    assert body != PIPELINE_PY
+    return write_project(root, export, body)
+
+
+def start_synthex(env: dict[str, str], logs: Path, name: str, *args: str) -> Service:
+    return start_service(name, [sys.executable, "-m", "synthex.surfaces.cli", *args], env, logs, logs)
+
+
+def finished_ok(service: Service) -> None:
+    assert service.proc.wait(timeout=RUN_TIMEOUT_S) == 0, service.tail()
+
+
+@pytest.mark.deployment
+def test_synthex_run_from_two_machines_is_serialized_by_dagsters_queue(tmp_path, postgres, monkeypatch):
+    """Two checkouts of one memory (two machines: separate branch file locks, one store, one PostgreSQL
+    instance) each `synthex run` main: the second waits QUEUED in Dagster's queue while the first is in
+    progress (held there by SIGSTOP, so the order cannot come from timing), and starts only after it ended;
+    a run of another branch starts and finishes meanwhile. The daemon decides all three. (A `synthex run` on
+    a deployment waits for the daemon, so this is where a run's being seen by other processes is tested.)"""
+    from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+
+    from synthex_assets.queued_runs import CALLER_TAG
+
+    export = write_json(tmp_path / "exports" / "conversations.json", generate(conversations=2, months=1, seed=3))
+    first = shared_store_project(tmp_path / "machine-a", export)
+    second = shared_store_project(tmp_path / "machine-b", export)
+    port = free_port()
+    home = deploy_init(tmp_path / "deploy", first, "--grpc-host", "127.0.0.1", "--grpc-port", str(port))
+    env = {**shared_env(home, postgres), "SYNTHEX_PROJECT": str(first),
+           "SYNTHEX_STORE_URI": str(tmp_path / "shared-store")}
+    synthex(env, "branch", "create", "exp", "--project", str(first))
+    for key, value in postgres.env().items():
+        monkeypatch.setenv(key, value)
+    instance = DagsterInstance.from_config(str(home))
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    services: list[Service] = []
+
+    def run_of(service: Service):
+        found = [r for r in instance.get_runs() if r.tags.get(CALLER_TAG, "").endswith(f":{service.proc.pid}")]
+        return found[0] if found else None
+
+    try:
+        services.append(start_service("daemon", [sys.executable, "-m", "dagster._daemon", "run", "-w",
+                                                 str(home / "workspace.yaml")], env, first, logs))
+        synthex(env, "run", "--project", str(first))  # main's records, for exp to read its parent's
+        exp = first / "branches" / "exp.py"
+        exp.write_text(exp.read_text().split("def overrides")[0] + EXP_OVERRIDE)
+        # --full: both runs of main have work to do (else the second would find nothing and start no run)
+        a = start_synthex(env, logs, "run-a", "run", "--full", "--project", str(first))
+        wait_for("machine A's run to start", lambda: (r := run_of(a)) is not None
+                 and r.status == DagsterRunStatus.STARTED, 240, [*services, a])
+        os.kill(a.proc.pid, signal.SIGSTOP)  # A's run stays in progress until we let it go on
+        try:
+            b = start_synthex(env, logs, "run-b", "run", "--full", "--project", str(second))
+            wait_for("machine B's run to be queued", lambda: (r := run_of(b)) is not None
+                     and r.status == DagsterRunStatus.QUEUED, 240, [*services, b])
+            c = start_synthex(env, logs, "run-exp", "run", "--branch", "exp", "--project", str(first))
+            finished_ok(c)  # another branch: admitted while main's run is in progress
+            exp_run = run_of(c)
+            assert run_of(c).status == DagsterRunStatus.SUCCESS and run_of(c).tags[BRANCH_TAG] == "exp"
+            assert run_of(b).status == DagsterRunStatus.QUEUED  # the daemon dequeued exp's run, not this one
+            assert run_of(a).status == DagsterRunStatus.STARTED
+        finally:
+            os.kill(a.proc.pid, signal.SIGCONT)
+        finished_ok(a)
+        finished_ok(b)
+        records = {r.dagster_run.run_id: r for r in instance.get_run_records(RunsFilter(tags={BRANCH_TAG: "main"}))}
+        ra, rb = records[run_of(a).run_id], records[run_of(b).run_id]
+        assert ra.dagster_run.status == rb.dagster_run.status == DagsterRunStatus.SUCCESS
+        assert rb.start_time >= ra.end_time  # B executed after A ended
+        # another process reads the same runs: `synthex status` on machine B, and this one from PostgreSQL
+        status = json.loads(synthex(env, "status", "--json", "--project", str(second)).stdout)
+        assert status["last_run"]["id"] == exp_run.run_id  # the last started: exp's (the store is shared)
+        assert {r.tags[BRANCH_TAG] for r in instance.get_runs()} == {"main", "exp"}
+        # nothing went to either checkout's own SQLite instance
+        assert not (first / ".synthex" / "dagster").exists() and not (second / ".synthex" / "dagster").exists()
+    finally:
+        instance.dispose()
+        for service in reversed(services):
+            service.stop()
+
+
+RUNS_QUERY = "{ runsOrError { __typename ... on Runs { results { runId status tags { key value } } } } }"
+
+
+def graphql_runs(port: int) -> dict[str, dict]:
+    """The webserver's GraphQL answer: run id -> (status, tags)."""
+    import urllib.request
+
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": RUNS_QUERY}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        answer = json.loads(response.read())["data"]["runsOrError"]
+    assert answer["__typename"] == "Runs", answer
+    return {r["runId"]: {"status": r["status"], "tags": {t["key"]: t["value"] for t in r["tags"]}}
+            for r in answer["results"]}
+
+
+def failures(instance, run_id: str) -> str:
+    """What a failed run's event log says went wrong (for an assertion's message)."""
+    return "\n".join(f"{e.dagster_event.event_type_value}: {e.user_message}" for e in instance.all_logs(run_id)
+                     if e.dagster_event is not None and "FAILURE" in e.dagster_event.event_type_value
+                     or e.dagster_event is not None and e.dagster_event.event_type_value == "ENGINE_EVENT")
+
+
+def served(port: int) -> bool:
+    try:
+        graphql_runs(port)
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.deployment
+def test_sensor_run_monitoring_and_the_webservers_runs_on_a_deployment(tmp_path, postgres, monkeypatch):
+    """Code server, daemon and webserver as processes of their own: a changed export is picked up by the
+    source sensor's tick and run through the daemon; a `synthex run` killed mid-run is marked failed by the
+    daemon's run monitoring and the next run leaves every record once; the daemon killed mid-run leaves the
+    run to finish (its worker is not the daemon's child) and a restarted daemon goes on; the webserver's
+    GraphQL lists every run with its status and partition range."""
+    from dagster import DagsterInstance, DagsterRunStatus
+
+    from synthex_assets.dagster_internals import (
+        ASSET_PARTITION_RANGE_END_TAG,
+        ASSET_PARTITION_RANGE_START_TAG,
+    )
+    from synthex_assets.queued_runs import CALLER_TAG
+    from synthex_assets.run_tags import LAUNCHED_BY_TAG
+
+    export = write_json(tmp_path / "exports" / "conversations.json", generate(conversations=2, months=1, seed=3))
+    project = shared_store_project(tmp_path / "proj", export)
+    port, web_port = free_port(), free_port()
+    home = deploy_init(tmp_path / "deploy", project, "--grpc-host", "127.0.0.1", "--grpc-port", str(port))
+    config = (home / "dagster.yaml").read_text()
+    (home / "dagster.yaml").write_text(config.replace("poll_interval_seconds: 30", "poll_interval_seconds: 5"))
+    env = {**shared_env(home, postgres), "SYNTHEX_PROJECT": str(project),
+           "SYNTHEX_STORE_URI": str(tmp_path / "shared-store")}
+    for key in (*postgres.env(), "SYNTHEX_STORE_URI"):  # this process reads the instance and the store too
+        monkeypatch.setenv(key, env[key])
+    instance = DagsterInstance.from_config(str(home))
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    services: list[Service] = []
+    workspace = str(home / "workspace.yaml")
+
+    def start_daemon() -> Service:
+        daemon = start_service("daemon", [sys.executable, "-m", "dagster._daemon", "run", "-w", workspace], env,
+                               project, logs)
+        services.append(daemon)
+        return daemon
+
+    def summary_ids() -> list[str]:
+        pipe = load(project)
+        try:
+            return sorted(r.id for r in pipe.app.records("summaries"))
+        finally:
+            pipe.close()
+
+    def run_of(service: Service):
+        found = [r for r in instance.get_runs() if r.tags.get(CALLER_TAG, "").endswith(f":{service.proc.pid}")]
+        return found[0] if found else None
+
+    try:
+        services.append(start_service("code-server", [sys.executable, "-m", "dagster", "api", "grpc", "-m",
+                                                      "synthex_assets.code_location", "-h", "127.0.0.1",
+                                                      "-p", str(port)], env, project, logs))
+        daemon = start_daemon()
+        services.append(start_service("webserver", [sys.executable, "-m", "dagster_webserver", "-w", workspace,
+                                                    "-h", "127.0.0.1", "-p", str(web_port)], env, project, logs))
+        synthex(env, "run", "--project", str(project))
+        first = summary_ids()
+        assert first
+
+        # a sensor tick: the export gained a month; the daemon's sensor requests a run, the queue launches it
+        write_json(export, generate(conversations=3, months=2, seed=3))
+
+        def sensor_runs() -> list:
+            return [r for r in instance.get_runs() if r.tags.get(LAUNCHED_BY_TAG) == "sensor"]
+
+        wait_for("the sensor's runs", lambda: (runs := sensor_runs()) and all(r.is_finished for r in runs)
+                 and summary_ids() != first, 300, services)
+        for run in sensor_runs():  # one per tick that saw the change (a tick may see it before a run took it in)
+            assert run.status == DagsterRunStatus.SUCCESS, failures(instance, run.run_id)
+            assert run.tags[BRANCH_TAG] == "main" and CALLER_TAG not in run.tags
+        after_sensor = summary_ids()
+        assert len(after_sensor) > len(first)  # the new export's conversations are in memory
+
+        # a `synthex run` killed mid-run: run monitoring sees its process gone and fails the run
+        killed = start_synthex(env, logs, "run-killed", "run", "--full", "--project", str(project))
+        wait_for("the run to start", lambda: (r := run_of(killed)) is not None
+                 and r.status == DagsterRunStatus.STARTED, 240, [*services, killed])
+        os.kill(killed.proc.pid, signal.SIGKILL)
+        killed.proc.wait(timeout=20)  # reaped: its pid is gone, not a zombie
+        wait_for("run monitoring to fail the killed run", lambda: run_of(killed).status == DagsterRunStatus.FAILURE,
+                 180, services)
+        synthex(env, "run", "--full", "--project", str(project))  # admitted: the branch is free again
+        assert summary_ids() == after_sensor  # every record once, none half-written
+
+        # the daemon killed while a run is in progress: the run goes on; a new daemon takes the queue over
+        during = start_synthex(env, logs, "run-during", "run", "--full", "--project", str(project))
+        wait_for("the run to start", lambda: (r := run_of(during)) is not None
+                 and r.status == DagsterRunStatus.STARTED, 240, [*services, during])
+        os.killpg(daemon.proc.pid, signal.SIGKILL)
+        daemon.proc.wait(timeout=20)
+        services.remove(daemon)
+        finished_ok(during)
+        assert run_of(during).status == DagsterRunStatus.SUCCESS
+        start_daemon()
+        synthex(env, "run", "--full", "--project", str(project))
+        assert summary_ids() == after_sensor
+
+        # the webserver's GraphQL: every run, its status and its partition range
+        wait_for("the webserver", lambda: served(web_port), 180, services)
+        shown = graphql_runs(web_port)
+        runs = instance.get_runs()
+        assert len(runs) >= 6 and set(shown) == {r.run_id for r in runs}
+        for run in runs:
+            assert shown[run.run_id]["status"] == run.status.value
+            for tag in (ASSET_PARTITION_RANGE_START_TAG, ASSET_PARTITION_RANGE_END_TAG, BRANCH_TAG):
+                assert shown[run.run_id]["tags"][tag] == run.tags[tag]
+    finally:
+        instance.dispose()
+        for service in reversed(services):
+            service.stop()
+
+
+def test_a_run_over_several_branches_is_refused_and_never_tagged_with_a_joined_value():
+    """The queue's limit is per value of the branch tag: "exp,main" would hold back neither branch."""
+    from synthex_assets.run_tags import LAUNCHED_BY_TAG, branch_tags, missing_tags, refusal
+
+    assert branch_tags("main", "sensor") == {BRANCH_TAG: "main", LAUNCHED_BY_TAG: "sensor"}
+    assert missing_tags({}, ["exp", "main"]) == {LAUNCHED_BY_TAG: "ui"}  # no branch tag for a run it refuses
+    assert missing_tags({}, ["main", "main"])[BRANCH_TAG] == "main"
+    why = refusal(["main", "exp"], ["2024-01"], {"main", "exp"})
+    assert why is not None and "spans branches exp, main" in why and "one per branch" in why
+    assert refusal(["exp"], ["2024-01"], {"main", "exp"}) is None

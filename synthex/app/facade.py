@@ -198,7 +198,7 @@ class ProjectApp:
             # of the run launched below are told it was judged (or allowed) under this lock.
             enforce(self.deletion_verdicts(branch), allow_deletions)
             consent = DeletionConsent.ALLOWED if allow_deletions else DeletionConsent.GUARDED
-            done = self._run_locked(run, step, from_, full, branch, progress, verbose, consent, engine)
+            done = self._run_locked(run, step, from_, full, branch, progress, verbose, consent, engine, on_wait)
             commit(tracked)
             return done, tracked
 
@@ -236,7 +236,7 @@ class ProjectApp:
     def _run_locked(self, run: Run, step: str | None, from_: str | None, full: bool, branch: str,
                     progress: ProgressReporter | None, verbose: bool = False,
                     deletions: DeletionConsent = DeletionConsent.GUARDED,
-                    engine: RunEngine = RunEngine.DAGSTER) -> Run:
+                    engine: RunEngine = RunEngine.DAGSTER, on_wait: Callable[[str], None] | None = None) -> Run:
         reporter = progress or NullProgress()
         started = time.monotonic()
         self._fail_abandoned_runs(branch, run.id)
@@ -272,7 +272,7 @@ class ProjectApp:
                 outcomes = self._execute_in_process(run.id, branch, plan, full, reporter, deletions)
             else:
                 run.dagster_run_ids = [run.id]
-                outcomes = self._launch(run.id, branch, plan, full, reporter, verbose, deletions)
+                outcomes = self._launch(run.id, branch, plan, full, reporter, verbose, deletions, on_wait)
             failed = [o for o in outcomes if not o.passed]
             messages = [str(o) for o in failed]
             if undelivered and not any(o.check == CheckName.HOOKS for o in failed):
@@ -429,8 +429,18 @@ class ProjectApp:
 
     def _fail_abandoned_runs(self, branch: str, current: str) -> None:
         """Runs of this branch still marked running died without finishing (a run holds the branch lock
-        until it ends, and we hold it now): mark them failed, here and in Dagster."""
-        for run in self.store.runs.running(branch, except_id=current):
+        until it ends, and we hold it now): mark them failed, here and in Dagster. On a deployment's shared
+        instance the lock is this machine's only: a run whose Dagster run is still in progress may be another
+        machine's, live; Dagster's run monitoring judges those (synthex_assets.queued_runs)."""
+        running = self.store.runs.running(branch, except_id=current)
+        if running and self._has_instance():
+            from synthex_assets.queued_runs import runs_through_queue
+
+            if runs_through_queue(self.instance):
+                held = {r.id for r in running if (d := self.instance.get_run_by_id(r.id)) is not None
+                        and not d.is_finished}
+                running = [r for r in running if r.id not in held]
+        for run in running:
             self.mark_failed(run, f"killed: the run ended without finishing (found by run {current} at {now_iso()})")
 
     def interrupt_runs(self, reason: str) -> list[Run]:
@@ -480,8 +490,10 @@ class ProjectApp:
         self.store.runs.save(run)
 
     def _launch(self, run_id: str, branch: str, plan: Plan, full: bool, reporter: ProgressReporter,
-                verbose: bool = False, deletions: DeletionConsent = DeletionConsent.GUARDED) -> list[CheckOutcome]:
-        """One Dagster run of the plan's partitions; the outcome of every asset check it evaluated."""
+                verbose: bool = False, deletions: DeletionConsent = DeletionConsent.GUARDED,
+                on_wait: Callable[[str], None] | None = None) -> list[CheckOutcome]:
+        """One Dagster run of the plan's partitions; the outcome of every asset check it evaluated. On a
+        deployment's instance it waits in Dagster's run queue first (``on_wait`` told why)."""
         from synthex_assets.definitions import build_definitions
         from synthex_assets.launcher import launch_pipeline_run
         from synthex_resources.llm import LLMConfig
@@ -490,7 +502,7 @@ class ProjectApp:
                                                            "progress": reporter})
         return launch_pipeline_run(defs, self.pipeline, self.instance, run_id=run_id, branch=branch,
                                    partitions=plan.partitions, periods=plan.periods, full=full, verbose=verbose,
-                                   deletions=deletions)
+                                   deletions=deletions, on_wait=on_wait)
 
     def _execute_in_process(self, run_id: str, branch: str, plan: Plan, full: bool, reporter: ProgressReporter,
                             deletions: DeletionConsent) -> list[CheckOutcome]:

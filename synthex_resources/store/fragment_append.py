@@ -1,0 +1,93 @@
+"""Records built by several worker processes, each writing Lance fragments, committed once per batch.
+
+The write-fragments-then-commit pattern of lance's own distributed writers (Ray, Spark): each worker turns
+its shard of the batch into rows and writes them as data files of the table (``lance.fragment.write_fragments``:
+no manifest, nothing visible yet); the coordinator then commits every worker's fragments in one
+``LanceOperation.Append`` against the version it read. So a batch is all visible or not at all (a worker
+that died leaves unreferenced files, never rows), there is one commit per batch however many workers wrote
+it (one manifest PUT-if-absent on S3), and no two writers ever ``merge_insert`` the same keys (lance
+issue #4585: concurrent merge_inserts on the same keys can duplicate rows). An append never replaces
+a row: the caller gives it only rows whose ids the table does not hold (a backfill's new periods, new
+memories); ``append_in_workers`` checks the batch's ids are unique and new before it commits.
+
+Row order in the table follows the shards' order (the fragments are committed in shard order), so the
+table a run of N workers leaves is the one a single process leaves, row for row.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class ShardJob:
+    """One worker's part of a batch: ``build(shard)`` returns its rows (a module-level function, so a
+    worker process can import it)."""
+
+    uri: str
+    schema: pa.Schema
+    build: Callable[[Any], pa.Table]
+    shard: Any
+    storage_options: dict[str, str] | None = None
+
+
+def write_shard(job: ShardJob) -> tuple[list[str], list[str]]:
+    """In a worker: the shard's rows written as fragments of the table at ``job.uri``. Returns the fragments'
+    metadata (JSON, to cross the process boundary) and the ids written."""
+    from lance.fragment import write_fragments
+
+    table = job.build(job.shard).cast(job.schema)
+    fragments = write_fragments(table, job.uri, schema=job.schema, storage_options=job.storage_options)
+    return [json.dumps(f.to_json()) for f in fragments], table.column("id").to_pylist()
+
+
+def append_in_workers(uri: str, schema: pa.Schema, build: Callable[[Any], pa.Table], shards: Sequence[Any], *,
+                      workers: int, storage_options: dict[str, str] | None = None) -> int:
+    """Build and write ``shards`` with ``workers`` processes (1: in this process), then commit all their
+    fragments as one append. The table is created (empty, ``schema``) when it does not exist. Returns the
+    table's new version. Raises ValueError, committing nothing, when the batch repeats an id or holds one
+    the table has."""
+    import lance
+    from lance import LanceOperation
+    from lance.fragment import FragmentMetadata
+
+    try:
+        dataset = lance.dataset(uri, storage_options=storage_options)
+    except (FileNotFoundError, ValueError):
+        dataset = lance.write_dataset(schema.empty_table(), uri, schema=schema, storage_options=storage_options)
+    jobs = [ShardJob(uri, schema, build, shard, storage_options) for shard in shards]
+    if workers <= 1:
+        results = [write_shard(job) for job in jobs]
+    else:
+        # spawn: a worker imports what it needs itself (no fork of a process holding lance's runtime threads)
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            results = list(pool.map(write_shard, jobs))
+    ids = [i for _, shard_ids in results for i in shard_ids]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"{uri}: the batch repeats a record id; nothing committed")
+    held = _held_ids(dataset, ids)
+    if held:
+        raise ValueError(f"{uri}: the batch holds {len(held)} id(s) the table has (e.g. {held[0]}): an append adds "
+                         f"new rows only; nothing committed")
+    fragments = [FragmentMetadata.from_json(f) for fragment_json, _ in results for f in fragment_json]
+    committed = lance.LanceDataset.commit(uri, LanceOperation.Append(fragments), read_version=dataset.version,
+                                          storage_options=storage_options)
+    return committed.version
+
+
+def _held_ids(dataset: Any, ids: list[str], chunk: int = 500) -> list[str]:
+    held: list[str] = []
+    if dataset.count_rows() == 0:
+        return held
+    for start in range(0, len(ids), chunk):
+        part = ids[start:start + chunk]
+        quoted = ", ".join("'" + i.replace("'", "''") + "'" for i in part)
+        held += dataset.to_table(columns=["id"], filter=f"id IN ({quoted})").column("id").to_pylist()
+    return held
