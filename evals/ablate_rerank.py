@@ -183,9 +183,9 @@ def run(args: argparse.Namespace, log=print) -> list[dict]:
 
         for dims in args.late_dims:
             scorers.append((f"late interaction {dims}d", StoredScores(LateInteractionModel(dims=dims), None), (0.0,)))
-    for label, scorer, blends in scorers:
-        for text in args.texts:
-            for n in args.top_n:
+    for label, scorer, blends in scorers:  # N outermost: each N's rows add only the pairs ranked below the last
+        for n in args.top_n:
+            for text in args.texts:
                 for blend in blends:
                     reranker = CrossEncoderReranker(scorer, top_n=n, blend=blend, text=RerankText(text))
                     rows.append(score_row(f"{label}, top {n}, blend {blend:g}, {text}", questions, reranker))

@@ -54,8 +54,7 @@ def turn_metrics(tally: Tally) -> dict:
 
 
 CE_SETTINGS = (  # (max_tokens, batch_size, threads): where a rerank's time goes
-    (256, 16, 1), (256, 30, 1), (256, 16, 2), (128, 16, 1), (128, 30, 1), (128, 30, 2), (96, 30, 1),
-    (64, 16, 1), (64, 30, 1), (64, 30, 2))
+    (256, 16, 1), (256, 30, 1), (128, 16, 1), (64, 16, 1), (128, 16, 2))
 
 
 def _ms(values: list[float]) -> dict:
