@@ -90,7 +90,10 @@ def test_each_text_choice_reads_its_part_of_a_turn_in_context(model):
                     RerankText.DATED: "2023-05-08: Caroline: How have you been? Melanie: I took up the violin.",
                     RerankText.TURN: "I took up the violin.",
                     RerankText.SPEAKER: "Melanie: I took up the violin.",
-                    RerankText.DATED_SPEAKER: "2023-05-08: Melanie: I took up the violin."}
+                    RerankText.DATED_SPEAKER: "2023-05-08: Melanie: I took up the violin.",
+                    RerankText.PREVIOUS: "Caroline: How have you been? Melanie: I took up the violin."}
+    leaf = Hit("z", "Melanie: I took up the violin.", hit.metadata)  # a leaf turn: its previous one is metadata
+    assert CrossEncoderReranker(model, text=RerankText.PREVIOUS).document(leaf) == read[RerankText.PREVIOUS]
     bare = Hit("y", "no chat metadata here")  # a record without the parts reads as its content
     assert {CrossEncoderReranker(model, text=t).document(bare) for t in RerankText if "dated" not in t} \
         == {"no chat metadata here"}

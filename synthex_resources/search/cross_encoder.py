@@ -81,15 +81,16 @@ def cpu_session(model: Path, threads: int) -> Any:
 
 class RerankText(StrEnum):
     """What the model reads of a hit (a measured choice: docs/benchmarks.md, issue 35). A conversation turn
-    searched in its context (``turns-in-context``: the previous turn, then "Speaker: words") carries its
-    parts in its metadata (``chat.previous``, ``chat.author``), so each choice is made from the record
-    alone; a record without them reads as its content."""
+    carries its parts in its metadata (``chat.previous``, ``chat.author``), whether the hit is the leaf turn
+    ("Speaker: words") or the turn in its context (the previous turn as its prefix), so each choice is
+    made from the record alone; a record without them reads as its content."""
 
-    CONTENT = "content"  # the hit's text as it was searched (a turn in context: previous turn + this one)
+    CONTENT = "content"  # the hit's text as it was searched (a LoCoMo leaf turn: "Speaker: words")
     DATED = "dated"  # "<date>: " before the content, where the record has a time
     TURN = "turn"  # the turn's own words: the previous turn and the "Speaker: " prefix dropped
     SPEAKER = "speaker"  # "Speaker: words", without the previous turn
     DATED_SPEAKER = "dated-speaker"  # "<date>: Speaker: words"
+    PREVIOUS = "previous"  # the previous turn (``chat.previous``), then "Speaker: words"
 
 
 def own_turn(hit: Any, content: str) -> str:
@@ -118,6 +119,9 @@ def document_text(hit: Any, text: RerankText) -> str:
         return turn[len(author) + 1:].lstrip() if author and turn.startswith(author + ":") else turn
     if text is RerankText.DATED_SPEAKER and when:
         return f"{when}: {turn}"
+    if text is RerankText.PREVIOUS:
+        previous = " ".join(str(_meta(hit, "chat.previous") or "").split())
+        return f"{previous} {turn}" if previous else turn
     return turn
 
 
