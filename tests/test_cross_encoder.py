@@ -130,7 +130,7 @@ def test_the_registry_keeps_one_model_and_refuses_unknown_names(tmp_path):
     rerankers = Rerankers()
     assert rerankers.names() == ["cross-encoder", "llm"]
     first = rerankers.get("cross-encoder", store=None)  # type: ignore[arg-type]
-    assert first is rerankers.get("cross-encoder", store=None) and first.top_n == 30  # type: ignore[arg-type]
+    assert first is rerankers.get("cross-encoder", store=None) and first.top_n == 20  # type: ignore[arg-type]
     with pytest.raises(BadInputError, match="unknown reranker 'colbert'; expected one of cross-encoder, llm"):
         rerankers.get("colbert", store=None)  # type: ignore[arg-type]
     with pytest.raises(BadInputError, match="--rerank llm needs a real model"):
@@ -157,7 +157,8 @@ def test_every_door_gives_the_same_reranked_hits(ran_project):
         engine = SearchEngine(app.store)
         first_stage = engine.search(asked, steps=steps, scope=app.scope(None), k=k, strategy=strategy)
         direct = engine.search(asked, steps=steps, scope=app.scope(None), k=k,
-                               strategy=strategy.with_(reranker=CrossEncoderReranker(top_n=30)))
+                               strategy=strategy.with_(reranker=CrossEncoderReranker(
+                                   top_n=20, text=RerankText.PREVIOUS, blend=5.0)))
         python_ids = [h.id for h in pipe.search(asked, k=k, rerank="cross-encoder")]
         server = build_server(app, "main", SyncWorker(app, "main"))
         result = anyio.run(server.call_tool, "search", {"query": asked, "k": k, "rerank": "cross-encoder"})
