@@ -1,4 +1,15 @@
-"""Measure the LLM reranker, the anticipated-questions enrichment prompt and QA with the configured model.
+"""Measure the rerankers: the offline cross-encoder's cost (``--cross-encoder PROJECT``), or the LLM reranker,
+the anticipated-questions enrichment prompt and QA with the configured model.
+
+``--cross-encoder PROJECT`` (issue 35's cost goal: the rerank of the top 30 adds p95 <= 150 ms at the
+demo's size): questions about the project's conversations (their titles), each searched once (top 30,
+the search output's mode), then each model setting reranks the same hits, timed per query in wall and
+process CPU time (a fresh model per setting, so no pair comes from the cache; the tokenizer's share is
+timed apart), then the same through the door (``search(rerank="cross-encoder")`` against no rerank),
+and late interaction cold (no text seen) and warm:
+
+    synthex init demo --demo && (cd demo && synthex run)
+    python -m evals.bench_rerank --cross-encoder demo --questions 40 --out ce-cost.json
 
 Searches one ingested LoCoMo conversation (the ``conversational`` architecture's workspace) with a
 recipe, reranks the recipe's top ``--top-n`` hits with ``LLMReranker`` and scores turn-level retrieval
@@ -15,8 +26,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
+
+import numpy as np
 
 from evals.architectures import ranked_leaf_keys, resolve
 from evals.locomo import CATEGORIES, load_locomo
@@ -39,10 +53,108 @@ def turn_metrics(tally: Tally) -> dict:
                                       ("recall_any@5", "recall_any@10", "recall_all@10", "ndcg_any@10") if key in turn}}
 
 
+CE_SETTINGS = (  # (max_tokens, batch_size, threads): where a rerank's time goes
+    (256, 16, 1), (256, 30, 1), (128, 16, 1), (64, 16, 1), (128, 16, 2))
+
+
+def _ms(values: list[float]) -> dict:
+    return {"p50_ms": round(1000 * float(np.percentile(values, 50)), 1),
+            "p95_ms": round(1000 * float(np.percentile(values, 95)), 1)} if values else {}
+
+
+def demo_questions(pipe, n: int) -> list[str]:
+    """Questions about a project's conversations: one per distinct title, in title order."""
+    titles = sorted({r.content.split("\n", 1)[0].lstrip("# ").removeprefix("Conversation: ")
+                     for r in pipe.records("transcripts")})
+    out = []
+    for title in titles:
+        topic, _, where = title.partition(" (")
+        out.append(f"what did I work out about {topic.lower()} for {where.rstrip(')')}?" if where
+                   else f"what did I work out about {topic.lower()}?")
+    return out[:n]
+
+
+def cross_encoder_cost(project: Path, questions: int, top_n: int = 30) -> dict:
+    """Per-query rerank cost of the top ``top_n`` on ``project`` for each model setting (module docstring)."""
+    from synthex.core.project import load_pipeline
+    from synthex_resources.search.cross_encoder import CrossEncoderModel, CrossEncoderReranker
+    from synthex_resources.search.late_interaction import LateInteractionModel
+
+    pipe = load_pipeline(project)
+    asked = demo_questions(pipe, questions)
+    t0 = time.perf_counter()
+    hits = [pipe.search(q, k=top_n) for q in asked]
+    out: dict = {"project": str(project), "questions": len(asked), "top_n": top_n,
+                 "first_stage_s": round(time.perf_counter() - t0, 2), "load_before": os.getloadavg()[0],
+                 "settings": []}
+    print(f"# {len(asked)} questions, first stage {out['first_stage_s']} s, load {out['load_before']:.1f}", flush=True)
+    for max_tokens, batch_size, threads in CE_SETTINGS:
+        model = CrossEncoderModel(max_tokens=max_tokens, batch_size=batch_size, threads=threads)
+        reranker = CrossEncoderReranker(model, top_n=top_n)
+        t0 = time.perf_counter()
+        model.scores("warm up", ["load the session"])
+        load_s = time.perf_counter() - t0
+        walls, cpus, tokenize, lengths = [], [], [], []
+        for q, h in zip(asked, hits, strict=True):
+            docs = [reranker.document(x) for x in h[:top_n]]
+            t0 = time.perf_counter()
+            enc = model._tokenizer.encode_batch([(q, d) for d in docs])
+            tokenize.append(time.perf_counter() - t0)
+            lengths.append(max(len(e.ids) for e in enc))
+            t0, c0 = time.perf_counter(), time.process_time()
+            reranker.rerank(q, h)
+            walls.append(time.perf_counter() - t0)
+            cpus.append(time.process_time() - c0)
+        row = {"max_tokens": max_tokens, "batch_size": batch_size, "threads": threads, "load_s": round(load_s, 2),
+               "wall": _ms(walls), "cpu": _ms(cpus), "tokenize": _ms(tokenize),
+               "pairs_cut": model.pairs_cut, "pairs": model.pairs_scored - 1,
+               "longest_pair_p50": int(np.median(lengths)), "load": os.getloadavg()[0]}
+        t0 = time.perf_counter()
+        for q, h in zip(asked, hits, strict=True):
+            reranker.rerank(q, h)
+        row["cached_ms_per_query"] = round(1000 * (time.perf_counter() - t0) / len(asked), 2)
+        out["settings"].append(row)
+        print(json.dumps(row), flush=True)
+    for dims in (128,):
+        model = LateInteractionModel(dims=dims)
+        reranker = CrossEncoderReranker(model, top_n=top_n)
+        model.scores("warm up", ["load the session"])
+        row = {"late_interaction_dims": dims}
+        for phase in ("cold", "warm"):
+            walls, cpus = [], []
+            for q, h in zip(asked, hits, strict=True):
+                t0, c0 = time.perf_counter(), time.process_time()
+                reranker.rerank(q, h)
+                walls.append(time.perf_counter() - t0)
+                cpus.append(time.process_time() - c0)
+            row[phase] = {"wall": _ms(walls), "cpu": _ms(cpus)}
+        row["load"] = os.getloadavg()[0]
+        out["settings"].append(row)
+        print(json.dumps(row), flush=True)
+    # Through the door: no rerank (its second pass: warm), then the door's own cross-encoder (a new model:
+    # every pair scored; its first query, which loads the model, left out), then again (every pair cached).
+    door: dict = {"none": [], "cross-encoder": [], "cross-encoder, pairs cached": []}
+    for name, rerank in (("none", None), ("none", None), ("cross-encoder", "cross-encoder"),
+                         ("cross-encoder, pairs cached", "cross-encoder")):
+        walls = door[name] = [] if name == "none" else door[name]
+        for q in asked:
+            t0 = time.perf_counter()
+            pipe.search(q, k=10, rerank=rerank, rerank_top_n=top_n)
+            walls.append(time.perf_counter() - t0)
+    door["cross-encoder"] = door["cross-encoder"][1:]
+    out["door"] = {name: _ms(walls) for name, walls in door.items()}
+    out["load_after"] = os.getloadavg()[0]
+    print(json.dumps(out["door"]), flush=True)
+    pipe.close()
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, required=True)
-    parser.add_argument("--work-dir", type=Path, required=True)
+    parser.add_argument("--cross-encoder", type=Path, default=None, metavar="PROJECT",
+                        help="measure the offline cross-encoder's cost on this project instead (no model needed)")
+    parser.add_argument("--data", type=Path, default=None)
+    parser.add_argument("--work-dir", type=Path, default=None)
     parser.add_argument("--sample", default=None, help="LoCoMo sample id (default: the first conversation)")
     parser.add_argument("--recipe", default="conversational", choices=load_search_strategies().names(),
                         help="a search strategy (the registry's names)")
@@ -53,6 +165,13 @@ def main() -> None:
     parser.add_argument("--enrich", type=int, default=0, help="run the enrichment prompt over N turns")
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     args = parser.parse_args()
+    if args.cross_encoder is not None:
+        out = cross_encoder_cost(args.cross_encoder, args.questions)
+        if args.out:
+            args.out.write_text(json.dumps(out, indent=1), encoding="utf-8")
+        return
+    if args.data is None or args.work_dir is None:
+        raise SystemExit("the LLM reranker's bench needs --data and --work-dir")
 
     llm = LLMConfig()
     if llm.is_offline():

@@ -81,11 +81,31 @@ def test_the_dated_text_puts_the_records_date_before_its_content(model):
     assert CrossEncoderReranker(model).document(hit) == "we moved to Lisbon"
 
 
+def test_each_text_choice_reads_its_part_of_a_turn_in_context(model):
+    hit = Hit("x", "Caroline: How have you been?\nMelanie: I took up  the violin.",
+              {"time": {"created_at": "2023-05-08T13:56:00"},
+               "chat": {"author": "Melanie", "previous": "Caroline: How have you been?"}})
+    read = {text: CrossEncoderReranker(model, text=text).document(hit) for text in RerankText}
+    assert read == {RerankText.CONTENT: "Caroline: How have you been? Melanie: I took up the violin.",
+                    RerankText.DATED: "2023-05-08: Caroline: How have you been? Melanie: I took up the violin.",
+                    RerankText.TURN: "I took up the violin.",
+                    RerankText.SPEAKER: "Melanie: I took up the violin.",
+                    RerankText.DATED_SPEAKER: "2023-05-08: Melanie: I took up the violin.",
+                    RerankText.PREVIOUS: "Caroline: How have you been? Melanie: I took up the violin."}
+    leaf = Hit("z", "Melanie: I took up the violin.", hit.metadata)  # a leaf turn: its previous one is metadata
+    assert CrossEncoderReranker(model, text=RerankText.PREVIOUS).document(leaf) == read[RerankText.PREVIOUS]
+    bare = Hit("y", "no chat metadata here")  # a record without the parts reads as its content
+    assert {CrossEncoderReranker(model, text=t).document(bare) for t in RerankText if "dated" not in t} \
+        == {"no chat metadata here"}
+
+
 def test_a_long_question_and_long_turns_are_cut_by_the_rule_not_refused(model):
     long_question = " ".join(["melanie instruments"] * 200)
     long_turn = "Melanie: violin. " + "filler words " * 2000
+    cut = model.pairs_cut
     scores = model.scores(long_question, [long_turn, "short"])
     assert scores.shape == (2,)
+    assert model.pairs_cut == cut + 1  # the long turn was cut at max_tokens, and that is counted
     assert len(model._query_tokenizer.encode(model._cut_query(long_question), add_special_tokens=False).ids) \
         <= QUERY_TOKENS
 
@@ -110,7 +130,7 @@ def test_the_registry_keeps_one_model_and_refuses_unknown_names(tmp_path):
     rerankers = Rerankers()
     assert rerankers.names() == ["cross-encoder", "llm"]
     first = rerankers.get("cross-encoder", store=None)  # type: ignore[arg-type]
-    assert first is rerankers.get("cross-encoder", store=None) and first.top_n == 30  # type: ignore[arg-type]
+    assert first is rerankers.get("cross-encoder", store=None) and first.top_n == 20  # type: ignore[arg-type]
     with pytest.raises(BadInputError, match="unknown reranker 'colbert'; expected one of cross-encoder, llm"):
         rerankers.get("colbert", store=None)  # type: ignore[arg-type]
     with pytest.raises(BadInputError, match="--rerank llm needs a real model"):
@@ -137,7 +157,8 @@ def test_every_door_gives_the_same_reranked_hits(ran_project):
         engine = SearchEngine(app.store)
         first_stage = engine.search(asked, steps=steps, scope=app.scope(None), k=k, strategy=strategy)
         direct = engine.search(asked, steps=steps, scope=app.scope(None), k=k,
-                               strategy=strategy.with_(reranker=CrossEncoderReranker(top_n=30)))
+                               strategy=strategy.with_(reranker=CrossEncoderReranker(
+                                   top_n=20, text=RerankText.PREVIOUS, blend=5.0)))
         python_ids = [h.id for h in pipe.search(asked, k=k, rerank="cross-encoder")]
         server = build_server(app, "main", SyncWorker(app, "main"))
         result = anyio.run(server.call_tool, "search", {"query": asked, "k": k, "rerank": "cross-encoder"})
@@ -154,3 +175,17 @@ def test_every_door_gives_the_same_reranked_hits(ran_project):
         resource.teardown_after_execution(None)  # type: ignore[arg-type]
     assert len(direct) == k and [h.id for h in direct] != [h.id for h in first_stage]  # the reranker is applied
     assert python_ids == cli_ids == mcp_ids == resource_ids == [h.id for h in direct]
+
+
+def test_late_interaction_puts_the_turns_that_answer_first_and_encodes_a_text_once():
+    from synthex_resources.search.late_interaction import LateInteractionModel
+
+    late = LateInteractionModel(threads=1)
+    texts = [h.content for h in HITS]
+    scores = late.scores(QUESTION, texts)
+    assert min(scores[2:]) > max(scores[:2])
+    assert late.texts_encoded == 4
+    late.scores("Which city did Caroline visit?", texts)
+    assert late.texts_encoded == 4  # a text's token vectors do not depend on the question: kept
+    assert [h.id for h in CrossEncoderReranker(late, top_n=4)(QUESTION, HITS)][:2] in (["violin", "clarinet"],
+                                                                                       ["clarinet", "violin"])

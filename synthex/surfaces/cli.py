@@ -646,9 +646,10 @@ def via_line(via: list) -> str:
 @click.option("--metadata", "metadata", multiple=True, help="KEY=VALUE metadata filter (repeatable).")
 @click.option("--rerank", type=click.Choice(RERANKER_NAMES), default=None,
               help="A second stage that reorders the top hits: cross-encoder (offline model reads the question "
-                   "with each of the top 30) or llm (one call to the configured model orders the top 20).")
+                   "with each of the top 20, and the turn before each) or llm (one call to the configured "
+                   "model orders the top 20).")
 @click.option("--rerank-top-n", type=click.IntRange(2, 200), default=None,
-              help="How many first-stage hits the reranker reorders (default: 30 cross-encoder, 20 llm).")
+              help="How many first-stage hits the reranker reorders (default: 20 for either).")
 @branch_option
 @project_option
 @json_option

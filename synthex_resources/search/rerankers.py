@@ -36,11 +36,13 @@ class RerankerKind:
 
 
 def _cross_encoder(store: RecordStore, top_n: int) -> Reranker:
-    from synthex_resources.search.cross_encoder import CrossEncoderModel, CrossEncoderReranker
+    from synthex_resources.search.cross_encoder import CrossEncoderModel, CrossEncoderReranker, RerankText
 
     model = CrossEncoderModel()
     model.check()  # a missing package is one line now, not at the first search
-    return CrossEncoderReranker(model, top_n=top_n)
+    # The previous turn before each hit, and a prior on the first-stage order: the setting that won on LoCoMo
+    # dev conversations 1-4 and held on 5-7 (docs/benchmarks.md, issue 35).
+    return CrossEncoderReranker(model, top_n=top_n, text=RerankText.PREVIOUS, blend=5.0)
 
 
 def _llm(store: RecordStore, top_n: int) -> Reranker:
@@ -56,7 +58,7 @@ def _llm(store: RecordStore, top_n: int) -> Reranker:
 
 KINDS: tuple[RerankerKind, ...] = (
     RerankerKind("cross-encoder", "an offline ms-marco MiniLM-L-12 cross-encoder reads the question with each "
-                 "of the top hits", 30, _cross_encoder, kept=True),
+                 "of the top hits (and the turn before it)", 20, _cross_encoder, kept=True),
     RerankerKind("llm", "one call to the configured model orders the top hits (real model only)", 20, _llm,
                  kept=False),  # its completer caches in the searched store
 )
