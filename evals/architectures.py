@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 # Not "session": a session's aggregate lifted every turn of the best-matching session and cost recall
 # on LoCoMo (--limit 2, evals/ablate_hierarchical.py); the turn leg's neighbour credit already covers it.
 HIERARCHY_KEYS = ("speaker", "entity", "topic")
-PEERS = ("mem0",)  # other systems, fed the same data (evals/peers/)
+PEERS = ("mem0", "mempalace")  # other systems, fed the same data (evals/peers/)
 
 
 @dataclass
@@ -260,6 +260,8 @@ BUILT: dict[str, Built] = {
     "hierarchical-speaker": (_hierarchical, "hierarchical-speaker", "hierarchical"),
     # the same records, also word-neighbour expansion (search/word_neighbours.py)
     "hierarchical-expanded": (_hierarchical, "hierarchical-expanded", "hierarchical"),
+    # the same ranking, newer statements of one fact first (search/fresh_first.py)
+    "hierarchical-fresh": (_hierarchical, "hierarchical-fresh", "hierarchical"),
     # the same ranking, its top 30 reordered by the offline cross-encoder (search/cross_encoder.py)
     "hierarchical-reranked": (_hierarchical, "hierarchical-expanded", "hierarchical", "cross-encoder"),
 }

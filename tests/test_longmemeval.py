@@ -263,6 +263,35 @@ def test_mem0_peer_is_scored_on_the_same_questions_and_turns(lme_file, tmp_path,
     assert result["metrics"]["session"]["recall_all@1"] == 1.0
 
 
+
+def test_mempalace_peer_is_scored_on_the_same_questions_and_turns(lme_file, tmp_path, monkeypatch):
+    """``--compare mempalace`` (issue 34 item 3): a palace per haystack holding the protocol's turns as drawers,
+    embedded through the eval's embedder (the loopback endpoint), searched by MemPalace's own search_memories,
+    scored by the benchmark; its configuration folder is the eval's and the environment is restored after."""
+    pytest.importorskip("mempalace")
+    import os
+
+    from evals.longmemeval_eval import LongMemEval
+    from evals.peers import mempalace_peer
+
+    monkeypatch.delenv("MEMPALACE_CONFIG_DIR", raising=False)
+
+    class CountedWords(WordEmbedder):
+        embedded = 0
+
+        def embed(self, texts):
+            self.embedded += len(texts)
+            return super().embed(texts)
+
+    embedder = CountedWords()
+    result = mempalace_peer.evaluate_mempalace_longmemeval(LongMemEval(), lme_file, tmp_path / "work",
+                                                           log=lambda _l: None, embedder=embedder)
+    assert (result["architecture"], result["benchmark"], result["n_questions"]) == ("mempalace", "longmemeval-official", 1)
+    [row] = result["questions"]
+    assert row["hits"][0] == "answer_1_1" and set(row["hits"]) == {"answer_1_1", "answer_2_1", "other_3_1"}
+    assert embedder.embedded  # MemPalace embedded through Synthex's embedder, not a downloaded model
+    assert "MEMPALACE_CONFIG_DIR" not in os.environ
+
 def test_texts_embedded_ahead_go_in_chunks_of_one_length():
     """The model pads a batch to its longest text: a chunk the background thread sends holds texts of about one
     length (shortest first), not the haystack's mix (issue 34 item 4: a haystack embedded in chunks of 64 in
