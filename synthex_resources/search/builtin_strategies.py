@@ -7,6 +7,7 @@ engine's default, tests, evals' ablations) imports it; every door lists the regi
 
 from __future__ import annotations
 
+from synthex_resources.search.fresh_first import FreshFirst
 from synthex_resources.search.strategies import (
     DenseOnly,
     DrillDown,
@@ -62,8 +63,13 @@ HIERARCHICAL_EXPANDED = HIERARCHICAL_SPEAKER.with_(
     description="hierarchical-speaker, plus turns holding the question's words or their nearest words in the "
                 "memory's vocabulary ranked higher")
 
+# The same ranking with newer statements of one fact first (search/fresh_first.py): knowledge updates.
+HIERARCHICAL_FRESH = FreshFirst(
+    name="hierarchical-fresh", inner=HIERARCHICAL_EXPANDED,
+    description="hierarchical-expanded, then of two top hits that say the same thing the newer first")
+
 
 def register_search_strategies(registry: StrategyRegistry) -> None:
     for strategy in (BM25, DENSE, HYBRID, HYBRID_EQUAL, CONVERSATIONAL, HIERARCHICAL, HIERARCHICAL_SPEAKER,
-                     HIERARCHICAL_EXPANDED):
+                     HIERARCHICAL_EXPANDED, HIERARCHICAL_FRESH):
         registry.register(strategy.name, strategy)

@@ -1,0 +1,103 @@
+"""Sweep of the newer-first reordering (search/fresh_first.py) over an eval's existing workspaces: each
+variant wraps ``hierarchical-expanded`` with another ``same_cosine`` / ``window``, and every variant
+searches the same records of each conversation (registered in that workspace's app, searched as
+``evaluate`` searches, scored by the benchmark), so only the reordering differs between rows.
+
+    python -m evals.ablate_fresh longmemeval DATA WORK_DIR [--limit N] [--category knowledge-update]
+    python -m evals.ablate_fresh locomo ../shared/data/locomo/locomo10_dev7.json WORK_DIR --limit 2
+
+WORK_DIR is the eval's ``work/<benchmark>`` folder (``<project>/.synthex/evals/work/longmemeval``); a
+missing workspace is ingested as ``synthex eval`` would (its vectors through that project's cache).
+Prints one JSON line per variant: metrics at turn and session level, by category, and freshness.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from evals.architectures import LeafCache, ranked_leaf_keys, resolve, unambiguous_records
+from evals.benchmarks import EMBEDDING_CACHE, benchmark_registry
+from evals.scoring import Tally
+from evals.shared_embedder import MemoEmbedder
+from synthex.core.naming import path_segment
+from synthex_resources.search.builtin_strategies import HIERARCHICAL_EXPANDED
+from synthex_resources.search.fresh_first import FreshFirst
+from synthex_resources.search.strategies import SearchStrategy
+
+ARCHITECTURE = "hierarchical-expanded"  # its workspace ("hierarchical") holds the records every variant searches
+
+
+def variants(cosines: list[float], windows: list[int]) -> dict[str, SearchStrategy]:
+    out: dict[str, SearchStrategy] = {"hierarchical-expanded": HIERARCHICAL_EXPANDED}
+    for window in windows:
+        for cosine in cosines:
+            name = f"fresh-w{window}-c{cosine:g}"
+            out[name] = FreshFirst(name=name, inner=HIERARCHICAL_EXPANDED, window=window, same_cosine=cosine)
+    return out
+
+
+def run(benchmark_name: str, data: Path, work_dir: Path, tried: dict[str, SearchStrategy], limit: int | None,
+        category: str | None, k: int = 10) -> dict[str, dict[str, Any]]:
+    benchmark = benchmark_registry().get(benchmark_name)()
+    [arch] = resolve([ARCHITECTURE], None)
+    embedder = MemoEmbedder.with_disk_cache(work_dir.parents[1] / EMBEDDING_CACHE)
+    depth = max(k, benchmark.ranking_depth)
+    tallies = {name: Tally(category_level=benchmark.category_level) for name in tried}
+    fresh: dict[str, list[dict[str, float]]] = {name: [] for name in tried}
+    for conversation in list(benchmark.load(data))[: limit or None]:
+        questions = [q for q in benchmark.questions(conversation) if category in (None, q.category)]
+        if not questions:
+            continue
+        source = benchmark.ingest(conversation)
+        root = work_dir / benchmark.work_subdir / arch.work_key / path_segment(source.key)
+        pipe = arch.ingest(root, source.filename, source.payload, source.source_format, embedder)
+        for name, strategy in tried.items():
+            if name not in pipe.app.search_strategies:
+                pipe.app.search_strategies.register(name, strategy)
+        leaf_cache = LeafCache(partial(unambiguous_records, pipe))
+        for question in questions:
+            for name in tried:
+                hits = pipe.search(question.text, step=arch.steps, k=depth, mode=name, branch=arch.branch,
+                                   as_of=question.as_of)
+                turns = ranked_leaf_keys(hits, question.text, lambda r: r.meta(benchmark.turn_id_field), depth,
+                                         leaf_cache)
+                scored = benchmark.score(question, turns, conversation)
+                tallies[name].record(scored, question.gold_turns, question.gold_sessions, question.category,
+                                     question_id=question.question_id, question=question.text)
+                if scored.extra is not None:
+                    fresh[name].append(scored.extra)
+        pipe.close()
+        embedder.save()
+    out = {}
+    for name, tally in tallies.items():
+        result = tally.result(benchmark=benchmark.result_name, architecture=name)
+        rows = fresh[name]
+        result["freshness"] = ({key: sum(r[key] for r in rows) / len(rows) for key in rows[0]} | {"n": len(rows)}
+                               if rows else {"n": 0})
+        result.pop("questions", None)
+        out[name] = result
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("benchmark")
+    parser.add_argument("data", type=Path)
+    parser.add_argument("work_dir", type=Path)
+    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--category", default=None, help="only the questions of this category")
+    parser.add_argument("--cosines", default="0.5,0.6,0.7")
+    parser.add_argument("--windows", default="10")
+    args = parser.parse_args()
+    tried = variants([float(c) for c in args.cosines.split(",")], [int(w) for w in args.windows.split(",")])
+    for name, result in run(args.benchmark, args.data, args.work_dir, tried, args.limit, args.category).items():
+        print(json.dumps({"variant": name, "n": result.get("n_questions"), "metrics": result.get("metrics"),
+                          "freshness": result["freshness"], "by_category": result.get("by_category")}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
