@@ -20,10 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from evals.architectures import LeafCache, ranked_leaf_keys, resolve, unambiguous_records
-from evals.benchmarks import EMBEDDING_CACHE, benchmark_registry
+from evals.benchmarks import EMBEDDING_CACHE, benchmark_registry, workspace_root
 from evals.scoring import Tally
 from evals.shared_embedder import MemoEmbedder
-from synthex.core.naming import path_segment
 from synthex_resources.search.builtin_strategies import HIERARCHICAL_EXPANDED
 from synthex_resources.search.fresh_first import FreshFirst
 from synthex_resources.search.strategies import SearchStrategy
@@ -53,8 +52,7 @@ def run(benchmark_name: str, data: Path, work_dir: Path, tried: dict[str, Search
         if not questions:
             continue
         source = benchmark.ingest(conversation)
-        root = work_dir / benchmark.work_subdir / arch.work_key / path_segment(source.key)
-        pipe = arch.ingest(root, source.filename, source.payload, source.source_format, embedder)
+        pipe = arch.ingest(workspace_root(benchmark, work_dir, arch, source), source.filename, source.payload, source.source_format, embedder)
         for name, strategy in tried.items():
             if name not in pipe.app.search_strategies:
                 pipe.app.search_strategies.register(name, strategy)
