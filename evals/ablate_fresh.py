@@ -1,10 +1,10 @@
 """Sweep of the newer-first reordering (search/fresh_first.py) over an eval's existing workspaces: each
-variant wraps ``hierarchical-expanded`` with another ``same_cosine`` / ``window``, and every variant
-searches the same records of each conversation (registered in that workspace's app, searched as
-``evaluate`` searches, scored by the benchmark), so only the reordering differs between rows.
+variant wraps ``hierarchical-expanded`` with another ``same_cosine`` / ``margin`` / ``score_ratio``; each
+question is searched once (as ``evaluate`` searches) and every variant reorders those same hits, so only the
+reordering differs between rows.
 
-    python -m evals.ablate_fresh longmemeval DATA WORK_DIR [--limit N] [--category knowledge-update]
-    python -m evals.ablate_fresh locomo ../shared/data/locomo/locomo10_dev7.json WORK_DIR --limit 2
+    python -m evals.ablate_fresh longmemeval DATA WORK_DIR [--limit N] [--category knowledge-update] --grid 0.6:0:0,0.4:0.1:0
+    python -m evals.ablate_fresh locomo ../shared/data/locomo/locomo10_dev7.json WORK_DIR --limit 2 --grid ...
 
 WORK_DIR is the eval's ``work/<benchmark>`` folder (``<project>/.synthex/evals/work/longmemeval``); a
 missing workspace is ingested as ``synthex eval`` would (its vectors through that project's cache).
@@ -24,44 +24,45 @@ from evals.benchmarks import EMBEDDING_CACHE, benchmark_registry, workspace_root
 from evals.scoring import Tally
 from evals.shared_embedder import MemoEmbedder
 from synthex_resources.search.builtin_strategies import HIERARCHICAL_EXPANDED
+from synthex_resources.search.engine import SearchEngine
 from synthex_resources.search.fresh_first import FreshFirst
-from synthex_resources.search.strategies import SearchStrategy
 
 ARCHITECTURE = "hierarchical-expanded"  # its workspace ("hierarchical") holds the records every variant searches
 
 
-def variants(cosines: list[float], windows: list[int]) -> dict[str, SearchStrategy]:
-    out: dict[str, SearchStrategy] = {"hierarchical-expanded": HIERARCHICAL_EXPANDED}
-    for window in windows:
-        for cosine in cosines:
-            name = f"fresh-w{window}-c{cosine:g}"
-            out[name] = FreshFirst(name=name, inner=HIERARCHICAL_EXPANDED, window=window, same_cosine=cosine)
-    return out
+def variants(grid: list[tuple[float, float, float]], window: int = 10) -> dict[str, FreshFirst]:
+    """One ``FreshFirst`` over ``hierarchical-expanded`` per (same_cosine, margin, score_ratio)."""
+    return {f"fresh-c{c:g}-m{m:g}-r{r:g}": FreshFirst(name=f"fresh-c{c:g}-m{m:g}-r{r:g}", inner=HIERARCHICAL_EXPANDED,
+                                                      window=window, same_cosine=c, margin=m, score_ratio=r)
+            for c, m, r in grid}
 
 
-def run(benchmark_name: str, data: Path, work_dir: Path, tried: dict[str, SearchStrategy], limit: int | None,
+def run(benchmark_name: str, data: Path, work_dir: Path, tried: dict[str, FreshFirst], limit: int | None,
         category: str | None, k: int = 10) -> dict[str, dict[str, Any]]:
+    """Each question searched once with ``hierarchical-expanded`` (as ``evaluate`` searches), then each variant's
+    reordering of those hits (``FreshFirst.reordered``: what its ``search`` returns) scored by the benchmark."""
     benchmark = benchmark_registry().get(benchmark_name)()
     [arch] = resolve([ARCHITECTURE], None)
     embedder = MemoEmbedder.with_disk_cache(work_dir.parents[1] / EMBEDDING_CACHE)
     depth = max(k, benchmark.ranking_depth)
-    tallies = {name: Tally(category_level=benchmark.category_level) for name in tried}
-    fresh: dict[str, list[dict[str, float]]] = {name: [] for name in tried}
+    names = [ARCHITECTURE, *tried]
+    tallies = {name: Tally(category_level=benchmark.category_level) for name in names}
+    fresh: dict[str, list[dict[str, float]]] = {name: [] for name in names}
     for conversation in list(benchmark.load(data))[: limit or None]:
         questions = [q for q in benchmark.questions(conversation) if category in (None, q.category)]
         if not questions:
             continue
         source = benchmark.ingest(conversation)
-        pipe = arch.ingest(workspace_root(benchmark, work_dir, arch, source), source.filename, source.payload, source.source_format, embedder)
-        for name, strategy in tried.items():
-            if name not in pipe.app.search_strategies:
-                pipe.app.search_strategies.register(name, strategy)
+        pipe = arch.ingest(workspace_root(benchmark, work_dir, arch, source), source.filename, source.payload,
+                           source.source_format, embedder)
+        engine = SearchEngine(pipe.store())
         leaf_cache = LeafCache(partial(unambiguous_records, pipe))
         for question in questions:
-            for name in tried:
-                hits = pipe.search(question.text, step=arch.steps, k=depth, mode=name, branch=arch.branch,
-                                   as_of=question.as_of)
-                turns = ranked_leaf_keys(hits, question.text, lambda r: r.meta(benchmark.turn_id_field), depth,
+            hits = pipe.search(question.text, step=arch.steps, k=depth, mode=arch.mode, branch=arch.branch,
+                               as_of=question.as_of)
+            for name in names:
+                ranked = hits if name == ARCHITECTURE else tried[name].reordered(engine, list(hits))
+                turns = ranked_leaf_keys(ranked, question.text, lambda r: r.meta(benchmark.turn_id_field), depth,
                                          leaf_cache)
                 scored = benchmark.score(question, turns, conversation)
                 tallies[name].record(scored, question.gold_turns, question.gold_sessions, question.category,
@@ -88,10 +89,11 @@ def main() -> None:
     parser.add_argument("work_dir", type=Path)
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--category", default=None, help="only the questions of this category")
-    parser.add_argument("--cosines", default="0.5,0.6,0.7")
-    parser.add_argument("--windows", default="10")
+    parser.add_argument("--grid", default="0.6:0:0", help="same_cosine:margin:score_ratio,... (one variant each)")
+    parser.add_argument("--window", type=int, default=10)
     args = parser.parse_args()
-    tried = variants([float(c) for c in args.cosines.split(",")], [int(w) for w in args.windows.split(",")])
+    grid = [tuple(float(x) for x in item.split(":")) for item in args.grid.split(",")]
+    tried = variants(grid, args.window)  # type: ignore[arg-type]
     for name, result in run(args.benchmark, args.data, args.work_dir, tried, args.limit, args.category).items():
         print(json.dumps({"variant": name, "n": result.get("n_questions"), "metrics": result.get("metrics"),
                           "freshness": result["freshness"], "by_category": result.get("by_category")}), flush=True)

@@ -25,22 +25,32 @@ if TYPE_CHECKING:  # numpy is imported where a search runs: the registry (loaded
     import numpy as np
 
 
-def newer_first(hits: list[SearchHit], vectors: dict[str, np.ndarray], same_cosine: float) -> list[SearchHit]:
-    """``hits`` with each one moved just above the first-ranked older hit whose vector's cosine with its own
-    reaches ``same_cosine``; taken in rank order, so of three statements of one fact the newest ends first."""
+def newer_first(hits: list[SearchHit], vectors: dict[str, np.ndarray], same_cosine: float, margin: float = 0.0,
+                score_ratio: float = 0.0) -> list[SearchHit]:
+    """``hits`` with each one moved just above the first-ranked older hit that says the same thing: the cosine of
+    their vectors reaches ``same_cosine`` and exceeds by ``margin`` the moving hit's median cosine with the other
+    hits (a pair that stands out, not a memory whose texts all look alike), and the moving hit's score is at
+    least ``score_ratio`` of the older one's. Taken in rank order, so of three statements of one fact the newest
+    ends first."""
     import numpy as np
 
     order = list(hits)
     unit = {hit_id: v / n for hit_id, v in vectors.items() if (n := float(np.linalg.norm(v))) > 0}
+    ids = [h.id for h in order if h.id in unit]
+    matrix = np.stack([unit[i] for i in ids]) if ids else np.zeros((0, 1))
+    cosines = dict(zip(ids, matrix @ matrix.T, strict=True)) if ids else {}
+    column = {hit_id: j for j, hit_id in enumerate(ids)}
     for hit in list(order):
         if not hit.created_at or hit.id not in unit:
             continue
+        row = cosines[hit.id]
+        others = [row[column[i]] for i in ids if i != hit.id]
+        floor = max(same_cosine, float(np.median(others)) + margin) if others else same_cosine
         at = order.index(hit)
-        mine = unit[hit.id]
         for above in range(at):
             other = order[above]
             if (other.created_at and other.created_at < hit.created_at and other.id in unit
-                    and float(unit[other.id] @ mine) >= same_cosine):
+                    and float(row[column[other.id]]) >= floor and hit.score >= score_ratio * other.score):
                 order.insert(above, order.pop(at))
                 break
     return order
@@ -56,6 +66,9 @@ class FreshFirst(SearchStrategy):
     window: int = param(10, low=2, doc="the top hits reordered (none leaves them)")
     same_cosine: float = param(0.6, low=0.0, high=1.0, doc="cosine of two hits' vectors from which they state "
                                                             "the same thing (the newer one then ranks first)")
+    margin: float = param(0.0, low=0.0, high=1.0, doc="the pair's cosine also this much above the newer hit's median "
+                                                      "cosine with the other top hits")
+    score_ratio: float = param(0.0, low=0.0, high=1.0, doc="the newer hit's score at least this share of the older's")
 
     @property
     def takes_metadata_filter(self) -> bool:  # type: ignore[override]
@@ -66,12 +79,15 @@ class FreshFirst(SearchStrategy):
         return self.inner.ranks_searched_records
 
     def search(self, engine: SearchBackend, request: SearchRequest) -> SearchResults:
-        import numpy as np
-
         inner = self.inner if self.reranker is None else replace(self.inner, reranker=self.reranker)
         found = inner.search(engine, request)
-        top = list(found[: self.window])
+        return SearchResults(self.reordered(engine, found), found.warnings, found.mode)
+
+    def reordered(self, engine: SearchBackend, hits: list[SearchHit]) -> list[SearchHit]:
+        """``hits`` (the inner strategy's, best first) with the top ``window`` reordered, vectors read from the store."""
+        import numpy as np
+
+        top = list(hits[: self.window])
         rows = engine.store.records.rows_by_id([h.id for h in top], ["id", "vector"]) if len(top) > 1 else {}
         vectors = {i: np.asarray(r["vector"], dtype=np.float32) for i, r in rows.items() if r.get("vector") is not None}
-        return SearchResults(newer_first(top, vectors, self.same_cosine) + list(found[self.window:]),
-                             found.warnings, found.mode)
+        return newer_first(top, vectors, self.same_cosine, self.margin, self.score_ratio) + list(hits[self.window:])
