@@ -30,11 +30,14 @@ from synthex_resources.search.fresh_first import FreshFirst
 ARCHITECTURE = "hierarchical-expanded"  # its workspace ("hierarchical") holds the records every variant searches
 
 
-def variants(grid: list[tuple[float, float, float]], window: int = 10) -> dict[str, FreshFirst]:
-    """One ``FreshFirst`` over ``hierarchical-expanded`` per (same_cosine, margin, score_ratio)."""
-    return {f"fresh-c{c:g}-m{m:g}-r{r:g}": FreshFirst(name=f"fresh-c{c:g}-m{m:g}-r{r:g}", inner=HIERARCHICAL_EXPANDED,
-                                                      window=window, same_cosine=c, margin=m, score_ratio=r)
-            for c, m, r in grid}
+def variants(grid: list[tuple[float, ...]], window: int = 10) -> dict[str, FreshFirst]:
+    """One ``FreshFirst`` over ``hierarchical-expanded`` per (same_cosine, margin, score_ratio[, present_only])."""
+    out = {}
+    for c, m, r, *present in grid:
+        name = f"fresh-c{c:g}-m{m:g}-r{r:g}" + ("-present" if present and present[0] else "")
+        out[name] = FreshFirst(name=name, inner=HIERARCHICAL_EXPANDED, window=window, same_cosine=c, margin=m,
+                               score_ratio=r, present_only=bool(present and present[0]))
+    return out
 
 
 def run(benchmark_name: str, data: Path, work_dir: Path, tried: dict[str, FreshFirst], limit: int | None,
@@ -61,7 +64,7 @@ def run(benchmark_name: str, data: Path, work_dir: Path, tried: dict[str, FreshF
             hits = pipe.search(question.text, step=arch.steps, k=depth, mode=arch.mode, branch=arch.branch,
                                as_of=question.as_of)
             for name in names:
-                ranked = hits if name == ARCHITECTURE else tried[name].reordered(engine, list(hits))
+                ranked = hits if name == ARCHITECTURE else tried[name].reordered(engine, list(hits), question.text)
                 turns = ranked_leaf_keys(ranked, question.text, lambda r: r.meta(benchmark.turn_id_field), depth,
                                          leaf_cache)
                 scored = benchmark.score(question, turns, conversation)
@@ -89,7 +92,7 @@ def main() -> None:
     parser.add_argument("work_dir", type=Path)
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--category", default=None, help="only the questions of this category")
-    parser.add_argument("--grid", default="0.6:0:0", help="same_cosine:margin:score_ratio,... (one variant each)")
+    parser.add_argument("--grid", default="0.6:0:0", help="same_cosine:margin:score_ratio[:present_only 0/1],... (one variant each)")
     parser.add_argument("--window", type=int, default=10)
     args = parser.parse_args()
     grid = [tuple(float(x) for x in item.split(":")) for item in args.grid.split(",")]

@@ -46,3 +46,11 @@ def test_the_strategy_is_registered_over_hierarchical_expanded_and_checks_its_pa
     assert HIERARCHICAL_FRESH.ranks_searched_records is HIERARCHICAL_EXPANDED.ranks_searched_records
     with pytest.raises(PipelineDefinitionError, match="same_cosine must be between 0.0 and 1.0"):
         HIERARCHICAL_FRESH.with_(same_cosine=1.5)
+
+
+def test_the_registered_one_reorders_only_for_a_question_about_the_present_state():
+    assert HIERARCHICAL_FRESH.present_only and HIERARCHICAL_FRESH.same_cosine == 0.3
+    assert HIERARCHICAL_FRESH.applies_to("Where do I currently keep my old sneakers?")
+    assert HIERARCHICAL_FRESH.applies_to("How many followers do I have on Instagram now?")
+    assert not HIERARCHICAL_FRESH.applies_to("When did Caroline go to the LGBTQ support group?")
+    assert HIERARCHICAL_FRESH.with_(present_only=False).applies_to("When did Caroline go to the support group?")

@@ -63,10 +63,14 @@ HIERARCHICAL_EXPANDED = HIERARCHICAL_SPEAKER.with_(
     description="hierarchical-speaker, plus turns holding the question's words or their nearest words in the "
                 "memory's vocabulary ranked higher")
 
-# The same ranking with newer statements of one fact first (search/fresh_first.py): knowledge updates.
+# The same ranking with newer statements of one fact first (search/fresh_first.py), for a question asking for
+# the present state (current, now, since...): knowledge updates. Cosine 0.3 with the question gate was chosen on
+# the 25 LongMemEval dev knowledge-update questions and checked on LoCoMo dev7 1-2 (docs/benchmarks.md); not a
+# default: it costs LoCoMo a point at turn recall_any@1.
 HIERARCHICAL_FRESH = FreshFirst(
-    name="hierarchical-fresh", inner=HIERARCHICAL_EXPANDED,
-    description="hierarchical-expanded, then of two top hits that say the same thing the newer first")
+    name="hierarchical-fresh", inner=HIERARCHICAL_EXPANDED, same_cosine=0.3, present_only=True,
+    description="hierarchical-expanded, then for a question about the present state (current, now, since...) "
+                "of two top hits that say the same thing the newer first")
 
 
 def register_search_strategies(registry: StrategyRegistry) -> None:

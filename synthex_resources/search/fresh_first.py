@@ -21,6 +21,11 @@ from typing import TYPE_CHECKING, ClassVar
 from synthex_resources.search.strategies import DrillDown, SearchStrategy, param
 from synthex_resources.search.types import SearchBackend, SearchHit, SearchRequest, SearchResults
 
+# Words by which a question asks for the present state of something ("What is my current ...", "How many ...
+# now", "... since I started", "my most recent visit"): the questions a newer statement answers and an older
+# one answers wrongly. Not "when"/"first": those ask for one event, often not the latest.
+PRESENT_CUES = frozenset({"current", "currently", "now", "latest", "recent", "recently", "still", "since"})
+
 if TYPE_CHECKING:  # numpy is imported where a search runs: the registry (loaded by `--help`) needs none
     import numpy as np
 
@@ -69,6 +74,8 @@ class FreshFirst(SearchStrategy):
     margin: float = param(0.0, low=0.0, high=1.0, doc="the pair's cosine also this much above the newer hit's median "
                                                       "cosine with the other top hits")
     score_ratio: float = param(0.0, low=0.0, high=1.0, doc="the newer hit's score at least this share of the older's")
+    present_only: bool = param(False, doc="reorder only for a question with a word of PRESENT_CUES (current, now, "
+                                          "since...), one asking for the present state")
 
     @property
     def takes_metadata_filter(self) -> bool:  # type: ignore[override]
@@ -81,12 +88,20 @@ class FreshFirst(SearchStrategy):
     def search(self, engine: SearchBackend, request: SearchRequest) -> SearchResults:
         inner = self.inner if self.reranker is None else replace(self.inner, reranker=self.reranker)
         found = inner.search(engine, request)
-        return SearchResults(self.reordered(engine, found), found.warnings, found.mode)
+        return SearchResults(self.reordered(engine, found, request.query), found.warnings, found.mode)
 
-    def reordered(self, engine: SearchBackend, hits: list[SearchHit]) -> list[SearchHit]:
-        """``hits`` (the inner strategy's, best first) with the top ``window`` reordered, vectors read from the store."""
+    def applies_to(self, query: str) -> bool:
+        from synthex_resources.search.tokenize import tokenize
+
+        return not self.present_only or not PRESENT_CUES.isdisjoint(tokenize(query))
+
+    def reordered(self, engine: SearchBackend, hits: list[SearchHit], query: str) -> list[SearchHit]:
+        """``hits`` (the inner strategy's for ``query``, best first) with the top ``window`` reordered (vectors read
+        from the store), or as they are when the question asks for no present state and ``present_only``."""
         import numpy as np
 
+        if not self.applies_to(query):
+            return list(hits)
         top = list(hits[: self.window])
         rows = engine.store.records.rows_by_id([h.id for h in top], ["id", "vector"]) if len(top) > 1 else {}
         vectors = {i: np.asarray(r["vector"], dtype=np.float32) for i, r in rows.items() if r.get("vector") is not None}
