@@ -19,7 +19,7 @@ through its sources and queried through its search.
   holding the question's words or their nearest words in the memory's vocabulary ranked higher
   (search/word_neighbours.py).
 - ``hierarchical-fresh``: the same records and ranking, then, for a question about the present state, among the
-  top 10 hits the newer of two that say the same thing first (search/fresh_first.py: knowledge updates).
+  top 5 hits the newer of two that say the same thing first (search/fresh_first.py: knowledge updates).
 - any other name: the project's own pipeline (``pipeline.py``) on that branch, its sources pointed at
   the benchmark data; hits are drilled down to their leaves to score turns. ``branch@recipe``
   searches that branch with another search strategy of the registry (e.g. ``main@conversational``).

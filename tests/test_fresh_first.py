@@ -49,7 +49,7 @@ def test_the_strategy_is_registered_over_hierarchical_expanded_and_checks_its_pa
 
 
 def test_the_registered_one_reorders_only_for_a_question_about_the_present_state():
-    assert HIERARCHICAL_FRESH.present_only and HIERARCHICAL_FRESH.same_cosine == 0.3
+    assert HIERARCHICAL_FRESH.present_only and (HIERARCHICAL_FRESH.same_cosine, HIERARCHICAL_FRESH.window) == (0.3, 5)
     assert HIERARCHICAL_FRESH.applies_to("Where do I currently keep my old sneakers?")
     assert HIERARCHICAL_FRESH.applies_to("How many followers do I have on Instagram now?")
     assert not HIERARCHICAL_FRESH.applies_to("When did Caroline go to the LGBTQ support group?")
