@@ -18,6 +18,8 @@ through its sources and queried through its search.
 - ``hierarchical-expanded``: the same records, searched with ``hierarchical-expanded``: also the turns
   holding the question's words or their nearest words in the memory's vocabulary ranked higher
   (search/word_neighbours.py).
+- ``hierarchical-fresh``: the same records and ranking, then, for a question about the present state, among the
+  top 5 hits the newer of two that say the same thing first (search/fresh_first.py: knowledge updates).
 - any other name: the project's own pipeline (``pipeline.py``) on that branch, its sources pointed at
   the benchmark data (a source of another memory system's file reads the turns as that system's:
   ``into_workspace``); hits are drilled down to their leaves to score turns. ``branch@recipe``
@@ -52,7 +54,7 @@ if TYPE_CHECKING:
 # Not "session": a session's aggregate lifted every turn of the best-matching session and cost recall
 # on LoCoMo (--limit 2, evals/ablate_hierarchical.py); the turn leg's neighbour credit already covers it.
 HIERARCHY_KEYS = ("speaker", "entity", "topic")
-PEERS = ("mem0",)  # other systems, fed the same data (evals/peers/)
+PEERS = ("mem0", "mempalace")  # other systems, fed the same data (evals/peers/)
 
 
 @dataclass
@@ -293,6 +295,8 @@ BUILT: dict[str, Built] = {
     "hierarchical-speaker": (_hierarchical, "hierarchical-speaker", "hierarchical"),
     # the same records, also word-neighbour expansion (search/word_neighbours.py)
     "hierarchical-expanded": (_hierarchical, "hierarchical-expanded", "hierarchical"),
+    # the same ranking, newer statements of one fact first (search/fresh_first.py)
+    "hierarchical-fresh": (_hierarchical, "hierarchical-fresh", "hierarchical"),
     # the same ranking, its top 30 reordered by the offline cross-encoder (search/cross_encoder.py)
     "hierarchical-reranked": (_hierarchical, "hierarchical-expanded", "hierarchical", "cross-encoder"),
 }

@@ -258,7 +258,18 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
         card = ScorecardCollector(benchmark, k)
         clock = EtaClock(benchmark.result_name, arch.name, len(conversations))
         texts_of = [benchmark.texts(c) for c in conversations] if embed_ahead > 0 else []
-        ahead = EmbedAheadOfWorkspaces(embedder, texts_of, ahead=embed_ahead) if any(texts_of) else None
+
+        def prepare(index: int, arch: Architecture = arch) -> None:
+            """Conversation ``index``'s workspace ingested ahead (on the embedding thread), so the texts only this
+            architecture embeds are embedded while the current workspace is searched; the loop's own ingest of
+            it then finds it done (``IngestMarker``)."""
+            source = benchmark.ingest(conversations[index])
+            arch.ingest(workspace_root(benchmark, work_dir, arch, source), source.filename, source.payload,
+                        source.source_format, embedder, rerankers=rerankers, engine=run_engine).close()
+
+        # From the second conversation on: the first one's run is timed by the loop (the scorecard).
+        ahead = (EmbedAheadOfWorkspaces(embedder, texts_of, ahead=embed_ahead, prepare=prepare, prepare_from=1)
+                 if any(texts_of) else None)
         try:
             for index, conversation in enumerate(conversations, start=1):
                 if ahead is not None:
@@ -267,7 +278,7 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
                     # workspace would embed what is left a partition at a time (slower per text).
                     ahead.wait_embedded(index - 1)
                 source = benchmark.ingest(conversation)
-                root = work_dir / benchmark.work_subdir / arch.work_key / path_segment(source.key)
+                root = workspace_root(benchmark, work_dir, arch, source)
                 fresh = index == 1 and not (root / ".synthex").exists()  # its first run is timed (the scorecard)
                 run_times: list[float] = []
                 pipe = arch.ingest(root, source.filename, source.payload, source.source_format, embedder,
@@ -323,6 +334,11 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
         results.append(tally.result(**head, **benchmark.result_fields(data, conversations, scores),
                                     scorecard=card.scorecard().to_dict()))
     return results
+
+
+def workspace_root(benchmark: Benchmark[Any], work_dir: Path, arch: Architecture, source: BenchmarkSource) -> Path:
+    """The folder of ``source``'s workspace for ``arch`` (architectures sharing a ``work_key`` share it)."""
+    return work_dir / benchmark.work_subdir / arch.work_key / path_segment(source.key)
 
 
 def searched_in_order(questions: Sequence[Q], search: Callable[[Q], H], workers: int = SEARCH_WORKERS) -> Iterator[H]:

@@ -38,6 +38,23 @@ HEADLINES = {"official": "session recall_all@5",
 FRESHNESS_K = 5
 
 
+def _mem0() -> Callable[..., dict[str, Any]]:
+    from evals.peers.mem0_peer import evaluate_mem0_longmemeval
+
+    return evaluate_mem0_longmemeval
+
+
+def _mempalace() -> Callable[..., dict[str, Any]]:
+    from evals.peers.mempalace_peer import evaluate_mempalace_longmemeval
+
+    return evaluate_mempalace_longmemeval
+
+
+# peer -> its runner (imported when run: a peer's package is optional), each taking (benchmark, data, work_dir,
+# limit=, k=, log=, embedder=) and returning a result like ``evaluate``'s
+PEER_RUNNERS: dict[str, Callable[[], Callable[..., dict[str, Any]]]] = {"mem0": _mem0, "mempalace": _mempalace}
+
+
 def evidence_by_time(question: LMEQuestion, gold_sessions: set[str] | frozenset[str]) -> list[str]:
     """The question's evidence sessions, oldest first (haystack dates; haystack order breaks ties)."""
     raw = question.raw
@@ -59,7 +76,7 @@ class LongMemEval(Benchmark[LMEQuestion]):
     options = (BenchmarkOption("protocol", "official: user turns, abstention questions left out; any: as given.",
                                default="official", choices=PROTOCOLS),)
     category_level = "session"
-    peers = ("mem0",)
+    peers = ("mem0", "mempalace")
     progress_every = 5  # a progress line (with its ETA) every 5 haystacks
     temporal_categories = ("temporal-reasoning",)
     knowledge_update_categories = ("knowledge-update",)  # ``score`` gives them fresh@5
@@ -141,16 +158,16 @@ class LongMemEval(Benchmark[LMEQuestion]):
 
     def evaluate_peer(self, peer: str, data: Path, work_dir: Path, *, limit: int | None, k: int,
                       log: Callable[[str], None], embedding_cache: Path | None = None) -> dict[str, Any]:
-        """Mem0 on the same questions and turns, with the eval's embedder and its cache (the same vectors)."""
-        if peer != "mem0":
+        """A peer (``PEER_RUNNERS``) on the same questions and turns, with the eval's embedder and its cache (the
+        same vectors)."""
+        if peer not in PEER_RUNNERS:
             return super().evaluate_peer(peer, data, work_dir, limit=limit, k=k, log=log)
-        from evals.peers.mem0_peer import evaluate_mem0_longmemeval
         from evals.shared_embedder import MemoEmbedder
 
         try:
-            return evaluate_mem0_longmemeval(self, data, work_dir, limit=limit, k=k, log=log,
-                                             embedder=MemoEmbedder.with_disk_cache(embedding_cache, warn=log))
-        except RuntimeError as exc:  # mem0ai not installed
+            return PEER_RUNNERS[peer]()(self, data, work_dir, limit=limit, k=k, log=log,
+                                        embedder=MemoEmbedder.with_disk_cache(embedding_cache, warn=log))
+        except RuntimeError as exc:  # the peer's package is not installed
             raise SynthexError(str(exc)) from exc
 
     def result_fields(self, data: Path, conversations: Sequence[LMEQuestion],

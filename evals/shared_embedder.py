@@ -231,10 +231,17 @@ class EmbedAheadOfWorkspaces:
     chunk of texts of one length costs what that length costs, and a chunk in the conversation's own order
     costs what its longest text costs, for each text (on a LongMemEval haystack, one call of all its texts:
     32.7 texts per CPU-second; chunks of 64 in haystack order: 15.1; docs/benchmarks.md).
+    ``prepare(index)``, when given, runs on the thread after conversation ``index``'s texts (from ``prepare_from``
+    on): the eval ingests that conversation's workspace there, so the texts only its architecture embeds (turns
+    in context, key aggregates' profiles) are embedded while the eval searches the previous workspace, not
+    after; ``wait_embedded`` then also waits for it. An exception there is dropped: the eval's own ingest of
+    that workspace runs the same steps again and raises it where it belongs.
     ``close`` stops the thread (the texts not embedded yet are embedded later, where they are needed)."""
 
-    def __init__(self, embedder: MemoEmbedder, texts_of: list[list[str]], ahead: int = 2, chunk: int = 64) -> None:
+    def __init__(self, embedder: MemoEmbedder, texts_of: list[list[str]], ahead: int = 2, chunk: int = 64,
+                 prepare: Callable[[int], None] | None = None, prepare_from: int = 1) -> None:
         self.embedder, self.texts_of, self.ahead, self.chunk = embedder, texts_of, ahead, chunk
+        self.prepare, self.prepare_from = prepare, prepare_from
         self._current = 0  # the conversation the eval is ingesting (0-based)
         self._embedded = 0  # conversations whose texts are all embedded (the first ``_embedded``)
         self._ended = False  # the thread returned (all done, stopped, or the model raised)
@@ -279,6 +286,11 @@ class EmbedAheadOfWorkspaces:
                     self.embedder.embed(ordered[start:start + self.chunk])
                 except Exception:  # noqa: BLE001 - the workspace embeds them itself and raises it there
                     return
+            if self.prepare is not None and index >= self.prepare_from and not self._stopped:
+                try:
+                    self.prepare(index)
+                except Exception:  # noqa: BLE001 - the eval's own ingest of it raises it there
+                    pass
             with self._changed:
                 self._embedded = index + 1
                 self._changed.notify_all()

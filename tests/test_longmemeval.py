@@ -263,6 +263,36 @@ def test_mem0_peer_is_scored_on_the_same_questions_and_turns(lme_file, tmp_path,
     assert result["metrics"]["session"]["recall_all@1"] == 1.0
 
 
+
+def test_mempalace_peer_is_scored_on_the_same_questions_and_turns(lme_file, tmp_path, monkeypatch):
+    """``--compare mempalace`` (issue 34 item 3): a palace per haystack holding the protocol's turns as drawers,
+    embedded through the eval's embedder (the loopback endpoint), searched by MemPalace's own search_memories,
+    scored by the benchmark; its configuration folder is the eval's and the environment is restored after."""
+    pytest.importorskip("mempalace")
+    import os
+
+    from evals.longmemeval_eval import LongMemEval
+    from evals.peers import mempalace_peer
+
+    monkeypatch.delenv("MEMPALACE_CONFIG_DIR", raising=False)
+
+    class CountedWords(WordEmbedder):
+        embedded = 0
+
+        def embed(self, texts):
+            self.embedded += len(texts)
+            return super().embed(texts)
+
+    embedder = CountedWords()
+    result = mempalace_peer.evaluate_mempalace_longmemeval(LongMemEval(), lme_file, tmp_path / "work",
+                                                           log=lambda _l: None, embedder=embedder)
+    assert (result["architecture"], result["benchmark"], result["n_questions"]) == ("mempalace", "longmemeval-official", 1)
+    [row] = result["questions"]
+    assert row["hits"][0] == "answer_1_1" and set(row["hits"]) == {"answer_1_1", "answer_2_1", "other_3_1"}
+    assert embedder.embedded  # MemPalace embedded through Synthex's embedder, not a downloaded model
+    assert "MEMPALACE_CONFIG_DIR" not in os.environ
+
+
 def test_texts_embedded_ahead_go_in_chunks_of_one_length():
     """The model pads a batch to its longest text: a chunk the background thread sends holds texts of about one
     length (shortest first), not the haystack's mix (issue 34 item 4: a haystack embedded in chunks of 64 in
@@ -301,3 +331,59 @@ def test_the_eval_waits_for_a_conversations_texts_before_ingesting_it():
     assert memo.computed == len(set(inner.seen)) and inner.seen.count("one turn") == 1  # none embedded twice
     ahead.close()
     ahead.wait_embedded(1)  # the thread ended: nothing to wait for
+
+
+def test_prepare_runs_on_the_thread_after_a_conversations_texts_and_wait_embedded_waits_for_it():
+    """``prepare(i)`` (the eval ingesting workspace i ahead) runs from ``prepare_from`` on, after i's texts are in
+    the memo, and ``wait_embedded(i)`` returns only once it has; one that raises is dropped."""
+    import threading
+
+    from evals.shared_embedder import EmbedAheadOfWorkspaces, MemoEmbedder
+
+    memo = MemoEmbedder(CountingEmbedder())
+    prepared = []
+
+    def prepare(index):
+        assert memo.computed >= index + 1  # its texts are embedded first
+        prepared.append((index, threading.current_thread().name))
+        if index == 2:
+            raise OSError("disk full")
+
+    ahead = EmbedAheadOfWorkspaces(memo, [["a"], ["b"], ["c"]], ahead=2, chunk=1, prepare=prepare, prepare_from=1)
+    ahead.wait_embedded(1)
+    assert prepared[0] == (1, "synthex-eval-embed-ahead")
+    ahead.drain()
+    assert [i for i, _ in prepared] == [1, 2]
+    ahead.close()
+
+
+def test_workspaces_ingested_ahead_give_the_same_rows(tmp_path):
+    """``evaluate``'s embedding thread ingests the next workspaces (``prepare``): every workspace after the first
+    is built there, and the per-question rows are those of an eval that embeds and ingests nothing ahead."""
+    import threading
+
+    from evals.architectures import Architecture, _raw
+    from evals.benchmarks import evaluate
+    from evals.longmemeval_eval import LongMemEval
+    from evals.shared_embedder import MemoEmbedder
+
+    second = json.loads(json.dumps(PROTOCOL_FIXTURE[0]))
+    second["question_id"] = "rel2"
+    second["question"] = "Which movie did I ask about?"
+    data = write_json(tmp_path / "lme.json", [PROTOCOL_FIXTURE[0], second, {**second, "question_id": "rel3"}])
+    built_on = []
+
+    def build(*args):
+        built_on.append(threading.current_thread().name)
+        return _raw(*args)
+
+    rows = {}
+    for ahead in (0, 2):
+        arch = Architecture("raw-bm25", build, mode="bm25", workspace="raw")
+        built_on.clear()
+        [result] = evaluate(LongMemEval(), data, [arch], tmp_path / f"work{ahead}", embed_ahead=ahead,
+                            embedder=MemoEmbedder(CountingEmbedder()), log=lambda _l: None)
+        rows[ahead] = [(q["question_id"], q["hits"]) for q in result["questions"]]
+        if ahead:  # the 2nd and 3rd built on the thread, then opened again (nothing to run) by the loop
+            assert built_on.count("synthex-eval-embed-ahead") == 2 and built_on.count("MainThread") == 3
+    assert rows[0] == rows[2] and len(rows[0]) == 3

