@@ -138,8 +138,8 @@ def deep_bytes(obj: Any, seen: set[int] | None = None, skip: tuple[type, ...] = 
 def memory_bytes(store: Any) -> dict[str, int]:
     """Per query-time structure the searches built on the store (dense matrix, leaf-sum bookkeeping,
     multi-hop lexicon...): its approximate size (``deep_bytes``). Thread pools are not structures."""
-    derived = dict(getattr(store, "_derived", {}))
-    return {name: deep_bytes(value, skip=(type(store),)) for name, value in sorted(derived.items())
+    built = store.search_state.built()
+    return {name: deep_bytes(value, skip=(type(store),)) for name, value in sorted(built.items())
             if not isinstance(value, Executor)}
 
 
@@ -271,7 +271,7 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:.2f}"
 
 
-SHORT = {"dense_index": "dense", "leaf_sum_scopes": "leaf-sum scope", "multihop_lexicons": "multi-hop lexicon"}
+SHORT = {"scopes": "leaf-sum scope", "lexicons": "multi-hop lexicon", "memory_bm25": "in-memory BM25"}
 
 
 def _metric_table(rows: list[dict], level: str) -> list[str]:

@@ -165,6 +165,12 @@ class SearchState:
                 found = self._word_vectors[embedder] = load()
             return found
 
+    def built(self) -> dict[str, Any]:
+        """The parts made so far, by attribute name (a plugin's structures by class name): what the ablations
+        size; nothing is made by asking."""
+        with self._lock:
+            return {**self._parts, **{kind.__name__: value for kind, value in self._structures.items()}}
+
     def close(self) -> None:
         """Stop the threads this state started (saves still running finish on their own)."""
         with self._lock:

@@ -1,12 +1,12 @@
 """``pipeline.eval_asset("longmemeval", data=...)`` in pipeline.py: the project gets its ``eval_longmemeval`` asset,
-job and threshold check as for LoCoMo (test_evalui.py), scored by the official protocol on a LongMemEval-format
+job and threshold check as for LoCoMo (test_eval_assets.py), scored by the official protocol on a LongMemEval-format
 fixture (test_longmemeval.py's: one scored question, one abstention and one with no user-side target left out)."""
 
 from __future__ import annotations
 
 from conftest import load, write_json
 from dagster import DagsterInstance, materialize
-from test_evalui import eval_names
+from test_eval_assets import eval_names
 from test_longmemeval import PROTOCOL_FIXTURE
 
 from evals.dagster_evals import CHECK
