@@ -178,3 +178,21 @@ def locomo_conversation(shift: int = 0, tag: str = "") -> tuple[dict, list[tuple
             turns.append((s, t, speaker, topic))
         conv[f"session_{s}"] = session
     return conv, turns
+
+
+def graphql(instance, root, tmp_path, query: str, variables: dict) -> dict:
+    """``query`` through Dagster's GraphQL API, as the UI asks it, on a workspace loading the project at
+    ``root``'s code location (a file in ``tmp_path``); no errors, its data."""
+    from dagster._core.test_utils import in_process_test_workspace
+    from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+    from dagster_graphql.test.utils import execute_dagster_graphql
+
+    location = tmp_path / "location.py"
+    location.write_text("from synthex.core.project import load_pipeline\n"
+                        "from synthex_assets.code_location import location_definitions\n\n"
+                        f"defs = location_definitions(load_pipeline({str(root)!r}))\n")
+    origin = LoadableTargetOrigin(python_file=str(location), attribute="defs", working_directory=str(tmp_path))
+    with in_process_test_workspace(instance, origin) as context:
+        result = execute_dagster_graphql(context, query, variables)
+    assert not result.errors, result.errors
+    return result.data

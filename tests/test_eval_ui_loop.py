@@ -15,7 +15,7 @@ import base64
 import json
 
 import pytest
-from conftest import cli, go_offline, load, write_json
+from conftest import cli, go_offline, graphql, load, write_json
 from dagster import DagsterEventType, DagsterInstance, EventRecordsFilter, materialize
 from test_evalloop import locomo_small
 
@@ -82,26 +82,16 @@ def stored_results(root):
 
 def test_graphql_names_the_partition_dimension_branch(evaluated, tmp_path):
     """What the UI shows: Dagster's GraphQL API on a workspace loading the project's code location."""
-    from dagster._core.test_utils import in_process_test_workspace
-    from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
-    from dagster_graphql.test.utils import execute_dagster_graphql
-
     root, instance, declaration, runs = evaluated
-    location = tmp_path / "location.py"
-    location.write_text("from synthex.core.project import load_pipeline\n"
-                        "from synthex_assets.code_location import location_definitions\n\n"
-                        f"defs = location_definitions(load_pipeline({str(root)!r}))\n")
-    origin = LoadableTargetOrigin(python_file=str(location), attribute="defs", working_directory=str(tmp_path))
-    with in_process_test_workspace(instance, origin) as context:
-        result = execute_dagster_graphql(context, DIMENSIONS, {"key": {"path": ["eval_locomo"]}})
-    node = result.data["assetNodeOrError"]
+    data = graphql(instance, root, tmp_path, DIMENSIONS, {"key": {"path": ["eval_locomo"]}})
+    node = data["assetNodeOrError"]
     dimensions = {d["name"]: d["partitionKeys"] for d in node["partitionKeysByDimension"]}
     assert dimensions == {"branch": ["main", BRANCH], "dataset": ["locomo10"]}
     assert {"name": "branch", "dynamicPartitionsDefinitionName": "branch"} in node["partitionDefinition"]["dimensionTypes"]
     assert dataset_key(declaration) == "locomo10" and str(eval_partition_key(declaration, BRANCH)) == f"{BRANCH}|locomo10"
     # The check, as the UI lists it: scoped to its partition, evaluated on its own run's materialization and
     # not before it (the UI shows the evaluation's timestamp; issue 23 item 3).
-    executions = {e["runId"]: e for e in result.data["assetCheckExecutions"]}
+    executions = {e["runId"]: e for e in data["assetCheckExecutions"]}
     assert set(executions) == {runs["main"].run_id, runs[BRANCH].run_id}
     for branch in ("main", BRANCH):
         execution = executions[runs[branch].run_id]

@@ -9,7 +9,7 @@ import json
 from dataclasses import fields, replace
 
 import pytest
-from conftest import PIPELINE_PY, cli, load, write_project
+from conftest import PIPELINE_PY, cli, graphql, load, write_project
 from dagster import (
     AssetCheckSeverity,
     AssetKey,
@@ -339,22 +339,6 @@ query Story($key: AssetKeyInput!) {
   assetNodeOrError(assetKey: $key) { ... on AssetNode { partitionStats { numMaterialized numPartitions } } }
   runsOrError(filter: {tags: [{key: "synthex/branch", value: "exp"}]}) { ... on Runs { results { runId } } }
 }"""
-
-
-def graphql(instance, root, tmp_path, query: str, variables: dict) -> dict:
-    from dagster._core.test_utils import in_process_test_workspace
-    from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
-    from dagster_graphql.test.utils import execute_dagster_graphql
-
-    location = tmp_path / "location.py"
-    location.write_text("from synthex.core.project import load_pipeline\n"
-                        "from synthex_assets.code_location import location_definitions\n\n"
-                        f"defs = location_definitions(load_pipeline({str(root)!r}))\n")
-    origin = LoadableTargetOrigin(python_file=str(location), attribute="defs", working_directory=str(tmp_path))
-    with in_process_test_workspace(instance, origin) as context:
-        result = execute_dagster_graphql(context, query, variables)
-    assert not result.errors, result.errors
-    return result.data
 
 
 # -- item 5 (explained, not changed): one period list for every asset ---------------------------------------
