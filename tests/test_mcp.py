@@ -69,7 +69,8 @@ async def read_tools(session, served: dict) -> None:
     assert set(tools) == TOOLS
     schema = tools["search"].input_schema
     assert schema["required"] == ["query"]
-    assert set(schema["properties"]) == {"query", "step", "branch", "mode", "k", "exact", "rerank"}
+    assert set(schema["properties"]) == {"query", "step", "branch", "mode", "k", "exact", "rerank",
+                                          "rerank_top_n"}
     assert all(p.get("description") for p in schema["properties"].values())
     assert tools["search"].annotations.read_only_hint and not tools["remember"].annotations.read_only_hint
 
@@ -100,6 +101,8 @@ async def read_tools(session, served: dict) -> None:
     assert "unknown step 'nope'" in error_line(await session.call_tool("search", {"query": "x", "step": "nope"}))
     assert "k must be at least 1" in error_line(await session.call_tool("search", {"query": "x", "k": 0}))
     assert "k:" in error_line(await session.call_tool("search", {"query": "x", "k": "many"}))
+    # the CLI's --rerank-top-n bound (2..200), one line naming the parameter
+    assert "rerank_top_n" in error_line(await session.call_tool("search", {"query": "x", "rerank_top_n": 1}))
     assert "no record with id 'zzzzzzzz'" in error_line(await session.call_tool("get", {"id": "zzzzzzzz"}))
     assert "no projection output 'nope'" in error_line(await session.call_tool("projection", {"name": "nope"}))
 

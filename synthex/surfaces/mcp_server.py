@@ -444,10 +444,15 @@ def _add_read_tools(server: Any, app: "ProjectApp", branch: str) -> None:
             = False,
         rerank: Annotated[Rerankers | None, Field(description=(  # type: ignore[valid-type]
             f"A second stage that reorders the top hits (default: none). {app.rerankers.describe()}."))] = None,
+        # The same bound as the CLI's --rerank-top-n and Rerankers' own check (search/rerankers.py TOP_N_MAX).
+        rerank_top_n: Annotated[int | None, Field(description=(
+            "How many first-stage hits the reranker reorders (default: that reranker's own, 20); "
+            "only with rerank."), ge=2, le=200)] = None,
     ) -> dict[str, Any]:
         if not query.strip():
             raise SynthexError("the query is empty")
-        hits = app.search(query, step=step, exact=exact, branch=on(branch), k=k, mode=mode, rerank=rerank)
+        hits = app.search(query, step=step, exact=exact, branch=on(branch), k=k, mode=mode, rerank=rerank,
+                          rerank_top_n=rerank_top_n)
         return {"branch": on(branch), "mode": hits.mode, "hits": [hit_dict(h) for h in hits]} | (
             {"warnings": [str(w) for w in hits.warnings]} if hits.warnings else {})
 
