@@ -688,7 +688,7 @@ class ProjectApp:
         ``as_of``: when the question is asked; the conversational recipe resolves relative dates in the
         query ("last week") against it. ``rerank``: a second stage of ``rerankers`` (``cross-encoder``:
         offline; ``llm``: one call to the configured model, real model only) reorders the recipe's top
-        ``rerank_top_n`` hits (None: that reranker's default, 30 / 20)."""
+        ``rerank_top_n`` hits (None: that reranker's default, 20)."""
         from synthex_resources.search.memory_search import search_memory
 
         return search_memory(self.pipeline, self.store, self.scope(branch), self.search_strategies, query,

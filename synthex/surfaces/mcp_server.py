@@ -398,6 +398,8 @@ def _add_read_tools(server: Any, app: "ProjectApp", branch: str) -> None:
     from mcp.types import ToolAnnotations
     from pydantic import Field
 
+    from synthex_resources.search.rerankers import TOP_N_MAX
+
     pipe = app.pipeline
     step_names = ", ".join(pipe.order())
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
@@ -444,10 +446,10 @@ def _add_read_tools(server: Any, app: "ProjectApp", branch: str) -> None:
             = False,
         rerank: Annotated[Rerankers | None, Field(description=(  # type: ignore[valid-type]
             f"A second stage that reorders the top hits (default: none). {app.rerankers.describe()}."))] = None,
-        # The same bound as the CLI's --rerank-top-n and Rerankers' own check (search/rerankers.py TOP_N_MAX).
+        # Rerankers' own bound (checked again where a reranker is built), so the schema states it.
         rerank_top_n: Annotated[int | None, Field(description=(
             "How many first-stage hits the reranker reorders (default: that reranker's own, 20); "
-            "only with rerank."), ge=2, le=200)] = None,
+            "only with rerank."), ge=2, le=TOP_N_MAX)] = None,
     ) -> dict[str, Any]:
         if not query.strip():
             raise SynthexError("the query is empty")
