@@ -304,3 +304,15 @@ def test_search_with_a_failing_reranker_answers_in_first_stage_order_with_a_warn
     payload = json.loads(out.stdout)
     assert [h["id"] for h in payload["hits"]] == plain and payload["warnings"] == [str(warning)]
     assert out.stderr.strip().splitlines() == [f"warning: {warning}"]
+
+
+def test_the_cli_bounds_rerank_top_n_by_the_rerankers_own_limit(tmp_path):
+    # The CLI, MCP and Python doors share one bound (rerankers.TOP_N_MAX): one over it is refused by
+    # click before any project is opened, naming the option; the bound itself is what --help shows.
+    from synthex_resources.search.rerankers import TOP_N_MAX
+
+    refused = cli("search", "x", "--rerank", "cross-encoder", "--rerank-top-n", str(TOP_N_MAX + 1),
+                  "--project", str(tmp_path), check=False)
+    assert refused.returncode == 2
+    assert "--rerank-top-n" in refused.stderr and str(TOP_N_MAX + 1) in refused.stderr
+    assert f"x<={TOP_N_MAX}" in cli("search", "--help").stdout.replace("\n", " ").replace("  ", "")

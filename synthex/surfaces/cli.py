@@ -17,7 +17,7 @@ import click
 
 from synthex.core.errors import BadInputError, PipelineDefinitionError, SourceError, SynthexError
 from synthex.surfaces.output import emit_json
-from synthex_resources.search.rerankers import RERANKER_NAMES
+from synthex_resources.search.rerankers import RERANKER_NAMES, TOP_N_MAX
 
 if TYPE_CHECKING:
     from synthex.app.pipeline import Pipeline
@@ -648,7 +648,7 @@ def via_line(via: list) -> str:
               help="A second stage that reorders the top hits: cross-encoder (offline model reads the question "
                    "with each of the top 20, and the turn before each) or llm (one call to the configured "
                    "model orders the top 20).")
-@click.option("--rerank-top-n", type=click.IntRange(2, 200), default=None,
+@click.option("--rerank-top-n", type=click.IntRange(2, TOP_N_MAX), default=None,
               help="How many first-stage hits the reranker reorders (default: 20 for either).")
 @branch_option
 @project_option
