@@ -26,7 +26,8 @@ from fake_openai import FakeOpenAI
 
 from synthex.core.errors import PipelineDefinitionError
 from synthex_resources.llm import OpenAICompleter
-from synthex_resources.search.builtin_strategies import (
+from synthex_resources.search.rerank import LLMReranker
+from synthex_resources.search.strategies.builtin import (
     BM25,
     CONVERSATIONAL,
     DENSE,
@@ -37,8 +38,7 @@ from synthex_resources.search.builtin_strategies import (
     HYBRID,
     HYBRID_EQUAL,
 )
-from synthex_resources.search.rerank import LLMReranker
-from synthex_resources.search.strategies import (
+from synthex_resources.search.strategies.registry import (
     DenseOnly,
     LeafSum,
     LexicalOnly,
@@ -57,7 +57,7 @@ TOY = '''
 from dataclasses import dataclass
 from typing import ClassVar
 
-from synthex_resources.search.strategies import RecordFusion, param
+from synthex_resources.search.strategies.registry import RecordFusion, param
 from synthex_resources.search.types import Leg
 
 

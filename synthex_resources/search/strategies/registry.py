@@ -9,13 +9,13 @@ lists its modes from.
 - ``RecordFusion``: strategies that rank records from first-stage candidate lists (``candidates``) fused
   by ``fuse``: ``LexicalOnly``, ``DenseOnly``, ``RRFHybrid``.
 - ``LeafSum``: ranks leaves (turns) through the records that stand for them (the ``conversational``
-  strategy); its algorithm is search/leaf_fusion.py, loaded at its first search (numpy, scipy), so the
+  strategy); its algorithm is search/strategies/conversational_fusion.py, loaded at its first search (numpy, scipy), so the
   registry itself is cheap to load (``synthex search --help`` lists it).
 - ``DrillDown``: scores records at a higher altitude (key aggregates) and drills down to their leaf turns,
-  fused with a ``LeafSum`` turn leg (the ``hierarchical`` strategy; search/drill_down.py, loaded at its
+  fused with a ``LeafSum`` turn leg (the ``hierarchical`` strategy; search/strategies/hierarchical_drill_down.py, loaded at its
   first search).
 - ``load_search_strategies()``: the registry, filled through ``register_search_strategies(registry)`` of
-  the built-in module (search/builtin_strategies.py) and of every installed plugin
+  the built-in module (search/strategies/builtin.py) and of every installed plugin
   (``synthex.plugins``); a plugin that fails is on ``registry.failures``.
 
 A variant is ``strategy.with_(param=value)`` (validated again), e.g. the ablations in
@@ -48,7 +48,7 @@ from synthex_resources.search.types import (
 )
 
 HOOK = hookspecs.register_search_strategies
-BUILTINS = ("synthex_resources.search.builtin_strategies",)
+BUILTINS = ("synthex_resources.search.strategies.builtin",)
 
 
 def param(default: Any, *, low: float | None = None, high: float | None = None, doc: str = "") -> Any:
@@ -267,7 +267,7 @@ class RRFHybrid(RecordFusion):
 
 @dataclass(frozen=True, kw_only=True)
 class LeafSum(SearchStrategy):
-    """Ranks leaves (turns) through the records that stand for them (search/leaf_fusion.py, its
+    """Ranks leaves (turns) through the records that stand for them (search/strategies/conversational_fusion.py, its
     algorithm): the ``conversational`` strategy. Takes step, branch and period filters, not metadata
     filters (they would silently cut the top k)."""
 
@@ -287,7 +287,7 @@ class LeafSum(SearchStrategy):
     drop_participants: bool = param(False, doc="drop the conversation's speakers' names from the query")
     relative_dates: bool = param(True, doc="resolve relative dates ('last week') against the search's as_of, "
                                            "and season/span forms ('the summer of 2022') without one")
-    # Multi-hop strategies (search/multihop.py), all off by default; measured in docs/benchmarks.md.
+    # Multi-hop strategies (search/strategies/conversational_multihop.py), all off by default; measured in docs/benchmarks.md.
     decompose: Decompose = param(Decompose.NONE, doc="score the question's parts and combine them")
     decompose_weight: float = param(0.5, low=0.0, doc="x the top score, for the combined parts' normalized scores")
     entity_weight: float = param(0.0, low=0.0, doc="credit for turns sharing rare terms/entities with the top hits")
@@ -306,7 +306,7 @@ class LeafSum(SearchStrategy):
             raise ValueError("leaf-sum search (the conversational recipe) takes step, branch and period "
                              "filters, not metadata filters")
         # Imported here: leaf-sum search needs numpy and scipy, the registry (loaded by `--help`) does not.
-        from synthex_resources.search.leaf_fusion import leaf_sum_search
+        from synthex_resources.search.strategies.conversational_fusion import leaf_sum_search
 
         return leaf_sum_search(engine, request.query, request.steps, request.scope, request.k, self,
                                request.periods, request.as_of)
@@ -316,7 +316,7 @@ class LeafSum(SearchStrategy):
 class DrillDown(SearchStrategy):
     """Scores records at a higher altitude (key aggregates, sessions: records standing for several
     leaves) and drills down to their leaf turns, fused with the turns' own scores from a leaf-sum recipe
-    (search/drill_down.py, its algorithm): the ``hierarchical`` strategy. Takes step, branch and period
+    (search/strategies/hierarchical_drill_down.py, its algorithm): the ``hierarchical`` strategy. Takes step, branch and period
     filters, not metadata filters."""
 
     fusion: ClassVar[Fusion] = Fusion.DRILL_DOWN
@@ -342,7 +342,7 @@ class DrillDown(SearchStrategy):
             raise ValueError("drill-down search (the hierarchical recipe) takes step, branch and period "
                              "filters, not metadata filters")
         # Imported here: drill-down search needs numpy and scipy, the registry (loaded by `--help`) does not.
-        from synthex_resources.search.drill_down import drill_down_search
+        from synthex_resources.search.strategies.hierarchical_drill_down import drill_down_search
 
         config = self if self.reranker is None else replace(self, turns=self.turns.with_(reranker=self.reranker))
         return drill_down_search(engine, request, config)

@@ -1,7 +1,7 @@
 """Multi-hop strategies for leaf-sum search: questions whose evidence is spread over several turns.
 
 A question like "What activities does Melanie partake in?" is answered by several turns, often in
-different sessions, and the first stage (search/leaf_fusion.py) tends to fill the top k with the one
+different sessions, and the first stage (search/strategies/conversational_fusion.py) tends to fill the top k with the one
 best-matching exchange and its neighbours. Four LLM-free strategies, each switched by a parameter of
 the leaf-sum strategy (``LeafSum``, all off by default), each measured on LoCoMo in docs/benchmarks.md:
 
