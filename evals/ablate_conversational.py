@@ -40,8 +40,8 @@ from synthex_resources.commits import with_commit_retry
 from synthex_resources.embedder import EmbedderConfig
 from synthex_resources.search import SearchEngine
 from synthex_resources.search.engine import FTS_COLUMN
+from synthex_resources.search.strategies.base import SearchStrategy
 from synthex_resources.search.strategies.builtin import CONVERSATIONAL, HYBRID
-from synthex_resources.search.strategies.registry import SearchStrategy
 
 STEPS = ["turns-in-context"]  # the context-window records both architectures search
 METRICS = ("recall_any@5", "recall_any@10", "recall_all@10", "ndcg_any@10")

@@ -29,13 +29,13 @@ from evals.locomo_eval import add_question, ingest_conversation
 from evals.scoring import Tally
 from synthex_resources.embedder import EmbedderConfig
 from synthex_resources.search import SearchEngine
+from synthex_resources.search.strategies.base import SearchStrategy
 from synthex_resources.search.strategies.builtin import (
     CONVERSATIONAL,
     HIERARCHICAL,
     HIERARCHICAL_EXPANDED,
     HIERARCHICAL_SPEAKER,
 )
-from synthex_resources.search.strategies.registry import SearchStrategy
 
 ARCHITECTURE = "hierarchical-conversational"
 TURNS = ["turns-in-context"]

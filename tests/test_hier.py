@@ -17,7 +17,8 @@ from evals.locomo import with_previous_turn  # importing it also registers the l
 from synthex import Pipeline
 from synthex.core.digest import key_digest
 from synthex_resources.search.strategies.builtin import CONVERSATIONAL, HIERARCHICAL
-from synthex_resources.search.strategies.registry import DrillDown, load_search_strategies
+from synthex_resources.search.strategies.hierarchical import DrillDown
+from synthex_resources.search.strategies.registry import load_search_strategies
 
 # -- part 5: records with no text ----------------------------------------------------------------------
 

@@ -9,7 +9,8 @@ import pytest
 from test_hier import dia, hierarchy_on
 
 from synthex_resources.search.strategies.builtin import HIERARCHICAL, HIERARCHICAL_SPEAKER
-from synthex_resources.search.strategies.registry import DrillDown, load_search_strategies
+from synthex_resources.search.strategies.hierarchical import DrillDown
+from synthex_resources.search.strategies.registry import load_search_strategies
 
 # Both speakers play the same sports in the same words; only who said it tells Ann's turns from Bob's.
 # What Ann plays is said in sessions 1 and 3.

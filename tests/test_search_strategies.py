@@ -17,9 +17,9 @@ from synthex.core.record import Record
 from synthex_resources.record_store import open_store
 from synthex_resources.search import SearchEngine
 from synthex_resources.search.strategies.builtin import CONVERSATIONAL
+from synthex_resources.search.strategies.conversational import LeafSum
 from synthex_resources.search.strategies.conversational_multihop import sub_queries
 from synthex_resources.search.strategies.conversational_temporal import TimeWindow, time_window
-from synthex_resources.search.strategies.registry import LeafSum
 from synthex_resources.search.tokenize import tokenize
 
 

@@ -16,12 +16,13 @@ from synthex.core.scope import BranchScope
 from synthex_resources.search.indexes.lexicon import leaf_texts
 from synthex_resources.search.indexes.word_index import WordIndex, build_word_index, content_words
 from synthex_resources.search.strategies.builtin import HIERARCHICAL_EXPANDED, HIERARCHICAL_SPEAKER
+from synthex_resources.search.strategies.hierarchical import DrillDown
 from synthex_resources.search.strategies.hierarchical_expanded import (
     MAX_QUERY_WORDS,
     expansion_scores,
     query_words,
 )
-from synthex_resources.search.strategies.registry import DrillDown, load_search_strategies
+from synthex_resources.search.strategies.registry import load_search_strategies
 
 # Ann's instruments are named in sessions 1 and 3, never with the word "instrument"; Bob's question to
 # her (session 1) is nearer the question by the other legs and takes the second slot without expansion.

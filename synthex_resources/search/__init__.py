@@ -17,7 +17,7 @@ _EXPORTS = {
     "HYBRID_EQUAL": "synthex_resources.search.strategies.builtin",
     "HIERARCHICAL": "synthex_resources.search.strategies.builtin",
     "SearchEngine": "synthex_resources.search.engine",
-    "SearchStrategy": "synthex_resources.search.strategies.registry",
+    "SearchStrategy": "synthex_resources.search.strategies.base",
     "load_search_strategies": "synthex_resources.search.strategies.registry",
     "SearchHit": "synthex_resources.search.types",
     "SearchResults": "synthex_resources.search.types",

@@ -6,7 +6,7 @@
 - exact: verbatim substring match (case-insensitive) in the chosen steps.
 Every filter (steps, branch, periods, metadata) is applied inside the index query (prefilter).
 
-How the legs become one ranking is the search strategy's (search/strategies/registry.py): the engine builds the
+How the legs become one ranking is the search strategy's (search/strategies/base.py): the engine builds the
 request and calls ``strategy.search(self, request)``. Built-ins (search/strategies/builtin.py): BM25 or
 dense alone, hybrid (reciprocal rank fusion of both candidate lists, ties broken by record id so the
 ranking does not depend on ingest order, then near-duplicate collapse and an optional reranker) and
@@ -38,8 +38,8 @@ from synthex_resources.record_store import LIGHT_COLUMNS, RECORDS, RecordStore
 from synthex_resources.search.indexes.dense_index import dense_index
 from synthex_resources.search.indexes.memory_lexical import memory_bm25
 from synthex_resources.search.indexes.postings import fts_stats, holds_live_rows, postings_bm25
+from synthex_resources.search.strategies.base import SearchStrategy
 from synthex_resources.search.strategies.builtin import BUILTIN_STRATEGIES
-from synthex_resources.search.strategies.registry import SearchStrategy
 from synthex_resources.search.tokenize import PROJECT_INDEX, IndexAnalyzer, tokenize
 from synthex_resources.search.types import SearchHit, SearchRequest, SearchResults
 from synthex_resources.search.via import annotate_via

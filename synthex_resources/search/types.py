@@ -1,7 +1,7 @@
 """What every part of search shares: hits, the request a strategy answers, the engine's surface as the
 strategies see it, rerankers and the warnings a search reports.
 
-It sits below the engine and every fusion (``engine`` -> strategies -> ``leaf_fusion`` / ``multihop`` /
+It sits below the engine and every fusion (``engine`` -> strategies -> ``conversational_fusion`` / ``conversational_multihop`` /
 ``leaf_scope`` -> this module), so none of them imports the engine: the fusions reach it through the
 ``SearchBackend`` protocol, which ``SearchEngine`` implements.
 """
@@ -165,7 +165,7 @@ class SearchRequest:
 
 
 class SearchBackend(Protocol):
-    """What a strategy (search/strategies/registry.py) and the fusions it runs get to search with: the engine
+    """What a strategy (search/strategies/base.py) and the fusions it runs get to search with: the engine
     (``synthex_resources.search.engine.SearchEngine``) as a public interface, nothing private. A strategy
     receives it with its ``SearchRequest`` and reads everything else through it: the candidate lists of
     the two legs, the search's filter, the store (its rows; ``store.search_state``: the structures kept

@@ -7,16 +7,12 @@ engine's default, tests, evals' ablations) imports it; every door lists the regi
 
 from __future__ import annotations
 
+from synthex_resources.search.strategies.base import SearchStrategy
+from synthex_resources.search.strategies.conversational import LeafSum
+from synthex_resources.search.strategies.hierarchical import DrillDown
 from synthex_resources.search.strategies.hierarchical_fresh import FreshFirst
-from synthex_resources.search.strategies.registry import (
-    DenseOnly,
-    DrillDown,
-    LeafSum,
-    LexicalOnly,
-    RRFHybrid,
-    SearchStrategy,
-    StrategyRegistry,
-)
+from synthex_resources.search.strategies.hybrid import DenseOnly, LexicalOnly, RRFHybrid
+from synthex_resources.search.strategies.registry import StrategyRegistry
 
 BM25 = LexicalOnly(name="bm25", description="keywords only (BM25)", dedup_cosine=None)
 DENSE = DenseOnly(name="dense", description="meaning only (embeddings)", dedup_cosine=None)
@@ -56,7 +52,7 @@ HIERARCHICAL_SPEAKER = HIERARCHICAL.with_(
     name="hierarchical-speaker", speaker_weight=0.15,
     description="hierarchical, plus the turns of the speaker the question names ranked higher (x 1.15)")
 
-# The same, plus word-neighbour expansion (search/strategies/hierarchical_drill_down.py, step 6): a turn naming an instance of what
+# The same, plus word-neighbour expansion (search/strategies/hierarchical_expanded.py, drill-down step 6): a turn naming an instance of what
 # the question asks for ("camping" for "activities") is lifted. Similarity 0.4 and weight 0.5 were chosen
 # on dev7 conversations 1-4 and checked on 5-7 (docs/benchmarks.md).
 HIERARCHICAL_EXPANDED = HIERARCHICAL_SPEAKER.with_(
