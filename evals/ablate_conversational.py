@@ -39,9 +39,9 @@ from evals.scoring import Tally
 from synthex_resources.commits import with_commit_retry
 from synthex_resources.embedder import EmbedderConfig
 from synthex_resources.search import SearchEngine
-from synthex_resources.search.builtin_strategies import CONVERSATIONAL, HYBRID
 from synthex_resources.search.engine import FTS_COLUMN
-from synthex_resources.search.strategies import SearchStrategy
+from synthex_resources.search.strategies.base import SearchStrategy
+from synthex_resources.search.strategies.builtin import CONVERSATIONAL, HYBRID
 
 STEPS = ["turns-in-context"]  # the context-window records both architectures search
 METRICS = ("recall_any@5", "recall_any@10", "recall_all@10", "ndcg_any@10")
@@ -65,7 +65,7 @@ VARIANTS: dict[str, Variant] = {
     "without the turns' own dense score": Variant(CONVERSATIONAL.with_(leaf_dense_weight=0.0)),
     "without stemming": Variant(CONVERSATIONAL, stem=False),
     "RRF hybrid (k=10) instead of leaf-sum": Variant(HYBRID),
-    # Issue 13: the multi-hop strategies (search/multihop.py) and the temporal change, each on top of the
+    # Issue 13: the multi-hop strategies (search/strategies/conversational_multihop.py) and the temporal change, each on top of the
     # recipe as it was before issue 13 (BEFORE_13: so each row says what that strategy alone adds).
     "before issue 13 (no entity expansion)": Variant(BEFORE_13),
     "without relative/span dates (issue 3 before)": Variant(CONVERSATIONAL.with_(relative_dates=False)),

@@ -1,4 +1,4 @@
-"""Sweep of the newer-first reordering (search/fresh_first.py) over an eval's existing workspaces: each
+"""Sweep of the newer-first reordering (search/strategies/hierarchical_fresh.py) over an eval's existing workspaces: each
 variant wraps ``hierarchical-expanded`` with another ``same_cosine`` / ``margin`` / ``score_ratio``; each
 question is searched once (as ``evaluate`` searches) and every variant reorders those same hits, so only the
 reordering differs between rows.
@@ -23,9 +23,9 @@ from evals.architectures import LeafCache, ranked_leaf_keys, resolve, unambiguou
 from evals.benchmarks import EMBEDDING_CACHE, benchmark_registry, workspace_root
 from evals.scoring import Tally
 from evals.shared_embedder import MemoEmbedder
-from synthex_resources.search.builtin_strategies import HIERARCHICAL_EXPANDED
 from synthex_resources.search.engine import SearchEngine
-from synthex_resources.search.fresh_first import FreshFirst
+from synthex_resources.search.strategies.builtin import HIERARCHICAL_EXPANDED
+from synthex_resources.search.strategies.hierarchical_fresh import FreshFirst
 
 ARCHITECTURE = "hierarchical-expanded"  # its workspace ("hierarchical") holds the records every variant searches
 

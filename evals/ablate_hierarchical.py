@@ -29,13 +29,13 @@ from evals.locomo_eval import add_question, ingest_conversation
 from evals.scoring import Tally
 from synthex_resources.embedder import EmbedderConfig
 from synthex_resources.search import SearchEngine
-from synthex_resources.search.builtin_strategies import (
+from synthex_resources.search.strategies.base import SearchStrategy
+from synthex_resources.search.strategies.builtin import (
     CONVERSATIONAL,
     HIERARCHICAL,
     HIERARCHICAL_EXPANDED,
     HIERARCHICAL_SPEAKER,
 )
-from synthex_resources.search.strategies import SearchStrategy
 
 ARCHITECTURE = "hierarchical-conversational"
 TURNS = ["turns-in-context"]
@@ -57,7 +57,7 @@ VARIANTS: dict[str, Variant] = {
     # Multi-hop (issue 22): the named speaker's turns x (1 + w); w = 0.15 chosen on dev7 conversations 1-4.
     **{f"kept, + named speaker x {1 + w:g}{' (hierarchical-speaker)' if w == 0.15 else ''}":
        Variant(HIERARCHICAL_SPEAKER.with_(speaker_weight=w), TURNS + ALTITUDES) for w in (0.05, 0.15, 0.25)},
-    # Word-neighbour expansion (search/word_neighbours.py); similarity 0.4, weight 0.5 chosen on conversations 1-4.
+    # Word-neighbour expansion (search/strategies/hierarchical_expanded.py); similarity 0.4, weight 0.5 chosen on conversations 1-4.
     "kept, + word neighbours (no named speaker)": Variant(HIERARCHICAL.with_(expansion_weight=0.5), TURNS + ALTITUDES),
     "kept, + named speaker + word neighbours (hierarchical-expanded)": Variant(HIERARCHICAL_EXPANDED,
                                                                                TURNS + ALTITUDES),

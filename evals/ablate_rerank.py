@@ -39,8 +39,8 @@ from evals.locomo_eval import add_question, ingest_conversation
 from evals.scoring import Tally
 from synthex_resources.embedder import EmbedderConfig
 from synthex_resources.search import SearchEngine
-from synthex_resources.search.builtin_strategies import HIERARCHICAL_EXPANDED
 from synthex_resources.search.cross_encoder import CrossEncoderModel, CrossEncoderReranker, RerankText
+from synthex_resources.search.strategies.builtin import HIERARCHICAL_EXPANDED
 
 TOP_NS = (10, 20, 30, 50)
 BLENDS = (0.0, 2.0, 5.0)

@@ -12,14 +12,14 @@ through its sources and queried through its search.
 - ``hierarchical-conversational``: ``conversational``'s turns plus key aggregates of them by speaker,
   entity and topic (``pipeline.aggregate(by=...)``, each a deterministic profile of its members:
   ``synthex.core.digest.key_profile``, no model), searched with the ``hierarchical`` strategy (the
-  aggregates scored at their altitude lift the turns they gather, search/drill_down.py).
+  aggregates scored at their altitude lift the turns they gather, search/strategies/hierarchical_drill_down.py).
 - ``hierarchical-speaker``: the same records (same workspace), searched with ``hierarchical-speaker``:
   also the turns of the one speaker the question names x 1.15 (multi-hop evidence is mostly one speaker's).
 - ``hierarchical-expanded``: the same records, searched with ``hierarchical-expanded``: also the turns
   holding the question's words or their nearest words in the memory's vocabulary ranked higher
-  (search/word_neighbours.py).
+  (search/strategies/hierarchical_expanded.py).
 - ``hierarchical-fresh``: the same records and ranking, then, for a question about the present state, among the
-  top 5 hits the newer of two that say the same thing first (search/fresh_first.py: knowledge updates).
+  top 5 hits the newer of two that say the same thing first (search/strategies/hierarchical_fresh.py: knowledge updates).
 - any other name: the project's own pipeline (``pipeline.py``) on that branch, its sources pointed at
   the benchmark data (a source of another memory system's file reads the turns as that system's:
   ``into_workspace``); hits are drilled down to their leaves to score turns. ``branch@recipe``
@@ -269,7 +269,7 @@ def project_architecture(project: Path, branch: str) -> Architecture:
 
 def check_mode(name: str, mode: str) -> None:
     """``mode`` is a search strategy of the registry (built-ins and installed plugins), as every door's."""
-    from synthex_resources.search.strategies import load_search_strategies
+    from synthex_resources.search.strategies.registry import load_search_strategies
 
     names = load_search_strategies().names()
     if mode not in names:
@@ -293,9 +293,9 @@ BUILT: dict[str, Built] = {
     "hierarchical-conversational": (_hierarchical, "hierarchical", "hierarchical"),
     # the same records, the named speaker's turns ranked higher
     "hierarchical-speaker": (_hierarchical, "hierarchical-speaker", "hierarchical"),
-    # the same records, also word-neighbour expansion (search/word_neighbours.py)
+    # the same records, also word-neighbour expansion (search/strategies/hierarchical_expanded.py)
     "hierarchical-expanded": (_hierarchical, "hierarchical-expanded", "hierarchical"),
-    # the same ranking, newer statements of one fact first (search/fresh_first.py)
+    # the same ranking, newer statements of one fact first (search/strategies/hierarchical_fresh.py)
     "hierarchical-fresh": (_hierarchical, "hierarchical-fresh", "hierarchical"),
     # the same ranking, its top 30 reordered by the offline cross-encoder (search/cross_encoder.py)
     "hierarchical-reranked": (_hierarchical, "hierarchical-expanded", "hierarchical", "cross-encoder"),

@@ -41,7 +41,7 @@ from synthex_resources.embedder import EmbedderConfig
 from synthex_resources.llm import LLMConfig
 from synthex_resources.search import SearchEngine
 from synthex_resources.search.rerank import LLMReranker
-from synthex_resources.search.strategies import load_search_strategies
+from synthex_resources.search.strategies.registry import load_search_strategies
 
 STEP = "turns-in-context"  # the conversational architecture's search step
 

@@ -1,4 +1,4 @@
-"""Cost of the word-neighbour expansion (search/word_neighbours.py) as the leaves grow: building the word
+"""Cost of the word-neighbour expansion (search/strategies/hierarchical_expanded.py) as the leaves grow: building the word
 index (tokenizing, the leaves x words matrix; embedding its vocabulary) and scoring a query, on LoCoMo
 turns repeated to N leaves. The vocabulary is dev7's (about 5,000 words at any N): embedding cost is printed
 per 1,000 words, so a larger vocabulary's first search can be read off (at most ``MAX_WORDS``). Each size
@@ -22,7 +22,7 @@ import numpy as np
 from evals.locomo import load_locomo
 from synthex_resources.embedder import EmbedderConfig
 from synthex_resources.search.indexes.word_index import build_word_index, content_words
-from synthex_resources.search.word_neighbours import expansion_scores, query_words
+from synthex_resources.search.strategies.hierarchical_expanded import expansion_scores, query_words
 
 
 def main() -> None:

@@ -62,7 +62,7 @@ from evals.locomo import CATEGORIES, Conversation, Turn, load_locomo, turn_text
 from evals.metrics import mean, score
 from evals.scoring import RECALL_KS, with_recall
 from synthex_resources.embedder import Embedder
-from synthex_resources.search.builtin_strategies import HYBRID_EQUAL
+from synthex_resources.search.strategies.builtin import HYBRID_EQUAL
 from synthex_resources.search.tokenize import tokenize
 
 TEXTS = ("project", "mempalace")

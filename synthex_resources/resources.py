@@ -22,7 +22,7 @@ from synthex_resources.llm import LLMConfig
 from synthex_resources.record_store import RecordStore, open_store
 from synthex_resources.search.memory_search import search_memory
 from synthex_resources.search.rerankers import Rerankers
-from synthex_resources.search.strategies import StrategyRegistry, load_search_strategies
+from synthex_resources.search.strategies.registry import StrategyRegistry, load_search_strategies
 from synthex_resources.search.types import SearchResults
 
 

@@ -22,13 +22,13 @@ from synthex.core.record import Record
 from synthex.core.scope import BranchScope
 from synthex_resources.encryption import generate_key
 from synthex_resources.record_store import RecordStore
-from synthex_resources.search import leaf_fusion, multihop
-from synthex_resources.search.builtin_strategies import BM25, CONVERSATIONAL, DENSE
 from synthex_resources.search.engine import SearchEngine, top_with_ties
 from synthex_resources.search.indexes import ann, lexicon
 from synthex_resources.search.indexes.dense_index import ANN_FROM as DEFAULT_ANN_FROM
 from synthex_resources.search.indexes.dense_index import DenseIndex, dense_index
 from synthex_resources.search.state import SearchSettings
+from synthex_resources.search.strategies import conversational_fusion, conversational_multihop
+from synthex_resources.search.strategies.builtin import BM25, CONVERSATIONAL, DENSE
 
 MAIN_SCOPE = BranchScope.own()
 
@@ -628,10 +628,10 @@ def test_leaf_sum_search_over_the_ivf_shortlist_matches_the_exact_path(chat_root
     assert [h.id for h in got] == [h.id for h in want]
     assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-6)
     qvec = ann_store.embedder.embed([query])[0]
-    assert index.approximate_scores(qvec, steps, MAIN_SCOPE, None, leaf_fusion.DENSE_SHORTLIST) is not None
+    assert index.approximate_scores(qvec, steps, MAIN_SCOPE, None, conversational_fusion.DENSE_SHORTLIST) is not None
 
     # A shortlist much smaller than the scope: only its records (and the lexical hits) get a dense score.
-    monkeypatch.setattr(leaf_fusion, "DENSE_SHORTLIST", 20)
+    monkeypatch.setattr(conversational_fusion, "DENSE_SHORTLIST", 20)
     ivf_calls.clear()
     small = SearchEngine(ann_store).search(query, steps, MAIN_SCOPE, 10, strategy=config)
     assert ivf_calls and max(ivf_calls) <= 20
@@ -665,7 +665,7 @@ SCORES = st.sampled_from([-1.0, -0.0, 0.0, 0.0, 0.25, 0.5, 0.5, 1.0, 2.0, 3.5]) 
 @given(total=st.lists(SCORES, min_size=1, max_size=60), m=st.integers(0, 70))
 def test_seeds_equal_the_stable_argsort(total, m):
     t = np.asarray(total, dtype=np.float64)
-    got, want = multihop._seeds(t, m), _seeds_old(t, m)
+    got, want = conversational_multihop._seeds(t, m), _seeds_old(t, m)
     assert got.tolist() == want.tolist()
     assert np.issubdtype(got.dtype, np.integer)
 
@@ -691,7 +691,7 @@ def lexicons(draw):
 @given(case=lexicons(), seeds=st.integers(0, 12))
 def test_entity_credit_equals_the_sparse_product(case, seeds):
     lex, total = case
-    got = multihop.entity_credit(lex, total, seeds)
+    got = conversational_multihop.entity_credit(lex, total, seeds)
     want = entity_credit_old(lex, total, seeds)
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)

@@ -24,12 +24,12 @@ import pytest
 from synthex.core.record import Record
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import LIGHT_COLUMNS, RecordStore
-from synthex_resources.search import leaf_fusion, multihop
-from synthex_resources.search.builtin_strategies import CONVERSATIONAL
 from synthex_resources.search.engine import SearchEngine
 from synthex_resources.search.indexes import ann, leaf_scope, lexicon
 from synthex_resources.search.indexes.dense_index import dense_index
 from synthex_resources.search.state import SearchSettings
+from synthex_resources.search.strategies import conversational_fusion, conversational_multihop
+from synthex_resources.search.strategies.builtin import CONVERSATIONAL
 
 MAIN = BranchScope.own()
 STEPS = ["ctx"]
@@ -105,11 +105,11 @@ def ann_store(root: Path) -> RecordStore:
     store.close()
 
 
-# -- the whole-array algorithm these replace (leaf_fusion._first_stage, multihop.rescore before) ---------
+# -- the whole-array algorithm these replace (conversational_fusion._first_stage, conversational_multihop.rescore before) ---------
 def _reference_scores(engine: SearchEngine, query: str, config=CONVERSATIONAL) -> np.ndarray:
     where = engine.where(STEPS, MAIN, None)
     scope = leaf_scope.scope_for(engine, where)
-    text = leaf_fusion.without_names(query, scope.participants)
+    text = conversational_fusion.without_names(query, scope.participants)
     n = len(scope.leaf_ids)
     total = np.zeros(n)
 
@@ -138,26 +138,26 @@ def _reference_scores(engine: SearchEngine, query: str, config=CONVERSATIONAL) -
         return ids.tolist() + list(vectors), np.concatenate([sims, extra])
 
     dense = np.zeros(n)
-    short = index.approximate_scores(qvec, STEPS, MAIN, None, leaf_fusion.DENSE_SHORTLIST)
+    short = index.approximate_scores(qvec, STEPS, MAIN, None, conversational_fusion.DENSE_SHORTLIST)
     assert short is not None  # the IVF path: what this module is about
     ids, sims = with_candidates(short, ids_lex)
-    lend(dense, ids, leaf_fusion._normalized_dense(sims, short[2]))
+    lend(dense, ids, conversational_fusion._normalized_dense(sims, short[2]))
     total += config.dense_weight * dense
     own = np.zeros(n)
-    short = index.approximate_scores(qvec, scope.leaf_steps, MAIN, None, leaf_fusion.DENSE_SHORTLIST)
+    short = index.approximate_scores(qvec, scope.leaf_steps, MAIN, None, conversational_fusion.DENSE_SHORTLIST)
     ids, sims = with_candidates(short, [scope.leaf_ids[i] for i in np.flatnonzero(total)])
-    normalized = leaf_fusion._normalized_dense(sims, short[2])
+    normalized = conversational_fusion._normalized_dense(sims, short[2])
     at = scope.index_of.rows(ids)
     found = at >= 0
     own[at[found]] = normalized[found]
     total += config.leaf_dense_weight * own
     padded = np.append(total, 0.0)
     total = total + config.neighbour_weight * np.maximum(padded[scope.prev], padded[scope.next])
-    # the entity expansion (multihop.entity_credit as a Python loop, before it was vectorised)
+    # the entity expansion (conversational_multihop.entity_credit as a Python loop, before it was vectorised)
     lex = lexicon.lexicon(engine, where, scope, config.rare_df)
     first = total
     credit = np.zeros(n)
-    top = multihop._seeds(first, config.expand_seeds)
+    top = conversational_multihop._seeds(first, config.expand_seeds)
     for seed in top:
         row = lex.terms[int(seed)]
         overlap: dict[int, float] = {}
@@ -177,7 +177,7 @@ def test_leaf_scores_equal_the_whole_array_algorithm_bit_for_bit(ann_store):
     checked = 0
     for query in QUERIES:
         with ann_store.pinned_version():
-            scope, total, support = leaf_fusion._scored(engine, query, STEPS, MAIN, CONVERSATIONAL)
+            scope, total, support = conversational_fusion._scored(engine, query, STEPS, MAIN, CONVERSATIONAL)
             want = _reference_scores(engine, query)
         assert support is not None  # the legs' positions were kept: nothing was scanned whole
         assert np.array_equal(total, want)  # every leaf, not only the top 10
@@ -265,11 +265,11 @@ def test_neighbour_credit_on_the_scored_leaves_equals_the_whole_array_form():
                              prev=prev, next=nxt, times=np.zeros(n), participants=set(), tiebreak=np.arange(n), pairs={})
     padded = np.append(total, 0.0)
     want = total + 0.4 * np.maximum(padded[prev], padded[nxt])
-    got, new_support = leaf_fusion._neighbour_credit(scope, total.copy(), np.unique(support), 0.4)
+    got, new_support = conversational_fusion._neighbour_credit(scope, total.copy(), np.unique(support), 0.4)
     assert np.array_equal(got, want)
     assert set(np.flatnonzero(want)) <= set(new_support.tolist())
     one_way = leaf_scope.Scope(leaf_ids=scope.leaf_ids, index_of=None, leaves_of=None, leaf_steps=[], prev=np.full(n, -1),
                                next=nxt, times=np.zeros(n), participants=set(), tiebreak=np.arange(n), pairs={})
     assert not one_way.links_symmetric()  # then the whole-array form runs, and says so (no support)
-    got, new_support = leaf_fusion._neighbour_credit(one_way, total.copy(), np.unique(support), 0.4)
+    got, new_support = conversational_fusion._neighbour_credit(one_way, total.copy(), np.unique(support), 0.4)
     assert new_support is None and np.array_equal(got, total + 0.4 * np.maximum(padded[np.full(n, -1)], padded[nxt]))

@@ -20,11 +20,11 @@ from test_conversational_at_scale import bag_vectors
 from synthex.core.record import Record
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
-from synthex_resources.search import leaf_fusion
-from synthex_resources.search.builtin_strategies import CONVERSATIONAL
 from synthex_resources.search.engine import SearchEngine
 from synthex_resources.search.indexes import leaf_scope
 from synthex_resources.search.indexes.postings import postings_bm25
+from synthex_resources.search.strategies import conversational_fusion
+from synthex_resources.search.strategies.builtin import CONVERSATIONAL
 from synthex_resources.search.types import Reranked, Reranker
 
 MAIN = BranchScope.own()
@@ -114,14 +114,14 @@ class KeepOrder(Reranker):
 def test_rows_read_for_the_top_k_first_and_the_hits_unchanged(store, monkeypatch):
     engine = SearchEngine(store)
     reads: list[list[str]] = []
-    plain = leaf_fusion.leaf_rows
+    plain = conversational_fusion.leaf_rows
     missing: set[str] = set()
 
     def leaf_rows(engine: Any, scope: Any, ids: list[str], reads_scope: BranchScope) -> dict[str, dict[str, Any]]:
         reads.append(list(ids))
         return {i: r for i, r in plain(engine, scope, ids, reads_scope).items() if i not in missing}
 
-    monkeypatch.setattr(leaf_fusion, "leaf_rows", leaf_rows)
+    monkeypatch.setattr(conversational_fusion, "leaf_rows", leaf_rows)
     every = CONVERSATIONAL.with_(reranker=KeepOrder())
     for query in QUERIES:
         reads.clear()

@@ -13,9 +13,9 @@ from synthex import Pipeline
 from synthex.core.scope import BranchScope
 from synthex_resources import open_store
 from synthex_resources.search import SearchEngine
-from synthex_resources.search.builtin_strategies import CONVERSATIONAL
-from synthex_resources.search.leaf_fusion import without_names
-from synthex_resources.search.temporal import TimeWindow, time_window
+from synthex_resources.search.strategies.builtin import CONVERSATIONAL
+from synthex_resources.search.strategies.conversational_fusion import without_names
+from synthex_resources.search.strategies.conversational_temporal import TimeWindow, time_window
 
 SESSIONS = {
     "1:00 pm on 8 May, 2023": [

@@ -14,7 +14,7 @@ from synthex.core.record import Record
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search.engine import SearchEngine
-from synthex_resources.search.strategies import load_search_strategies
+from synthex_resources.search.strategies.registry import load_search_strategies
 
 
 def test_every_default_is_the_one_named_in_the_core(tmp_path):

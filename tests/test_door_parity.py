@@ -97,7 +97,7 @@ K = 5
 
 def search_modes() -> tuple[str, ...]:
     """The search modes: the names of the strategies' registry, which every door lists its modes from."""
-    from synthex_resources.search.strategies import load_search_strategies
+    from synthex_resources.search.strategies.registry import load_search_strategies
 
     return tuple(load_search_strategies().names())
 

@@ -20,9 +20,9 @@ from synthex.core.record import Record
 from synthex.core.scope import BranchScope
 from synthex_resources.encryption import KEY_ENV, PREFIX, EncryptionError, StoreCipher, generate_key
 from synthex_resources.record_store import RecordStore
-from synthex_resources.search.builtin_strategies import BM25, DENSE
 from synthex_resources.search.engine import SearchEngine
 from synthex_resources.search.indexes.memory_lexical import memory_bm25
+from synthex_resources.search.strategies.builtin import BM25, DENSE
 
 TOKEN = "quixotrelwyn"  # planted in one source note; in no other text
 SUMMARY_MARK = b"FAKE SUMMARY"  # every fake LLM response (summaries, their audit, the LLM cache) holds it

@@ -1,4 +1,4 @@
-"""The newer-first reordering (search/fresh_first.py): a hit moves just above an older hit saying the same thing
+"""The newer-first reordering (search/strategies/hierarchical_fresh.py): a hit moves just above an older hit saying the same thing
 (cosine of their vectors at or above the band), nothing else moves, and a hit never leaves the window."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from synthex.core.errors import PipelineDefinitionError
-from synthex_resources.search.builtin_strategies import HIERARCHICAL_EXPANDED, HIERARCHICAL_FRESH
-from synthex_resources.search.fresh_first import FreshFirst, newer_first
+from synthex_resources.search.strategies.builtin import HIERARCHICAL_EXPANDED, HIERARCHICAL_FRESH
+from synthex_resources.search.strategies.hierarchical_fresh import FreshFirst, newer_first
 from synthex_resources.search.types import SearchHit
 
 BIKES = np.array([1.0, 0.0, 0.0])

@@ -16,8 +16,9 @@ from conftest import cli, locomo_sessions, write_json
 from evals.locomo import with_previous_turn  # importing it also registers the locomo-turns format
 from synthex import Pipeline
 from synthex.core.digest import key_digest
-from synthex_resources.search.builtin_strategies import CONVERSATIONAL, HIERARCHICAL
-from synthex_resources.search.strategies import DrillDown, load_search_strategies
+from synthex_resources.search.strategies.builtin import CONVERSATIONAL, HIERARCHICAL
+from synthex_resources.search.strategies.hierarchical import DrillDown
+from synthex_resources.search.strategies.registry import load_search_strategies
 
 # -- part 5: records with no text ----------------------------------------------------------------------
 
@@ -168,7 +169,7 @@ def dia(hits) -> list[str]:
 
 def test_drill_down_returns_the_turns_an_aggregate_gathers_that_flat_search_misses(hierarchy):
     from synthex_resources.search import SearchEngine
-    from synthex_resources.search.drill_down import altitude_scores, split_steps
+    from synthex_resources.search.strategies.hierarchical_drill_down import altitude_scores, split_steps
 
     question = "Which instruments does Ann play?"
     engine = SearchEngine(hierarchy.store())

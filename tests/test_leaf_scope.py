@@ -11,9 +11,9 @@ from synthex.core.record import Record
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search import SearchEngine
-from synthex_resources.search.builtin_strategies import CONVERSATIONAL
 from synthex_resources.search.indexes.leaf_scope import build_scope, scope_for
 from synthex_resources.search.state import SearchSettings
+from synthex_resources.search.strategies.builtin import CONVERSATIONAL
 
 TOPICS = ["hiking at the lake", "a zebra finch that sings", "sourdough bread baking", "a broken bicycle chain",
           "the chess tournament", "painting the kitchen", "a trip to Lisbon", "the new puppy"]

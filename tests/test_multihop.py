@@ -1,4 +1,4 @@
-"""Issue 22, multi-hop: the ``hierarchical-speaker`` strategy (search/drill_down.py, step 5) gathers one
+"""Issue 22, multi-hop: the ``hierarchical-speaker`` strategy (search/strategies/hierarchical_drill_down.py, step 5) gathers one
 speaker's evidence from several sessions, which the flat turn leg misses; it is a registered, switchable
 search mode. Real LanceDB, real embedder, a real run, on one tiny hand-made conversation (one build).
 """
@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 from test_hier import dia, hierarchy_on
 
-from synthex_resources.search.builtin_strategies import HIERARCHICAL, HIERARCHICAL_SPEAKER
-from synthex_resources.search.strategies import DrillDown, load_search_strategies
+from synthex_resources.search.strategies.builtin import HIERARCHICAL, HIERARCHICAL_SPEAKER
+from synthex_resources.search.strategies.hierarchical import DrillDown
+from synthex_resources.search.strategies.registry import load_search_strategies
 
 # Both speakers play the same sports in the same words; only who said it tells Ann's turns from Bob's.
 # What Ann plays is said in sessions 1 and 3.

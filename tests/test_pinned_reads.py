@@ -18,11 +18,11 @@ from test_word_neighbours import CountingEmbedder
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RECORDS, RecordStore
 from synthex_resources.search import SearchEngine
-from synthex_resources.search.builtin_strategies import CONVERSATIONAL
 from synthex_resources.search.indexes import leaf_scope
 from synthex_resources.search.indexes.leaf_scope import scope_for
 from synthex_resources.search.indexes.sidecar import TableState, sidecar
 from synthex_resources.search.indexes.word_index import word_index
+from synthex_resources.search.strategies.builtin import CONVERSATIONAL
 
 MAIN = BranchScope.own()
 QUERY = "the chess tournament at the lake"

@@ -26,7 +26,8 @@ from fake_openai import FakeOpenAI
 
 from synthex.core.errors import PipelineDefinitionError
 from synthex_resources.llm import OpenAICompleter
-from synthex_resources.search.builtin_strategies import (
+from synthex_resources.search.rerank import LLMReranker
+from synthex_resources.search.strategies.builtin import (
     BM25,
     CONVERSATIONAL,
     DENSE,
@@ -37,15 +38,9 @@ from synthex_resources.search.builtin_strategies import (
     HYBRID,
     HYBRID_EQUAL,
 )
-from synthex_resources.search.rerank import LLMReranker
-from synthex_resources.search.strategies import (
-    DenseOnly,
-    LeafSum,
-    LexicalOnly,
-    RRFHybrid,
-    StrategyRegistry,
-    load_search_strategies,
-)
+from synthex_resources.search.strategies.conversational import LeafSum
+from synthex_resources.search.strategies.hybrid import DenseOnly, LexicalOnly, RRFHybrid
+from synthex_resources.search.strategies.registry import StrategyRegistry, load_search_strategies
 from synthex_resources.search.types import Decompose, Diversify, Fusion, SearchProblem, SearchWarning
 
 BUILTIN = ["bm25", "dense", "hybrid", "hybrid-equal", "conversational", "hierarchical", "hierarchical-speaker",
@@ -57,7 +52,8 @@ TOY = '''
 from dataclasses import dataclass
 from typing import ClassVar
 
-from synthex_resources.search.strategies import RecordFusion, param
+from synthex_resources.search.strategies.base import param
+from synthex_resources.search.strategies.hybrid import RecordFusion
 from synthex_resources.search.types import Leg
 
 

@@ -1,4 +1,4 @@
-"""Multi-hop strategies (search/multihop.py) and relative query dates (search/temporal.py) in leaf-sum search.
+"""Multi-hop strategies (search/strategies/conversational_multihop.py) and relative query dates (search/strategies/conversational_temporal.py) in leaf-sum search.
 
 A real LanceDB store in a tmp dir holding a small hand-made two-person chat (turns written directly,
 no pipeline run, so this stays fast); a bag-of-words embedder makes cosine track shared words. Each
@@ -16,10 +16,10 @@ import pytest
 from synthex.core.record import Record
 from synthex_resources.record_store import open_store
 from synthex_resources.search import SearchEngine
-from synthex_resources.search.builtin_strategies import CONVERSATIONAL
-from synthex_resources.search.multihop import sub_queries
-from synthex_resources.search.strategies import LeafSum
-from synthex_resources.search.temporal import TimeWindow, time_window
+from synthex_resources.search.strategies.builtin import CONVERSATIONAL
+from synthex_resources.search.strategies.conversational import LeafSum
+from synthex_resources.search.strategies.conversational_multihop import sub_queries
+from synthex_resources.search.strategies.conversational_temporal import TimeWindow, time_window
 from synthex_resources.search.tokenize import tokenize
 
 

@@ -8,9 +8,9 @@ import numpy as np
 from synthex.core.record import Record
 from synthex_resources.embedder import MiniLMOnnxEmbedder
 from synthex_resources.record_store import RecordStore
-from synthex_resources.search.builtin_strategies import DENSE
 from synthex_resources.search.engine import SearchEngine
 from synthex_resources.search.indexes.dense_index import dense_index
+from synthex_resources.search.strategies.builtin import DENSE
 
 
 class CountingEmbedder:

@@ -1,4 +1,4 @@
-"""Issue 22, multi-hop: word-neighbour query expansion (search/word_neighbours.py; drill-down step 6, the
+"""Issue 22, multi-hop: word-neighbour query expansion (search/strategies/hierarchical_expanded.py; drill-down step 6, the
 ``hierarchical-expanded`` strategy). A list question's evidence names instances of what it asks for
 ("violin", "guitar" for "instruments") and shares no word with it. Real LanceDB, the real offline MiniLM
 embedder, a real run on one tiny hand-made conversation; the scoring itself on hand-made vectors.
@@ -13,11 +13,16 @@ from scipy import sparse
 from test_hier import dia, hierarchy_on, hierarchy_pipeline
 
 from synthex.core.scope import BranchScope
-from synthex_resources.search.builtin_strategies import HIERARCHICAL_EXPANDED, HIERARCHICAL_SPEAKER
 from synthex_resources.search.indexes.lexicon import leaf_texts
 from synthex_resources.search.indexes.word_index import WordIndex, build_word_index, content_words
-from synthex_resources.search.strategies import DrillDown, load_search_strategies
-from synthex_resources.search.word_neighbours import MAX_QUERY_WORDS, expansion_scores, query_words
+from synthex_resources.search.strategies.builtin import HIERARCHICAL_EXPANDED, HIERARCHICAL_SPEAKER
+from synthex_resources.search.strategies.hierarchical import DrillDown
+from synthex_resources.search.strategies.hierarchical_expanded import (
+    MAX_QUERY_WORDS,
+    expansion_scores,
+    query_words,
+)
+from synthex_resources.search.strategies.registry import load_search_strategies
 
 # Ann's instruments are named in sessions 1 and 3, never with the word "instrument"; Bob's question to
 # her (session 1) is nearer the question by the other legs and takes the second slot without expansion.

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from synthex_resources.hook_deliveries import DeliveryReport, HookState
     from synthex_resources.record_store import RecordStore
     from synthex_resources.search.rerankers import Rerankers
-    from synthex_resources.search.strategies import StrategyRegistry
+    from synthex_resources.search.strategies.registry import StrategyRegistry
     from synthex_resources.search.types import SearchResults
 
 
@@ -665,7 +665,7 @@ class ProjectApp:
     def search_strategies(self) -> StrategyRegistry:
         """The search modes: built-in strategies and installed plugins' (``load_search_strategies``),
         loaded once per app; plugins that failed to load are on its ``failures``."""
-        from synthex_resources.search.strategies import load_search_strategies
+        from synthex_resources.search.strategies.registry import load_search_strategies
 
         return load_search_strategies()
 

@@ -100,8 +100,8 @@ def register_fold_states(registry: Registers) -> None:
 def register_search_strategies(registry: Registers) -> None:
     """Search modes (``--mode NAME``, ``mode=`` of a search output, MCP, ``SearchResource``):
     ``registry.register(strategy.name, strategy)``, an instance of
-    ``synthex_resources.search.strategies.SearchStrategy`` registered under its own name. Built-ins:
-    synthex_resources/search/builtin_strategies.py."""
+    ``synthex_resources.search.strategies.base.SearchStrategy`` registered under its own name. Built-ins:
+    synthex_resources/search/strategies/builtin.py."""
 
 
 @hookspec

@@ -598,7 +598,7 @@ class SearchMode(click.ParamType):
 
     @staticmethod
     def registry() -> Any:
-        from synthex_resources.search.strategies import load_search_strategies
+        from synthex_resources.search.strategies.registry import load_search_strategies
 
         return load_search_strategies()
 

@@ -10,15 +10,15 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "BM25": "synthex_resources.search.builtin_strategies",
-    "CONVERSATIONAL": "synthex_resources.search.builtin_strategies",
-    "DENSE": "synthex_resources.search.builtin_strategies",
-    "HYBRID": "synthex_resources.search.builtin_strategies",
-    "HYBRID_EQUAL": "synthex_resources.search.builtin_strategies",
-    "HIERARCHICAL": "synthex_resources.search.builtin_strategies",
+    "BM25": "synthex_resources.search.strategies.builtin",
+    "CONVERSATIONAL": "synthex_resources.search.strategies.builtin",
+    "DENSE": "synthex_resources.search.strategies.builtin",
+    "HYBRID": "synthex_resources.search.strategies.builtin",
+    "HYBRID_EQUAL": "synthex_resources.search.strategies.builtin",
+    "HIERARCHICAL": "synthex_resources.search.strategies.builtin",
     "SearchEngine": "synthex_resources.search.engine",
-    "SearchStrategy": "synthex_resources.search.strategies",
-    "load_search_strategies": "synthex_resources.search.strategies",
+    "SearchStrategy": "synthex_resources.search.strategies.base",
+    "load_search_strategies": "synthex_resources.search.strategies.registry",
     "SearchHit": "synthex_resources.search.types",
     "SearchResults": "synthex_resources.search.types",
     "SearchWarning": "synthex_resources.search.types",

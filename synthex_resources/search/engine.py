@@ -6,12 +6,12 @@
 - exact: verbatim substring match (case-insensitive) in the chosen steps.
 Every filter (steps, branch, periods, metadata) is applied inside the index query (prefilter).
 
-How the legs become one ranking is the search strategy's (search/strategies.py): the engine builds the
-request and calls ``strategy.search(self, request)``. Built-ins (search/builtin_strategies.py): BM25 or
+How the legs become one ranking is the search strategy's (search/strategies/base.py): the engine builds the
+request and calls ``strategy.search(self, request)``. Built-ins (search/strategies/builtin.py): BM25 or
 dense alone, hybrid (reciprocal rank fusion of both candidate lists, ties broken by record id so the
 ranking does not depend on ingest order, then near-duplicate collapse and an optional reranker) and
 leaf-sum (the ``conversational`` strategy: representation records lend their scores to their leaf
-turns, which are ranked instead, search/leaf_fusion.py).
+turns, which are ranked instead, search/strategies/conversational_fusion.py).
 
 An encrypted store (synthex_resources/encryption.py) has no FTS index (it would index ciphertext): its
 lexical leg is BM25 over the decrypted text in memory (search/indexes/memory_lexical.py), scored like the FTS
@@ -35,11 +35,11 @@ from synthex.core.record import Record
 from synthex.core.scope import BranchScope
 from synthex_resources.commits import with_commit_retry
 from synthex_resources.record_store import LIGHT_COLUMNS, RECORDS, RecordStore
-from synthex_resources.search.builtin_strategies import BUILTIN_STRATEGIES
 from synthex_resources.search.indexes.dense_index import dense_index
 from synthex_resources.search.indexes.memory_lexical import memory_bm25
 from synthex_resources.search.indexes.postings import fts_stats, holds_live_rows, postings_bm25
-from synthex_resources.search.strategies import SearchStrategy
+from synthex_resources.search.strategies.base import SearchStrategy
+from synthex_resources.search.strategies.builtin import BUILTIN_STRATEGIES
 from synthex_resources.search.tokenize import PROJECT_INDEX, IndexAnalyzer, tokenize
 from synthex_resources.search.types import SearchHit, SearchRequest, SearchResults
 from synthex_resources.search.via import annotate_via
@@ -291,7 +291,7 @@ class SearchEngine:
         """The top ``k`` hits as ``strategy`` ranks them (``exact``: verbatim matches instead), with the
         search's warnings (``SearchResults.warnings``: a reranker that could not rank). ``as_of``: when the
         question is asked; leaf-sum search (the conversational strategy) resolves relative dates in the
-        query against it ("last week", search/temporal.py). Others ignore it."""
+        query against it ("last week", search/strategies/conversational_temporal.py). Others ignore it."""
         scope = scope or BranchScope.own()
         # no strategy: the default mode, named once in the core (DEFAULT_SEARCH_MODE), a built-in
         strategy = strategy if strategy is not None else BUILTIN_STRATEGIES[DEFAULT_SEARCH_MODE]

@@ -13,7 +13,7 @@ from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search.engine import SearchEngine
 from synthex_resources.search.rerankers import Rerankers
-from synthex_resources.search.strategies import StrategyRegistry
+from synthex_resources.search.strategies.registry import StrategyRegistry
 from synthex_resources.search.types import SearchResults
 
 

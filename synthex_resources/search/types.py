@@ -1,7 +1,7 @@
 """What every part of search shares: hits, the request a strategy answers, the engine's surface as the
 strategies see it, rerankers and the warnings a search reports.
 
-It sits below the engine and every fusion (``engine`` -> strategies -> ``leaf_fusion`` / ``multihop`` /
+It sits below the engine and every fusion (``engine`` -> strategies -> ``conversational_fusion`` / ``conversational_multihop`` /
 ``leaf_scope`` -> this module), so none of them imports the engine: the fusions reach it through the
 ``SearchBackend`` protocol, which ``SearchEngine`` implements.
 """
@@ -47,7 +47,7 @@ class Leg(StrEnum):
 
 
 class Decompose(StrEnum):
-    """Multi-hop (a): how the scores of a question's parts are combined (search/multihop.py)."""
+    """Multi-hop (a): how the scores of a question's parts are combined (search/strategies/conversational_multihop.py)."""
 
     NONE = "none"
     SUM = "sum"  # their mean: every part counts
@@ -58,7 +58,7 @@ class Decompose(StrEnum):
 
 
 class Diversify(StrEnum):
-    """Multi-hop (d): how the top k is re-selected for coverage (search/multihop.py)."""
+    """Multi-hop (d): how the top k is re-selected for coverage (search/strategies/conversational_multihop.py)."""
 
     NONE = "none"
     MMR = "mmr"  # maximal marginal relevance on the turns' own embeddings
@@ -165,7 +165,7 @@ class SearchRequest:
 
 
 class SearchBackend(Protocol):
-    """What a strategy (search/strategies.py) and the fusions it runs get to search with: the engine
+    """What a strategy (search/strategies/base.py) and the fusions it runs get to search with: the engine
     (``synthex_resources.search.engine.SearchEngine``) as a public interface, nothing private. A strategy
     receives it with its ``SearchRequest`` and reads everything else through it: the candidate lists of
     the two legs, the search's filter, the store (its rows; ``store.search_state``: the structures kept

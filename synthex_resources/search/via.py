@@ -1,7 +1,7 @@
 """Which searched records a drilled-down hit was reached through (``SearchHit.via``).
 
-A strategy that ranks leaves (``conversational``, ``hierarchical``: search/leaf_fusion.py,
-search/drill_down.py) scores the records of the searched steps (summaries, monthly reflections, key
+A strategy that ranks leaves (``conversational``, ``hierarchical``: search/strategies/conversational_fusion.py,
+search/strategies/hierarchical_drill_down.py) scores the records of the searched steps (summaries, monthly reflections, key
 aggregates, turns in context) and returns the leaves they stand for: a hit's own step is then not one
 of the searched steps. So that a hit still says at which altitude it was found, it names, per searched
 step (in the order searched), the records of that step that stand for it: ``Via(id, step, leaves)``,

@@ -1,5 +1,5 @@
 """The drill-down keys: each altitude record's key tokens and key function (``group.key``, ``group.by`` of a
-key aggregate), per (table version, scope filter), on the versioned base; search/drill_down.py reads them
+key aggregate), per (table version, scope filter), on the versioned base; search/strategies/hierarchical_drill_down.py reads them
 (a question naming a record's key, the named speaker)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Leaf-sum bookkeeping per search scope: which leaves (turns) each searched record stands for, the
-turns' order and adjacency, speakers and times (search/leaf_fusion.py reads it).
+turns' order and adjacency, speakers and times (search/strategies/conversational_fusion.py reads it).
 
 Built once per table version and scope, from the rows. At 1M records a full build reads every row's
 sources and metadata (tens of seconds here, docs/benchmarks.md), so a scope of ``INCREMENTAL_FROM``
@@ -81,7 +81,7 @@ class Scope:
     def links_symmetric(self) -> bool:
         """Whether every link goes both ways (``next[prev[i]] == i`` and ``prev[next[i]] == i``): then the
         turns next to a set of turns are their ``prev`` and ``next``, and neighbour credit can be given to
-        them alone (search/leaf_fusion.py). Builds and extensions link both ways; checked once per scope."""
+        them alone (search/strategies/conversational_fusion.py). Builds and extensions link both ways; checked once per scope."""
         if self._symmetric is None:
             back, ahead = np.flatnonzero(self.prev >= 0), np.flatnonzero(self.next >= 0)
             self._symmetric = bool((self.next[self.prev[back]] == back).all()

@@ -1,4 +1,4 @@
-"""The multi-hop lexicon of a leaf-sum scope (search/multihop.py reads it): per leaf, its rare terms (words few
+"""The multi-hop lexicon of a leaf-sum scope (search/strategies/conversational_multihop.py reads it): per leaf, its rare terms (words few
 turns use, capitalized entities) with their idf, the terms' postings, the leaves' sessions and turn
 adjacency; per (table version of the scope, scope filter and ``rare_df``), on the versioned base.
 

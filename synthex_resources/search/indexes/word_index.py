@@ -1,4 +1,4 @@
-"""The word index and the word vectors of word-neighbour expansion (search/word_neighbours.py scores with
+"""The word index and the word vectors of word-neighbour expansion (search/strategies/hierarchical_expanded.py scores with
 them; drill-down step 6). Both are saved beside the table (search/indexes/sidecar.py):
 
 - ``WordVectors``: word -> unit vector, one per store and embedder, shared by every scope (branch, steps,

@@ -1,7 +1,7 @@
 """Multi-hop strategies for leaf-sum search: questions whose evidence is spread over several turns.
 
 A question like "What activities does Melanie partake in?" is answered by several turns, often in
-different sessions, and the first stage (search/leaf_fusion.py) tends to fill the top k with the one
+different sessions, and the first stage (search/strategies/conversational_fusion.py) tends to fill the top k with the one
 best-matching exchange and its neighbours. Four LLM-free strategies, each switched by a parameter of
 the leaf-sum strategy (``LeafSum``, all off by default), each measured on LoCoMo in docs/benchmarks.md:
 
@@ -19,7 +19,7 @@ the leaf-sum strategy (``LeafSum``, all off by default), each measured on LoCoMo
     ``session_penalty`` for each turn of its session already selected.
 
 The per-scope lexicon (rare terms per turn, sessions) is search/indexes/lexicon.py's, cached per (table
-version, scope) in the store's search state, separately from leaf_fusion's bookkeeping; it reads only the
+version, scope) in the store's search state, separately from conversational_fusion's bookkeeping; it reads only the
 leaves' ids, order and adjacency, and their text.
 """
 
@@ -42,7 +42,7 @@ Scorer = Callable[[str], np.ndarray]  # sub-query text -> first-stage score per 
 
 
 class MultiHopOptions(Protocol):
-    """The leaf-sum strategy's parameters this module reads (``leaf_fusion.LeafSum``)."""
+    """The leaf-sum strategy's parameters this module reads (``conversational.LeafSum``)."""
 
     decompose: Decompose
     decompose_weight: float

@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
-from synthex_resources.search.strategies import DrillDown, SearchStrategy, param
+from synthex_resources.search.strategies.base import SearchStrategy, param
+from synthex_resources.search.strategies.hierarchical import DrillDown
 from synthex_resources.search.types import SearchBackend, SearchHit, SearchRequest, SearchResults
 
 # Words by which a question asks for the present state of something ("What is my current ...", "How many ...

@@ -9,10 +9,10 @@ with the turn it answers. A question is answered by a turn, so this search ranks
    the legs are summed with the recipe's weights (CombSUM; on LoCoMo it beat RRF, docs/benchmarks.md);
 3. a turn receives a share of its better adjacent turn's score (same conversation and session),
    because the answer to a question is often the turn next to the one that matches it;
-4. when the query names a date, turns written inside that window get a bonus (search/temporal.py);
+4. when the query names a date, turns written inside that window get a bonus (search/strategies/conversational_temporal.py);
 5. the speakers' own names are dropped from the query first: in a two-person chat every turn is by
    one of them, so the names carry no signal and dominate a short question's embedding;
-6. optional multi-hop strategies (search/multihop.py, off unless the recipe turns them on) rescore the
+6. optional multi-hop strategies (search/strategies/conversational_multihop.py, off unless the recipe turns them on) rescore the
    turns after step 3 and may re-select the top k for coverage.
 
 The per-scope bookkeeping (which leaf each record stands for, turn order, speakers, times) is cached
@@ -29,10 +29,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from synthex.core.scope import BranchScope
-from synthex_resources.search import multihop
 from synthex_resources.search.indexes.dense_index import dense_index
 from synthex_resources.search.indexes.leaf_scope import Scope, leaf_rows, scope_for
-from synthex_resources.search.temporal import time_window
+from synthex_resources.search.strategies import conversational_multihop
+from synthex_resources.search.strategies.conversational_temporal import time_window
 from synthex_resources.search.tokenize import tokenize
 from synthex_resources.search.types import Reranker, SearchBackend, SearchHit, SearchResults, SearchWarning
 
@@ -42,7 +42,7 @@ from synthex_resources.search.types import Reranker, SearchBackend, SearchHit, S
 DENSE_SHORTLIST = 2000
 
 
-class LeafSumOptions(multihop.MultiHopOptions, Protocol):
+class LeafSumOptions(conversational_multihop.MultiHopOptions, Protocol):
     """The leaf-sum strategy's parameters this module reads (``strategies.LeafSum``, which calls it)."""
 
     lexical: bool
@@ -241,7 +241,7 @@ def leaf_scores(engine: SearchBackend, query: str, steps: list[str] | None, read
                 config: LeafSumOptions, periods: list[str] | None = None,
                 as_of: datetime | str | None = None) -> tuple[Scope, np.ndarray] | None:
     """Every leaf's score (steps 1-6 but the final selection), with the scope it indexes; None when
-    ``steps`` hold no leaves. The hierarchical strategy (search/drill_down.py) fuses it with altitude."""
+    ``steps`` hold no leaves. The hierarchical strategy (search/strategies/hierarchical_drill_down.py) fuses it with altitude."""
     scored = _scored(engine, query, steps, reads, config, periods, as_of)
     return None if scored is None else scored[:2]
 
@@ -257,7 +257,7 @@ def _scored(engine: SearchBackend, query: str, steps: list[str] | None, reads: B
         return None
     text = without_names(query, scope.participants) if config.drop_participants else query
     total, support = _first_stage(engine, scope, text, steps, reads, periods, config)
-    total, support = multihop.rescore(  # multi-hop strategies (the entity expansion is on in ``conversational``)
+    total, support = conversational_multihop.rescore(  # multi-hop strategies (the entity expansion is on in ``conversational``)
         engine, scope, where, text, total, config,
         lambda part: _first_stage(engine, scope, part, steps, reads, periods, config)[0], support)
     window = time_window(query, as_of, config.relative_dates) if config.date_weight else None
@@ -296,7 +296,7 @@ def ranked_leaves(engine: SearchBackend, scope: Scope, total: np.ndarray, query:
         kth = np.partition(total[candidates], -pool)[-pool]
         candidates = candidates[total[candidates] >= kth]
     order = candidates[np.lexsort((scope.tiebreak[candidates], -total[candidates]))]
-    order = multihop.diversify(engine, scope, total, order, want, config)  # the first ones unless diversifying
+    order = conversational_multihop.diversify(engine, scope, total, order, want, config)  # the first ones unless diversifying
     # Without a reranker only the first k readable hits are kept: their rows are read first, and the spare
     # candidates' (an extended scope's k + 10) only when some of those turned out deleted or blank. A take
     # costs per row and column (~0.6 ms per row at 1M records, docs/benchmarks.md); the hits are the same.

@@ -6,7 +6,7 @@ provenance): a step whose records each stand for one leaf is turn level (a turn,
 a step with a record that stands for several leaves is an altitude (a key aggregate by speaker,
 session, entity or topic; a monthly reflection). Then:
 
-1. the turn leg is a leaf-sum recipe (search/leaf_fusion.py, e.g. ``conversational``) over the turn
+1. the turn leg is a leaf-sum recipe (search/strategies/conversational_fusion.py, e.g. ``conversational``) over the turn
    level steps: every leaf's score;
 2. each altitude step's records are scored for the query: ``key_weight`` when the question names the
    record's key (every token of a key aggregate's ``group.key``: "Melanie", "pottery class"), plus BM25
@@ -26,7 +26,7 @@ session, entity or topic; a monthly reflection). Then:
    adversarial questions, which name the speaker who did not say it (docs/benchmarks.md);
 6. word neighbours (``expansion_weight``, on in ``hierarchical-expanded``): ``x (1 + weight x e / max e)``
    where ``e`` scores a turn by the words it shares with the query or that are the query words' nearest
-   neighbours in the memory's vocabulary (search/word_neighbours.py): "activities" reaches "camping".
+   neighbours in the memory's vocabulary (search/strategies/hierarchical_expanded.py): "activities" reaches "camping".
 
 Leaves with no text never rank (their zero vector, store/vectors.py). Without altitude steps the
 strategy is its turn leg.
@@ -42,7 +42,11 @@ from synthex.core.scope import BranchScope
 from synthex_resources.search.indexes.dense_index import dense_index
 from synthex_resources.search.indexes.id_lookup import IdLookup
 from synthex_resources.search.indexes.leaf_scope import Scope, scope_for
-from synthex_resources.search.leaf_fusion import LeafSumOptions, leaf_scores, ranked_leaves
+from synthex_resources.search.strategies.conversational_fusion import (
+    LeafSumOptions,
+    leaf_scores,
+    ranked_leaves,
+)
 from synthex_resources.search.tokenize import tokenize
 from synthex_resources.search.types import SearchBackend, SearchRequest, SearchResults
 
@@ -182,7 +186,7 @@ def _expansion(engine: SearchBackend, query: str, turn_level: list[str], reads: 
                periods: list[str] | None, scope: Scope, similarity: float) -> np.ndarray:
     """Step 6: word-neighbour scores of the scope's leaves, divided by their best (all 0 when none)."""
     from synthex_resources.search.indexes.word_index import word_index, word_vectors
-    from synthex_resources.search.word_neighbours import expansion_scores, query_words
+    from synthex_resources.search.strategies.hierarchical_expanded import expansion_scores, query_words
 
     words = query_words(query, scope.participants)
     if not words:

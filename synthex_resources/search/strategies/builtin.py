@@ -7,16 +7,12 @@ engine's default, tests, evals' ablations) imports it; every door lists the regi
 
 from __future__ import annotations
 
-from synthex_resources.search.fresh_first import FreshFirst
-from synthex_resources.search.strategies import (
-    DenseOnly,
-    DrillDown,
-    LeafSum,
-    LexicalOnly,
-    RRFHybrid,
-    SearchStrategy,
-    StrategyRegistry,
-)
+from synthex_resources.search.strategies.base import SearchStrategy
+from synthex_resources.search.strategies.conversational import LeafSum
+from synthex_resources.search.strategies.hierarchical import DrillDown
+from synthex_resources.search.strategies.hierarchical_fresh import FreshFirst
+from synthex_resources.search.strategies.hybrid import DenseOnly, LexicalOnly, RRFHybrid
+from synthex_resources.search.strategies.registry import StrategyRegistry
 
 BM25 = LexicalOnly(name="bm25", description="keywords only (BM25)", dedup_cosine=None)
 DENSE = DenseOnly(name="dense", description="meaning only (embeddings)", dedup_cosine=None)
@@ -33,7 +29,7 @@ HYBRID_EQUAL = RRFHybrid(name="hybrid-equal", description="BM25 + embeddings fus
 # turns, with a date prior and the speakers' names dropped from the query (in a two-person chat every
 # turn is by one of them, and the names dominate a short question's embedding). Tuned on LoCoMo
 # (docs/benchmarks.md); the lexical leg wants a stemmed index (``Pipeline(lexical_stem=True)``).
-# Of the multi-hop strategies (search/multihop.py) only the shared-entity expansion is on: on LoCoMo
+# Of the multi-hop strategies (search/strategies/conversational_multihop.py) only the shared-entity expansion is on: on LoCoMo
 # dev7 it lifted recall_all@10 without costing a category; decomposition, PageRank, MMR and session
 # diversification did not help there and stay options (docs/benchmarks.md, issue 13).
 CONVERSATIONAL = LeafSum(name="conversational",
@@ -43,20 +39,20 @@ CONVERSATIONAL = LeafSum(name="conversational",
 
 # Hierarchical memory (issue 22): the conversational recipe is the turn leg; key aggregates (by speaker,
 # session, entity, topic: ``pipeline.aggregate(by=...)``) searched with it lift the turns they gather
-# (search/drill_down.py). Measured on LoCoMo in docs/benchmarks.md.
+# (search/strategies/hierarchical_drill_down.py). Measured on LoCoMo in docs/benchmarks.md.
 HIERARCHICAL = DrillDown(name="hierarchical",
                          description="scores aggregates (by speaker, session, entity, topic) and drills down "
                                      "to their turns, fused with the conversational turn scores",
                          turns=CONVERSATIONAL)
 
-# The same, plus the named speaker's turns x 1.15 (search/drill_down.py, step 5): multi-hop evidence is
+# The same, plus the named speaker's turns x 1.15 (search/strategies/hierarchical_drill_down.py, step 5): multi-hop evidence is
 # mostly one speaker's turns over several sessions. The weight was chosen on dev7 conversations 1-4 and
 # checked on 5-7 (docs/benchmarks.md); it costs on questions that name the wrong speaker (adversarial).
 HIERARCHICAL_SPEAKER = HIERARCHICAL.with_(
     name="hierarchical-speaker", speaker_weight=0.15,
     description="hierarchical, plus the turns of the speaker the question names ranked higher (x 1.15)")
 
-# The same, plus word-neighbour expansion (search/drill_down.py, step 6): a turn naming an instance of what
+# The same, plus word-neighbour expansion (search/strategies/hierarchical_expanded.py, drill-down step 6): a turn naming an instance of what
 # the question asks for ("camping" for "activities") is lifted. Similarity 0.4 and weight 0.5 were chosen
 # on dev7 conversations 1-4 and checked on 5-7 (docs/benchmarks.md).
 HIERARCHICAL_EXPANDED = HIERARCHICAL_SPEAKER.with_(
@@ -64,7 +60,7 @@ HIERARCHICAL_EXPANDED = HIERARCHICAL_SPEAKER.with_(
     description="hierarchical-speaker, plus turns holding the question's words or their nearest words in the "
                 "memory's vocabulary ranked higher")
 
-# The same ranking with newer statements of one fact first (search/fresh_first.py), for a question asking for
+# The same ranking with newer statements of one fact first (search/strategies/hierarchical_fresh.py), for a question asking for
 # the present state (current, now, since...): knowledge updates. Within the top 5 (so recall@5 and @10 do not
 # move), cosine 0.3, with the question gate: chosen on the 25 LongMemEval dev knowledge-update questions and
 # checked on LoCoMo dev7 1-2 (docs/benchmarks.md: without the gate LoCoMo's recall_any@1 fell 19 points); not a
