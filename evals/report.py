@@ -243,11 +243,15 @@ def _columns(values: list[list[float]], fmt: str) -> list[list[str]]:
 
 
 def table(results: list[dict[str, Any]], level: str = "turn") -> str:
-    """Markdown rows per architecture; with several, each column's best in bold."""
+    """Markdown rows per architecture; with several, each column's best in bold. A result with no figure at this
+    level (a peer that ranks session documents has no turn ranking) is a row of dashes, not of zeros."""
     head = "| architecture | n | " + " | ".join(HEADLINE) + " |"
     rows = [head, "|" + "---|" * (len(HEADLINE) + 2)]
-    cells = _columns([[r["metrics"][level].get(h, 0) for h in HEADLINE] for r in results], ".4f")
-    for r, row in zip(results, cells, strict=True):
+    scored = [r for r in results if r["metrics"][level]]
+    cells = dict(zip((id(r) for r in scored),
+                     _columns([[r["metrics"][level].get(h, 0) for h in HEADLINE] for r in scored], ".4f"), strict=True))
+    for r in results:
+        row = cells.get(id(r), ["-"] * len(HEADLINE))
         rows.append(f"| {r['architecture']} | {r['n_questions']} | " + " | ".join(row) + " |")
     return "\n".join(rows)
 
@@ -278,10 +282,11 @@ def headline_notes(results: list[dict[str, Any]]) -> list[str]:
         rows = [r for r in results if r["benchmark"] == bench and r.get("headline")]
         headline = rows[0]["headline"]
         level, metric = headline.split(" ")[:2]
-        values = ", ".join(f"{r['architecture']} {r['metrics'].get(level, {}).get(metric, float('nan')):.4f}"
-                           for r in rows)
+        values = ", ".join(f"{r['architecture']} {r['metrics'].get(level, {}).get(metric, float('nan')):.4f} "
+                           f"({r['n_questions']} questions)" for r in rows)
         scored = rows[0].get("selection", {}).get("scored")
-        lines.append(f"{bench}: headline {headline}" + (f", {scored} questions scored" if scored is not None else "")
+        lines.append(f"{bench}: headline {headline}"
+                     + (f"; the protocol scores {scored} questions of the file" if scored is not None else "")
                      + f": {values}")
     return lines
 

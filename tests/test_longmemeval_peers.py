@@ -75,7 +75,8 @@ def test_eval_longmemeval_mempalace_protocol_shares_the_official_workspaces(tmp_
     text = cli("eval", "longmemeval", "--data", data, "--protocol", "mempalace", "--compare", "raw-bm25",
                "--project", tmp_path).stdout
     headline = next(line for line in text.splitlines() if line.startswith("longmemeval-mempalace: headline"))
-    assert headline.endswith(f"3 questions scored: raw-bm25 {out['metrics']['session']['recall_any@5']:.4f}")
+    assert headline.endswith(f"; the protocol scores 3 questions of the file: raw-bm25 "
+                             f"{out['metrics']['session']['recall_any@5']:.4f} (3 questions)")
 
 
 def test_one_registry_names_the_peers():
@@ -164,3 +165,17 @@ def test_mempalace_peer_under_its_own_protocol_ranks_session_documents(tmp_path)
     assert rows["q1"]["session"]["recall_any@1"] == 1.0
     assert rows["q2_abs"]["hits"] == ["answer_abs_1"] and rows["q2_abs"]["session"]["recall_all@1"] == 1.0
     assert result["pipeline"].startswith("mempalace (its LongMemEval benchmark's raw mode")
+
+
+def test_a_result_without_turn_figures_is_a_row_of_dashes():
+    """The text table of a peer ranking session documents (no turn ranking) shows dashes, not zeros that would
+    read as misses, and does not take part in marking a column's best."""
+    from evals.report import HEADLINE, table
+
+    raw = {"architecture": "raw-bm25", "n_questions": 2, "metrics": {"turn": dict.fromkeys(HEADLINE, 0.5)}}
+    other = {"architecture": "raw-dense", "n_questions": 2, "metrics": {"turn": dict.fromkeys(HEADLINE, 0.25)}}
+    peer = {"architecture": "mempalace", "n_questions": 2, "metrics": {"turn": {}}}
+    lines = table([raw, peer, other], "turn").splitlines()
+    assert lines[2] == "| raw-bm25 | 2 | " + " | ".join(["**0.5000**"] * len(HEADLINE)) + " |"
+    assert lines[3] == "| mempalace | 2 | " + " | ".join(["-"] * len(HEADLINE)) + " |"
+    assert lines[4] == "| raw-dense | 2 | " + " | ".join(["0.2500"] * len(HEADLINE)) + " |"
