@@ -36,6 +36,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
+from evals.peers import PEER_NAMES
 from synthex import Pipeline
 from synthex.app.facade import RunEngine
 from synthex.core.atomic_file import write_file_atomic
@@ -54,7 +55,6 @@ if TYPE_CHECKING:
 # Not "session": a session's aggregate lifted every turn of the best-matching session and cost recall
 # on LoCoMo (--limit 2, evals/ablate_hierarchical.py); the turn leg's neighbour credit already covers it.
 HIERARCHY_KEYS = ("speaker", "entity", "topic")
-PEERS = ("mem0", "mempalace")  # other systems, fed the same data (evals/peers/)
 
 
 @dataclass
@@ -306,7 +306,7 @@ BUILTIN = ("raw-bm25", "raw-dense", "raw-hybrid", *BUILT)
 def resolve(names: list[str], project: Path | None) -> list[Architecture]:
     out = []
     for name in names:
-        if name in PEERS:
+        if name in PEER_NAMES:
             continue  # peers are not pipelines; the eval runs them separately
         if name.startswith("raw-"):
             mode = name.split("-", 1)[1]

@@ -163,9 +163,17 @@ class Benchmark(ABC, Generic[C]):
 
     def evaluate_peer(self, peer: str, data: Path, work_dir: Path, *, limit: int | None, k: int,
                       log: Callable[[str], None], embedding_cache: Path | None = None) -> dict[str, Any]:
-        """One of ``peers`` fed the same data and scored the same way: a result like ``evaluate``'s.
-        ``embedding_cache``: the eval's (``evaluate``'s), for a peer that embeds through Synthex's model."""
-        raise BadInputError(f"benchmark {self.name!r} has no peer {peer!r}; peers: {', '.join(self.peers) or 'none'}")
+        """One of ``peers`` fed the same data and scored the same way: a result like ``evaluate``'s, from the
+        peer's runner for this benchmark in ``evals.peers.PEERS`` (a plugin's benchmark with peers of its own
+        overrides this). ``embedding_cache``: the eval's (``evaluate``'s), for a peer that embeds through
+        Synthex's model."""
+        from evals.peers import PEERS, peer_runner
+
+        if peer not in self.peers or self.name not in getattr(PEERS.get(peer), "runners", {}):
+            raise BadInputError(f"benchmark {self.name!r} has no peer {peer!r}; "
+                                f"peers: {', '.join(self.peers) or 'none'}")
+        return peer_runner(peer, self.name)(self, data, work_dir, limit=limit, k=k, log=log,
+                                            embedding_cache=embedding_cache)
 
 
 def benchmark_registry() -> Registry[type[Benchmark]]:

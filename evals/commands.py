@@ -57,14 +57,15 @@ def eval_group() -> None:
 def benchmark_command(benchmark_cls: type[Benchmark]) -> click.Command:
     """`synthex eval <name>`: the options every benchmark takes, ``--qa`` where it supports QA, and its own
     ``options`` (passed to its constructor)."""
-    from evals.architectures import BUILTIN, PEERS
+    from evals.architectures import BUILTIN
+    from evals.peers import PEER_NAMES
 
     def run(data: str, limit: int | None, compare: str | None, k: int, run_id: str | None, project: str,
             as_json: bool, qa: bool = False, **options: str) -> None:
         benchmark = benchmark_cls(**options)  # a bad option value is refused here, before any work
         run_id = _check_run_id(run_id)
         archs, eval_dir = _architectures(compare, project)
-        peers = [n.strip() for n in (compare or "").split(",") if n.strip() in PEERS]
+        peers = [n.strip() for n in (compare or "").split(",") if n.strip() in PEER_NAMES]
         for peer in peers:
             if peer not in benchmark.peers:
                 raise BadInputError(f"benchmark {benchmark.name!r} has no peer {peer!r}; "

@@ -12,7 +12,7 @@ from evals.architectures import Architecture
 from evals.benchmarks import Benchmark, BenchmarkQuestion, BenchmarkSource, evaluate
 from evals.locomo import Conversation, load_locomo
 from evals.locomo_scoring import add_question, category_name  # noqa: F401 - add_question: for the scripts
-from synthex.core.errors import SynthexError
+from evals.peers import peers_of
 from synthex.core.naming import path_segment
 from synthex_resources.embedder import Embedder
 
@@ -43,7 +43,7 @@ class LoCoMo(Benchmark[LoCoMoSample]):
     description = "LoCoMo retrieval: each conversation ingested through the architecture's sources."
     data_help = "The official locomo10.json (or a subset in the same format)."
     supports_qa = True
-    peers = ("mem0",)
+    peers = peers_of("locomo")
     temporal_categories = ("temporal",)  # category 2; LoCoMo has no knowledge-update questions
 
     def load(self, data: Path) -> list[LoCoMoSample]:
@@ -66,17 +66,6 @@ class LoCoMo(Benchmark[LoCoMoSample]):
 
     def session_of(self, conversation: LoCoMoSample, turn_id: str) -> str:
         return conversation.session_by_turn.get(turn_id, "?")
-
-    def evaluate_peer(self, peer: str, data: Path, work_dir: Path, *, limit: int | None, k: int,
-                      log: Callable[[str], None], embedding_cache: Path | None = None) -> dict[str, Any]:
-        if peer != "mem0":
-            return super().evaluate_peer(peer, data, work_dir, limit=limit, k=k, log=log)
-        from evals.peers.mem0_peer import evaluate_mem0_locomo
-
-        try:
-            return evaluate_mem0_locomo(data, work_dir, limit=limit, k=k, log=log)
-        except RuntimeError as exc:  # mem0ai not installed
-            raise SynthexError(str(exc)) from exc
 
 
 def ingest_conversation(arch: Architecture, sample_id: str, raw: list[dict[str, Any]], work_dir: Path,

@@ -1,4 +1,4 @@
-"""LongMemEval (Wu et al., ICLR 2025) loader and its two retrieval protocols.
+"""LongMemEval (Wu et al., ICLR 2025) loader and its retrieval protocols.
 
 Files: ``longmemeval_s*.json``, ``longmemeval_m*.json``, ``longmemeval_oracle.json``, each also as
 ``.json.gz``: a list of questions, each with its own haystack (``haystack_sessions``: lists of
@@ -23,6 +23,16 @@ Protocols:
   the two are the same sessions in all 201 haystacks.
 - ``any``: as public repositories (peers) report LongMemEval: every turn (user and assistant), every
   non-abstention question, gold = ``answer_session_ids`` as given; their figure is session ``recall_any@k``.
+- ``mempalace``: MemPalace's own benchmark (``benchmarks/longmemeval_bench.py`` of MemPalace/mempalace, its
+  default "raw" mode and session granularity, whose session recall_any@5 is its published 96.6 % on S). Every
+  question of the file, abstention ones included; gold = ``answer_session_ids`` as given (no relabelling), and
+  every user turn of a gold session a gold turn; documents are user turns (the official protocol's turn
+  records, so its workspaces are shared), and MemPalace's own corpus is one document per session holding a user
+  turn (its user turns joined by newlines). Metrics over the ranked sessions: recall_any/recall_all@k of the
+  top k, and its nDCG (``mempalace_ndcg``: the textbook discount, the ideal being the top k's own relevances
+  sorted). Only a haystack without any user turn is left out, as its script skips an empty corpus.
+  Headline: session ``recall_any@5``. One difference stays: a repeated session is one document here, two in
+  its corpus (so it takes one place of the top k here, two there).
 """
 
 from __future__ import annotations
@@ -41,9 +51,13 @@ from synthex.core.importers.base import loads, read_json
 from synthex.core.limits import Limits
 from synthex.core.periods import iso
 
-PROTOCOLS = ("official", "any")
+PROTOCOLS = ("official", "any", "mempalace")
 PAPER_KS = (1, 3, 5, 10)
-ABSTENTION, NO_TARGET = "abstention", "no_target"  # the reasons a question is left out of the averages
+# the reasons a question is left out of the averages
+ABSTENTION, NO_TARGET, NO_USER_TURN = "abstention", "no_target", "no_user_turn"
+# The protocol whose turn records a protocol ingests: MemPalace's are the official ones (user turns, same ids and
+# texts; only the gold differs), so the two share their workspaces and vectors.
+TURN_RECORDS = {"official": "official", "any": "any", "mempalace": "official"}
 
 
 @dataclass
@@ -234,6 +248,7 @@ def documents(question: LMEQuestion, granularity: str, protocol: str) -> tuple[l
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown protocol {protocol!r}; expected one of {PROTOCOLS}")
     answer_sessions = set(question.raw["answer_session_ids"])
+    relabelled = protocol == "official"  # evidence is a has_answer user turn, not a whole answer session
     docs: list[Document] = []
     gold: set[str] = set()
     for session in question.sessions:
@@ -241,8 +256,10 @@ def documents(question: LMEQuestion, granularity: str, protocol: str) -> tuple[l
         created = parse_lme_date(session.date)
         turns = [(n, t) for n, t in enumerate(session.turns) if protocol == "any" or t.get("role") == "user"]
         has_answer = any(t.get("has_answer") is True for _, t in turns)
-        is_gold_session = sid in answer_sessions and (protocol == "any" or has_answer)
+        is_gold_session = sid in answer_sessions and (not relabelled or has_answer)
         if granularity == "session":
+            if protocol == "mempalace" and not turns:
+                continue  # MemPalace's corpus has no document for a session without a user turn
             text = "\n".join(t.get("content", "") for _, t in turns)
             docs.append(Document(sid, sid, text, created))
             if is_gold_session:
@@ -251,15 +268,21 @@ def documents(question: LMEQuestion, granularity: str, protocol: str) -> tuple[l
             for n, turn in turns:
                 doc_id = f"{sid}_{n + 1}"
                 docs.append(Document(doc_id, sid, turn.get("content", ""), created))
-                if is_gold_session and (protocol == "any" or turn.get("has_answer") is True):
+                if is_gold_session and (not relabelled or turn.get("has_answer") is True):
                     gold.add(doc_id)
         else:
             raise ValueError(f"granularity must be 'session' or 'turn', not {granularity!r}")
+    if protocol == "mempalace" and granularity == "session":
+        gold = answer_sessions  # as given, also a session its corpus has no document for
     return docs, gold
 
 
 def excluded_because(protocol: str, question: LMEQuestion) -> str | None:
-    """Why ``question`` is left out of ``protocol``'s averages (``ABSTENTION``, ``NO_TARGET``), or None."""
+    """Why ``question`` is left out of ``protocol``'s averages (``ABSTENTION``, ``NO_TARGET``, ``NO_USER_TURN``),
+    or None."""
+    if protocol == "mempalace":  # every question, abstention included; its script skips only an empty corpus
+        has_user_turn = any(t.get("role") == "user" for s in question.sessions for t in s.turns)
+        return None if has_user_turn else NO_USER_TURN
     if question.abstention:
         return ABSTENTION
     if protocol == "official" and not question.has_user_target:
@@ -268,8 +291,8 @@ def excluded_because(protocol: str, question: LMEQuestion) -> str | None:
 
 
 def questions_for(protocol: str, questions: list[LMEQuestion]) -> list[LMEQuestion]:
-    """The questions ``protocol`` scores: both leave out abstention questions; the official one also those
-    with no target turn on the user side."""
+    """The questions ``protocol`` scores: official and any leave out abstention questions, the official one also
+    those with no target turn on the user side; mempalace only a haystack without a user turn."""
     return [q for q in questions if excluded_because(protocol, q) is None]
 
 
@@ -326,6 +349,29 @@ def paper_session_metrics(ranked_turns: Sequence[str], gold_turns: Set[str], ses
                 break
         scored = paper_metrics(keys, gold, relevant, len(gold_turns), effective)
         out |= {name.replace(f"@{effective}", f"@{k}"): value for name, value in scored.items()}
+    return out
+
+
+# -- MemPalace's metrics (benchmarks/longmemeval_bench.py of MemPalace/mempalace) ------------------------------
+
+def mempalace_ndcg(ranked: Sequence[str], gold: Set[str], k: int) -> float:
+    """MemPalace's nDCG@k: the textbook DCG (1 / log2(i + 2)) of the top k, over the DCG of the same top k's
+    relevances sorted (its ideal is the retrieved items' own, not the gold's: any ranking that has its relevant
+    items first scores 1)."""
+    relevances = [1.0 if r in gold else 0.0 for r in ranked[:k]]
+    ideal = sorted(relevances, reverse=True)
+    idcg = sum(r / math.log2(i + 2) for i, r in enumerate(ideal))
+    return sum(r / math.log2(i + 2) for i, r in enumerate(relevances)) / idcg if idcg else 0.0
+
+
+def mempalace_metrics(ranked: Sequence[str], gold: Set[str], ks: Sequence[int] = PAPER_KS) -> dict[str, float]:
+    """recall_any@k, recall_all@k (1 for no gold, as its ``all()``) and ``mempalace_ndcg`` at each k."""
+    out: dict[str, float] = {}
+    for k in ks:
+        top = set(ranked[:k])
+        out |= {f"recall_any@{k}": float(any(g in top for g in gold)),
+                f"recall_all@{k}": float(all(g in top for g in gold)),
+                f"ndcg_any@{k}": mempalace_ndcg(ranked, gold, k)}
     return out
 
 

@@ -21,38 +21,27 @@ from evals.benchmarks import Benchmark, BenchmarkOption, BenchmarkQuestion, Benc
 from evals.longmemeval import (
     ABSTENTION,
     NO_TARGET,
+    NO_USER_TURN,
     PROTOCOLS,
+    TURN_RECORDS,
     LMEQuestion,
     documents,
     excluded_because,
+    mempalace_metrics,
     paper_session_metrics,
     paper_turn_metrics,
     read_longmemeval,
 )
 from evals.metrics import freshness, mean
+from evals.peers import peers_of
 from evals.scoring import QuestionScore
-from synthex.core.errors import BadInputError, SynthexError
+from synthex.core.errors import BadInputError
 
 HEADLINES = {"official": "session recall_all@5",
-             "any": "session recall_any@5 (the peers' protocol: all turns, every non-abstention question)"}
+             "any": "session recall_any@5 (the peers' protocol: all turns, every non-abstention question)",
+             "mempalace": "session recall_any@5 (MemPalace's own benchmark protocol: every question, gold = "
+                          "answer_session_ids, its nDCG; its published figure on S is 96.6 %)"}
 FRESHNESS_K = 5
-
-
-def _mem0() -> Callable[..., dict[str, Any]]:
-    from evals.peers.mem0_peer import evaluate_mem0_longmemeval
-
-    return evaluate_mem0_longmemeval
-
-
-def _mempalace() -> Callable[..., dict[str, Any]]:
-    from evals.peers.mempalace_peer import evaluate_mempalace_longmemeval
-
-    return evaluate_mempalace_longmemeval
-
-
-# peer -> its runner (imported when run: a peer's package is optional), each taking (benchmark, data, work_dir,
-# limit=, k=, log=, embedder=) and returning a result like ``evaluate``'s
-PEER_RUNNERS: dict[str, Callable[[], Callable[..., dict[str, Any]]]] = {"mem0": _mem0, "mempalace": _mempalace}
 
 
 def evidence_by_time(question: LMEQuestion, gold_sessions: set[str] | frozenset[str]) -> list[str]:
@@ -73,10 +62,11 @@ class LongMemEval(Benchmark[LMEQuestion]):
     description = "LongMemEval retrieval: each question's haystack ingested through the architecture's sources."
     data_help = "longmemeval_s_cleaned.json, longmemeval_m*.json or longmemeval_oracle.json."
     unit = "questions"
-    options = (BenchmarkOption("protocol", "official: user turns, abstention questions left out; any: as given.",
+    options = (BenchmarkOption("protocol", "official: user turns, abstention questions left out; any: as given; "
+                                           "mempalace: MemPalace's own benchmark (every question, its metrics).",
                                default="official", choices=PROTOCOLS),)
     category_level = "session"
-    peers = ("mem0", "mempalace")
+    peers = peers_of("longmemeval")
     progress_every = 5  # a progress line (with its ETA) every 5 haystacks
     temporal_categories = ("temporal-reasoning",)
     knowledge_update_categories = ("knowledge-update",)  # ``score`` gives them fresh@5
@@ -98,12 +88,12 @@ class LongMemEval(Benchmark[LMEQuestion]):
 
     @property
     def work_subdir(self) -> str:
-        return self.protocol  # the protocol decides which turns are records
+        return TURN_RECORDS[self.protocol]  # the protocol decides which turns are records
 
     def load(self, data: Path) -> list[LMEQuestion]:
         """The questions the protocol scores; the malformed ones and the counts left out go to ``load_notes``."""
         loaded = read_longmemeval(data).require_questions()
-        excluded: dict[str, list[str]] = {ABSTENTION: [], NO_TARGET: []}
+        excluded: dict[str, list[str]] = {ABSTENTION: [], NO_TARGET: [], NO_USER_TURN: []}
         kept = []
         for question in loaded.questions:
             reason = excluded_because(self.protocol, question)
@@ -114,12 +104,16 @@ class LongMemEval(Benchmark[LMEQuestion]):
         self._selection = {"in_file": len(loaded.questions) + len(loaded.problems), "malformed": len(loaded.problems),
                            "scored": len(kept), "excluded_abstention": len(excluded[ABSTENTION]),
                            "excluded_no_target": len(excluded[NO_TARGET])}
+        if self.protocol == "mempalace":
+            self._selection["excluded_no_user_turn"] = len(excluded[NO_USER_TURN])
+            left_out = f"{len(excluded[NO_USER_TURN])} with no user turn (MemPalace's script skips an empty corpus)"
+        else:
+            left_out = (f"{len(excluded[ABSTENTION])} abstention (_abs)"
+                        + (f", {len(excluded[NO_TARGET])} with no target turn on the user side (the paper's "
+                           "ignored_qs_no_target)" if self.protocol == "official" else ""))
         self._notes = [*(f"skipped: {line}" for line in loaded.problems),
                        f"{self.result_name}: {data}: {self._selection['in_file']} questions, {len(kept)} scored; left "
-                       f"out: {len(excluded[ABSTENTION])} abstention (_abs)"
-                       + (f", {len(excluded[NO_TARGET])} with no target turn on the user side (the paper's "
-                          "ignored_qs_no_target)" if self.protocol == "official" else "")
-                       + (f", {len(loaded.problems)} malformed" if loaded.problems else "")]
+                       f"out: {left_out}" + (f", {len(loaded.problems)} malformed" if loaded.problems else "")]
         return kept
 
     def load_notes(self) -> list[str]:
@@ -127,7 +121,7 @@ class LongMemEval(Benchmark[LMEQuestion]):
 
     def ingest(self, conversation: LMEQuestion) -> BenchmarkSource:
         return BenchmarkSource(conversation.question_id, "question.json", json.dumps([conversation.raw]),
-                               f"longmemeval-turns-{self.protocol}")
+                               f"longmemeval-turns-{TURN_RECORDS[self.protocol]}")
 
     def questions(self, conversation: LMEQuestion) -> list[BenchmarkQuestion]:
         _, gold_turns = documents(conversation, "turn", self.protocol)
@@ -151,24 +145,30 @@ class LongMemEval(Benchmark[LMEQuestion]):
                 session=paper_session_metrics(ranked_turns, question.gold_turns,
                                               lambda t: self.session_of(conversation, t))
                 | {"mrr": metrics.mrr(scored.sessions, question.gold_sessions)})
+        elif self.protocol == "mempalace":  # MemPalace's metrics, of the turns and of their sessions
+            scored = replace(scored, turn=mempalace_metrics(ranked_turns, question.gold_turns) | {
+                "mrr": metrics.mrr(ranked_turns, question.gold_turns)},
+                session=mempalace_metrics(scored.sessions, question.gold_sessions)
+                | {"mrr": metrics.mrr(scored.sessions, question.gold_sessions)})
+        return self._fresh(scored, question, conversation)
+
+    def score_sessions(self, question: BenchmarkQuestion, ranked_sessions: Sequence[str],
+                       conversation: LMEQuestion) -> QuestionScore:
+        """A ranking of session documents (a peer's, as MemPalace's own benchmark ranks them): session metrics
+        only (``mempalace_metrics`` under the mempalace protocol, else the base ones)."""
+        sessions = metrics.dedupe(ranked_sessions)
+        score = (mempalace_metrics(sessions, question.gold_sessions) if self.protocol == "mempalace"
+                 else metrics.score(sessions, question.gold_sessions))
+        scored = QuestionScore(turns=list(sessions), sessions=sessions, turn=None,  # its hits: the sessions
+                               session=score | {"mrr": metrics.mrr(sessions, question.gold_sessions)})
+        return self._fresh(scored, question, conversation)
+
+    def _fresh(self, scored: QuestionScore, question: BenchmarkQuestion, conversation: LMEQuestion) -> QuestionScore:
+        """A knowledge-update question's score with its freshness (fresh@5 of its sessions), another's as it is."""
         if conversation.question_type != "knowledge-update":
             return scored
         evidence = evidence_by_time(conversation, question.gold_sessions)
         return replace(scored, extra=freshness(scored.sessions, evidence, FRESHNESS_K))
-
-    def evaluate_peer(self, peer: str, data: Path, work_dir: Path, *, limit: int | None, k: int,
-                      log: Callable[[str], None], embedding_cache: Path | None = None) -> dict[str, Any]:
-        """A peer (``PEER_RUNNERS``) on the same questions and turns, with the eval's embedder and its cache (the
-        same vectors)."""
-        if peer not in PEER_RUNNERS:
-            return super().evaluate_peer(peer, data, work_dir, limit=limit, k=k, log=log)
-        from evals.shared_embedder import MemoEmbedder
-
-        try:
-            return PEER_RUNNERS[peer]()(self, data, work_dir, limit=limit, k=k, log=log,
-                                        embedder=MemoEmbedder.with_disk_cache(embedding_cache, warn=log))
-        except RuntimeError as exc:  # the peer's package is not installed
-            raise SynthexError(str(exc)) from exc
 
     def result_fields(self, data: Path, conversations: Sequence[LMEQuestion],
                       scores: Sequence[QuestionScore]) -> dict[str, Any]:

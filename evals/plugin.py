@@ -21,12 +21,13 @@ if TYPE_CHECKING:
 
 def register_formats(registry: Registry) -> None:
     """The benchmarks' data files as sources: ``locomo-turns`` (one record per LoCoMo dialogue turn) and
-    ``longmemeval-turns-<protocol>`` (one per LongMemEval haystack turn, official or any-session)."""
+    ``longmemeval-turns-<protocol>`` (one per LongMemEval haystack turn, official or any-session; the mempalace
+    protocol reads the official ones)."""
     from evals.locomo import parse_turns
-    from evals.longmemeval import PROTOCOLS, turn_items
+    from evals.longmemeval import TURN_RECORDS, turn_items
 
     registry.register("locomo-turns", lambda path, _intake: parse_turns(path))
-    for protocol in PROTOCOLS:
+    for protocol in dict.fromkeys(TURN_RECORDS.values()):
         registry.register(f"longmemeval-turns-{protocol}", turn_items(protocol))
 
 

@@ -243,11 +243,15 @@ def _columns(values: list[list[float]], fmt: str) -> list[list[str]]:
 
 
 def table(results: list[dict[str, Any]], level: str = "turn") -> str:
-    """Markdown rows per architecture; with several, each column's best in bold."""
+    """Markdown rows per architecture; with several, each column's best in bold. A result with no figure at this
+    level (a peer that ranks session documents has no turn ranking) is a row of dashes, not of zeros."""
     head = "| architecture | n | " + " | ".join(HEADLINE) + " |"
     rows = [head, "|" + "---|" * (len(HEADLINE) + 2)]
-    cells = _columns([[r["metrics"][level].get(h, 0) for h in HEADLINE] for r in results], ".4f")
-    for r, row in zip(results, cells, strict=True):
+    scored = [r for r in results if r["metrics"][level]]
+    cells = dict(zip((id(r) for r in scored),
+                     _columns([[r["metrics"][level].get(h, 0) for h in HEADLINE] for r in scored], ".4f"), strict=True))
+    for r in results:
+        row = cells.get(id(r), ["-"] * len(HEADLINE))
         rows.append(f"| {r['architecture']} | {r['n_questions']} | " + " | ".join(row) + " |")
     return "\n".join(rows)
 
@@ -269,10 +273,28 @@ def best_of(results: list[dict[str, Any]], metric: str, level: str = "turn") -> 
     return max(scored, key=lambda r: r["metrics"][level][metric], default=None)
 
 
+def headline_notes(results: list[dict[str, Any]]) -> list[str]:
+    """One line per benchmark protocol whose results name a ``headline`` ("<level> <metric> (how)"): the
+    protocol, what its headline is, and each result's value of it (LongMemEval's official and MemPalace's
+    protocols head with different figures)."""
+    lines = []
+    for bench in dict.fromkeys(r["benchmark"] for r in results if r.get("headline")):
+        rows = [r for r in results if r["benchmark"] == bench and r.get("headline")]
+        headline = rows[0]["headline"]
+        level, metric = headline.split(" ")[:2]
+        values = ", ".join(f"{r['architecture']} {r['metrics'].get(level, {}).get(metric, float('nan')):.4f} "
+                           f"({r['n_questions']} questions)" for r in rows)
+        scored = rows[0].get("selection", {}).get("scored")
+        lines.append(f"{bench}: headline {headline}"
+                     + (f"; the protocol scores {scored} questions of the file" if scored is not None else "")
+                     + f": {values}")
+    return lines
+
+
 def comparison_notes(results: list[dict[str, Any]]) -> str:
     """Which compared architecture is best (turn recall_any@10 and recall_all@10), and, for a benchmark
     with a named best LLM-free built-in (``BEST_LLM_FREE``), that one: in the comparison or not."""
-    lines = []
+    lines = headline_notes(results)
     if len(results) > 1:
         picks = [(m, best_of(results, m)) for m in ("recall_any@10", "recall_all@10")]
         lines.append("best here: " + "; ".join(f"turn {m} {r['architecture']} {r['metrics']['turn'][m]:.4f}"

@@ -387,3 +387,23 @@ def test_workspaces_ingested_ahead_give_the_same_rows(tmp_path):
         if ahead:  # the 2nd and 3rd built on the thread, then opened again (nothing to run) by the loop
             assert built_on.count("synthex-eval-embed-ahead") == 2 and built_on.count("MainThread") == 3
     assert rows[0] == rows[2] and len(rows[0]) == 3
+
+
+def test_split_check_reads_the_runs_rows_back_by_position(tmp_path):
+    """``evals.lme_split_check``: the run's per-question rows split at the N-th scored question of the file; the
+    "all" part equals the run's own means, fresh@5 included (recomputed from the hits)."""
+    from conftest import cli
+
+    from evals.lme_split_check import split_figures
+
+    update = json.loads(json.dumps(PROTOCOL_FIXTURE[0]))
+    update |= {"question_id": "upd", "question_type": "knowledge-update", "question": "Which movie did I ask about?"}
+    data = write_json(tmp_path / "lme.json", [PROTOCOL_FIXTURE[0], PROTOCOL_FIXTURE[2], update])
+    out = json.loads(cli("eval", "longmemeval", "--data", data, "--compare", "raw-bm25", "--json", "--run-id", "r1",
+                         "--project", tmp_path).stdout)
+    figures = split_figures(tmp_path, data, "r1", first=1)["raw-bm25"]
+    assert (figures["first 1"]["n"], figures["rest"]["n"], figures["all"]["n"]) == (1, 1, 2)
+    assert figures["all"]["session all@5"] == out["metrics"]["session"]["recall_all@5"]
+    assert figures["all"]["turn any@10"] == out["metrics"]["turn"]["recall_any@10"]
+    assert figures["first 1"]["fresh n"] == 0 and figures["rest"]["fresh n"] == 1
+    assert figures["rest"]["fresh@5"] == out["freshness"]["fresh@5"]

@@ -21,8 +21,11 @@ os.environ["MEM0_TELEMETRY"] = "False"
 from evals.locomo import load_locomo, turn_text  # noqa: E402
 from evals.locomo_scoring import add_question  # noqa: E402
 from evals.metrics import dedupe  # noqa: E402
+from evals.peers import PeerUnavailable  # noqa: E402
 from evals.peers.local_embeddings import LocalEmbeddingServer  # noqa: E402
 from evals.scoring import Tally  # noqa: E402
+
+MISSING = "the mem0 peer needs mem0ai: pip install -e '.[peers]'"
 
 
 def mem0_available() -> bool:
@@ -60,7 +63,7 @@ def _close(memory: Any) -> None:
 
 def evaluate_mem0_locomo(data: Path, work_dir: Path, limit: int | None = None, k: int = 10, log=print) -> dict[str, Any]:
     if not mem0_available():
-        raise RuntimeError("the mem0 peer needs mem0ai: pip install -e '.[peers]'")
+        raise PeerUnavailable(MISSING)
     conversations = load_locomo(data)[: limit or None]
     tally = Tally()
     with LocalEmbeddingServer() as server:
@@ -114,6 +117,25 @@ def evaluate_mem0_longmemeval(benchmark: Any, data: Path, work_dir: Path, limit:
     from evals.peers.haystacks import evaluate_peer_haystacks
 
     if not mem0_available():
-        raise RuntimeError("the mem0 peer needs mem0ai: pip install -e '.[peers]'")
-    return evaluate_peer_haystacks(benchmark, data, work_dir, "mem0", _Mem0Haystack, limit=limit, k=k, log=log,
-                                   embedder=embedder, pipeline="mem0ai (add infer=False, vector search)", mode="dense")
+        raise PeerUnavailable(MISSING)
+    with LocalEmbeddingServer(embedder) as server:
+        return evaluate_peer_haystacks(benchmark, data, work_dir, "mem0", lambda root: _Mem0Haystack(root, server),
+                                       limit=limit, k=k, log=log, embedder=embedder,
+                                       pipeline="mem0ai (add infer=False, vector search)", mode="dense")
+
+
+def run_locomo(benchmark: Any, data: Path, work_dir: Path, *, limit: int | None, k: int, log: Any,
+               embedding_cache: Path | None = None) -> dict[str, Any]:
+    """The ``evals.peers.PEERS`` runner on LoCoMo (Mem0 embeds with its own server's default embedder)."""
+    return evaluate_mem0_locomo(data, work_dir, limit=limit, k=k, log=log)
+
+
+def run_longmemeval(benchmark: Any, data: Path, work_dir: Path, *, limit: int | None, k: int, log: Any,
+                    embedding_cache: Path | None = None) -> dict[str, Any]:
+    """The ``evals.peers.PEERS`` runner on LongMemEval: the eval's embedder and its disk cache."""
+    from evals.shared_embedder import MemoEmbedder
+
+    if not mem0_available():  # before the embedder loads
+        raise PeerUnavailable(MISSING)
+    return evaluate_mem0_longmemeval(benchmark, data, work_dir, limit=limit, k=k, log=log,
+                                     embedder=MemoEmbedder.with_disk_cache(embedding_cache, warn=log))

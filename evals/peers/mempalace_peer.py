@@ -1,33 +1,38 @@
 """MemPalace as a peer in the same LongMemEval run (``--compare mempalace``): each question's haystack its own
-palace (ChromaDB, MemPalace's default backend), one drawer per turn of the protocol, searched with MemPalace's
-own ``search_memories`` (vector candidates re-ranked with BM25, its default "hybrid" search), scored by the
-same protocol as Synthex's rankings (``evals.peers.haystacks``).
+palace (ChromaDB, MemPalace's default backend), scored by the run's protocol like every architecture
+(``evals.peers.haystacks``).
 
-The embedder is Synthex's: MemPalace's ``openai-compat`` embedding model pointed at the loopback endpoint
-over the eval's embedder (the same MiniLM vectors, from the eval's memo and disk cache; MemPalace's own
-MiniLM would be downloaded from the hub, which is not reachable here). Its configuration is read from
-``MEMPALACE_CONFIG_DIR``: set to a folder of the eval's work dir for the peer's run and restored after, so
-neither the user's ``~/.mempalace`` nor the process keeps it.
+- ``--protocol official`` / ``any``: one drawer per turn of the protocol (its id the turn id), searched with
+  MemPalace's own ``search_memories`` (vector candidates re-ranked with BM25, its default "hybrid" search).
+- ``--protocol mempalace``: MemPalace's own LongMemEval benchmark (benchmarks/longmemeval_bench.py of
+  MemPalace/mempalace, "raw" mode, the configuration of its published 96.6 % recall_any@5 on S): one drawer
+  per session holding a user turn (its user turns joined), ranked by the collection's vector query, scored by
+  its metrics (``evals.longmemeval.mempalace_metrics``) on every question.
 
-MemPalace's published LongMemEval figure (recall_any@5 96.6 % on S, "raw" mode) is of its own protocol
-(benchmarks/longmemeval_bench.py of MemPalace/mempalace): one document per *session* (its user turns
-joined), ChromaDB's default MiniLM, every question including abstention, gold = all ``answer_session_ids``.
-Here it is scored by Synthex's protocol instead (official: user turns, the paper's metrics), like every
-architecture of the run. Optional: ``pip install -e ".[mempalace]"``.
+The embedder is Synthex's: MemPalace's ``openai-compat`` embedding model pointed at the loopback endpoint over
+the eval's embedder (the same MiniLM vectors, from the eval's memo and disk cache; MemPalace's own MiniLM would
+be downloaded from the hub, which is not reachable here). MemPalace reads that setting from
+``MEMPALACE_CONFIG_DIR`` only, so it runs in a child process (``evals.peers.mempalace_worker``) whose
+environment alone has it: neither the user's ``~/.mempalace`` nor the eval's process is touched.
+Optional: ``pip install -e ".[mempalace]"``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+from evals.peers import PeerUnavailable
 from evals.peers.local_embeddings import LocalEmbeddingServer
+from synthex.core.errors import SynthexError
 
-WING, ROOM = "longmemeval", "haystack"  # MemPalace files every drawer under a wing and a room
+MISSING = "the mempalace peer needs mempalace: pip install -e '.[mempalace]'"
+WORKER = Path(__file__).with_name("mempalace_worker.py")
 
 
 def mempalace_available() -> bool:
@@ -38,44 +43,65 @@ def mempalace_available() -> bool:
     return True
 
 
-@contextmanager
-def _config_dir(folder: Path) -> Iterator[None]:
-    """``MEMPALACE_CONFIG_DIR`` for the peer's run (MemPalace reads its settings there), then as it was."""
-    before = os.environ.get("MEMPALACE_CONFIG_DIR")
-    os.environ["MEMPALACE_CONFIG_DIR"] = str(folder)
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("MEMPALACE_CONFIG_DIR", None)
-        else:
-            os.environ["MEMPALACE_CONFIG_DIR"] = before
+class PalaceWorker:
+    """The child process that holds MemPalace (``evals.peers.mempalace_worker``), its configuration folder
+    ``config`` in its environment only; its stderr goes to ``config / "worker.log"``."""
+
+    def __init__(self, config: Path) -> None:
+        self.log = config / "worker.log"
+        self._stderr: IO[bytes] = self.log.open("wb")
+        self.process = subprocess.Popen([sys.executable, str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=self._stderr, text=True,
+                                        env=os.environ | {"MEMPALACE_CONFIG_DIR": str(config)})
+
+    def call(self, **request: Any) -> dict[str, Any]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        try:
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            pass  # the child has exited: the empty answer below says so
+        line = self.process.stdout.readline()
+        if not line:
+            raise SynthexError(f"mempalace: its process ended during {request['op']!r} (see {self.log})")
+        answer = json.loads(line)
+        if "error" in answer:
+            raise SynthexError(f"mempalace {request['op']} failed: {answer['error']}")
+        return answer
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self._stderr.close()
+
+    def __enter__(self) -> PalaceWorker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class _Palace:
-    """One haystack's palace (``evals.peers.haystacks.PeerMemory``): a drawer per turn, its id the turn id."""
+    """One haystack's palace (``evals.peers.haystacks.PeerMemory``) in the worker: a drawer per document, its id
+    the document's (a turn id, or a session id under the mempalace protocol); ``how``: the worker's search."""
 
-    def __init__(self, root: Path, server: LocalEmbeddingServer) -> None:
-        from mempalace.palace import get_collection
-
-        self.path = str(root / "palace")
-        self.drawers = get_collection(self.path, create=True)
+    def __init__(self, worker: PalaceWorker, root: Path, how: str) -> None:
+        self.worker, self.how = worker, how
+        worker.call(op="open", root=str(root))
 
     def add(self, texts: Sequence[str], turn_ids: Sequence[str]) -> None:
-        if texts:  # one batched upsert, as MemPalace's miner files a file's chunks
-            self.drawers.upsert(documents=list(texts), ids=list(turn_ids),
-                                metadatas=[{"wing": WING, "room": ROOM, "source_file": t} for t in turn_ids])
+        self.worker.call(op="add", texts=list(texts), ids=list(turn_ids))
 
     def search(self, query: str, depth: int) -> list[str]:
-        from mempalace.searcher import search_memories
-
-        found = search_memories(query, self.path, n_results=depth)
-        if "error" in found:
-            raise RuntimeError(f"mempalace search failed: {found['error']}")
-        return [hit.get("drawer_id") for hit in found.get("results", [])]
+        return self.worker.call(op="search", query=query, depth=depth, how=self.how)["ids"]
 
     def close(self) -> None:
-        self.drawers = None
+        self.worker.call(op="close")
 
 
 def evaluate_mempalace_longmemeval(benchmark: Any, data: Path, work_dir: Path, limit: int | None = None, k: int = 10,
@@ -84,17 +110,28 @@ def evaluate_mempalace_longmemeval(benchmark: Any, data: Path, work_dir: Path, l
     from evals.peers.haystacks import evaluate_peer_haystacks
 
     if not mempalace_available():
-        raise RuntimeError("the mempalace peer needs mempalace: pip install -e '.[mempalace]'")
+        raise PeerUnavailable(MISSING)
     config = work_dir / benchmark.work_subdir / "mempalace-config"
     config.mkdir(parents=True, exist_ok=True)
-
-    def open_palace(root: Path, server: LocalEmbeddingServer) -> _Palace:
+    own = benchmark.protocol == "mempalace"
+    with LocalEmbeddingServer(embedder) as server, PalaceWorker(config) as worker:
         (config / "config.json").write_text(json.dumps({
             "embedding_model": "openai-compat", "embedding_api_url": server.base_url,
             "embedding_api_model": "synthex-minilm"}))
-        return _Palace(root, server)
+        return evaluate_peer_haystacks(
+            benchmark, data, work_dir, "mempalace", lambda root: _Palace(worker, root, "query" if own else "memories"),
+            limit=limit, k=k, log=log, embedder=embedder, granularity="session" if own else "turn",
+            mode="dense" if own else "hybrid",
+            pipeline=("mempalace (its LongMemEval benchmark's raw mode: a drawer per session, vector query)" if own
+                      else "mempalace (a drawer per turn, search_memories: vector + BM25)"))
 
-    with _config_dir(config):
-        return evaluate_peer_haystacks(benchmark, data, work_dir, "mempalace", open_palace, limit=limit, k=k,
-                                       log=log, embedder=embedder, mode="hybrid",
-                                       pipeline="mempalace (a drawer per turn, search_memories: vector + BM25)")
+
+def run_longmemeval(benchmark: Any, data: Path, work_dir: Path, *, limit: int | None, k: int,
+                    log: Callable[[str], None], embedding_cache: Path | None = None) -> dict[str, Any]:
+    """The ``evals.peers.PEERS`` runner: the eval's embedder and its disk cache (the same vectors)."""
+    from evals.shared_embedder import MemoEmbedder
+
+    if not mempalace_available():  # before the embedder loads
+        raise PeerUnavailable(MISSING)
+    return evaluate_mempalace_longmemeval(benchmark, data, work_dir, limit=limit, k=k, log=log,
+                                          embedder=MemoEmbedder.with_disk_cache(embedding_cache, warn=log))
