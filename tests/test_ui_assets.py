@@ -12,10 +12,9 @@ from dagster import AssetKey, AutomationCondition, DefaultSensorStatus
 
 from synthex.core.definition import PipelineDefinition
 from synthex.core.errors import PipelineDefinitionError
+from synthex_assets import sensors
 from synthex_assets.definitions import build_definitions
 from synthex_assets.naming import job_name
-from synthex_assets.run_tags import LAUNCHED_BY_AUTOMATION, launched_by
-from synthex_assets.sensors import automation_sensor_name
 
 OWNED = '''
 from synthex import Pipeline
@@ -104,17 +103,19 @@ def test_a_source_cannot_ask_for_automation(tmp_path, small_export):
 
 
 def test_an_automation_run_says_so():
+    from synthex_assets.run_tags import LAUNCHED_BY_AUTOMATION, launched_by  # (the module is issue 36's)
+
     tags = {"dagster/from_automation_condition": "true", "dagster/sensor_name": "default_automation_condition_sensor"}
     assert launched_by(tags) == LAUNCHED_BY_AUTOMATION
 
 
 def test_the_automated_steps_have_a_running_automation_sensor_and_other_pipelines_none(tmp_path, small_export):
     pipe = load(write_project(tmp_path / "p", small_export, OWNED))
-    sensor = build_definitions(pipe).resolve_sensor_def(automation_sensor_name(pipe))
+    sensor = build_definitions(pipe).resolve_sensor_def(sensors.automation_sensor_name(pipe))
     assert sensor.default_status == DefaultSensorStatus.RUNNING
     assert sensor.asset_selection.resolve(build_definitions(pipe).resolve_asset_graph()) == {AssetKey("transcripts")}
     plain = load(write_project(tmp_path / "q", small_export, OWNED.replace(', automation="eager"', "")))
-    assert all(s.name != automation_sensor_name(plain) for s in build_definitions(plain).sensors)
+    assert all(s.name != sensors.automation_sensor_name(plain) for s in build_definitions(plain).sensors)
 
 
 def test_the_job_a_ui_asset_backfill_runs_executes_in_process(project):
