@@ -14,7 +14,7 @@ from synthex.core.definition import PipelineDefinition
 from synthex.core.errors import PipelineDefinitionError
 from synthex_assets import sensors
 from synthex_assets.definitions import build_definitions
-from synthex_assets.naming import job_name
+from synthex_assets.naming import asset_name, job_name
 
 OWNED = '''
 from synthex import Pipeline
@@ -55,6 +55,15 @@ def test_group_owners_version_and_automation_reach_the_asset_specs(tmp_path, sma
     eager = found["transcripts"].automation_condition
     assert eager is not None and eager.get_label() == AutomationCondition.eager().get_label()
     assert found["monthly"].automation_condition is None and found["chatgpt"].automation_condition is None
+
+
+def test_a_plain_pipelines_code_versions_read_as_step_and_short_hash(project):
+    """Without any of the new options (so it also runs on a pipeline.py from before them): the UI's code
+    version names the step and starts with its version hash."""
+    pipe = load(project)
+    found = specs(pipe)
+    assert {s: found[asset_name(s)].code_version for s in pipe.steps} == \
+        {s: f"{s}@{pipe.steps[s].version_hash()[:10]}" for s in pipe.steps}
 
 
 def test_options_change_no_version_and_survive_a_toml_round_trip(tmp_path, small_export):
