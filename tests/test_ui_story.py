@@ -136,6 +136,27 @@ def test_a_run_over_an_invented_key_is_refused_before_any_step(ran_project, tmp_
         pipeline.close()
 
 
+def test_a_run_dagsters_automation_requests_is_tagged_by_the_launcher(ran_project, tmp_path, monkeypatch):
+    """A run the daemon creates for a step's ``automation=`` carries Dagster's automation tags only; the
+    project's run launcher names its branch and door. Over an invented period, so the launcher refuses it
+    and no run process starts (the tags are set before the refusal)."""
+    root = ran_project.copy(tmp_path / "proj")
+    monkeypatch.setenv("SYNTHEX_PROJECT", str(root))
+    pipeline = load(root)
+    instance = open_instance(pipeline)
+    try:
+        first = instance.get_dynamic_partitions("period")[0]
+        instance.add_dynamic_partitions("period", ["not-a-month"])
+        run_id = create_location_run(instance, root, f"main|{first}", "main|not-a-month", {
+            "dagster/from_automation_condition": "true", "dagster/sensor_name": "default_automation_condition_sensor"})
+        instance.launch_run(run_id, workspace=None)
+        tags = instance.get_run_by_id(run_id).tags
+        assert (tags.get(BRANCH_TAG), tags.get(LAUNCHED_BY_TAG)) == ("main", "automation")
+    finally:
+        instance.dispose()
+        pipeline.close()
+
+
 def test_partition_keys_added_by_hand_are_removed_by_a_sensor(project, tmp_path):
     pipe = load(project)
     create_branch_file(project, "exp")
