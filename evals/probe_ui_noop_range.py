@@ -20,8 +20,8 @@ DATA_VERSION_TAG = "dagster/data_version"
 def latest_data_version(instance, asset: str, partition: str) -> str | None:
     from dagster import AssetKey, AssetRecordsFilter
 
-    records = instance.fetch_materializations(AssetRecordsFilter(asset_key=AssetKey(asset),
-                                                                 asset_partitions=[partition]), limit=1).records
+    wanted = AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[partition])
+    records = instance.fetch_materializations(wanted, limit=1).records
     return records[0].asset_materialization.tags.get(DATA_VERSION_TAG) if records else None
 
 
@@ -44,7 +44,8 @@ def main(project: Path, step: str, downstream: str, n_periods: int) -> None:
         chosen = keys[1:1 + n_periods]  # not the first run's range (every period)
 
         def stale() -> Counter:
-            resolver = CachingStaleStatusResolver(instance, defs.resolve_asset_graph(), LoadingContextForTest(instance))
+            graph = defs.resolve_asset_graph()
+            resolver = CachingStaleStatusResolver(instance, graph, LoadingContextForTest(instance))
             return Counter(resolver.get_status(AssetKey(asset_name(downstream)), k).value for k in keys)
 
         before = {k: latest_data_version(instance, asset_name(step), k) for k in chosen}
