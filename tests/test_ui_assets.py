@@ -12,10 +12,9 @@ from dagster import AssetKey, AutomationCondition, DefaultSensorStatus
 
 from synthex.core.definition import PipelineDefinition
 from synthex.core.errors import PipelineDefinitionError
+from synthex_assets import sensors
 from synthex_assets.definitions import build_definitions
-from synthex_assets.naming import job_name
-from synthex_assets.run_tags import LAUNCHED_BY_AUTOMATION, launched_by
-from synthex_assets.sensors import automation_sensor_name
+from synthex_assets.naming import asset_name, job_name
 
 OWNED = '''
 from synthex import Pipeline
@@ -56,6 +55,15 @@ def test_group_owners_version_and_automation_reach_the_asset_specs(tmp_path, sma
     eager = found["transcripts"].automation_condition
     assert eager is not None and eager.get_label() == AutomationCondition.eager().get_label()
     assert found["monthly"].automation_condition is None and found["chatgpt"].automation_condition is None
+
+
+def test_a_plain_pipelines_code_versions_read_as_step_and_short_hash(project):
+    """Without any of the new options (so it also runs on a pipeline.py from before them): the UI's code
+    version names the step and starts with its version hash."""
+    pipe = load(project)
+    found = specs(pipe)
+    assert {s: found[asset_name(s)].code_version for s in pipe.steps} == \
+        {s: f"{s}@{pipe.steps[s].version_hash()[:10]}" for s in pipe.steps}
 
 
 def test_options_change_no_version_and_survive_a_toml_round_trip(tmp_path, small_export):
@@ -104,17 +112,19 @@ def test_a_source_cannot_ask_for_automation(tmp_path, small_export):
 
 
 def test_an_automation_run_says_so():
+    from synthex_assets.run_tags import LAUNCHED_BY_AUTOMATION, launched_by  # (the module is issue 36's)
+
     tags = {"dagster/from_automation_condition": "true", "dagster/sensor_name": "default_automation_condition_sensor"}
     assert launched_by(tags) == LAUNCHED_BY_AUTOMATION
 
 
 def test_the_automated_steps_have_a_running_automation_sensor_and_other_pipelines_none(tmp_path, small_export):
     pipe = load(write_project(tmp_path / "p", small_export, OWNED))
-    sensor = build_definitions(pipe).resolve_sensor_def(automation_sensor_name(pipe))
+    sensor = build_definitions(pipe).resolve_sensor_def(sensors.automation_sensor_name(pipe))
     assert sensor.default_status == DefaultSensorStatus.RUNNING
     assert sensor.asset_selection.resolve(build_definitions(pipe).resolve_asset_graph()) == {AssetKey("transcripts")}
     plain = load(write_project(tmp_path / "q", small_export, OWNED.replace(', automation="eager"', "")))
-    assert all(s.name != automation_sensor_name(plain) for s in build_definitions(plain).sensors)
+    assert all(s.name != sensors.automation_sensor_name(plain) for s in build_definitions(plain).sensors)
 
 
 def test_the_job_a_ui_asset_backfill_runs_executes_in_process(project):
