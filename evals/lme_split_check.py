@@ -7,6 +7,7 @@ read back from the project's ``eval_results`` rows, with fresh@5 recomputed from
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 from typing import Any
@@ -61,10 +62,15 @@ def split_figures(project: Path, data: Path, eval_run_id: str, first: int = 100,
 
 
 def main(argv: list[str]) -> None:
-    project, data, run_id = Path(argv[0]), Path(argv[1]), argv[2]
-    first = int(argv[3]) if len(argv) > 3 else 100
-    protocol = argv[4] if len(argv) > 4 else "official"
-    figures = split_figures(project, data, run_id, first, protocol)
+    parser = argparse.ArgumentParser(prog="python -m evals.lme_split_check", description=__doc__.split("\n\n")[0])
+    parser.add_argument("project", type=Path)
+    parser.add_argument("data", type=Path)
+    parser.add_argument("eval_run_id")
+    parser.add_argument("first", type=int, nargs="?", default=100)
+    parser.add_argument("protocol", nargs="?", default="official")
+    args = parser.parse_args(argv)
+    first = args.first
+    figures = split_figures(args.project, args.data, args.eval_run_id, first, args.protocol)
     names = ["n", *COLUMNS, "fresh@5", "fresh n"]
     print("| architecture | part | " + " | ".join(names) + " |")
     print("|---|---|" + "---|" * len(names))
