@@ -414,8 +414,8 @@ def served(port: int) -> bool:
 def test_sensor_run_monitoring_and_the_webservers_runs_on_a_deployment(tmp_path, postgres, monkeypatch):
     """Code server, daemon and webserver as processes of their own: a changed export is picked up by the
     source sensor's tick and run through the daemon; a `synthex run` killed mid-run is marked failed by the
-    daemon's run monitoring and the next run leaves every record once; the daemon killed mid-run leaves the
-    run to finish (its worker is not the daemon's child) and a restarted daemon goes on; the webserver's
+    daemon's run monitoring and the next run leaves every record once; the daemon killed while a run waits
+    QUEUED leaves it queued until a restarted daemon takes the queue over and runs it to the end; the webserver's
     GraphQL lists every run with its status and partition range."""
     from dagster import DagsterInstance, DagsterRunStatus
 
@@ -428,6 +428,7 @@ def test_sensor_run_monitoring_and_the_webservers_runs_on_a_deployment(tmp_path,
 
     export = write_json(tmp_path / "exports" / "conversations.json", generate(conversations=2, months=1, seed=3))
     project = shared_store_project(tmp_path / "proj", export)
+    other_machine = shared_store_project(tmp_path / "proj-b", export)
     port, web_port = free_port(), free_port()
     home = deploy_init(tmp_path / "deploy", project, "--grpc-host", "127.0.0.1", "--grpc-port", str(port))
     config = (home / "dagster.yaml").read_text()
@@ -495,17 +496,31 @@ def test_sensor_run_monitoring_and_the_webservers_runs_on_a_deployment(tmp_path,
         synthex(env, "run", "--full", "--project", str(project))  # admitted: the branch is free again
         assert summary_ids() == after_sensor  # every record once, none half-written
 
-        # the daemon killed while a run is in progress: the run goes on; a new daemon takes the queue over
-        during = start_synthex(env, logs, "run-during", "run", "--full", "--project", str(project))
-        wait_for("the run to start", lambda: (r := run_of(during)) is not None
-                 and r.status == DagsterRunStatus.STARTED, 240, [*services, during])
-        os.killpg(daemon.proc.pid, signal.SIGKILL)
-        daemon.proc.wait(timeout=20)
-        services.remove(daemon)
-        finished_ok(during)
-        assert run_of(during).status == DagsterRunStatus.SUCCESS
+        # the daemon killed while a run of main waits QUEUED behind one in progress (held there by SIGSTOP):
+        # the run in progress goes on (its worker is not the daemon's child); the queued one stays QUEUED with
+        # the branch free and no daemon, and only a restarted daemon takes the queue over and starts it
+        holder = start_synthex(env, logs, "run-holder", "run", "--full", "--project", str(project))
+        wait_for("the holding run to start", lambda: (r := run_of(holder)) is not None
+                 and r.status == DagsterRunStatus.STARTED, 240, [*services, holder])
+        os.kill(holder.proc.pid, signal.SIGSTOP)  # main's one slot stays taken: the next run of main queues
+        try:
+            # from a second checkout of the memory (another machine: the first one's branch file lock is not its)
+            queued = start_synthex(env, logs, "run-queued", "run", "--full", "--project", str(other_machine))
+            wait_for("the next run of main to be queued", lambda: (r := run_of(queued)) is not None
+                     and r.status == DagsterRunStatus.QUEUED, 240, [*services, queued])
+            os.killpg(daemon.proc.pid, signal.SIGKILL)
+            daemon.proc.wait(timeout=20)
+            services.remove(daemon)
+        finally:
+            os.kill(holder.proc.pid, signal.SIGCONT)
+        finished_ok(holder)
+        assert run_of(holder).status == DagsterRunStatus.SUCCESS
+        # the branch is free now: several dequeue intervals pass, and without a daemon nothing launches it
+        time.sleep(15)
+        assert run_of(queued).status == DagsterRunStatus.QUEUED and queued.proc.poll() is None
         start_daemon()
-        synthex(env, "run", "--full", "--project", str(project))
+        finished_ok(queued)
+        assert run_of(queued).status == DagsterRunStatus.SUCCESS, failures(instance, run_of(queued).run_id)
         assert summary_ids() == after_sensor
 
         # the webserver's GraphQL: every run, its status and its partition range
