@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import PIPELINE_PY, cli, env_without_openai, load, write_json, write_project
+from test_hostile_mcp import INITIALIZE, post
 
 from evals.postgres_server import PostgresServer, find_bin, free_port, start_postgres
 from synthex.core.demo.generate import generate
@@ -26,6 +28,7 @@ from synthex_assets.dagster_internals import BRANCH_TAG
 from synthex_assets.deployment import validate_instance_config
 
 RUN_TIMEOUT_S = 240
+MCP_URL = r"http://127\.0\.0\.1:\d+/mcp"
 
 
 @pytest.fixture(scope="module")
@@ -548,3 +551,68 @@ def test_a_run_over_several_branches_is_refused_and_never_tagged_with_a_joined_v
     why = refusal(["main", "exp"], ["2024-01"], {"main", "exp"})
     assert why is not None and "spans branches exp, main" in why and "one per branch" in why
     assert refusal(["exp"], ["2024-01"], {"main", "exp"}) is None
+
+
+@pytest.mark.deployment
+def test_two_memories_on_one_postgres_instance_see_only_their_own_runs_and_records(tmp_path, postgres, monkeypatch):
+    """Two projects (two memories, each its own store and data dir) run on one PostgreSQL-backed instance and
+    one daemon: both runs complete; each project's `synthex runs` lists only its own run; the instance holds
+    both runs, told apart by their job (the pipeline's name); each memory's records are its own, and each
+    memory's MCP token is refused by the other's server."""
+    from dagster import DagsterInstance, DagsterRunStatus
+
+    export_a = write_json(tmp_path / "exports" / "a.json", generate(conversations=2, months=1, seed=3))
+    export_b = write_json(tmp_path / "exports" / "b.json", generate(conversations=3, months=1, seed=4))
+    project_a = write_project(tmp_path / "memory-a", export_a, PIPELINE_PY)
+    body_b = PIPELINE_PY.replace("Pipeline('test-memory'", "Pipeline('other-memory'")
+    assert body_b != PIPELINE_PY
+    project_b = write_project(tmp_path / "memory-b", export_b, body_b)
+    home = deploy_init(tmp_path / "deploy", project_a, "--grpc-host", "127.0.0.1", "--grpc-port", str(free_port()))
+    env = shared_env(home, postgres)
+    for key, value in postgres.env().items():
+        monkeypatch.setenv(key, value)
+    instance = DagsterInstance.from_config(str(home))
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    services: list[Service] = []
+    try:
+        services.append(start_service("daemon", [sys.executable, "-m", "dagster._daemon", "run", "-w",
+                                                 str(home / "workspace.yaml")], env, project_a, logs))
+        synthex(env, "run", "--project", str(project_a))
+        synthex(env, "run", "--project", str(project_b))
+        own = {name: json.loads(synthex(env, "runs", "--json", "--project", str(p)).stdout)
+               for name, p in (("a", project_a), ("b", project_b))}
+        assert len(own["a"]) == len(own["b"]) == 1
+        assert own["a"][0]["id"] != own["b"][0]["id"]
+        runs = {r.run_id: r for r in instance.get_runs()}
+        assert set(runs) == {own["a"][0]["id"], own["b"][0]["id"]}  # one instance holds both
+        assert all(r.status == DagsterRunStatus.SUCCESS for r in runs.values())
+        assert runs[own["a"][0]["id"]].job_name != runs[own["b"][0]["id"]].job_name
+        contents = {}
+        for name, p in (("a", project_a), ("b", project_b)):
+            pipe = load(p)
+            try:
+                contents[name] = {r.content for r in pipe.app.records("transcripts")}
+            finally:
+                pipe.close()
+        assert contents["a"] and contents["b"] and not contents["a"] & contents["b"]  # each its own export
+
+        # each memory's MCP server has its own token: one memory's token opens nothing of the other's
+        urls, tokens = {}, {}
+        for name, p in (("a", project_a), ("b", project_b)):
+            server = start_service(f"mcp-{name}", [sys.executable, "-m", "synthex.surfaces.cli", "mcp", "--project",
+                                                   str(p), "--http", "--port", "0"], env, p, logs)
+            services.append(server)
+            wait_for(f"memory {name}'s MCP server", lambda s=server: re.search(MCP_URL, s.log.read_text())
+                     is not None, 120, services)
+            urls[name] = re.search(MCP_URL, server.log.read_text()).group(0)
+            tokens[name] = (p / ".synthex" / "mcp-token").read_text().strip()
+        assert tokens["a"] != tokens["b"]
+        for name, other in (("a", "b"), ("b", "a")):
+            assert post(urls[name], INITIALIZE, tokens[other])[0] == 401
+            assert post(urls[name], INITIALIZE, tokens[name])[0] == 200
+        assert not (project_a / ".synthex" / "dagster").exists() and not (project_b / ".synthex" / "dagster").exists()
+    finally:
+        instance.dispose()
+        for service in reversed(services):
+            service.stop()
