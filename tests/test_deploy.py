@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import PIPELINE_PY, cli, env_without_openai, load, write_json, write_project
+from test_hostile_mcp import INITIALIZE, post
 
 from evals.postgres_server import PostgresServer, find_bin, free_port, start_postgres
 from synthex.core.demo.generate import generate
@@ -26,6 +28,7 @@ from synthex_assets.dagster_internals import BRANCH_TAG
 from synthex_assets.deployment import validate_instance_config
 
 RUN_TIMEOUT_S = 240
+MCP_URL = r"http://127\.0\.0\.1:\d+/mcp"
 
 
 @pytest.fixture(scope="module")
@@ -414,8 +417,8 @@ def served(port: int) -> bool:
 def test_sensor_run_monitoring_and_the_webservers_runs_on_a_deployment(tmp_path, postgres, monkeypatch):
     """Code server, daemon and webserver as processes of their own: a changed export is picked up by the
     source sensor's tick and run through the daemon; a `synthex run` killed mid-run is marked failed by the
-    daemon's run monitoring and the next run leaves every record once; the daemon killed mid-run leaves the
-    run to finish (its worker is not the daemon's child) and a restarted daemon goes on; the webserver's
+    daemon's run monitoring and the next run leaves every record once; the daemon killed while a run waits
+    QUEUED leaves it queued until a restarted daemon takes the queue over and runs it to the end; the webserver's
     GraphQL lists every run with its status and partition range."""
     from dagster import DagsterInstance, DagsterRunStatus
 
@@ -428,6 +431,7 @@ def test_sensor_run_monitoring_and_the_webservers_runs_on_a_deployment(tmp_path,
 
     export = write_json(tmp_path / "exports" / "conversations.json", generate(conversations=2, months=1, seed=3))
     project = shared_store_project(tmp_path / "proj", export)
+    other_machine = shared_store_project(tmp_path / "proj-b", export)
     port, web_port = free_port(), free_port()
     home = deploy_init(tmp_path / "deploy", project, "--grpc-host", "127.0.0.1", "--grpc-port", str(port))
     config = (home / "dagster.yaml").read_text()
@@ -495,17 +499,31 @@ def test_sensor_run_monitoring_and_the_webservers_runs_on_a_deployment(tmp_path,
         synthex(env, "run", "--full", "--project", str(project))  # admitted: the branch is free again
         assert summary_ids() == after_sensor  # every record once, none half-written
 
-        # the daemon killed while a run is in progress: the run goes on; a new daemon takes the queue over
-        during = start_synthex(env, logs, "run-during", "run", "--full", "--project", str(project))
-        wait_for("the run to start", lambda: (r := run_of(during)) is not None
-                 and r.status == DagsterRunStatus.STARTED, 240, [*services, during])
-        os.killpg(daemon.proc.pid, signal.SIGKILL)
-        daemon.proc.wait(timeout=20)
-        services.remove(daemon)
-        finished_ok(during)
-        assert run_of(during).status == DagsterRunStatus.SUCCESS
+        # the daemon killed while a run of main waits QUEUED behind one in progress (held there by SIGSTOP):
+        # the run in progress goes on (its worker is not the daemon's child); the queued one stays QUEUED with
+        # the branch free and no daemon, and only a restarted daemon takes the queue over and starts it
+        holder = start_synthex(env, logs, "run-holder", "run", "--full", "--project", str(project))
+        wait_for("the holding run to start", lambda: (r := run_of(holder)) is not None
+                 and r.status == DagsterRunStatus.STARTED, 240, [*services, holder])
+        os.kill(holder.proc.pid, signal.SIGSTOP)  # main's one slot stays taken: the next run of main queues
+        try:
+            # from a second checkout of the memory (another machine: the first one's branch file lock is not its)
+            queued = start_synthex(env, logs, "run-queued", "run", "--full", "--project", str(other_machine))
+            wait_for("the next run of main to be queued", lambda: (r := run_of(queued)) is not None
+                     and r.status == DagsterRunStatus.QUEUED, 240, [*services, queued])
+            os.killpg(daemon.proc.pid, signal.SIGKILL)
+            daemon.proc.wait(timeout=20)
+            services.remove(daemon)
+        finally:
+            os.kill(holder.proc.pid, signal.SIGCONT)
+        finished_ok(holder)
+        assert run_of(holder).status == DagsterRunStatus.SUCCESS
+        # the branch is free now: several dequeue intervals pass, and without a daemon nothing launches it
+        time.sleep(15)
+        assert run_of(queued).status == DagsterRunStatus.QUEUED and queued.proc.poll() is None
         start_daemon()
-        synthex(env, "run", "--full", "--project", str(project))
+        finished_ok(queued)
+        assert run_of(queued).status == DagsterRunStatus.SUCCESS, failures(instance, run_of(queued).run_id)
         assert summary_ids() == after_sensor
 
         # the webserver's GraphQL: every run, its status and its partition range
@@ -533,3 +551,68 @@ def test_a_run_over_several_branches_is_refused_and_never_tagged_with_a_joined_v
     why = refusal(["main", "exp"], ["2024-01"], {"main", "exp"})
     assert why is not None and "spans branches exp, main" in why and "one per branch" in why
     assert refusal(["exp"], ["2024-01"], {"main", "exp"}) is None
+
+
+@pytest.mark.deployment
+def test_two_memories_on_one_postgres_instance_see_only_their_own_runs_and_records(tmp_path, postgres, monkeypatch):
+    """Two projects (two memories, each its own store and data dir) run on one PostgreSQL-backed instance and
+    one daemon: both runs complete; each project's `synthex runs` lists only its own run; the instance holds
+    both runs, told apart by their job (the pipeline's name); each memory's records are its own, and each
+    memory's MCP token is refused by the other's server."""
+    from dagster import DagsterInstance, DagsterRunStatus
+
+    export_a = write_json(tmp_path / "exports" / "a.json", generate(conversations=2, months=1, seed=3))
+    export_b = write_json(tmp_path / "exports" / "b.json", generate(conversations=3, months=1, seed=4))
+    project_a = write_project(tmp_path / "memory-a", export_a, PIPELINE_PY)
+    body_b = PIPELINE_PY.replace("Pipeline('test-memory'", "Pipeline('other-memory'")
+    assert body_b != PIPELINE_PY
+    project_b = write_project(tmp_path / "memory-b", export_b, body_b)
+    home = deploy_init(tmp_path / "deploy", project_a, "--grpc-host", "127.0.0.1", "--grpc-port", str(free_port()))
+    env = shared_env(home, postgres)
+    for key, value in postgres.env().items():
+        monkeypatch.setenv(key, value)
+    instance = DagsterInstance.from_config(str(home))
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    services: list[Service] = []
+    try:
+        services.append(start_service("daemon", [sys.executable, "-m", "dagster._daemon", "run", "-w",
+                                                 str(home / "workspace.yaml")], env, project_a, logs))
+        synthex(env, "run", "--project", str(project_a))
+        synthex(env, "run", "--project", str(project_b))
+        own = {name: json.loads(synthex(env, "runs", "--json", "--project", str(p)).stdout)
+               for name, p in (("a", project_a), ("b", project_b))}
+        assert len(own["a"]) == len(own["b"]) == 1
+        assert own["a"][0]["id"] != own["b"][0]["id"]
+        runs = {r.run_id: r for r in instance.get_runs()}
+        assert set(runs) == {own["a"][0]["id"], own["b"][0]["id"]}  # one instance holds both
+        assert all(r.status == DagsterRunStatus.SUCCESS for r in runs.values())
+        assert runs[own["a"][0]["id"]].job_name != runs[own["b"][0]["id"]].job_name
+        contents = {}
+        for name, p in (("a", project_a), ("b", project_b)):
+            pipe = load(p)
+            try:
+                contents[name] = {r.content for r in pipe.app.records("transcripts")}
+            finally:
+                pipe.close()
+        assert contents["a"] and contents["b"] and not contents["a"] & contents["b"]  # each its own export
+
+        # each memory's MCP server has its own token: one memory's token opens nothing of the other's
+        urls, tokens = {}, {}
+        for name, p in (("a", project_a), ("b", project_b)):
+            server = start_service(f"mcp-{name}", [sys.executable, "-m", "synthex.surfaces.cli", "mcp", "--project",
+                                                   str(p), "--http", "--port", "0"], env, p, logs)
+            services.append(server)
+            wait_for(f"memory {name}'s MCP server", lambda s=server: re.search(MCP_URL, s.log.read_text())
+                     is not None, 120, services)
+            urls[name] = re.search(MCP_URL, server.log.read_text()).group(0)
+            tokens[name] = (p / ".synthex" / "mcp-token").read_text().strip()
+        assert tokens["a"] != tokens["b"]
+        for name, other in (("a", "b"), ("b", "a")):
+            assert post(urls[name], INITIALIZE, tokens[other])[0] == 401
+            assert post(urls[name], INITIALIZE, tokens[name])[0] == 200
+        assert not (project_a / ".synthex" / "dagster").exists() and not (project_b / ".synthex" / "dagster").exists()
+    finally:
+        instance.dispose()
+        for service in reversed(services):
+            service.stop()
