@@ -143,3 +143,83 @@ pipeline.source("notes", file={str(data)!r}, format="legacy-lines")
     pipe = load_pipeline(project)
     assert "legacy-lines" in pipe.formats
     assert [i.content for i in pipe.steps["notes"].reader().items()] == ["alpha", "beta"]
+
+
+def test_a_taken_format_name_is_one_error_naming_both_registrants(tmp_path):
+    """The hookspecs rule for every registry: a pipeline file's ``register_format`` cannot replace a format
+    its pipeline (or an earlier call) registered, silently or otherwise."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "pipeline.py").write_text('''
+from synthex import Pipeline
+from synthex.importers import register_format
+
+pipeline = Pipeline("clash")
+pipeline.format("my-lines", lambda path: [])
+register_format("my-lines", lambda path: [])
+''')
+    with pytest.raises(PipelineDefinitionError) as taken:
+        load_pipeline(project)
+    message = str(taken.value)
+    assert "\n" not in message
+    assert message == ("file format 'my-lines' is registered already (by pipeline.format('my-lines')); "
+                       "register_format in the pipeline file registers it again")
+    (project / "pipeline.py").write_text('''
+from synthex import Pipeline
+from synthex.importers import register_format
+
+pipeline = Pipeline("twice")
+register_format("my-lines", lambda path: [])
+register_format("my-lines", lambda path: [])
+''')
+    with pytest.raises(PipelineDefinitionError, match=r"file format 'my-lines' is registered already \(by "
+                                                      r"register_format\('my-lines'\) in the pipeline file\); "
+                                                      r"register_format\('my-lines'\) in the pipeline file"):
+        load_pipeline(project)
+    pipe = Pipeline("own", project_dir=tmp_path / "p")
+    pipe.format("other-lines", lines)
+    with pytest.raises(PipelineDefinitionError, match=r"by pipeline.format\('other-lines'\)\); "
+                                                      r"pipeline.format\('other-lines'\) registers it again"):
+        pipe.format("other-lines", lines)
+
+
+CLASH_PLUGIN = '''
+def register_key_functions(registry):
+    registry.register("speaker", lambda record: None)  # a built-in's name
+    registry.register("first-word", lambda record: record.content.split()[:1])
+'''
+
+
+def test_a_plugin_taking_a_built_in_name_is_one_failure_naming_both(tmp_path):
+    env = plugin_env(write_plugin(tmp_path / "plugins", "clash", CLASH_PLUGIN))
+    code = ("from synthex.core.steps.group_keys import key_functions\n"
+            "registry = key_functions()\n"
+            "print('first-word' in registry)\n"
+            "print(*registry.failures, sep='\\n')\n")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    registered, failure = out.stdout.strip().splitlines()
+    assert registered == "False"  # its hook stopped at the clash
+    assert failure == ("plugin 'clash' (clash) failed to load: register_key_functions: PipelineDefinitionError: "
+                       "key function 'speaker' is registered already (by built-in synthex.core.steps.group_keys); "
+                       "plugin 'clash' (clash) registers it again")
+
+
+def test_a_module_two_entry_points_name_is_called_once(tmp_path):
+    """Two entry points (two names, or two distributions) naming one module: one plugin, its hook run once,
+    so its items are not registered twice (which would be a taken-name failure of its own)."""
+    folder = write_plugin(tmp_path / "plugins", "twice", '''
+def register_key_functions(registry):
+    registry.register("first-word", lambda record: record.content.split()[:1])
+''')
+    dist = folder / "twice-0.0.0.dist-info"
+    (dist / "entry_points.txt").write_text("[synthex.plugins]\ntwice = twice\ntwice-again = twice\n", encoding="utf-8")
+    code = ("from synthex.core.plugins import discover\n"
+            "from synthex.core.steps.group_keys import key_functions\n"
+            "registry = key_functions()\n"
+            "print('first-word' in registry, len(registry.failures))\n"
+            "print(sum(p.module.__name__ == 'twice' for p in discover().loaded))\n")
+    out = subprocess.run([sys.executable, "-c", code], env=plugin_env(folder), capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "0", "1"]

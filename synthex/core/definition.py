@@ -356,7 +356,7 @@ class PipelineDefinition:
 
         if name in BUILTIN_PARSERS:
             raise PipelineDefinitionError(f"format {name!r} is a built-in format; name yours otherwise")
-        self.formats.register(name, lambda path, _intake: parse(path), replace=True)
+        self.formats.register(name, lambda path, _intake: parse(path), by=f"pipeline.format({name!r})")
 
     def source_steps(self, only: list[str] | None = None) -> list[str]:
         """The source steps (``only``: these, each checked to be one)."""

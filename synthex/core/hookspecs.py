@@ -8,8 +8,9 @@ names (as simonw/llm registers its default plugins through the hooks of its ``ho
 Invariants every registry keeps (``synthex.core.plugins.populate``):
 - built-in modules run first, in the order their registry names them, then installed plugins by entry-point
   name; a module that is both (the evals plugin in a source tree) runs once;
-- a ``register_*`` hook adds items with ``registry.register(name, item)``; a taken name is an error (one
-  plugin cannot silently replace another's item);
+- a ``register_*`` hook adds items with ``registry.register(name, item)``; a taken name is an error, one line
+  naming both registrants (one plugin cannot replace another's item, nor a built-in's);
+- a module that several entry points name is one plugin: its hooks run once;
 - an installed plugin that fails to import, whose hook raises, or that defines a ``register_*`` function
   that is no hook here (a misspelt hook) is reported as one ``PluginFailure`` line, never skipped in
   silence; the others still load. A built-in's failure is a bug and raises.
@@ -32,7 +33,7 @@ from typing import Any, Protocol
 class Registers(Protocol):
     """What a ``register_*`` hook is given: a ``synthex.core.plugins.Registry`` of one kind of item."""
 
-    def register(self, name: str, item: Any, *, replace: bool = False) -> Any: ...
+    def register(self, name: str, item: Any) -> Any: ...
 
 
 @dataclass(frozen=True)

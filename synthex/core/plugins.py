@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from types import ModuleType
@@ -50,6 +51,11 @@ class LoadedPlugin:
     module: ModuleType
     builtin: bool
 
+    @property
+    def label(self) -> str:
+        """How a registry names it as a registrant."""
+        return f"built-in {self.name}" if self.builtin else f"plugin {self.name!r} ({self.module.__name__})"
+
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
@@ -72,13 +78,18 @@ class Plugins:
             fn = getattr(plugin.module, hook.name, None)
             if not callable(fn):
                 continue
-            if plugin.builtin:
-                results.append(fn(*args))
-                continue
-            try:
-                results.append(fn(*args))
-            except Exception as exc:  # the plugin's own bug: its part is left out, the others load
-                failures.append(PluginFailure(plugin.name, plugin.module.__name__, f"{hook.name}: {_describe(exc)}"))
+            with ExitStack() as registering:  # what it registers is said to be its, should a name be taken
+                for arg in args:
+                    if isinstance(arg, Registry):
+                        registering.enter_context(arg.registering_as(plugin.label))
+                if plugin.builtin:
+                    results.append(fn(*args))
+                    continue
+                try:
+                    results.append(fn(*args))
+                except Exception as exc:  # the plugin's own bug: its part is left out, the others load
+                    failures.append(PluginFailure(plugin.name, plugin.module.__name__,
+                                                  f"{hook.name}: {_describe(exc)}"))
         return results, failures
 
 
@@ -99,10 +110,12 @@ def discover(builtins: tuple[str, ...] = ()) -> Plugins:
     is a bug and raises."""
     found = [LoadedPlugin(name, importlib.import_module(name), True) for name in builtins]
     failures = []
+    seen: set[str] = set()
     for entry in sorted(entry_points(group=GROUP), key=lambda e: e.name):
         module_name = entry.value.split(":")[0]
-        if module_name in builtins:  # named as a built-in too (a source tree): loaded, and called, once
-            continue
+        if module_name in builtins or module_name in seen:  # a built-in too (a source tree), or a module two
+            continue  # entry points name: loaded, and its hooks called, once
+        seen.add(module_name)
         try:
             plugin = LoadedPlugin(entry.name, importlib.import_module(module_name), False)
         except Exception as exc:  # a plugin's own import error (a missing extra, a syntax error)
@@ -116,20 +129,35 @@ def discover(builtins: tuple[str, ...] = ()) -> Plugins:
 
 class Registry(Generic[T]):
     """Named extensions of one kind (step kinds, search strategies, ...). Names are unique: registering a
-    taken name is an error unless ``replace=True``. Lookups of an unknown name are one line listing the
-    known ones."""
+    taken name is an error, one line naming both registrants (no registrant silently replaces another's
+    item). Lookups of an unknown name are one line listing the known ones."""
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self._items: dict[str, T] = {}
+        self._registrants: dict[str, str] = {}
+        self._registering: str | None = None  # the plugin whose hook is running (``Plugins.call``)
         self.failures: list[PluginFailure] = []
 
-    def register(self, name: str, item: T, *, replace: bool = False) -> T:
+    @contextmanager
+    def registering_as(self, registrant: str) -> Iterator[None]:
+        """While it runs, what is registered is ``registrant``'s (a plugin's hook, a pipeline file's load)."""
+        previous, self._registering = self._registering, registrant
+        try:
+            yield
+        finally:
+            self._registering = previous
+
+    def register(self, name: str, item: T, *, by: str | None = None) -> T:
+        """Add ``item`` as ``name``; ``by`` names the registrant when no hook or load is running."""
         if not isinstance(name, str) or not name.strip():
             raise PipelineDefinitionError(f"{self.kind}: a name must be a non-empty string (got {name!r})")
-        if name in self._items and not replace:
-            raise PipelineDefinitionError(f"{self.kind} {name!r} is registered already")
+        registrant = self._registering or by or "a direct call"
+        if name in self._items:
+            raise PipelineDefinitionError(f"{self.kind} {name!r} is registered already (by {self._registrants[name]}); "
+                                          f"{registrant} registers it again")
         self._items[name] = item
+        self._registrants[name] = registrant
         return item
 
     def get(self, name: str) -> T:

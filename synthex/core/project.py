@@ -53,8 +53,9 @@ def pipeline_from_file(path: Path, root: Path) -> PipelineDefinition:
         found = next((v for v in vars(module).values() if isinstance(v, PipelineDefinition)), None)
     if found is None:
         raise PipelineDefinitionError(f"{path}: defines no Pipeline (expected a variable named `pipeline`)")
-    for name, parse in legacy_formats.items():
-        found.format(name, parse)
+    with found.formats.registering_as("register_format in the pipeline file"):
+        for name, parse in legacy_formats.items():
+            found.format(name, parse)
     found.project_dir = root
     found.module_variable = next((k for k, v in vars(module).items() if v is found), "pipeline")
     found.source_file = (path, path.stat().st_mtime_ns)  # what a long-lived code location runs

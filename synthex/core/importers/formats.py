@@ -119,6 +119,9 @@ def register_formats(registry: Registry[FormatParser]) -> None:
         registry.register(name, parse)
 
 
+# Cached for the process, not owned by an object: the catalogue is what the installed plugins register, and
+# they do not change while a process runs; nothing registers into it after discovery (a pipeline's formats
+# are its own registry, ``PipelineDefinition.formats``), so every reader sees the same catalogue.
 @functools.cache
 def file_formats() -> Registry[FormatParser]:
     """The formats ``pipeline.source(..., format=NAME)`` reads: the built-ins, then every installed plugin's
@@ -203,7 +206,7 @@ def register_format(name: str, parser: Callable[[Path], list[SourceItem]]) -> No
     if collected is None:
         raise PipelineDefinitionError(f"register_format({name!r}, ...): only a project's pipeline.py may call "
                                       f"it; call pipeline.format({name!r}, parser) on the pipeline instead")
-    collected.register(name, parser, replace=True)
+    collected.register(name, parser, by=f"register_format({name!r}) in the pipeline file")
 
 
 def reads_notes(path: Path, fmt: str) -> bool:

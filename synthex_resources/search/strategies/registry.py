@@ -25,14 +25,14 @@ class StrategyRegistry(Registry[SearchStrategy]):
     def __init__(self) -> None:
         super().__init__("search strategy")
 
-    def register(self, name: str, item: SearchStrategy, *, replace: bool = False) -> SearchStrategy:
+    def register(self, name: str, item: SearchStrategy, *, by: str | None = None) -> SearchStrategy:
         if not isinstance(item, SearchStrategy):
             raise PipelineDefinitionError(f"search strategy {name!r}: expected a SearchStrategy instance, "
                                           f"got {type(item).__name__}")
         if item.name != name:
             raise PipelineDefinitionError(f"search strategy {name!r}: the strategy is named {item.name!r}; "
                                           f"register it under its name")
-        return super().register(name, item, replace=replace)
+        return super().register(name, item, by=by)
 
     def resolve(self, mode: str | None, default: str, *, at_named_step: bool) -> SearchStrategy:
         """The strategy a search uses; every door's search comes here (``search_memory``).
