@@ -27,11 +27,9 @@ def latest_data_version(instance, asset: str, partition: str) -> str | None:
 
 def main(project: Path, step: str, downstream: str, n_periods: int) -> None:
     from dagster import AssetKey
-    from dagster._core.definitions.data_version import CachingStaleStatusResolver
-    from dagster._core.loader import LoadingContextForTest
 
     from synthex.core.project import load_pipeline
-    from synthex_assets.dagster_internals import partition_range_tags
+    from synthex_assets.dagster_internals import partition_range_tags, stale_statuses
     from synthex_assets.definitions import build_definitions
     from synthex_assets.naming import asset_name, job_name
 
@@ -44,9 +42,8 @@ def main(project: Path, step: str, downstream: str, n_periods: int) -> None:
         chosen = keys[1:1 + n_periods]  # not the first run's range (every period)
 
         def stale() -> Counter:
-            graph = defs.resolve_asset_graph()
-            resolver = CachingStaleStatusResolver(instance, graph, LoadingContextForTest(instance))
-            return Counter(resolver.get_status(AssetKey(asset_name(downstream)), k).value for k in keys)
+            statuses = stale_statuses(instance, defs.resolve_asset_graph(), AssetKey(asset_name(downstream)), keys)
+            return Counter(statuses.values())
 
         before = {k: latest_data_version(instance, asset_name(step), k) for k in chosen}
         print(f"{downstream} before: {dict(stale())} over {len(keys)} partitions")

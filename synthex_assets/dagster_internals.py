@@ -285,3 +285,14 @@ def validated_instance_config(home: Any) -> dict:
             raise DagsterInvalidConfigError(f"Errors in the config of {key} {entry['class']}.", result.errors,
                                             entry.get("config"))
     return dict(config)
+
+
+def stale_statuses(instance: Any, asset_graph: Any, asset_key: AssetKey, partitions: list[str]) -> dict[str, str]:
+    """Dagster's own staleness of ``asset_key``'s ``partitions`` (FRESH, STALE, MISSING), as the UI computes it,
+    without a webserver: for probes on a project (tests read it through the webserver's GraphQL instead).
+    ``CachingStaleStatusResolver`` and the loading context it needs have no public export in Dagster 1.13."""
+    from dagster._core.definitions.data_version import CachingStaleStatusResolver
+    from dagster._core.loader import LoadingContextForTest
+
+    resolver = CachingStaleStatusResolver(instance, asset_graph, LoadingContextForTest(instance))
+    return {p: resolver.get_status(asset_key, p).value for p in partitions}
