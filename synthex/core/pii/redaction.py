@@ -12,9 +12,11 @@ from synthex.core.pii.scanner import scan
 _NOT_DIGIT = re.compile(r"[^0-9]")
 _NOT_ALNUM = re.compile(r"[^A-Za-z0-9]")
 _PLACEHOLDER = re.compile(rf"\[({'|'.join(PII_TYPES)})_([0-9]+)\]")
-# Passes beyond the first only run when removing a finding exposed another one; each pass replaces
-# at least one non-placeholder character, so this bound is never the reason to stop in practice.
-_MAX_PASSES = 4
+# Passes beyond the first only run when removing a finding exposed another one. Values glued end to end
+# with no separator ('a@b.io+44 20 7946 0958+44 20 ...') expose one more per pass (each is refused while
+# a digit touches it), so a chain of n values needs n passes: the bound is the chain length redacted in
+# full. A pass is one scan of the text, so the bound also caps the work at _MAX_PASSES scans.
+_MAX_PASSES = 32
 
 
 @dataclass(frozen=True)
