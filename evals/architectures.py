@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 
 # The key aggregates of ``hierarchical-conversational`` (named key functions of ``pipeline.aggregate(by=)``).
 # Not "session": a session's aggregate lifted every turn of the best-matching session and cost recall
-# on LoCoMo (--limit 2, evals/ablate_hierarchical.py); the turn leg's neighbour credit already covers it.
+# on LoCoMo (--limit 2, evals/ablations/hierarchical.py); the turn leg's neighbour credit already covers it.
 HIERARCHY_KEYS = ("speaker", "entity", "topic")
 
 
@@ -186,7 +186,7 @@ def _raw(data: Path, root: Path, fmt: str) -> Pipeline:
 
 
 def _contextual(data: Path, root: Path, fmt: str, stem: bool = False, enriched: bool = False) -> Pipeline:
-    from evals.locomo import with_previous_turn, with_previous_turn_enriched
+    from evals.benchmarks.locomo.data import with_previous_turn, with_previous_turn_enriched
 
     pipe = Pipeline("contextual", project_dir=root, lexical_stem=stem)
     pipe.source("turns", file=str(data), format=fmt)
@@ -197,7 +197,7 @@ def _contextual(data: Path, root: Path, fmt: str, stem: bool = False, enriched: 
 
 
 def _hierarchical(data: Path, root: Path, fmt: str, keys: tuple[str, ...] = HIERARCHY_KEYS) -> Pipeline:
-    from evals.locomo import with_previous_turn
+    from evals.benchmarks.locomo.data import with_previous_turn
     from synthex.core.digest import key_profile
 
     pipe = Pipeline("hierarchical-conversational", project_dir=root, lexical_stem=True)

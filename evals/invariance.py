@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from evals.architectures import Architecture, resolve
-from evals.locomo import load_locomo, parse_turns
+from evals.benchmarks.locomo.data import load_locomo, parse_turns
 from synthex.core.sources import append_lines
 from synthex_resources.embedder import EmbedderConfig
 

@@ -23,8 +23,8 @@ def register_formats(registry: Registry) -> None:
     """The benchmarks' data files as sources: ``locomo-turns`` (one record per LoCoMo dialogue turn) and
     ``longmemeval-turns-<protocol>`` (one per LongMemEval haystack turn, official or any-session; the mempalace
     protocol reads the official ones)."""
-    from evals.locomo import parse_turns
-    from evals.longmemeval import TURN_RECORDS, turn_items
+    from evals.benchmarks.locomo.data import parse_turns
+    from evals.benchmarks.longmemeval.data import TURN_RECORDS, turn_items
 
     registry.register("locomo-turns", lambda path, _intake: parse_turns(path))
     for protocol in dict.fromkeys(TURN_RECORDS.values()):
@@ -39,8 +39,8 @@ def register_commands(cli: click.Group) -> None:
 
 def register_benchmarks(registry: Registry[type[Benchmark]]) -> None:
     """The built-in benchmarks, registered through the hook every benchmark plugin defines."""
-    from evals.locomo_eval import LoCoMo
-    from evals.longmemeval_eval import LongMemEval
+    from evals.benchmarks.locomo.benchmark import LoCoMo
+    from evals.benchmarks.longmemeval.benchmark import LongMemEval
 
     registry.register(LoCoMo.name, LoCoMo)
     registry.register(LongMemEval.name, LongMemEval)

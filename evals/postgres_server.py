@@ -1,5 +1,5 @@
 """A real PostgreSQL server for the shared-deployment tests and benchmarks (tests/test_deploy.py,
-evals/bench_instance.py): ``initdb`` + ``pg_ctl`` on a temporary data dir
+evals/bench/instance.py): ``initdb`` + ``pg_ctl`` on a temporary data dir
 and a free loopback port, password-authenticated (scram), no Unix socket outside its own folder.
 
 PostgreSQL refuses to run as root; as root the server runs as the ``postgres`` system user (``runuser``),

@@ -11,7 +11,7 @@ computed here, on its own:
 Documents, two renderings of each session:
 
 - ``project``: the session's date ("[1:56 pm on 8 May, 2023]") then its turns, one a line, as the turn
-  eval indexes them (``evals.locomo.turn_text``: "Speaker: text", plus "[shared an image: caption]").
+  eval indexes them (``evals.benchmarks.locomo.data.turn_text``: "Speaker: text", plus "[shared an image: caption]").
 - ``mempalace``: MemPalace's ``benchmarks/locomo_bench.py`` (``--granularity session``, its default):
   ``Speaker said, "text"`` lines joined by newlines; no date, no image captions.
 
@@ -58,7 +58,7 @@ from typing import Any
 
 import numpy as np
 
-from evals.locomo import CATEGORIES, Conversation, Turn, load_locomo, turn_text
+from evals.benchmarks.locomo.data import CATEGORIES, Conversation, Turn, load_locomo, turn_text
 from evals.metrics import mean, score
 from evals.scoring import RECALL_KS, with_recall
 from synthex_resources.embedder import Embedder

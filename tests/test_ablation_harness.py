@@ -1,4 +1,4 @@
-"""`evals.ablate_conversational` on a tiny LoCoMo-format file: session level, wall time and index sizes
+"""`evals.ablations.conversational` on a tiny LoCoMo-format file: session level, wall time and index sizes
 per variant, the markdown tables, and the chart at both levels."""
 
 import json
@@ -6,8 +6,8 @@ import json
 import lancedb
 from conftest import LOCOMO_TOPICS, locomo_conversation, write_json
 
-from evals.ablate_conversational import run, table
-from evals.ablation_chart import chart, read_rows
+from evals.ablations.chart import chart, read_rows
+from evals.ablations.conversational import run, table
 from evals.metrics import dedupe, recall_all, recall_any
 
 ONLY = ["all parts", "write-time enrichment", "without stemming", "RRF"]

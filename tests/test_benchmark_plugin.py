@@ -16,7 +16,7 @@ import pytest
 from conftest import env_without_openai, write_json
 
 from evals.benchmarks import Benchmark, benchmark_registry
-from evals.longmemeval_eval import LongMemEval
+from evals.benchmarks.longmemeval.benchmark import LongMemEval
 from synthex.core.errors import BadInputError
 from synthex_resources.sql import eval_results_path
 

@@ -8,7 +8,9 @@ from datetime import UTC, datetime
 import pytest
 from conftest import locomo_sessions, write_json
 
-from evals.locomo import with_previous_turn  # importing it also registers the locomo-turns format
+from evals.benchmarks.locomo.data import (
+    with_previous_turn,  # importing it also registers the locomo-turns format
+)
 from synthex import Pipeline
 from synthex.core.scope import BranchScope
 from synthex_resources import open_store

@@ -26,7 +26,7 @@ def test_plain_ids_stay_readable_and_distinct_ids_stay_distinct():
 
 def test_a_hostile_sample_id_cannot_place_an_eval_workspace_outside_the_work_dir(tmp_path):
     from evals.architectures import resolve
-    from evals.locomo_eval import evaluate_locomo
+    from evals.benchmarks.locomo.benchmark import evaluate_locomo
 
     samples = fixture()[:1]
     samples[0]["sample_id"] = "../../../../escaped"

@@ -119,8 +119,8 @@ def locomo_result(arch: str, any10: float, all10: float) -> dict:
 
 def test_a_comparison_marks_its_best_and_names_the_best_llm_free_builtin():
     from evals.architectures import BUILTIN
+    from evals.benchmarks.locomo.benchmark import LoCoMo
     from evals.commands import benchmark_command
-    from evals.locomo_eval import LoCoMo
     from evals.report import BEST_LLM_FREE, category_table, comparison_notes, table
 
     assert BEST_LLM_FREE["locomo"] in BUILTIN

@@ -14,7 +14,7 @@ from test_evalloop import locomo_small
 
 from evals.architectures import resolve
 from evals.benchmarks import EMBEDDING_CACHE, evaluate
-from evals.locomo_eval import LoCoMo
+from evals.benchmarks.locomo.benchmark import LoCoMo
 from evals.scorecard import SPEEDUP
 from evals.shared_embedder import EmbeddingCache, MemoEmbedder
 from synthex_resources.embedder import MiniLMOnnxEmbedder

@@ -7,7 +7,7 @@ from fake_openai import FakeOpenAI
 from test_eval_cli import fixture
 
 from evals.architectures import resolve
-from evals.locomo_eval import evaluate_locomo
+from evals.benchmarks.locomo.benchmark import evaluate_locomo
 from synthex.core.errors import SynthexError
 
 

@@ -17,8 +17,8 @@ from dagster_duckdb import DuckDBResource
 from test_eval_cli import fixture
 
 from evals.architectures import resolve
+from evals.benchmarks.locomo.benchmark import evaluate_locomo
 from evals.dagster_evals import CHECK, eval_definitions
-from evals.locomo_eval import evaluate_locomo
 from evals.report import save_eval_results, write_eval_results
 from synthex.core.errors import BadInputError
 from synthex.surfaces.cli import main

@@ -16,7 +16,7 @@ from test_evalloop import locomo_small
 
 from evals.architectures import Architecture, IngestMarker, _contextual, resolve
 from evals.benchmarks import SEARCH_WORKERS, evaluate
-from evals.locomo_eval import LoCoMo
+from evals.benchmarks.locomo.benchmark import LoCoMo
 from evals.shared_embedder import MemoEmbedder
 from synthex.app.pipeline import Pipeline
 from synthex_resources.embedder import MiniLMOnnxEmbedder

@@ -13,7 +13,9 @@ from collections.abc import Iterator
 import pytest
 from conftest import cli, locomo_sessions, write_json
 
-from evals.locomo import with_previous_turn  # importing it also registers the locomo-turns format
+from evals.benchmarks.locomo.data import (
+    with_previous_turn,  # importing it also registers the locomo-turns format
+)
 from synthex import Pipeline
 from synthex.core.digest import key_digest
 from synthex_resources.search.strategies.builtin import CONVERSATIONAL, HIERARCHICAL

@@ -9,7 +9,7 @@ import pytest
 from conftest import locomo_conversation, write_json
 
 from evals.architectures import Architecture, _hierarchical
-from evals.locomo_eval import LoCoMo
+from evals.benchmarks.locomo.benchmark import LoCoMo
 from synthex.app.facade import RunEngine
 from synthex.core.errors import SynthexError
 from synthex_resources.embedder import MiniLMOnnxEmbedder

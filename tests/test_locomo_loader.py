@@ -4,7 +4,13 @@
 import pytest
 from conftest import write_json
 
-from evals.locomo import load_locomo, normalize_evidence, parse_session_date, parse_turns, with_previous_turn
+from evals.benchmarks.locomo.data import (
+    load_locomo,
+    normalize_evidence,
+    parse_session_date,
+    parse_turns,
+    with_previous_turn,
+)
 from evals.metrics import ndcg, recall_all, recall_any, score
 from synthex.core.record import Record
 

@@ -5,7 +5,7 @@ import json
 import pytest
 from conftest import write_json
 
-from evals.longmemeval import documents, load_longmemeval, parse_lme_date, questions_for
+from evals.benchmarks.longmemeval.data import documents, load_longmemeval, parse_lme_date, questions_for
 from synthex.core.errors import SourceError
 
 
@@ -159,7 +159,7 @@ def test_official_protocol_leaves_out_no_target_and_abstention(tmp_path):
 
 
 def test_paper_metrics():
-    from evals.longmemeval import paper_ndcg, paper_session_metrics, paper_turn_metrics
+    from evals.benchmarks.longmemeval.data import paper_ndcg, paper_session_metrics, paper_turn_metrics
 
     # The paper's DCG counts the first two positions fully: a lone relevant item second is nDCG 1.
     assert paper_ndcg([False, True], 1, 2) == 1.0
@@ -209,7 +209,7 @@ class CountingEmbedder:
 
 
 def test_texts_embedded_ahead_are_not_embedded_again(tmp_path):
-    from evals.longmemeval_eval import LongMemEval
+    from evals.benchmarks.longmemeval.benchmark import LongMemEval
     from evals.shared_embedder import EmbedAheadOfWorkspaces, MemoEmbedder
 
     benchmark = LongMemEval()
@@ -245,7 +245,7 @@ def test_mem0_peer_is_scored_on_the_same_questions_and_turns(lme_file, tmp_path,
     pytest.importorskip("mem0")
     import sys
 
-    from evals.longmemeval_eval import LongMemEval
+    from evals.benchmarks.longmemeval.benchmark import LongMemEval
     from evals.peers import mem0_peer
 
     monkeypatch.setenv("MEM0_DIR", str(tmp_path / "mem0home"))  # keep Mem0's state out of ~
@@ -271,7 +271,7 @@ def test_mempalace_peer_is_scored_on_the_same_questions_and_turns(lme_file, tmp_
     pytest.importorskip("mempalace")
     import os
 
-    from evals.longmemeval_eval import LongMemEval
+    from evals.benchmarks.longmemeval.benchmark import LongMemEval
     from evals.peers import mempalace_peer
 
     monkeypatch.delenv("MEMPALACE_CONFIG_DIR", raising=False)
@@ -364,7 +364,7 @@ def test_workspaces_ingested_ahead_give_the_same_rows(tmp_path):
 
     from evals.architectures import Architecture, _raw
     from evals.benchmarks import evaluate
-    from evals.longmemeval_eval import LongMemEval
+    from evals.benchmarks.longmemeval.benchmark import LongMemEval
     from evals.shared_embedder import MemoEmbedder
 
     second = json.loads(json.dumps(PROTOCOL_FIXTURE[0]))
@@ -390,11 +390,11 @@ def test_workspaces_ingested_ahead_give_the_same_rows(tmp_path):
 
 
 def test_split_check_reads_the_runs_rows_back_by_position(tmp_path):
-    """``evals.lme_split_check``: the run's per-question rows split at the N-th scored question of the file; the
+    """``evals.benchmarks.longmemeval.split_check``: the run's per-question rows split at the N-th scored question of the file; the
     "all" part equals the run's own means, fresh@5 included (recomputed from the hits)."""
     from conftest import cli
 
-    from evals.lme_split_check import split_figures
+    from evals.benchmarks.longmemeval.split_check import split_figures
 
     update = json.loads(json.dumps(PROTOCOL_FIXTURE[0]))
     update |= {"question_id": "upd", "question_type": "knowledge-update", "question": "Which movie did I ask about?"}

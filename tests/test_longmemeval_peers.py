@@ -9,7 +9,13 @@ import pytest
 from conftest import cli, write_json
 from test_longmemeval import FIXTURE, PROTOCOL_FIXTURE, WordEmbedder, q, turn
 
-from evals.longmemeval import documents, load_longmemeval, mempalace_metrics, mempalace_ndcg, questions_for
+from evals.benchmarks.longmemeval.data import (
+    documents,
+    load_longmemeval,
+    mempalace_metrics,
+    mempalace_ndcg,
+    questions_for,
+)
 
 # "bare": a haystack whose only session has no user turn: MemPalace's script skips such a corpus.
 BARE = q("bare", [[turn("assistant", "Hello, how can I help?", False)]], ["answer_z"], ["answer_z"])
@@ -81,8 +87,8 @@ def test_eval_longmemeval_mempalace_protocol_shares_the_official_workspaces(tmp_
 
 def test_one_registry_names_the_peers():
     from evals.architectures import resolve
-    from evals.locomo_eval import LoCoMo
-    from evals.longmemeval_eval import LongMemEval
+    from evals.benchmarks.locomo.benchmark import LoCoMo
+    from evals.benchmarks.longmemeval.benchmark import LongMemEval
     from evals.peers import PEER_NAMES, PEERS, peer_runner, peers_of
 
     assert PEER_NAMES == ("mem0", "mempalace") == tuple(PEERS)
@@ -99,7 +105,7 @@ def test_one_registry_names_the_peers():
 def test_a_peer_not_installed_is_one_line(tmp_path, monkeypatch):
     """``PeerUnavailable`` (a SynthexError: one line, exit 1), raised before any work; other errors are not
     turned into it."""
-    from evals.longmemeval_eval import LongMemEval
+    from evals.benchmarks.longmemeval.benchmark import LongMemEval
     from evals.peers import PeerUnavailable
     from synthex.core.errors import SynthexError
 
@@ -132,7 +138,7 @@ def test_mempalace_peer_keeps_its_configuration_in_its_own_process(tmp_path, mon
     pytest.importorskip("mempalace")
     import os
 
-    from evals.longmemeval_eval import LongMemEval
+    from evals.benchmarks.longmemeval.benchmark import LongMemEval
     from evals.peers import mempalace_peer
 
     monkeypatch.delenv("MEMPALACE_CONFIG_DIR", raising=False)
@@ -152,7 +158,7 @@ def test_mempalace_peer_under_its_own_protocol_ranks_session_documents(tmp_path)
     """``--protocol mempalace``: a drawer per session (its user turns joined), its raw vector query, every question
     (the abstention one too) scored by its metrics; the hits are session ids."""
     pytest.importorskip("mempalace")
-    from evals.longmemeval_eval import LongMemEval
+    from evals.benchmarks.longmemeval.benchmark import LongMemEval
     from evals.peers import mempalace_peer
 
     data = write_json(tmp_path / "lme.json", FIXTURE)

@@ -1,7 +1,7 @@
 """Search at a million records: the persisted postings of the lexical leg (search/indexes/postings.py) and the
 IVF index saved beside the table (search/indexes/ann.py, search/indexes/dense_index.py).
 
-Real LanceDB stores in temp dirs, written with the bench's synthetic corpus (evals/bench_search.py: the
+Real LanceDB stores in temp dirs, written with the bench's synthetic corpus (evals/bench/search.py: the
 rows ``records.upsert`` writes, checked here too). The size thresholds are lowered so that a few thousand
 rows take the paths a million do. A store object opened afresh on the same folder stands for a new
 process: it must load what the first one saved (counted, not timed).
@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evals.bench_search import Vectors, append_rows, corpus, corpus_arrow
+from evals.bench.search import Vectors, append_rows, corpus, corpus_arrow
 from synthex.core.record import Record
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evals.bench_pii import SET, evaluate, load_set
+from evals.bench.pii import SET, evaluate, load_set
 from evals.pii_set.generate import generate
 from synthex.core.pii import PII_MODES, PII_TYPES, Finding, Redaction, redact, scan
 from synthex.core.pii.checksums import iban_check_digits, iban_valid, luhn_check_digit, luhn_valid, ssn_valid
@@ -211,7 +211,7 @@ def test_detectors_keep_their_scores_on_the_labelled_set():
     for pii_type in PII_TYPES:
         counts = result["exact"][pii_type]
         assert counts["tp"] / counts["gold"] >= 0.95, pii_type
-        # IP loses precision on bare 4-part version numbers (measured in evals/bench_pii.py).
+        # IP loses precision on bare 4-part version numbers (measured in evals/bench/pii.py).
         assert counts["tp"] / counts["pred"] >= (0.75 if pii_type == "IP" else 0.95), pii_type
 
 

@@ -5,7 +5,7 @@ import json
 import pytest
 from conftest import write_json
 
-from evals.locomo import load_locomo
+from evals.benchmarks.locomo.data import load_locomo
 from evals.session_docs import RANKERS, TEXTS, evaluate, main, question_scores, session_documents
 
 

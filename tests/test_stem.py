@@ -18,7 +18,7 @@ from test_evalloop import locomo_small
 
 from evals.architectures import resolve
 from evals.benchmarks import evaluate
-from evals.locomo_eval import LoCoMo
+from evals.benchmarks.locomo.benchmark import LoCoMo
 from evals.shared_embedder import MemoEmbedder
 from synthex.core.record import Record
 from synthex.core.scope import BranchScope

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from conftest import cli
 
-from evals.bench_ui_backfill import backfill_timing, launch_asset_backfill, step_selection, wait_backfill
+from evals.bench.ui_backfill import backfill_timing, launch_asset_backfill, step_selection, wait_backfill
 from evals.ui_screenshots import start_ui, stop
 
 # As the Runs list shows them (synthex_assets.run_tags defines them; tests/test_ui_story.py checks they

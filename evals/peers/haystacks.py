@@ -36,7 +36,7 @@ def evaluate_peer_haystacks(benchmark: Any, data: Path, work_dir: Path, peer: st
                             log: Callable[[str], None], embedder: Any, pipeline: str, mode: str,
                             granularity: str = "turn") -> dict[str, Any]:
     """``peer``'s result on ``benchmark`` (a ``LongMemEval``), like ``evaluate``'s for an architecture."""
-    from evals.longmemeval import documents
+    from evals.benchmarks.longmemeval.data import documents
 
     conversations = list(benchmark.load(data))[: limit or None]
     for line in benchmark.load_notes():

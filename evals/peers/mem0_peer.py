@@ -18,8 +18,8 @@ from synthex.core.naming import path_segment
 # Mem0 reads this at import time: no telemetry upload (there is no network here).
 os.environ["MEM0_TELEMETRY"] = "False"
 
-from evals.locomo import load_locomo, turn_text  # noqa: E402
-from evals.locomo_scoring import add_question  # noqa: E402
+from evals.benchmarks.locomo.data import load_locomo, turn_text  # noqa: E402
+from evals.benchmarks.locomo.scoring import add_question  # noqa: E402
 from evals.metrics import dedupe  # noqa: E402
 from evals.peers import PeerUnavailable  # noqa: E402
 from evals.peers.local_embeddings import LocalEmbeddingServer  # noqa: E402

@@ -7,7 +7,7 @@ palace (ChromaDB, MemPalace's default backend), scored by the run's protocol lik
 - ``--protocol mempalace``: MemPalace's own LongMemEval benchmark (benchmarks/longmemeval_bench.py of
   MemPalace/mempalace, "raw" mode, the configuration of its published 96.6 % recall_any@5 on S): one drawer
   per session holding a user turn (its user turns joined), ranked by the collection's vector query, scored by
-  its metrics (``evals.longmemeval.mempalace_metrics``) on every question.
+  its metrics (``evals.benchmarks.longmemeval.data.mempalace_metrics``) on every question.
 
 The embedder is Synthex's: MemPalace's ``openai-compat`` embedding model pointed at the loopback endpoint over
 the eval's embedder (the same MiniLM vectors, from the eval's memo and disk cache; MemPalace's own MiniLM would

@@ -3,7 +3,7 @@
 ``scan(text)`` returns typed, non-overlapping findings; ``redact(text)`` replaces them with stable typed
 placeholders (``[EMAIL_1]``). Detectors are patterns plus checksums (Luhn, IBAN mod 97, SSN ranges) and,
 for phones, libphonenumber's numbering plans when installed. Names are not detected: see
-``evals/bench_pii.py`` for the measurement behind that.
+``evals/bench/pii.py`` for the measurement behind that.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ trunk-prefixed national number ``020 7946 0958``) is kept. Bare digit runs count
 "call" or "mobile": on their own they are far more often ids, timestamps or amounts.
 
 When Google's libphonenumber port (``phonenumbers``) is importable, a shaped candidate must also be a
-valid number in its numbering plan (``evals/bench_pii.py`` measures both ways).
+valid number in its numbering plan (``evals/bench/pii.py`` measures both ways).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
   option is one ``PipelineDefinitionError`` line) and ``search(engine, request)``, which the engine calls with
   the public ``SearchBackend`` (search/types.py).
 - A variant is ``strategy.with_(param=value)`` (validated again), e.g. the ablations in
-  evals/ablate_conversational.py.
+  evals/ablations/conversational.py.
 
 Cheap to import (no numpy, no LanceDB): the registry, which ``synthex search --help`` loads, imports it.
 """

@@ -1,0 +1,1 @@
+"""Performance scripts: each prints ratios and percentiles (``python -m evals.bench.NAME --help``)."""
