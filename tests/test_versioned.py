@@ -91,3 +91,19 @@ def test_a_purge_during_a_build_drops_its_save(tmp_path):
     assert len(ids.get(store.read_dataset(), "turns")) == 5
     store.search_state.sidecar.wait()
     assert store.search_state.sidecar.load("toy_step_ids", "turns") is not None  # no purge: saved
+
+
+def test_closing_the_state_drops_its_structures_and_word_vectors(tmp_path):
+    store = RecordStore(str(tmp_path / "store"))
+    write(store, turns("c1", 1, 3, 1))
+    state = store.search_state
+    ids = state.structure(StepIds)
+    assert len(ids.get(store.read_dataset(), "turns")) == 3
+    loads = []
+    state.word_vectors("toy-embedder", lambda: loads.append(1) or object())
+    state.close()
+    assert state.built() == {}
+    assert state.structure(StepIds) is not ids  # a new instance: the closed one's entries are gone
+    state.word_vectors("toy-embedder", lambda: loads.append(1) or object())
+    assert loads == [1, 1]  # loaded again after close
+    state.close()

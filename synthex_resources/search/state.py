@@ -172,11 +172,13 @@ class SearchState:
             return {**self._parts, **{kind.__name__: value for kind, value in self._structures.items()}}
 
     def close(self) -> None:
-        """Stop the threads this state started (saves still running finish on their own)."""
+        """Stop the threads this state started and drop every structure and word vectors it holds (saves still
+        running finish on their own; a part or structure with ``shutdown`` is shut down)."""
         with self._lock:
             parts, self._parts = self._parts, {}
-            self._structures = {}
-        for value in parts.values():
+            structures, self._structures = self._structures, {}
+            self._word_vectors = {}  # loaded again at the next ask: a closed state holds nothing
+        for value in [*parts.values(), *structures.values()]:
             shutdown = getattr(value, "shutdown", None)
             if callable(shutdown):
                 shutdown(wait=False)

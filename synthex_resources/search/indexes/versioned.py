@@ -53,7 +53,9 @@ class VersionedStructure(Generic[K, V]):
         self.extensions = 0  # entries extended from an older one by appended rows only
         self.loads = 0  # entries taken as saved by an earlier process
         self._sidecar = sidecar
-        self._key_locks: dict[K, threading.RLock] = {}  # held while an entry of that key is made
+        # held while an entry of that key is made; one per key that ever had an entry, as ``entries`` keeps one
+        # entry per key (other versions are dropped, keys never): both grow with the keys asked, not the versions
+        self._key_locks: dict[K, threading.RLock] = {}
         self._making = threading.local()  # ``guard``, per thread making an entry
 
     # -- the hooks a structure overrides -----------------------------------------------------------
