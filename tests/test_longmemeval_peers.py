@@ -185,3 +185,18 @@ def test_a_result_without_turn_figures_is_a_row_of_dashes():
     assert lines[2] == "| raw-bm25 | 2 | " + " | ".join(["**0.5000**"] * len(HEADLINE)) + " |"
     assert lines[3] == "| mempalace | 2 | " + " | ".join(["-"] * len(HEADLINE)) + " |"
     assert lines[4] == "| raw-dense | 2 | " + " | ".join(["0.2500"] * len(HEADLINE)) + " |"
+
+
+def test_the_mem0_peer_turns_telemetry_off_without_changing_the_process_environment():
+    # Mem0 reads MEM0_TELEMETRY once, at the import of mem0.memory.telemetry: the peer sets it for that
+    # import only. A fresh interpreter, so no earlier import (or test helper) has set it.
+    pytest.importorskip("mem0")
+    import os
+    import subprocess
+
+    code = ("import os\nfrom evals.peers import mem0_peer\nassert 'MEM0_TELEMETRY' not in os.environ\n"
+            "assert mem0_peer.mem0_available()\nimport mem0.memory.telemetry as t\n"
+            "assert t.MEM0_TELEMETRY is False, t.MEM0_TELEMETRY\nassert 'MEM0_TELEMETRY' not in os.environ\n")
+    env = {k: v for k, v in os.environ.items() if k != "MEM0_TELEMETRY"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]

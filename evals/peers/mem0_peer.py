@@ -13,30 +13,45 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from evals.benchmarks.locomo.data import load_locomo, turn_text
+from evals.benchmarks.locomo.scoring import add_question
+from evals.metrics import dedupe
+from evals.peers import PeerUnavailable
+from evals.peers.local_embeddings import LocalEmbeddingServer
+from evals.scoring import Tally
 from synthex.core.naming import path_segment
-
-# Mem0 reads this at import time: no telemetry upload (there is no network here).
-os.environ["MEM0_TELEMETRY"] = "False"
-
-from evals.benchmarks.locomo.data import load_locomo, turn_text  # noqa: E402
-from evals.benchmarks.locomo.scoring import add_question  # noqa: E402
-from evals.metrics import dedupe  # noqa: E402
-from evals.peers import PeerUnavailable  # noqa: E402
-from evals.peers.local_embeddings import LocalEmbeddingServer  # noqa: E402
-from evals.scoring import Tally  # noqa: E402
 
 MISSING = "the mem0 peer needs mem0ai: pip install -e '.[peers]'"
 
 
+def _import_mem0() -> None:
+    """Import mem0 with its telemetry off. Mem0 reads ``MEM0_TELEMETRY`` once, when ``mem0.memory.telemetry``
+    is first imported, so the variable is set for that import only and the process's environment is put
+    back as it was (a user's own setting is left alone)."""
+    import sys
+
+    if "mem0.memory.telemetry" in sys.modules:
+        return
+    before = os.environ.get("MEM0_TELEMETRY")
+    if before is None:
+        os.environ["MEM0_TELEMETRY"] = "False"  # no upload: there is no network here
+    try:
+        import mem0.memory.telemetry  # noqa: F401
+    finally:
+        if before is None:
+            os.environ.pop("MEM0_TELEMETRY", None)
+
+
 def mem0_available() -> bool:
     try:
-        import mem0  # noqa: F401
+        _import_mem0()
     except ImportError:
         return False
     return True
 
 
 def _memory(root: Path, collection: str, base_url: str, dim: int):
+    _import_mem0()
     from mem0 import Memory
 
     return Memory.from_config({
