@@ -1,6 +1,6 @@
 """N memories on one shared PostgreSQL server, one project and one database each (docs/deploy.md, "Many
 memories on one PostgreSQL server"): per memory, the time to set it up, its first `synthex run` and a
-`synthex search`, as p50 / p95 over the N memories, and each memory's daemon's resident memory.
+`synthex search`, as p50 / p95 over the N memories, and each memory's daemon's resident memory and CPU.
 
     python -m evals.bench_team_memories [--memories 10]
 
@@ -8,8 +8,9 @@ Starts its own PostgreSQL server (evals/postgres_server.py). Per memory, one aft
 DATABASE`, a small project (2 conversations, 1 month, a seed of its own), `synthex deploy init`, its daemon
 (kept running: memory i is set up, run and searched with the daemons of memories 1..i-1 still up), timed
 until the daemon's heartbeat is in its database ("init"); then its first `synthex run` ("run", through its
-own queue) and one hybrid `synthex search` in a new process ("search"). Prints each memory's figures and
-the load average, then a JSON line.
+own queue) and one hybrid `synthex search` in a new process ("search"). At the end, each daemon's CPU
+over its lifetime (it runs the whole time, the memory's own run only for a part of it). Prints each
+memory's figures and the load average, then a JSON line.
 """
 
 from __future__ import annotations
@@ -88,6 +89,22 @@ def rss_mb(pid: int) -> float:
     return total_kb / 1024
 
 
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds ``pid`` and its child processes have used so far (from /proc)."""
+    ticks, pending = 0, [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            stat = Path(f"/proc/{current}/stat").read_text()
+            children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+        pending.extend(int(child) for child in children)
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def percentiles(values: list[float]) -> tuple[float, float]:
     """p50 and p95 (nearest rank: with 10 values the p95 is the largest)."""
     ordered = sorted(values)
@@ -101,6 +118,7 @@ def main() -> None:
     base_env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "SYNTHEX_", "DAGSTER_"))}
     server = start_postgres()
     daemons: list[subprocess.Popen] = []
+    started: list[float] = []
     figures: dict[str, list[float]] = {"init": [], "run": [], "search": [], "daemon_rss_mb": []}
     try:
         with tempfile.TemporaryDirectory(prefix="synthex-bench-team-") as tmp:
@@ -108,6 +126,7 @@ def main() -> None:
                 start = time.perf_counter()
                 env, daemon = set_up_memory(server, Path(tmp) / f"m{index}", index, base_env)
                 daemons.append(daemon)
+                started.append(time.monotonic())
                 wait_for_daemon(env)
                 init = time.perf_counter() - start
                 start = time.perf_counter()
@@ -124,6 +143,10 @@ def main() -> None:
                     figures[name].append(value)
                 print(f"memory {index + 1}/{args.memories}: init {init:5.1f} s, run {run:5.1f} s, "
                       f"search {search:4.1f} s, daemon {rss:.0f} MB (load {os.getloadavg()[0]:.1f})", flush=True)
+        # What the daemons cost while the memories were idle: each one's CPU over its lifetime so far.
+        idle = [cpu_s(d.pid) / (time.monotonic() - t) * 100 for d, t in zip(daemons, started, strict=True)]
+        figures["daemon_cpu_pct"] = idle
+        print(f"daemons' CPU over their lifetime: {', '.join(f'{v:.1f}' for v in idle)} % of a core", flush=True)
     finally:
         for daemon in daemons:
             daemon.terminate()
