@@ -80,6 +80,10 @@ class PostgresServer:
         return self
 
     def _createdb(self) -> None:
+        self.create_database(self.db)
+
+    def create_database(self, name: str) -> None:
+        """A new, empty database ``name`` on this server (a memory's own Dagster tables, docs/deploy.md)."""
         import psycopg2
 
         conn = psycopg2.connect(host="127.0.0.1", port=self.port, user=self.user, password=self.password,
@@ -87,7 +91,7 @@ class PostgresServer:
         try:
             conn.autocommit = True
             with conn.cursor() as cur:
-                cur.execute(f'CREATE DATABASE "{self.db}"')
+                cur.execute(f'CREATE DATABASE "{name}"')
         finally:
             conn.close()
 

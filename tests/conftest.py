@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from evals.postgres_server import PostgresServer, find_bin, start_postgres
 from synthex.core.demo.generate import generate
 from synthex.core.project import render_template
 
@@ -196,3 +197,18 @@ def graphql(instance, root, tmp_path, query: str, variables: dict) -> dict:
         result = execute_dagster_graphql(context, query, variables)
     assert not result.errors, result.errors
     return result.data
+
+
+# The shared deployment tests' PostgreSQL server (Debian's initdb + pg_ctl; .ci/run installs them): one per
+# module, so a module's tests see each other's runs on it.
+@pytest.fixture(scope="module")
+def postgres() -> PostgresServer:
+    if not (find_bin("initdb") and find_bin("pg_ctl")):
+        if os.environ.get("CI"):
+            pytest.fail("PostgreSQL's initdb/pg_ctl are missing: .ci/run installs Debian's postgresql")
+        pytest.skip("PostgreSQL's initdb/pg_ctl are not installed (Debian: apt-get install postgresql)")
+    server = start_postgres()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -21,7 +21,7 @@ import yaml
 from conftest import PIPELINE_PY, cli, env_without_openai, load, write_json, write_project
 from test_hostile_mcp import INITIALIZE, post
 
-from evals.postgres_server import PostgresServer, find_bin, free_port, start_postgres
+from evals.postgres_server import PostgresServer, free_port
 from synthex.core.demo.generate import generate
 from synthex.core.errors import SynthexError
 from synthex_assets.dagster_internals import BRANCH_TAG
@@ -29,19 +29,6 @@ from synthex_assets.deployment import validate_instance_config
 
 RUN_TIMEOUT_S = 240
 MCP_URL = r"http://127\.0\.0\.1:\d+/mcp"
-
-
-@pytest.fixture(scope="module")
-def postgres() -> PostgresServer:
-    if not (find_bin("initdb") and find_bin("pg_ctl")):
-        if os.environ.get("CI"):
-            pytest.fail("PostgreSQL's initdb/pg_ctl are missing: .ci/run installs Debian's postgresql")
-        pytest.skip("PostgreSQL's initdb/pg_ctl are not installed (Debian: apt-get install postgresql)")
-    server = start_postgres()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def deploy_init(home: Path, project: Path, *extra: str) -> Path:

@@ -24,24 +24,11 @@ import pytest
 from conftest import PIPELINE_PY, env_without_openai, write_json, write_project
 from test_hostile_mcp import INITIALIZE, post
 
-from evals.postgres_server import PostgresServer, find_bin, free_port, start_postgres
+from evals.postgres_server import PostgresServer, free_port
 from synthex.core.demo.generate import generate
 
 RUN_TIMEOUT_S = 300
 MARKERS = {"alpha": "quokkalpha", "beta": "axolotlbeta"}  # a word only that memory's export contains
-
-
-@pytest.fixture(scope="module")
-def postgres() -> PostgresServer:
-    if not (find_bin("initdb") and find_bin("pg_ctl")):
-        if os.environ.get("CI"):
-            pytest.fail("PostgreSQL's initdb/pg_ctl are missing: .ci/run installs Debian's postgresql")
-        pytest.skip("PostgreSQL's initdb/pg_ctl are not installed (Debian: apt-get install postgresql)")
-    server = start_postgres()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def marked_export(path: Path, marker: str, seed: int) -> Path:
@@ -53,19 +40,6 @@ def marked_export(path: Path, marker: str, seed: int) -> Path:
             if message and message["author"]["role"] == "user" and message["content"]["parts"][0]:
                 message["content"]["parts"][0] += f" ({marker})"
     return write_json(path, conversations)
-
-
-def create_database(server: PostgresServer, name: str) -> None:
-    import psycopg2
-
-    conn = psycopg2.connect(host="127.0.0.1", port=server.port, user=server.user, password=server.password,
-                            dbname="postgres", connect_timeout=10)
-    try:
-        conn.autocommit = True
-        with conn.cursor() as cur:
-            cur.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        conn.close()
 
 
 def synthex(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
@@ -128,7 +102,7 @@ def test_two_memories_on_one_postgres_server_see_nothing_of_each_other(tmp_path,
             home = root / "deploy"
             synthex(env_without_openai(), "deploy", "init", str(home), "--project", str(project),
                     "--grpc-host", "127.0.0.1", "--grpc-port", str(free_port()))
-            create_database(postgres, f"memory_{name}")
+            postgres.create_database(f"memory_{name}")
             env = memory_env(postgres, home, project, f"memory_{name}")
             services.append(start([sys.executable, "-m", "dagster._daemon", "run", "-w", str(home / "workspace.yaml")],
                                   env, project, root / "daemon.log"))

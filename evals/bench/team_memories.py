@@ -33,19 +33,6 @@ from synthex.core.project import render_template
 QUERY = "which database did the user choose for search"
 
 
-def create_database(server: PostgresServer, name: str) -> None:
-    import psycopg2
-
-    conn = psycopg2.connect(host="127.0.0.1", port=server.port, user=server.user, password=server.password,
-                            dbname="postgres", connect_timeout=10)
-    try:
-        conn.autocommit = True
-        with conn.cursor() as cur:
-            cur.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        conn.close()
-
-
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "synthex.surfaces.cli", *args], env=env, check=True,
                           capture_output=True, text=True, timeout=600)
@@ -55,7 +42,7 @@ def set_up_memory(server: PostgresServer, root: Path, index: int, base_env: dict
                   ) -> tuple[dict[str, str], subprocess.Popen]:
     """Memory ``index``: its database, project, deployment folder and running daemon."""
     db = f"memory_{index}"
-    create_database(server, db)
+    server.create_database(db)
     export = root / "exports" / "conversations.json"
     export.parent.mkdir(parents=True)
     export.write_text(json.dumps(generate(conversations=2, months=1, seed=100 + index)))
