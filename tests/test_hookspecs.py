@@ -55,8 +55,8 @@ def test_every_hook_is_specified_once_and_documented():
         assert f"`{hook.name}(" in text, f"docs/extending.md does not list the hook {hook.name}"
 
 
-def test_a_misspelt_hook_is_one_warning_and_the_plugin_still_loads(tmp_path):
-    env = plugin_env(write_plugin(tmp_path / "plugins", "misspelt", MISSPELT_PLUGIN))
+def key_function_registry_in_a_fresh_process(env: dict[str, str]) -> tuple[str, str]:
+    """In a new interpreter with ``env``'s plugins: whether 'first-word' is registered, and the failure line."""
     code = ("from synthex.core.steps.group_keys import key_functions\n"
             "registry = key_functions()\n"
             "print('first-word' in registry)\n"
@@ -64,6 +64,12 @@ def test_a_misspelt_hook_is_one_warning_and_the_plugin_still_loads(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     registered, failure = out.stdout.strip().splitlines()
+    return registered, failure
+
+
+def test_a_misspelt_hook_is_one_warning_and_the_plugin_still_loads(tmp_path):
+    env = plugin_env(write_plugin(tmp_path / "plugins", "misspelt", MISSPELT_PLUGIN))
+    registered, failure = key_function_registry_in_a_fresh_process(env)
     assert registered == "True"
     assert failure.startswith("plugin 'misspelt' (misspelt) failed to load: register_step_kind: no such hook; hooks: ")
     assert "register_step_kinds" in failure
@@ -192,13 +198,7 @@ def register_key_functions(registry):
 
 def test_a_plugin_taking_a_built_in_name_is_one_failure_naming_both(tmp_path):
     env = plugin_env(write_plugin(tmp_path / "plugins", "clash", CLASH_PLUGIN))
-    code = ("from synthex.core.steps.group_keys import key_functions\n"
-            "registry = key_functions()\n"
-            "print('first-word' in registry)\n"
-            "print(*registry.failures, sep='\\n')\n")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    registered, failure = out.stdout.strip().splitlines()
+    registered, failure = key_function_registry_in_a_fresh_process(env)
     assert registered == "False"  # its hook stopped at the clash
     assert failure == ("plugin 'clash' (clash) failed to load: register_key_functions: PipelineDefinitionError: "
                        "key function 'speaker' is registered already (by built-in synthex.core.steps.group_keys); "
