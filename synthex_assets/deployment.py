@@ -4,8 +4,9 @@ Three files in one folder (the deployment's DAGSTER_HOME, docs/deploy.md):
 
 - ``dagster.yaml``: runs, events and schedules in PostgreSQL (``dagster-postgres``; credentials read from
   the environment when a process opens the instance, never written into the file), Dagster's run queue
-  with one run per branch at a time (a tag concurrency limit on ``BRANCH_TAG``, which every run Synthex
-  launches or a sensor requests carries) and run monitoring on.
+  with one run per branch of one memory at a time (a tag concurrency limit per value of ``WRITER_TAG``,
+  ``<memory>|<branch>``, which every run Synthex launches or a sensor requests carries: the branches of
+  different memories on one instance do not wait on each other) and run monitoring on.
 - ``workspace.yaml``: the project loaded through a gRPC code server (``dagster api grpc``), so the
   webserver and the daemon never import the project's code themselves.
 - ``synthex.env``: the variables every process of the deployment needs (the instance, the project,
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from synthex.core.errors import SynthexError
-from synthex_assets.dagster_internals import BRANCH_TAG
+from synthex_assets.dagster_internals import WRITER_TAG
 
 INSTANCE_FILE = "dagster.yaml"
 WORKSPACE_FILE = "workspace.yaml"
@@ -77,10 +78,11 @@ run_coordinator:
 concurrency:
   runs:
     max_concurrent_runs: {spec.max_concurrent_runs}
-    # One writer per branch across every machine: at most one run per value of the branch tag in progress
-    # (runs of other branches go on side by side). Synthex's runs and its sensors' run requests carry the tag.
+    # One writer per branch of one memory across every machine: at most one run in progress per value of the
+    # writer tag, "<memory>|<branch>" (other branches, and other memories' branches, go on side by side).
+    # Synthex's runs and its sensors' run requests carry the tag.
     tag_concurrency_limits:
-      - key: {BRANCH_TAG}
+      - key: {WRITER_TAG}
         value:
           applyLimitPerUniqueValue: true
         limit: 1

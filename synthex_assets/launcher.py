@@ -84,7 +84,7 @@ def _launch(defs: Definitions, pipeline: PipelineDefinition, instance: DagsterIn
     selection = frozenset(AssetKey(asset_name(s)) for s in pipeline.order() if partitions.get(s))
     job = defs.resolve_job_def(job_name(pipeline.name))
     run_tags = {**partition_range_tags(start, end), FULL_TAG: "1" if full else "0",
-                **branch_tags(branch, LAUNCHED_BY_CLI),
+                **branch_tags(branch, LAUNCHED_BY_CLI, pipeline.name),
                 **({DELETIONS_TAG: consent_tag(deletions, run_id)} if deletions else {})}
     # Recorded against the job as the UI's code location defines it (configured resources), so the UI
     # sees the run as a run of its own job version; executed with the live resources of ``defs``.

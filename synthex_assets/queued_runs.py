@@ -2,10 +2,10 @@
 
 On one machine one writer per branch is a file lock (synthex_resources.branch_lock), which another machine
 cannot see. A deployment's ``dagster.yaml`` (synthex_assets/deployment.py) has a ``QueuedRunCoordinator`` whose
-tag limit allows one run in progress per value of ``synthex/branch``, decided by the one daemon of the
+tag limit allows one run in progress per value of ``synthex/writer`` (a memory's branch), decided by the one daemon of the
 deployment from the runs table in PostgreSQL. A ``synthex run`` against it therefore does not start its
 Dagster run directly: it creates the run, submits it to the queue (QUEUED) and waits. When the daemon's
-dequeue admits it (no run of its branch in progress, wherever it was launched) it calls this module's
+dequeue admits it (no run of its memory's branch in progress, wherever it was launched) it calls this module's
 ``DeploymentRunLauncher``, which starts no process for such a run (tagged ``CALLER_TAG``): the run is
 STARTING and handed back to the ``synthex run`` that queued it, which sees the status and executes it in its
 own process as before (live store, progress bar, its own records in the runs table). Every other run (a
@@ -37,6 +37,7 @@ from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, DefaultRunLau
 from synthex.core.errors import SynthexError
 from synthex_assets.dagster_internals import (
     BRANCH_TAG,
+    WRITER_TAG,
     CheckRunHealthResult,
     QueuedRunCoordinatorDaemon,
     WorkerStatus,
@@ -132,8 +133,9 @@ def wait_for_queue(instance: DagsterInstance, on_wait: Callable[[str], None] | N
                 if current.status not in (DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED):
                     break
                 if on_wait is not None and time.monotonic() - said >= REMIND_S:
-                    on_wait(f"queued in Dagster's run queue as run {run.run_id}: one run per branch at a time "
-                            f"(branch {current.tags.get(BRANCH_TAG, '?')}); "
+                    on_wait(f"queued in Dagster's run queue as run {run.run_id}: one run per branch of a memory at "
+                            f"a time (branch {current.tags.get(BRANCH_TAG, '?')} of "
+                            f"{current.tags.get(WRITER_TAG, '?|').rpartition('|')[0]}); "
                             + ("waiting for the daemon to start it" if queue_daemon_alive(instance) else
                                f"no daemon has ticked the queue in the last {DAEMON_STALE_S:.0f} s: it waits "
                                f"until one runs (`dagster-daemon run -w workspace.yaml`, docs/deploy.md)"))

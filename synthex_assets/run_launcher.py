@@ -13,7 +13,7 @@ Where a forkserver does not exist (Windows), or the run carries no code origin, 
 DefaultRunLauncher does.
 
 Before either, every run this instance launches (the UI, a backfill, the daemon's sensor and schedule
-runs) gets its ``synthex/branch`` and ``synthex/launched_by`` tags, and a run over a branch or period that
+runs) gets its ``synthex/branch``, ``synthex/writer`` and ``synthex/launched_by`` tags, and a run over a branch or period that
 is not the project's is refused: marked canceled with one line, no process started
 (``synthex_assets.run_tags``).
 """
@@ -131,7 +131,7 @@ def admit_run(instance: DagsterInstance, run: Any) -> bool:
     project = _project_dir(run)
     why = refusal(branches, periods, project_branches(project)) \
         if project is not None and periods is not None else None
-    tags = missing_tags(run.tags, branches)
+    tags = missing_tags(run.tags, branches, _memory_name(run))
     if why is not None:
         tags[REFUSED_TAG] = why[:1000]
     if tags:
@@ -140,6 +140,14 @@ def admit_run(instance: DagsterInstance, run: Any) -> bool:
         return True
     instance.report_run_canceled(instance.get_run_by_id(run.run_id) or run, message=why)
     return False
+
+
+def _memory_name(run: Any) -> str | None:
+    """The memory a run belongs to, for its writer tag: its code location's name, which is the pipeline's
+    (synthex_assets.naming.location_name); None when the run has no code location origin."""
+    origin = run.remote_job_origin
+    location = origin.repository_origin.code_location_origin if origin is not None else None
+    return getattr(location, "location_name", None)
 
 
 def _project_dir(run: Any) -> Path | None:

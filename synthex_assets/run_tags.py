@@ -1,7 +1,8 @@
 """What every run of a project says about itself, whichever door launched it, and which runs are refused.
 
 Every run carries ``synthex/branch`` (the branch, or branches, whose partitions it materializes: a filter in
-the UI's Runs list) and ``synthex/launched_by`` (``synthex`` for `synthex run` / ``Pipeline.run``,
+the UI's Runs list), ``synthex/writer`` (``<memory>|<branch>``: what a shared instance's queue holds to one run
+in progress) and ``synthex/launched_by`` (``synthex`` for `synthex run` / ``Pipeline.run``,
 ``sensor``, ``schedule``, ``ui``, ``backfill``, ``automation``). The doors Synthex writes set them on the request itself:
 the CLI's launcher, the source sensors and the reconcile schedule. A run the UI launches (the Materialize
 dialog, the launchpad, a backfill's runs) is created by Dagster from the partition or range the user
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from synthex.core.naming import MAIN
 from synthex.core.project import branch_names
-from synthex_assets.dagster_internals import BRANCH_TAG, partition_range
+from synthex_assets.dagster_internals import BRANCH_TAG, WRITER_TAG, partition_range, writer_key
 from synthex_assets.partitions import is_period, split_partition_key
 
 LAUNCHED_BY_TAG = "synthex/launched_by"
@@ -44,11 +45,15 @@ LAUNCHED_BY_BACKFILL = "backfill"
 LAUNCHED_BY_AUTOMATION = "automation"  # a step's automation= (AutomationCondition), evaluated by the daemon
 
 
-def branch_tags(branch: str, launched_by: str) -> dict[str, str]:
-    """The two tags for a run over ``branch`` launched by ``launched_by``. One branch per run: a shared
-    instance's queue allows one run in progress per value of ``BRANCH_TAG`` (synthex_assets/deployment.py),
-    so a value naming two branches ("exp,main") would hold neither back; a run over several is refused."""
-    return {BRANCH_TAG: branch, LAUNCHED_BY_TAG: launched_by}
+def branch_tags(branch: str, launched_by: str, memory: str | None = None) -> dict[str, str]:
+    """The tags for a run over ``branch`` launched by ``launched_by``, and with ``memory`` (the pipeline's
+    name) its writer tag. One branch per run: a shared instance's queue allows one run in progress per value
+    of ``WRITER_TAG`` (synthex_assets/deployment.py), so a value naming two branches ("exp,main") would hold
+    neither back; a run over several is refused."""
+    tags = {BRANCH_TAG: branch, LAUNCHED_BY_TAG: launched_by}
+    if memory is not None:
+        tags[WRITER_TAG] = writer_key(memory, branch)
+    return tags
 
 
 def _between(keys: Sequence[str], first: str, last: str) -> list[str]:
@@ -95,12 +100,13 @@ def launched_by(tags: Mapping[str, str]) -> str:
     return LAUNCHED_BY_UI
 
 
-def missing_tags(tags: Mapping[str, str], branches: Iterable[str]) -> dict[str, str]:
-    """The Synthex tags a run over ``branches`` still lacks (empty when it has both)."""
+def missing_tags(tags: Mapping[str, str], branches: Iterable[str], memory: str | None = None) -> dict[str, str]:
+    """The Synthex tags a run over ``branches`` still lacks (empty when it has them all); its writer tag
+    only when ``memory`` (the pipeline's name) is given."""
     door = tags.get(LAUNCHED_BY_TAG) or launched_by(tags)
     over = sorted(set(branches))
     # A run over several branches is refused (``refusal``): it gets its door, and no branch it would misname.
-    wanted = branch_tags(over[0], door) if len(over) == 1 else {LAUNCHED_BY_TAG: door}
+    wanted = branch_tags(over[0], door, memory) if len(over) == 1 else {LAUNCHED_BY_TAG: door}
     return {k: v for k, v in wanted.items() if k not in tags}
 
 

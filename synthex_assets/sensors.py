@@ -191,7 +191,7 @@ def run_requests(pipeline: PipelineDefinition, work: list[BranchWork], known_per
         requests.append(RunRequest(
             asset_selection=[AssetKey(asset_name(s)) for s in w.steps],
             tags={**partition_range_tags(f"{w.branch}|{ranked[0]}", f"{w.branch}|{ranked[-1]}"),
-                  TRIGGER_TAG: trigger, **branch_tags(w.branch, door)}))
+                  TRIGGER_TAG: trigger, **branch_tags(w.branch, door, pipeline.name)}))
     return requests, new_periods, sorted({w.branch for w in work} | {"main"})
 
 

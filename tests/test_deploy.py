@@ -24,7 +24,7 @@ from test_hostile_mcp import INITIALIZE, post
 from evals.postgres_server import PostgresServer, free_port
 from synthex.core.demo.generate import generate
 from synthex.core.errors import SynthexError
-from synthex_assets.dagster_internals import BRANCH_TAG
+from synthex_assets.dagster_internals import BRANCH_TAG, WRITER_TAG, writer_key
 from synthex_assets.deployment import validate_instance_config
 
 RUN_TIMEOUT_S = 240
@@ -55,7 +55,7 @@ def test_deploy_init_writes_a_shared_instance_dagster_validates(tmp_path, projec
     assert config["storage"]["postgres"]["postgres_db"]["password"] == {"env": "DAGSTER_PG_PASSWORD"}
     assert config["run_coordinator"]["class"] == "QueuedRunCoordinator"
     assert config["concurrency"]["runs"]["tag_concurrency_limits"] == [
-        {"key": BRANCH_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 1}]
+        {"key": WRITER_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 1}]
     assert config["run_monitoring"]["enabled"] is True
     workspace = yaml.safe_load((home / "workspace.yaml").read_text())
     assert workspace == {"load_from": [{"grpc_server": {"host": "localhost", "port": 4300,
@@ -115,7 +115,7 @@ def test_the_written_instance_opens_on_postgres_with_the_branch_queue(tmp_path, 
         assert type(instance.event_log_storage).__name__ == "PostgresEventLogStorage"
         assert isinstance(instance.run_coordinator, QueuedRunCoordinator)
         limits = instance.get_concurrency_config().run_queue_config.tag_concurrency_limits
-        assert limits == [{"key": BRANCH_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 1}]
+        assert limits == [{"key": WRITER_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 1}]
         assert instance.run_monitoring_enabled
     finally:
         instance.dispose()
@@ -220,8 +220,10 @@ def test_daemon_serializes_a_branch_and_runs_two_branches_at_once(tmp_path, post
         ids = {}
         for name, branch in runs.items():
             ids[name] = str(uuid.uuid4())
+            # the writer tag, as `synthex run` and the sensors set it: what the queue's limit counts
             launch(env, workspace, location, job, ids[name],
-                   {**partition_range_tags(f"{branch}|{periods[0]}", f"{branch}|{periods[-1]}")})
+                   {**partition_range_tags(f"{branch}|{periods[0]}", f"{branch}|{periods[-1]}"),
+                    WRITER_TAG: writer_key("test-memory", branch)})
         try:
             queued = {r.run_id: r for r in instance.get_runs()}
             assert all(queued[i].status == DagsterRunStatus.QUEUED for i in ids.values())
@@ -538,6 +540,11 @@ def test_a_run_over_several_branches_is_refused_and_never_tagged_with_a_joined_v
     assert branch_tags("main", "sensor") == {BRANCH_TAG: "main", LAUNCHED_BY_TAG: "sensor"}
     assert missing_tags({}, ["exp", "main"]) == {LAUNCHED_BY_TAG: "ui"}  # no branch tag for a run it refuses
     assert missing_tags({}, ["main", "main"])[BRANCH_TAG] == "main"
+    # the queue's key: one memory's branch; the same branch of two memories are two writers
+    assert branch_tags("main", "synthex", "memory-a")[WRITER_TAG] == "memory-a|main"
+    assert branch_tags("main", "synthex", "memory-b")[WRITER_TAG] != branch_tags("main", "synthex", "memory-a")[WRITER_TAG]
+    assert missing_tags({}, ["exp", "main"], "memory-a") == {LAUNCHED_BY_TAG: "ui"}
+    assert missing_tags({}, ["exp"], "memory-a")[WRITER_TAG] == "memory-a|exp"
     why = refusal(["main", "exp"], ["2024-01"], {"main", "exp"})
     assert why is not None and "spans branches exp, main" in why and "one per branch" in why
     assert refusal(["exp"], ["2024-01"], {"main", "exp"}) is None
@@ -604,6 +611,71 @@ def test_two_memories_on_one_postgres_instance_see_only_their_own_runs_and_recor
             assert post(urls[name], INITIALIZE, tokens[other])[0] == 401
             assert post(urls[name], INITIALIZE, tokens[name])[0] == 200
         assert not (project_a / ".synthex" / "dagster").exists() and not (project_b / ".synthex" / "dagster").exists()
+    finally:
+        instance.dispose()
+        for service in reversed(services):
+            service.stop()
+
+
+@pytest.mark.deployment
+def test_two_memories_main_runs_side_by_side_and_one_memorys_main_runs_one_at_a_time(tmp_path, postgres, monkeypatch):
+    """One instance, one daemon, two memories: while memory A's `synthex run` of main is in progress (held by
+    SIGSTOP, so nothing comes from timing), memory B's run of main is admitted and finishes, and a second
+    checkout of memory A waits QUEUED; by Dagster's recorded start and end times A's and B's runs were in
+    progress at once, and A's second run started after its first ended. The queue's key is the writer tag
+    (memory + branch), not the branch alone."""
+    from dagster import DagsterInstance, DagsterRunStatus
+
+    from synthex_assets.queued_runs import CALLER_TAG
+
+    export_a = write_json(tmp_path / "exports" / "a.json", generate(conversations=2, months=1, seed=3))
+    export_b = write_json(tmp_path / "exports" / "b.json", generate(conversations=2, months=1, seed=4))
+    memory_a = shared_store_project(tmp_path / "memory-a", export_a)
+    memory_a_elsewhere = shared_store_project(tmp_path / "memory-a-machine-b", export_a)
+    memory_b = write_project(tmp_path / "memory-b", export_b,
+                             PIPELINE_PY.replace("Pipeline('test-memory'", "Pipeline('other-memory'"))
+    home = deploy_init(tmp_path / "deploy", memory_a, "--grpc-host", "127.0.0.1", "--grpc-port", str(free_port()))
+    env = {**shared_env(home, postgres), "SYNTHEX_STORE_URI": str(tmp_path / "store-a")}  # only A's pipeline reads it
+    for key, value in postgres.env().items():
+        monkeypatch.setenv(key, value)
+    instance = DagsterInstance.from_config(str(home))
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    services: list[Service] = []
+
+    def run_of(service: Service):
+        found = [r for r in instance.get_runs() if r.tags.get(CALLER_TAG, "").endswith(f":{service.proc.pid}")]
+        return found[0] if found else None
+
+    try:
+        services.append(start_service("daemon", [sys.executable, "-m", "dagster._daemon", "run", "-w",
+                                                 str(home / "workspace.yaml")], env, memory_a, logs))
+        a = start_synthex(env, logs, "run-a", "run", "--project", str(memory_a))
+        wait_for("memory A's run to start", lambda: (r := run_of(a)) is not None
+                 and r.status == DagsterRunStatus.STARTED, 240, [*services, a])
+        os.kill(a.proc.pid, signal.SIGSTOP)  # A's main stays in progress until we let it go on
+        try:
+            # --full: it has work to do whatever A's run wrote meanwhile
+            a_again = start_synthex(env, logs, "run-a-again", "run", "--full", "--project", str(memory_a_elsewhere))
+            wait_for("memory A's second run to be queued", lambda: (r := run_of(a_again)) is not None
+                     and r.status == DagsterRunStatus.QUEUED, 240, [*services, a_again])
+            b = start_synthex(env, logs, "run-b", "run", "--project", str(memory_b))
+            finished_ok(b)  # another memory's main: admitted while A's main is in progress
+            assert run_of(b).status == DagsterRunStatus.SUCCESS
+            assert run_of(a).status == DagsterRunStatus.STARTED
+            assert run_of(a_again).status == DagsterRunStatus.QUEUED  # B's run was dequeued, not this one
+        finally:
+            os.kill(a.proc.pid, signal.SIGCONT)
+        finished_ok(a)
+        finished_ok(a_again)
+        records = {r.dagster_run.run_id: r for r in instance.get_run_records()}
+        ra, rb, ra2 = (records[run_of(s).run_id] for s in (a, b, a_again))
+        assert {r.dagster_run.status for r in (ra, rb, ra2)} == {DagsterRunStatus.SUCCESS}
+        assert ra.dagster_run.tags[WRITER_TAG] == ra2.dagster_run.tags[WRITER_TAG] == "test-memory|main"
+        assert rb.dagster_run.tags[WRITER_TAG] == "other-memory|main"
+        assert {r.dagster_run.tags[BRANCH_TAG] for r in (ra, rb, ra2)} == {"main"}  # the branch tag as before
+        assert rb.start_time < ra.end_time and ra.start_time < rb.end_time  # A and B in progress at once
+        assert ra2.start_time >= ra.end_time  # one writer on memory A's main
     finally:
         instance.dispose()
         for service in reversed(services):
