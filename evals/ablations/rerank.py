@@ -182,7 +182,8 @@ def run(args: argparse.Namespace, log=print) -> list[dict]:
         from synthex_resources.search.late_interaction import LateInteractionModel
 
         for dims in args.late_dims:
-            scorers.append((f"late interaction {dims}d", StoredScores(LateInteractionModel(dims=dims), None), (0.0,)))
+            scorers.append((f"late interaction {dims}d", StoredScores(LateInteractionModel(dims=dims), None),
+                            tuple(args.late_blends)))
     for label, scorer, blends in scorers:  # N outermost: each N's rows add only the pairs ranked below the last
         for n in args.top_n:
             for text in args.texts:
@@ -231,6 +232,8 @@ def main() -> None:
     parser.add_argument("--no-cross-encoder", action="store_true")
     parser.add_argument("--late-interaction", action="store_true", help="also rows of the late-interaction model")
     parser.add_argument("--late-dims", type=_ints, default=[128, 384])
+    parser.add_argument("--late-blends", type=lambda s: [float(x) for x in s.split(",")], default=[0.0],
+                        help="late interaction's blends (its MaxSim spans 0..1, so a blend on its own scale)")
     parser.add_argument("--cache-dir", type=Path, default=None, help="keep the first stage and the scores here")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--markdown", type=Path, default=None)

@@ -53,8 +53,9 @@ def turn_metrics(tally: Tally) -> dict:
                                       ("recall_any@5", "recall_any@10", "recall_all@10", "ndcg_any@10") if key in turn}}
 
 
-CE_SETTINGS = (  # (max_tokens, batch_size, threads): where a rerank's time goes
-    (256, 16, 1), (256, 30, 1), (128, 16, 1), (64, 16, 1), (128, 16, 2))
+CE_SETTINGS = (  # (max_tokens, batch_size, threads, hits reranked or None: the bench's top_n): where the time goes
+    (256, 16, 1, None), (256, 16, 2, None), (256, 16, 2, 20), (256, 16, 2, 10), (256, 30, 1, None),
+    (128, 16, 1, None), (64, 16, 1, None), (128, 16, 2, None))
 
 
 def _ms(values: list[float]) -> dict:
@@ -88,15 +89,15 @@ def cross_encoder_cost(project: Path, questions: int, top_n: int = 30) -> dict:
                  "first_stage_s": round(time.perf_counter() - t0, 2), "load_before": os.getloadavg()[0],
                  "settings": []}
     print(f"# {len(asked)} questions, first stage {out['first_stage_s']} s, load {out['load_before']:.1f}", flush=True)
-    for max_tokens, batch_size, threads in CE_SETTINGS:
+    for max_tokens, batch_size, threads, reranked in CE_SETTINGS:
         model = CrossEncoderModel(max_tokens=max_tokens, batch_size=batch_size, threads=threads)
-        reranker = CrossEncoderReranker(model, top_n=top_n)
+        reranker = CrossEncoderReranker(model, top_n=reranked or top_n)
         t0 = time.perf_counter()
         model.scores("warm up", ["load the session"])
         load_s = time.perf_counter() - t0
         walls, cpus, tokenize, lengths = [], [], [], []
         for q, h in zip(asked, hits, strict=True):
-            docs = [reranker.document(x) for x in h[:top_n]]
+            docs = [reranker.document(x) for x in h[:reranker.top_n]]
             t0 = time.perf_counter()
             enc = model._tokenizer.encode_batch([(q, d) for d in docs])
             tokenize.append(time.perf_counter() - t0)
@@ -105,7 +106,8 @@ def cross_encoder_cost(project: Path, questions: int, top_n: int = 30) -> dict:
             reranker.rerank(q, h)
             walls.append(time.perf_counter() - t0)
             cpus.append(time.process_time() - c0)
-        row = {"max_tokens": max_tokens, "batch_size": batch_size, "threads": threads, "load_s": round(load_s, 2),
+        row = {"max_tokens": max_tokens, "batch_size": batch_size, "threads": threads, "top_n": reranker.top_n,
+               "load_s": round(load_s, 2),
                "wall": _ms(walls), "cpu": _ms(cpus), "tokenize": _ms(tokenize),
                "pairs_cut": model.pairs_cut, "pairs": model.pairs_scored - 1,
                "longest_pair_p50": int(np.median(lengths)), "load": os.getloadavg()[0]}
