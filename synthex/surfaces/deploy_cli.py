@@ -22,7 +22,7 @@ def deploy_group() -> None:
 @click.option("--grpc-host", default="localhost", show_default=True, help="Where the code server listens.")
 @click.option("--grpc-port", default=4266, show_default=True, type=click.IntRange(1, 65535))
 @click.option("--max-concurrent-runs", default=8, show_default=True, type=click.IntRange(1, 1000),
-              help="Runs in progress at once, all branches together (one per branch always).")
+              help="Runs in progress at once, all memories and branches together (one per branch of a memory always).")
 @click.option("--store-uri", default=None, help="Where the records live, e.g. s3://bucket/prefix (synthex.env).")
 @click.option("--s3-endpoint", default=None, help="An S3-compatible store's endpoint (AWS_ENDPOINT_URL).")
 @click.option("--force", is_flag=True, help="Replace the deployment files already in DIRECTORY.")
