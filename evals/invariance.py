@@ -38,10 +38,11 @@ from typing import Any
 
 from evals.architectures import Architecture, resolve
 from evals.benchmarks.locomo.data import load_locomo, parse_turns
+from evals.shared_data import LOCOMO_DEV7, shared_data_file
 from synthex.core.sources import append_lines
 from synthex_resources.embedder import EmbedderConfig
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10_dev7.json"
+DEFAULT_DATA = shared_data_file(LOCOMO_DEV7)
 STREAM = "turns.jsonl"
 ARCHITECTURE = "conversational"
 

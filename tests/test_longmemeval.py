@@ -63,11 +63,11 @@ def test_loader_errors_name_the_question(tmp_path):
 
 
 def test_shared_sample_loads():
-    from pathlib import Path
+    from evals.shared_data import LONGMEMEVAL_ORACLE_SAMPLE, shared_data_file
 
-    sample = Path(__file__).resolve().parents[2] / "shared" / "data" / "longmemeval" / "longmemeval_oracle_sample_2q.json"
+    sample = shared_data_file(LONGMEMEVAL_ORACLE_SAMPLE)
     if not sample.exists():
-        pytest.skip("shared data not beside this checkout")
+        pytest.skip(f"shared data not found at {sample} (set SYNTHEX_SHARED_DATA)")
     questions = load_longmemeval(sample)
     assert {x.question_id for x in questions} == {"6a1eabeb", "gpt4_70e84552_abs"}
     docs, gold = documents(questions[0], "turn", "official")

@@ -25,9 +25,10 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from evals.shared_data import LONGMEMEVAL_S_DEV, shared_data_file
 from synthex_resources.embedder import MINILM_DIM
 
-DATA = Path("/work/shared/data/longmemeval/longmemeval_s_dev.json.gz")
+DATA = shared_data_file(LONGMEMEVAL_S_DEV)
 SCHEMA = pa.schema([("id", pa.string()), ("content", pa.string()), ("vector", pa.list_(pa.float32(), MINILM_DIM))])
 STEP, STEP_VERSION = "turns", "bench-1"
 

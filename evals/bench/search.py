@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from evals.shared_data import LOCOMO_DEV7, shared_data_file
 from synthex.core.record import Record
 from synthex.core.scope import BranchScope
 from synthex_resources.record_store import RecordStore
@@ -53,7 +54,7 @@ DIM = 384
 VOCAB = 30_000
 
 
-DEFAULT_DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo" / "locomo10_dev7.json"
+DEFAULT_DATA = shared_data_file(LOCOMO_DEV7)
 
 
 def locomo_texts(data: Path) -> tuple[list[str], list[str]]:

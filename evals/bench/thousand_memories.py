@@ -43,7 +43,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-DATA = Path("/work/shared/data/longmemeval/longmemeval_s_dev.json.gz")
+from evals.shared_data import LONGMEMEVAL_S_DEV, shared_data_file
+
+DATA = shared_data_file(LONGMEMEVAL_S_DEV)
 FORMAT = "longmemeval-turns-any"
 MEMORY_PREFIX = "mem-"
 BATCH = 20  # memories per build task (one embedder load each)

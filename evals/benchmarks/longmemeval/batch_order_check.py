@@ -8,14 +8,14 @@ from __future__ import annotations
 import resource
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
 from evals.benchmarks.longmemeval.benchmark import LongMemEval
+from evals.shared_data import LONGMEMEVAL_S_DEV, shared_data_file
 from synthex_resources.embedder import MiniLMOnnxEmbedder
 
-DEV = Path(__file__).resolve().parents[4] / "shared" / "data" / "longmemeval" / "longmemeval_s_dev.json.gz"
+DEV = shared_data_file(LONGMEMEVAL_S_DEV)
 CHUNK = 64
 
 

@@ -16,9 +16,10 @@ from pathlib import Path
 from evals.architectures import resolve
 from evals.benchmarks import evaluate
 from evals.benchmarks.longmemeval.benchmark import LongMemEval
+from evals.shared_data import LONGMEMEVAL_S_DEV, shared_data_file
 from evals.shared_embedder import MemoEmbedder
 
-DEV = Path(__file__).resolve().parents[4] / "shared" / "data" / "longmemeval" / "longmemeval_s_dev.json.gz"
+DEV = shared_data_file(LONGMEMEVAL_S_DEV)
 
 
 def cpu_s() -> float:
