@@ -110,6 +110,7 @@ def test_a_peer_not_installed_is_one_line(tmp_path, monkeypatch):
     from synthex.core.errors import SynthexError
 
     monkeypatch.setitem(sys.modules, "mempalace", None)  # `import mempalace` raises ImportError
+    monkeypatch.delenv("SYNTHEX_MEMPALACE_PYTHON", raising=False)  # the eval's own interpreter
     data = write_json(tmp_path / "lme.json", FIXTURE)
     with pytest.raises(PeerUnavailable, match=r"^the mempalace peer needs mempalace: pip install -e '\.\[mempalace\]'$"):
         LongMemEval().evaluate_peer("mempalace", data, tmp_path / "work", limit=None, k=10, log=lambda _l: None)
@@ -117,6 +118,51 @@ def test_a_peer_not_installed_is_one_line(tmp_path, monkeypatch):
     proc = cli("eval", "longmemeval", "--data", data, "--compare", "mempalace", "--project", tmp_path, check=False)
     assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1] == (
         "error: the mempalace peer needs mempalace: pip install -e '.[mempalace]'")
+
+
+def test_a_mempalace_interpreter_without_it_is_one_line(tmp_path, monkeypatch):
+    """``SYNTHEX_MEMPALACE_PYTHON`` naming no interpreter (or one without MemPalace): one line naming it, exit 1."""
+    from evals.peers import mempalace_peer
+
+    missing = tmp_path / "no-venv" / "bin" / "python"
+    monkeypatch.setenv("SYNTHEX_MEMPALACE_PYTHON", str(missing))
+    assert mempalace_peer.worker_python() == str(missing) and not mempalace_peer.mempalace_available()
+    data = write_json(tmp_path / "lme.json", FIXTURE)
+    proc = cli("eval", "longmemeval", "--data", data, "--compare", "mempalace", "--project", tmp_path, check=False)
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1] == (
+        f"error: the mempalace peer needs mempalace in SYNTHEX_MEMPALACE_PYTHON={missing}: "
+        f"{missing} -m pip install mempalace==3.11.0")
+    assert "Traceback" not in proc.stderr
+
+
+def needs_mempalace() -> None:
+    """Skip unless the worker's interpreter (``SYNTHEX_MEMPALACE_PYTHON``, else this one) has MemPalace."""
+    from evals.peers.mempalace_peer import mempalace_available
+
+    if not mempalace_available():
+        pytest.skip("mempalace: not installed here, and SYNTHEX_MEMPALACE_PYTHON names no venv that has it")
+
+
+def test_mempalace_peer_runs_in_the_interpreter_its_variable_names(tmp_path):
+    """MemPalace in a venv of its own (``SYNTHEX_MEMPALACE_PYTHON``), absent from the eval's: the peer runs and
+    ranks the haystack (the old peer, which imported it here, said it was not installed)."""
+    import importlib.util
+    import os
+    import subprocess
+
+    from evals.benchmarks.longmemeval.benchmark import LongMemEval
+    from evals.peers import mempalace_peer
+
+    python = os.environ.get("SYNTHEX_MEMPALACE_PYTHON")
+    if not python or importlib.util.find_spec("mempalace") is not None:
+        pytest.skip("needs SYNTHEX_MEMPALACE_PYTHON set and MemPalace absent from this interpreter")
+    if subprocess.run([python, "-c", "import mempalace"], capture_output=True, timeout=120).returncode:
+        pytest.skip(f"{python} has no MemPalace")  # asked here, not of the peer: the test is of the peer
+    data = write_json(tmp_path / "lme.json", FIXTURE)
+    result = mempalace_peer.evaluate_mempalace_longmemeval(LongMemEval(), data, tmp_path / "work",
+                                                           log=lambda _l: None, embedder=WordEmbedder())
+    [row] = result["questions"]
+    assert row["hits"][0] == "answer_1_1"
 
 
 class EnvRecordingWords(WordEmbedder):
@@ -135,7 +181,7 @@ class EnvRecordingWords(WordEmbedder):
 def test_mempalace_peer_keeps_its_configuration_in_its_own_process(tmp_path, monkeypatch):
     """MemPalace runs in a child process whose environment alone names its configuration folder: while it embeds
     through the eval's embedder, the eval's process has no ``MEMPALACE_CONFIG_DIR``."""
-    pytest.importorskip("mempalace")
+    needs_mempalace()
     import os
 
     from evals.benchmarks.longmemeval.benchmark import LongMemEval
@@ -157,7 +203,7 @@ def test_mempalace_peer_keeps_its_configuration_in_its_own_process(tmp_path, mon
 def test_mempalace_peer_under_its_own_protocol_ranks_session_documents(tmp_path):
     """``--protocol mempalace``: a drawer per session (its user turns joined), its raw vector query, every question
     (the abstention one too) scored by its metrics; the hits are session ids."""
-    pytest.importorskip("mempalace")
+    needs_mempalace()
     from evals.benchmarks.longmemeval.benchmark import LongMemEval
     from evals.peers import mempalace_peer
 
@@ -190,9 +236,12 @@ def test_a_result_without_turn_figures_is_a_row_of_dashes():
 def test_the_mem0_peer_turns_telemetry_off_without_changing_the_process_environment():
     # Mem0 reads MEM0_TELEMETRY once, at the import of mem0.memory.telemetry: the peer sets it for that
     # import only. A fresh interpreter, so no earlier import (or test helper) has set it.
-    pytest.importorskip("mem0")
+    import importlib.util
     import os
     import subprocess
+
+    if importlib.util.find_spec("mem0") is None:  # not importorskip: importing it here would turn telemetry on
+        pytest.skip("mem0ai is not installed")
 
     code = ("import os\nfrom evals.peers import mem0_peer\nassert 'MEM0_TELEMETRY' not in os.environ\n"
             "assert mem0_peer.mem0_available()\nimport mem0.memory.telemetry as t\n"

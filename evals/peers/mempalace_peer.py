@@ -14,7 +14,9 @@ the eval's embedder (the same MiniLM vectors, from the eval's memo and disk cach
 be downloaded from the hub, which is not reachable here). MemPalace reads that setting from
 ``MEMPALACE_CONFIG_DIR`` only, so it runs in a child process (``evals.peers.mempalace_worker``) whose
 environment alone has it: neither the user's ``~/.mempalace`` nor the eval's process is touched.
-Optional: ``pip install -e ".[mempalace]"``.
+Optional: ``pip install -e ".[mempalace]"``, or MemPalace in a venv of its own (its ChromaDB and numpy pins need
+not agree with Synthex's) named by ``SYNTHEX_MEMPALACE_PYTHON`` (that venv's interpreter): the worker imports
+nothing of Synthex, so it runs there.
 """
 
 from __future__ import annotations
@@ -33,14 +35,38 @@ from synthex.core.errors import SynthexError
 
 MISSING = "the mempalace peer needs mempalace: pip install -e '.[mempalace]'"
 WORKER = Path(__file__).with_name("mempalace_worker.py")
+PYTHON_VARIABLE = "SYNTHEX_MEMPALACE_PYTHON"  # read, never set: the interpreter of a venv that has MemPalace
+
+
+def worker_python() -> str:
+    """The interpreter the worker runs under: ``SYNTHEX_MEMPALACE_PYTHON`` if set, else the eval's own."""
+    return os.environ.get(PYTHON_VARIABLE) or sys.executable
 
 
 def mempalace_available() -> bool:
-    try:
-        import mempalace  # noqa: F401
-    except ImportError:
+    """Whether the worker's interpreter can import MemPalace (asked of that interpreter when it is another)."""
+    python = worker_python()
+    if python == sys.executable:
+        try:
+            import mempalace  # noqa: F401
+        except ImportError:
+            return False
+        return True
+    try:  # find_spec, not an import: the answer without loading ChromaDB
+        done = subprocess.run([python, "-c", "import importlib.util, sys; "
+                               "sys.exit(importlib.util.find_spec('mempalace') is None)"],
+                              capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
         return False
-    return True
+    return done.returncode == 0
+
+
+def missing_message() -> str:
+    """The one line saying why the peer cannot run, naming the other interpreter when one is set."""
+    python = worker_python()
+    if python == sys.executable:
+        return MISSING
+    return f"the mempalace peer needs mempalace in {PYTHON_VARIABLE}={python}: {python} -m pip install mempalace==3.11.0"
 
 
 class PalaceWorker:
@@ -50,7 +76,7 @@ class PalaceWorker:
     def __init__(self, config: Path) -> None:
         self.log = config / "worker.log"
         self._stderr: IO[bytes] = self.log.open("wb")
-        self.process = subprocess.Popen([sys.executable, str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        self.process = subprocess.Popen([worker_python(), str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=self._stderr, text=True,
                                         env=os.environ | {"MEMPALACE_CONFIG_DIR": str(config)})
 
@@ -110,7 +136,7 @@ def evaluate_mempalace_longmemeval(benchmark: Any, data: Path, work_dir: Path, l
     from evals.peers.haystacks import evaluate_peer_haystacks
 
     if not mempalace_available():
-        raise PeerUnavailable(MISSING)
+        raise PeerUnavailable(missing_message())
     config = work_dir / benchmark.work_subdir / "mempalace-config"
     config.mkdir(parents=True, exist_ok=True)
     own = benchmark.protocol == "mempalace"
@@ -132,6 +158,6 @@ def run_longmemeval(benchmark: Any, data: Path, work_dir: Path, *, limit: int | 
     from evals.shared_embedder import MemoEmbedder
 
     if not mempalace_available():  # before the embedder loads
-        raise PeerUnavailable(MISSING)
+        raise PeerUnavailable(missing_message())
     return evaluate_mempalace_longmemeval(benchmark, data, work_dir, limit=limit, k=k, log=log,
                                           embedder=MemoEmbedder.with_disk_cache(embedding_cache, warn=log))
