@@ -138,7 +138,7 @@ def wait_for_queue(instance: DagsterInstance, on_wait: Callable[[str], None] | N
                             f"{current.tags.get(WRITER_TAG, '?|').rpartition('|')[0]}); "
                             + ("waiting for the daemon to start it" if queue_daemon_alive(instance) else
                                f"no daemon has ticked the queue in the last {DAEMON_STALE_S:.0f} s: it waits "
-                               f"until one runs (`dagster-daemon run -w workspace.yaml`, docs/deploy.md)"))
+                               f"until one runs (`python -m synthex_assets.daemon run -w workspace.yaml`, docs/deploy.md)"))
                     said = time.monotonic()
                 time.sleep(POLL_S)
         except BaseException:

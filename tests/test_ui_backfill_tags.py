@@ -1,7 +1,7 @@
 """Issue 36 item 7: a backfill launched as the UI launches it (GraphQL ``launchPartitionBackfill``) on a real
 `synthex ui` (Dagster's webserver, daemon and code server, as processes) runs with the same ``synthex/branch``
-and ``synthex/launched_by`` tags as a CLI run. The daemon's backfill loop runs every 30 s, so this takes a
-minute or more: marked ``deployment`` (``pytest -n 0 -m deployment tests/test_ui_backfill_tags.py``)."""
+and ``synthex/launched_by`` tags as a CLI run. Three processes and a run: marked ``deployment``
+(``pytest -n 0 -m deployment tests/test_ui_backfill_tags.py``; Synthex's daemon loops every 2 s, so under a minute)."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ def test_location_is_named_after_the_pipeline(project):
     assert launch.location == "test-memory"
     assert workspace_entry(launch) == {"module_name": CODE_LOCATION_MODULE, "location_name": "test-memory",
                                        "working_directory": str(project)}
-    assert launch.args[1:4] == ["-m", "dagster", "dev"]
+    assert launch.args[1:3] == ["-m", "synthex_assets.dev"]  # `dagster dev` with Synthex's daemon
     assert Path(launch.args[launch.args.index("-w") + 1]) == home / "workspace.yaml"
     assert launch.args[launch.args.index("-p") + 1] == "3999"
     assert launch.url == "http://127.0.0.1:3999"

@@ -48,7 +48,8 @@ def init_command(directory: str, project: str, grpc_host: str, grpc_port: int, m
     home = written[0].parent
     click.echo(f"fill in {home / 'synthex.env'}, then in each process: set -a; . {home / 'synthex.env'}; set +a")
     click.echo(f"  code server: dagster api grpc -m synthex_assets.code_location -h {grpc_host} -p {grpc_port}")
-    click.echo("  daemon:      dagster-daemon run -w " + str(home / "workspace.yaml"))
+    # Dagster's daemon with a 2 s backfill loop (synthex_assets/daemon.py); `dagster-daemon run` works too.
+    click.echo("  daemon:      python -m synthex_assets.daemon run -w " + str(home / "workspace.yaml"))
     click.echo("  webserver:   synthex ui   (or dagster-webserver -w " + str(home / "workspace.yaml") + ")")
 
 
