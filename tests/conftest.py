@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
 import textwrap
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -200,9 +202,10 @@ def graphql(instance, root, tmp_path, query: str, variables: dict) -> dict:
 
 
 # The shared deployment tests' PostgreSQL server (Debian's initdb + pg_ctl; .ci/run installs them): one per
-# module, so a module's tests see each other's runs on it.
-@pytest.fixture(scope="module")
-def postgres() -> PostgresServer:
+# worker process, started by the first test that asks for it; each test gets a database of its own on it
+# (its own Dagster instance: no test sees another's runs, dynamic partitions or daemon's queue).
+@pytest.fixture(scope="session")
+def postgres_server() -> PostgresServer:
     if not (find_bin("initdb") and find_bin("pg_ctl")):
         if os.environ.get("CI"):
             pytest.fail("PostgreSQL's initdb/pg_ctl are missing: .ci/run installs Debian's postgresql")
@@ -212,3 +215,11 @@ def postgres() -> PostgresServer:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def postgres(postgres_server: PostgresServer) -> PostgresServer:
+    """The session's server, with ``db`` (what ``env()`` names) a new, empty database for this test."""
+    db = f"test_{uuid.uuid4().hex[:12]}"
+    postgres_server.create_database(db)
+    return dataclasses.replace(postgres_server, db=db)

@@ -138,6 +138,7 @@ class Service:
     def stop(self) -> None:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
+            os.killpg(self.proc.pid, signal.SIGCONT)  # one a test held with SIGSTOP and then failed
             try:
                 self.proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
@@ -301,6 +302,7 @@ def finished_ok(service: Service) -> None:
 
 
 @pytest.mark.deployment
+@pytest.mark.deployment_core
 def test_synthex_run_from_two_machines_is_serialized_by_dagsters_queue(tmp_path, postgres, monkeypatch):
     """Two checkouts of one memory (two machines: separate branch file locks, one store, one PostgreSQL
     instance) each `synthex run` main: the second waits QUEUED in Dagster's queue while the first is in
@@ -338,14 +340,17 @@ def test_synthex_run_from_two_machines_is_serialized_by_dagsters_queue(tmp_path,
         exp.write_text(exp.read_text().split("def overrides")[0] + EXP_OVERRIDE)
         # --full: both runs of main have work to do (else the second would find nothing and start no run)
         a = start_synthex(env, logs, "run-a", "run", "--full", "--project", str(first))
+        services.append(a)  # every `synthex run` is stopped in `finally` too, if the test fails before its end
         wait_for("machine A's run to start", lambda: (r := run_of(a)) is not None
                  and r.status == DagsterRunStatus.STARTED, 240, [*services, a])
         os.kill(a.proc.pid, signal.SIGSTOP)  # A's run stays in progress until we let it go on
         try:
             b = start_synthex(env, logs, "run-b", "run", "--full", "--project", str(second))
+            services.append(b)
             wait_for("machine B's run to be queued", lambda: (r := run_of(b)) is not None
                      and r.status == DagsterRunStatus.QUEUED, 240, [*services, b])
             c = start_synthex(env, logs, "run-exp", "run", "--branch", "exp", "--project", str(first))
+            services.append(c)
             finished_ok(c)  # another branch: admitted while main's run is in progress
             exp_run = run_of(c)
             assert run_of(c).status == DagsterRunStatus.SUCCESS and run_of(c).tags[BRANCH_TAG] == "exp"
@@ -402,137 +407,6 @@ def served(port: int) -> bool:
     return True
 
 
-@pytest.mark.deployment
-def test_sensor_run_monitoring_and_the_webservers_runs_on_a_deployment(tmp_path, postgres, monkeypatch):
-    """Code server, daemon and webserver as processes of their own: a changed export is picked up by the
-    source sensor's tick and run through the daemon; a `synthex run` killed mid-run is marked failed by the
-    daemon's run monitoring and the next run leaves every record once; the daemon killed while a run waits
-    QUEUED leaves it queued until a restarted daemon takes the queue over and runs it to the end; the webserver's
-    GraphQL lists every run with its status and partition range."""
-    from dagster import DagsterInstance, DagsterRunStatus
-
-    from synthex_assets.dagster_internals import (
-        ASSET_PARTITION_RANGE_END_TAG,
-        ASSET_PARTITION_RANGE_START_TAG,
-    )
-    from synthex_assets.queued_runs import CALLER_TAG
-    from synthex_assets.run_tags import LAUNCHED_BY_TAG
-
-    export = write_json(tmp_path / "exports" / "conversations.json", generate(conversations=2, months=1, seed=3))
-    project = shared_store_project(tmp_path / "proj", export)
-    other_machine = shared_store_project(tmp_path / "proj-b", export)
-    port, web_port = free_port(), free_port()
-    home = deploy_init(tmp_path / "deploy", project, "--grpc-host", "127.0.0.1", "--grpc-port", str(port))
-    config = (home / "dagster.yaml").read_text()
-    (home / "dagster.yaml").write_text(config.replace("poll_interval_seconds: 30", "poll_interval_seconds: 5"))
-    env = {**shared_env(home, postgres), "SYNTHEX_PROJECT": str(project),
-           "SYNTHEX_STORE_URI": str(tmp_path / "shared-store")}
-    for key in (*postgres.env(), "SYNTHEX_STORE_URI"):  # this process reads the instance and the store too
-        monkeypatch.setenv(key, env[key])
-    instance = DagsterInstance.from_config(str(home))
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    services: list[Service] = []
-    workspace = str(home / "workspace.yaml")
-
-    def start_daemon() -> Service:
-        daemon = start_service("daemon", [sys.executable, "-m", "dagster._daemon", "run", "-w", workspace], env,
-                               project, logs)
-        services.append(daemon)
-        return daemon
-
-    def summary_ids() -> list[str]:
-        pipe = load(project)
-        try:
-            return sorted(r.id for r in pipe.app.records("summaries"))
-        finally:
-            pipe.close()
-
-    def run_of(service: Service):
-        found = [r for r in instance.get_runs() if r.tags.get(CALLER_TAG, "").endswith(f":{service.proc.pid}")]
-        return found[0] if found else None
-
-    try:
-        services.append(start_service("code-server", [sys.executable, "-m", "dagster", "api", "grpc", "-m",
-                                                      "synthex_assets.code_location", "-h", "127.0.0.1",
-                                                      "-p", str(port)], env, project, logs))
-        daemon = start_daemon()
-        services.append(start_service("webserver", [sys.executable, "-m", "dagster_webserver", "-w", workspace,
-                                                    "-h", "127.0.0.1", "-p", str(web_port)], env, project, logs))
-        synthex(env, "run", "--project", str(project))
-        first = summary_ids()
-        assert first
-
-        # a sensor tick: the export gained a month; the daemon's sensor requests a run, the queue launches it
-        write_json(export, generate(conversations=3, months=2, seed=3))
-
-        def sensor_runs() -> list:
-            return [r for r in instance.get_runs() if r.tags.get(LAUNCHED_BY_TAG) == "sensor"]
-
-        wait_for("the sensor's runs", lambda: (runs := sensor_runs()) and all(r.is_finished for r in runs)
-                 and summary_ids() != first, 300, services)
-        for run in sensor_runs():  # one per tick that saw the change (a tick may see it before a run took it in)
-            assert run.status == DagsterRunStatus.SUCCESS, failures(instance, run.run_id)
-            assert run.tags[BRANCH_TAG] == "main" and CALLER_TAG not in run.tags
-        after_sensor = summary_ids()
-        assert len(after_sensor) > len(first)  # the new export's conversations are in memory
-
-        # a `synthex run` killed mid-run: run monitoring sees its process gone and fails the run
-        killed = start_synthex(env, logs, "run-killed", "run", "--full", "--project", str(project))
-        wait_for("the run to start", lambda: (r := run_of(killed)) is not None
-                 and r.status == DagsterRunStatus.STARTED, 240, [*services, killed])
-        os.kill(killed.proc.pid, signal.SIGKILL)
-        killed.proc.wait(timeout=20)  # reaped: its pid is gone, not a zombie
-        wait_for("run monitoring to fail the killed run", lambda: run_of(killed).status == DagsterRunStatus.FAILURE,
-                 180, services)
-        synthex(env, "run", "--full", "--project", str(project))  # admitted: the branch is free again
-        assert summary_ids() == after_sensor  # every record once, none half-written
-
-        # the daemon killed while a run of main waits QUEUED behind one in progress (held there by SIGSTOP):
-        # the run in progress goes on (its worker is not the daemon's child); the queued one stays QUEUED with
-        # the branch free and no daemon, and only a restarted daemon takes the queue over and starts it
-        holder = start_synthex(env, logs, "run-holder", "run", "--full", "--project", str(project))
-        wait_for("the holding run to start", lambda: (r := run_of(holder)) is not None
-                 and r.status == DagsterRunStatus.STARTED, 240, [*services, holder])
-        os.kill(holder.proc.pid, signal.SIGSTOP)  # main's one slot stays taken: the next run of main queues
-        try:
-            # from a second checkout of the memory (another machine: the first one's branch file lock is not its)
-            queued = start_synthex(env, logs, "run-queued", "run", "--full", "--project", str(other_machine))
-            wait_for("the next run of main to be queued", lambda: (r := run_of(queued)) is not None
-                     and r.status == DagsterRunStatus.QUEUED, 240, [*services, queued])
-            # at the kill: the holder is still in progress (stopped) and the next run still waits in the queue
-            assert run_of(holder).status == DagsterRunStatus.STARTED
-            assert run_of(queued).status == DagsterRunStatus.QUEUED
-            os.killpg(daemon.proc.pid, signal.SIGKILL)
-            daemon.proc.wait(timeout=20)
-            services.remove(daemon)
-        finally:
-            os.kill(holder.proc.pid, signal.SIGCONT)
-        finished_ok(holder)
-        assert run_of(holder).status == DagsterRunStatus.SUCCESS
-        # the branch is free now: several dequeue intervals pass, and without a daemon nothing launches it
-        time.sleep(15)
-        assert run_of(queued).status == DagsterRunStatus.QUEUED and queued.proc.poll() is None
-        start_daemon()
-        finished_ok(queued)
-        assert run_of(queued).status == DagsterRunStatus.SUCCESS, failures(instance, run_of(queued).run_id)
-        assert summary_ids() == after_sensor
-
-        # the webserver's GraphQL: every run, its status and its partition range
-        wait_for("the webserver", lambda: served(web_port), 180, services)
-        shown = graphql_runs(web_port)
-        runs = instance.get_runs()
-        assert len(runs) >= 6 and set(shown) == {r.run_id for r in runs}
-        for run in runs:
-            assert shown[run.run_id]["status"] == run.status.value
-            for tag in (ASSET_PARTITION_RANGE_START_TAG, ASSET_PARTITION_RANGE_END_TAG, BRANCH_TAG):
-                assert shown[run.run_id]["tags"][tag] == run.tags[tag]
-    finally:
-        instance.dispose()
-        for service in reversed(services):
-            service.stop()
-
-
 def test_a_run_over_several_branches_is_refused_and_never_tagged_with_a_joined_value():
     """The queue's limit is per value of the branch tag: "exp,main" would hold back neither branch."""
     from synthex_assets.run_tags import LAUNCHED_BY_TAG, branch_tags, missing_tags, refusal
@@ -581,10 +455,9 @@ def test_two_memories_on_one_postgres_instance_see_only_their_own_runs_and_recor
                for name, p in (("a", project_a), ("b", project_b))}
         assert len(own["a"]) == len(own["b"]) == 1
         assert own["a"][0]["id"] != own["b"][0]["id"]
-        # the module's PostgreSQL server holds the other tests' runs too: these two memories' runs, by id
         ids = {own["a"][0]["id"], own["b"][0]["id"]}
-        runs = {r.run_id: r for r in instance.get_runs() if r.run_id in ids}
-        assert set(runs) == ids  # one instance holds both
+        runs = {r.run_id: r for r in instance.get_runs()}
+        assert set(runs) == ids  # one instance (this test's own database) holds both, and nothing else
         assert all(r.status == DagsterRunStatus.SUCCESS for r in runs.values())
         assert runs[own["a"][0]["id"]].job_name != runs[own["b"][0]["id"]].job_name
         contents = {}
@@ -651,15 +524,18 @@ def test_two_memories_main_runs_side_by_side_and_one_memorys_main_runs_one_at_a_
         services.append(start_service("daemon", [sys.executable, "-m", "dagster._daemon", "run", "-w",
                                                  str(home / "workspace.yaml")], env, memory_a, logs))
         a = start_synthex(env, logs, "run-a", "run", "--project", str(memory_a))
+        services.append(a)  # every `synthex run` is stopped in `finally` too, if the test fails before its end
         wait_for("memory A's run to start", lambda: (r := run_of(a)) is not None
                  and r.status == DagsterRunStatus.STARTED, 240, [*services, a])
         os.kill(a.proc.pid, signal.SIGSTOP)  # A's main stays in progress until we let it go on
         try:
             # --full: it has work to do whatever A's run wrote meanwhile
             a_again = start_synthex(env, logs, "run-a-again", "run", "--full", "--project", str(memory_a_elsewhere))
+            services.append(a_again)
             wait_for("memory A's second run to be queued", lambda: (r := run_of(a_again)) is not None
                      and r.status == DagsterRunStatus.QUEUED, 240, [*services, a_again])
             b = start_synthex(env, logs, "run-b", "run", "--project", str(memory_b))
+            services.append(b)
             finished_ok(b)  # another memory's main: admitted while A's main is in progress
             assert run_of(b).status == DagsterRunStatus.SUCCESS
             assert run_of(a).status == DagsterRunStatus.STARTED

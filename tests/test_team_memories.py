@@ -109,6 +109,7 @@ def test_two_memories_on_one_postgres_server_see_nothing_of_each_other(tmp_path,
             memories[name] = {"project": project, "home": home, "env": env, "marker": marker}
         runs = {name: start([sys.executable, "-m", "synthex.surfaces.cli", "run", "--project", str(m["project"])],
                             m["env"], m["project"], m["project"].parent / "run.log") for name, m in memories.items()}
+        services.extend(runs.values())  # stopped in `finally` too, if the test fails before they end
         for name, proc in runs.items():  # both at once: each memory's queue is its own
             code = proc.wait(timeout=RUN_TIMEOUT_S)
             assert code == 0, (memories[name]["project"].parent / "run.log").read_text()[-3000:]
