@@ -154,19 +154,22 @@ def record_partition_materializations(context: AssetExecutionContext, step: Step
     version. Dagster 1.13 would record one data version for every partition of the run's range (see
     synthex_assets.dagster_internals), so a no-op run over another range, or an edit of one month, moved the
     version of every partition in it and Dagster marked what is below them stale. The provenance tags are the
-    ones Dagster writes (code version; per input asset, the data version and storage id of the same partition
-    upstream), so its staleness reads these as its own. Recorded oldest period first: the newest is latest."""
+    ones Dagster writes, so its staleness reads these as its own: the code version and, per input asset, the
+    data version of the same partition upstream and, as Dagster points, the storage id of the input asset's
+    latest materialization (staleness looks for a newer record of the partition after it). Recorded oldest
+    period first: the newest is latest."""
     keys = sorted(metadata, key=lambda k: split_partition_key(k)[::-1])
-    upstream = {AssetKey(asset_name(u)): latest_materializations(context.instance, AssetKey(asset_name(u)), keys)
-                for u in step.from_}
+    deps = [AssetKey(asset_name(u)) for u in step.from_]
+    upstream = {dep: latest_materializations(context.instance, dep, keys) for dep in deps}
+    pointers = {r.asset_entry.asset_key: r.asset_entry.last_materialization_storage_id
+                for r in context.instance.get_asset_records(deps)} if deps else {}
     for key in keys:
         inputs = {}
         for dep, records in upstream.items():
             record = records.get(key)
-            # None on a served partition's runless materialization (synthex_assets.served records no tags)
+            # none on a served partition's runless materialization of unknown content (synthex_assets.served)
             tags = (record.asset_materialization.tags if record is not None else None) or {}
-            version = tags.get(DATA_VERSION_TAG)
-            inputs[dep] = (version, record.storage_id if record is not None else None)
+            inputs[dep] = (tags.get(DATA_VERSION_TAG), pointers.get(dep))
         context.log_event(AssetMaterialization(
             asset_key=context.asset_key, partition=key, metadata=dict(metadata[key]),
             tags=partition_materialization_tags(key, data_version=versions.get(key),
