@@ -14,6 +14,12 @@ Two things have no public API in Dagster 1.13:
   materialization per partition in the order of the output's partitions subset, a ``set`` for a
   ``MultiPartitionsDefinition`` (hash order), so the asset's "latest materialization" was any period.
   ``PeriodOrderedPartitions`` makes that order chronological: the newest period is recorded last.
+- A data version per partition of one run. ``MaterializeResult(data_version=...)`` is one version for the
+  output, copied to every partition of the run's range (``_get_output_asset_events`` in
+  ``dagster/_core/execution/plan/execute_step.py``); ``DataVersionsByPartition`` is honoured for observable
+  source assets only. So the step op records each partition's materialization itself, with the provenance
+  tags Dagster writes on its own (``partition_materialization_tags``), and tells Dagster not to record the
+  output's (``NO_OUTPUT_MATERIALIZATIONS``).
 - A ``synthex run`` recorded as a run of the project's code location (so the UI lists, times and
   re-executes it) but executed in this process with the CLI's live resources (its open store, LLM
   client and progress bar). ``execute_in_process`` records no code-location origin and always records
@@ -41,6 +47,19 @@ from dagster import (
 # schema's loader nor config validation is exported (synthex_assets/deployment.py, `synthex deploy init`).
 from dagster._config import validate_config
 
+# Why private: the tags a materialization's data version and provenance are read from (Dagster's staleness
+# resolver, CachingStaleStatusResolver, reads them on each partition's latest materialization); Dagster writes
+# them itself and exports only ``DataVersion``. See partition_materialization_tags.
+from dagster._core.definitions.data_version import (
+    CODE_VERSION_TAG,
+    DATA_VERSION_IS_USER_PROVIDED_TAG,
+    DATA_VERSION_TAG,
+    DEFAULT_DATA_VERSION,
+    NULL_EVENT_POINTER,
+    get_input_data_version_tag,
+    get_input_event_pointer_tag,
+)
+
 # Why private: executing a job definition under a run we created ourselves (with a code-location
 # origin and the location's job snapshot) needs the job wrapped as an IJob; only InMemoryJob does that.
 from dagster._core.definitions.job_base import InMemoryJob
@@ -48,9 +67,19 @@ from dagster._core.definitions.job_base import InMemoryJob
 # Why private: the partitions subset a multi-partitioned output iterates (in set order); subclassed below.
 from dagster._core.definitions.partitions.subset import default as _default_subset
 
+# Why private: the per-dimension tags (``dagster/partition/branch``, ``/period``) Dagster adds to a
+# multi-partitioned materialization.
+from dagster._core.definitions.partitions.utils.multi import get_tags_from_multi_partition_key
+
 # Why private: the name Dagster gives the single repository a ``Definitions`` object becomes (part of
 # the origin below).
 from dagster._core.definitions.repository_definition.valid_definitions import SINGLETON_REPOSITORY_NAME
+
+# Why private: the output metadata key under which Dagster records no materialization for an output
+# (``_log_materialization_or_observation_events_for_asset`` returns early; made for source assets whose
+# observe function logs its own events). The step op records its partitions' materializations itself
+# (partition_materialization_tags); the output is still yielded, so checks and downstream steps run.
+from dagster._core.definitions.source_asset import SYSTEM_METADATA_KEY_SOURCE_ASSET_OBSERVATION
 
 # Why private: building the plan, and iterating the run's execution over it, is what
 # execute_in_process does inside; the public function cannot take a run that already exists.
@@ -140,6 +169,9 @@ from dagster._serdes import ConfigurableClassData as ConfigurableClassData
 
 DAGSTER_VERSION = "1.13.27"
 
+# The metadata a step's MaterializeResult carries so Dagster records no materialization of its own for it.
+NO_OUTPUT_MATERIALIZATIONS = {SYSTEM_METADATA_KEY_SOURCE_ASSET_OBSERVATION: True}
+
 
 # Why private: Dagster's own modules a run process imports before its first event (the instance's SQLite
 # storages with SQLAlchemy and Alembic, the run-execution entry points), by name: the warm run launcher's
@@ -217,6 +249,26 @@ WRITER_TAG = "synthex/writer"
 def writer_key(memory: str, branch: str) -> str:
     """The ``WRITER_TAG`` value of a run of ``memory``'s ``branch``."""
     return f"{memory}|{branch}"
+
+
+def partition_materialization_tags(partition: str, *, data_version: str | None, code_version: str,
+                                   inputs: Mapping[AssetKey, tuple[str | None, int | None]]) -> dict[str, str]:
+    """The tags Dagster 1.13 writes on an asset partition's materialization (``_build_data_version_tags`` and
+    the multi-partition dimension tags in ``execute_step.py``), for one ``branch|period`` partition: its own
+    ``data_version`` (user-provided; None: Dagster's default version), the asset's ``code_version``, and per
+    input asset (data version, storage id) of the input partition it was made from (None: none recorded)."""
+    from dagster import MultiPartitionKey
+
+    branch, _, period = partition.partition("|")
+    tags = {CODE_VERSION_TAG: code_version,
+            **get_tags_from_multi_partition_key(MultiPartitionKey({"branch": branch, "period": period}))}
+    for key, (version, storage_id) in inputs.items():
+        tags[get_input_data_version_tag(key)] = version or DEFAULT_DATA_VERSION.value
+        tags[get_input_event_pointer_tag(key)] = str(storage_id) if storage_id else NULL_EVENT_POINTER
+    if data_version is not None:
+        tags[DATA_VERSION_TAG] = data_version
+        tags[DATA_VERSION_IS_USER_PROVIDED_TAG] = "true"
+    return tags
 
 
 def partition_range_tags(start: str, end: str) -> dict[str, str]:

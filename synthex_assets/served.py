@@ -24,6 +24,7 @@ from dagster import AssetKey, AssetMaterialization, AssetRecordsFilter, DagsterI
 from synthex.core.definition import PipelineDefinition
 from synthex.core.errors import SynthexError
 from synthex.core.project import branch_names
+from synthex_assets.dagster_internals import DATA_VERSION_TAG
 from synthex_assets.naming import asset_name
 from synthex_assets.partitions import split_partition_key
 
@@ -92,8 +93,10 @@ def record_served_partitions(instance: DagsterInstance, definition: PipelineDefi
                 continue
             if not reported and not instance.has_dynamic_partition("branch", branch):
                 instance.add_dynamic_partitions("branch", [branch])  # a branch file made before any run
+            # Its data version is the serving partition's content version: the same records, the same version.
             instance.report_runless_asset_event(AssetMaterialization(
-                asset_key=key, partition=f"{branch}|{period}", metadata=served_metadata(serving, version)))
+                asset_key=key, partition=f"{branch}|{period}", metadata=served_metadata(serving, version),
+                tags={DATA_VERSION_TAG: version} if version else None))
             reported += 1
     return reported
 

@@ -11,18 +11,22 @@ chronological order (a fold's state chain needs it).
 
 import hashlib
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
+    AssetKey,
+    AssetMaterialization,
+    AssetRecordsFilter,
     AssetsDefinition,
     AutomationCondition,
     BackfillPolicy,
     BetaWarning,
-    DataVersion,
+    DagsterInstance,
+    EventLogRecord,
     Failure,
     MaterializeResult,
     MetadataValue,
@@ -38,6 +42,11 @@ from synthex.core.progress import ProgressReporter
 from synthex.core.record import Record
 from synthex.core.steps import Step
 from synthex_assets.checks import SEVERITIES, check_descriptions, step_checks
+from synthex_assets.dagster_internals import (
+    DATA_VERSION_TAG,
+    NO_OUTPUT_MATERIALIZATIONS,
+    partition_materialization_tags,
+)
 from synthex_assets.executor import PartitionOutcome, StepExecutor, group_partitions
 from synthex_assets.naming import asset_name, check_asset_names
 from synthex_assets.partitions import STEP_PARTITIONS, invalid_periods, misresolved_range, split_partition_key
@@ -119,18 +128,52 @@ def content_version(records: Iterable[tuple[str, str]]) -> str:
     return digest.hexdigest()[:24]
 
 
-def run_data_version(versions: Mapping[str, str]) -> DataVersion | None:
-    """The data version Dagster records on every partition this run materializes (partition key -> its
-    content version). Dagster 1.13 takes one data version per output, copied to each partition of a range
-    (dagster-io/dagster#34013): a run of one partition records exactly that partition's content version; a
-    range records the hash of its partitions' versions, the same for the same records over the same range.
-    None: the run holds none of this step's partitions (a branch that reads the step through its parent)."""
-    if not versions:
-        return None
-    if len(versions) == 1:
-        return DataVersion(next(iter(versions.values())))
-    return DataVersion(hashlib.sha256("\n".join(f"{k}={v}" for k, v in sorted(versions.items()))
-                                      .encode("utf-8")).hexdigest()[:24])
+def latest_materializations(instance: DagsterInstance, key: AssetKey,
+                            partitions: Collection[str]) -> dict[str, EventLogRecord]:
+    """partition -> the latest materialization record of ``key``'s partition (absent: none recorded), newest
+    first in pages, so a run's partitions, materialized together, take one page."""
+    wanted, found, cursor = set(partitions), {}, None
+    while wanted:
+        page = instance.fetch_materializations(AssetRecordsFilter(asset_key=key, asset_partitions=sorted(wanted)),
+                                               limit=max(100, 2 * len(wanted)), cursor=cursor)
+        for record in page.records:
+            partition = record.partition_key
+            if partition in wanted:
+                found[partition] = record
+                wanted.discard(partition)
+        if not page.has_more:
+            break
+        cursor = page.cursor
+    return found
+
+
+def record_partition_materializations(context: AssetExecutionContext, step: Step,
+                                      metadata: Mapping[str, Mapping[str, object]],
+                                      versions: Mapping[str, str | None]) -> None:
+    """Each partition's materialization, with its own data version: ``versions[partition]``, its content
+    version. Dagster 1.13 would record one data version for every partition of the run's range (see
+    synthex_assets.dagster_internals), so a no-op run over another range, or an edit of one month, moved the
+    version of every partition in it and Dagster marked what is below them stale. The provenance tags are the
+    ones Dagster writes, so its staleness reads these as its own: the code version and, per input asset, the
+    data version of the same partition upstream and, as Dagster points, the storage id of the input asset's
+    latest materialization (staleness looks for a newer record of the partition after it). Recorded oldest
+    period first: the newest is latest."""
+    keys = sorted(metadata, key=lambda k: split_partition_key(k)[::-1])
+    deps = [AssetKey(asset_name(u)) for u in step.from_]
+    upstream = {dep: latest_materializations(context.instance, dep, keys) for dep in deps}
+    pointers = {r.asset_entry.asset_key: r.asset_entry.last_materialization_storage_id
+                for r in context.instance.get_asset_records(deps)} if deps else {}
+    for key in keys:
+        inputs = {}
+        for dep, records in upstream.items():
+            record = records.get(key)
+            # none on a served partition's runless materialization of unknown content (synthex_assets.served)
+            tags = (record.asset_materialization.tags if record is not None else None) or {}
+            inputs[dep] = (tags.get(DATA_VERSION_TAG), pointers.get(dep))
+        context.log_event(AssetMaterialization(
+            asset_key=context.asset_key, partition=key, metadata=dict(metadata[key]),
+            tags=partition_materialization_tags(key, data_version=versions.get(key),
+                                                code_version=readable_version(step), inputs=inputs)))
 
 
 def partition_span(keys: list[str]) -> str:
@@ -238,21 +281,32 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefiniti
             context.instance.add_run_tags(context.run.run_id, {LLM_TAG: OFFLINE_TAG_VALUE})
         held = held_records(store, result.outcomes)
         contents = partition_contents(store, result.outcomes)
-        versions = {}
+        versions: dict[str, str | None] = {}
+        metadata: dict[str, Mapping[str, object]] = {}
         for outcome in result.outcomes:
             key, mine = f"{outcome.branch}|{outcome.period}", held[(outcome.branch, outcome.period)]
             versions[key] = content_version(contents[(outcome.branch, outcome.period)])
-            context.add_asset_metadata(partition_metadata(outcome, mine, model, versions[key]), partition_key=key)
+            metadata[key] = partition_metadata(outcome, mine, model, versions[key])
         for branch, periods in group_partitions([(o.branch, o.period) for o in result.outcomes]).items():
             serve_branches_of(context.instance, pipeline, step.name, branch,  # synthex_assets.served
                               {p: versions[f"{branch}|{p}"] for p in periods})
-        for key in context.partition_keys:  # a branch's partitions of a step it reads through its parent
-            branch, _ = split_partition_key(key)
-            if branch in result.served:
-                context.add_asset_metadata(served_metadata(result.served[branch]), partition_key=key)
+        served = [k for k in context.partition_keys if k not in metadata and split_partition_key(k)[0] in result.served]
+        serving = latest_materializations(context.instance, context.asset_key, {
+            f"{result.served[split_partition_key(k)[0]]}|{split_partition_key(k)[1]}" for k in served})
+        for key in served:  # a branch's partitions of a step it reads through its parent: the parent's content
+            branch, period = split_partition_key(key)
+            record = serving.get(f"{result.served[branch]}|{period}")
+            value = record.asset_materialization.metadata.get(CONTENT_VERSION_KEY) if record is not None else None
+            versions[key] = getattr(value, "value", None)
+            metadata[key] = served_metadata(result.served[branch], versions[key])
+        for key in context.partition_keys:  # none held: a period with nothing to make for this step
+            if key not in metadata:
+                versions[key] = content_version([])
+                metadata[key] = {CONTENT_VERSION_KEY: versions[key]}
+        record_partition_materializations(context, step, metadata, versions)
         context.log.info(f"{step.name}: {len(result.outcomes)} partition(s), index {result.index}")
         covered = partition_span(sorted(context.partition_keys, key=lambda k: split_partition_key(k)[::-1]))
-        return MaterializeResult(data_version=run_data_version(versions), check_results=[
+        return MaterializeResult(metadata=NO_OUTPUT_MATERIALIZATIONS, check_results=[
             AssetCheckResult(check_name=str(outcome.check), passed=outcome.passed,
                              severity=SEVERITIES.get(outcome.check, AssetCheckSeverity.ERROR),
                              metadata={"detail": MetadataValue.text(outcome.detail),

@@ -73,3 +73,33 @@ def test_no_other_module_imports_a_private_dagster_name():
             if path.name != "dagster_internals.py" and PRIVATE_IMPORT.search(path.read_text(encoding="utf-8")):
                 offenders.append(str(path.relative_to(ROOT)))
     assert offenders == []
+
+
+def test_a_partitions_materialization_tags_are_the_ones_dagster_writes():
+    """The step op records each partition's materialization itself (one data version per partition); its tags
+    must be what Dagster's own output events carry, and the metadata key must still switch those events off."""
+    from dagster import AssetKey, DataVersion, MultiPartitionKey
+    from dagster._core.definitions.data_version import DataProvenance, extract_data_version_from_entry
+    from dagster._core.definitions.partitions.utils.multi import get_tags_from_multi_partition_key
+    from dagster._core.execution.plan import execute_step
+
+    inputs = {AssetKey("chatgpt"): ("a1b2", 41), AssetKey("notes"): (None, None)}
+    ours = internals.partition_materialization_tags("main|2023-09", data_version="c0ffee", code_version="s@12",
+                                                     inputs=inputs)
+    dagsters = {**execute_step._build_data_version_tags(
+        DataVersion("c0ffee"), "s@12",
+        {AssetKey("chatgpt"): {"data_version": DataVersion("a1b2"), "storage_id": 41},
+         AssetKey("notes"): {"data_version": DataVersion("INITIAL"), "storage_id": None}}, True),
+        **get_tags_from_multi_partition_key(MultiPartitionKey({"branch": "main", "period": "2023-09"}))}
+    assert ours == dagsters
+    provenance = DataProvenance.from_tags(ours)  # what the staleness resolver reads back
+    assert provenance.input_storage_ids == {AssetKey("chatgpt"): 41, AssetKey("notes"): None}
+    assert provenance.is_user_provided and provenance.code_version == "s@12"
+
+    class Entry:
+        tags = ours
+    assert extract_data_version_from_entry(Entry()) == DataVersion("c0ffee")
+    [key] = internals.NO_OUTPUT_MATERIALIZATIONS
+    source = inspect.getsource(execute_step._log_materialization_or_observation_events_for_asset)
+    assert key == "__source_asset_observation__" and "SYSTEM_METADATA_KEY_SOURCE_ASSET_OBSERVATION in output.metadata" \
+        in source.split("asset_key =")[0]

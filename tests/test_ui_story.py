@@ -232,10 +232,6 @@ def stale_statuses(instance, root, tmp_path, asset: str, partitions: list[str]) 
     return dict(zip(partitions, data["assetNodeOrError"]["staleStatusByPartition"], strict=True))
 
 
-# Not met on this code: Dagster 1.13 records one data version for every partition of a run's range (see
-# run_data_version), so a range other than the first run's gives its partitions another version and Dagster
-# marks `monthly` below them STALE. Strict: the day it passes, the mark goes.
-@pytest.mark.xfail(strict=True, reason="issue 36 item 2: one data version per run's range (Dagster 1.13)")
 @pytest.mark.parametrize(("first", "last"), [(0, 1), (1, 1)], ids=["two-periods", "one-period"])
 def test_a_no_op_backfill_over_another_range_keeps_versions_and_leaves_downstream_fresh(ran_project, tmp_path,
                                                                                         first, last):
@@ -315,12 +311,11 @@ def test_a_changed_record_changes_its_partitions_data_version(project, small_exp
         pipe.close()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 36 item 2: one data version per run's range (Dagster 1.13)")
 def test_an_edit_moves_only_its_partitions_data_version(project, small_export):
     """One reworded conversation: its month's data version moves (before issue 36 none moved, the version was
     Dagster's hash of code and inputs), every other month holds the same records and keeps its version, so
-    nothing below those months reads as stale. Not met on this code: a run records one version for its
-    whole range (see run_data_version), so every month the run redid moves."""
+    nothing below those months reads as stale (each partition's materialization carries its own version:
+    step_assets.record_partition_materializations)."""
     pipe = load(project)
     try:
         instance = pipe.app.instance
@@ -414,6 +409,9 @@ def test_a_new_branch_shows_its_parents_partitions_as_served(ran_project, tmp_pa
                 f"main|{periods[0]}"]), limit=1).records[0].asset_materialization
             assert served.metadata[SERVED_BY_KEY].value == "main"
             assert served.metadata[CONTENT_VERSION_KEY].value == main.metadata[CONTENT_VERSION_KEY].value
+            # the same records, the same data version (what Dagster's staleness reads)
+            assert served.tags[DATA_VERSION_TAG] == main.tags[DATA_VERSION_TAG] == \
+                main.metadata[CONTENT_VERSION_KEY].value, asset
             assert "served by main" in served.metadata["preview"].value
         # Item 9, as docs/architecture.md says: Dagster's "latest materialization" (the asset overview) is of any
         # partition, so after the branch is created it is one of exp's served ones; main's newest stays what
@@ -435,6 +433,8 @@ def test_a_new_branch_shows_its_parents_partitions_as_served(ran_project, tmp_pa
         assert result.success
         [mat] = materializations(instance, "summaries", result.run_id)
         assert mat.partition == f"exp|{periods[0]}" and mat.metadata[SERVED_BY_KEY].value == "main"
+        assert mat.tags[DATA_VERSION_TAG] == mat.metadata[CONTENT_VERSION_KEY].value == \
+            main_newest_version(instance, "summaries", periods[0])
         assert instance.get_run_by_id(result.run_id).tags[BRANCH_TAG] == "exp"
         # What the UI reads: Dagster's GraphQL on a workspace loading the project's code location.
         data = graphql(instance, root, tmp_path, UI_QUERY, {"key": {"path": ["summaries"]}})
@@ -443,6 +443,12 @@ def test_a_new_branch_shows_its_parents_partitions_as_served(ran_project, tmp_pa
         assert [r["runId"] for r in data["runsOrError"]["results"]] == [result.run_id]  # filtered by branch
     finally:
         pipe.close()
+
+
+def main_newest_version(instance, asset: str, period: str) -> str:
+    [record] = instance.fetch_materializations(AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[
+        f"main|{period}"]), limit=1).records
+    return record.asset_materialization.metadata[CONTENT_VERSION_KEY].value
 
 
 UI_QUERY = """
