@@ -19,7 +19,7 @@ LOOP_INTERVAL_S = 2.0
 
 
 def main() -> None:
-    from synthex_assets.daemon_internals import run_daemon
+    from synthex_assets.dagster_internals import run_daemon
 
     # Started from a script with SIGINT ignored, Dagster's interrupt handling would never see Ctrl-C or the
     # parent's shutdown: restore Python's default handler first.

@@ -14,7 +14,7 @@ DAEMON_MODULE = "synthex_assets.daemon"
 
 
 def main() -> None:
-    from synthex_assets.daemon_internals import run_dev
+    from synthex_assets.dagster_internals import run_dev
 
     signal.signal(signal.SIGINT, signal.default_int_handler)
     run_dev(DAEMON_MODULE, sys.argv[1:])

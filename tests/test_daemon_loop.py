@@ -14,7 +14,8 @@ from pathlib import Path
 import dagster._cli.dev as dagster_dev
 import dagster._daemon.controller as daemon_controller
 
-from synthex_assets import daemon, daemon_internals, dev
+from synthex_assets import daemon, dev
+from synthex_assets import dagster_internals as daemon_internals
 from synthex_assets.instance import INSTANCE_YAML
 
 BACKFILL_ITERATION = "No backfill jobs in progress"  # the backfill daemon's debug line on an idle instance
