@@ -114,7 +114,10 @@ def test_hostile_mem0_files_are_one_line(tmp_path):
 
 @pytest.mark.skipif(os.environ.get("SYNTHEX_SLOW_TESTS") != "1", reason="a real Mem0 run (~15 s): SYNTHEX_SLOW_TESTS=1")
 def test_a_real_mem0_store_round_trip(tmp_path):
-    pytest.importorskip("mem0")
+    from evals.peers.mem0_peer import mem0_available
+
+    if not mem0_available():  # not importorskip: importing mem0 here would turn its telemetry on
+        pytest.skip("mem0ai is not installed")
     import mem0_store
     from fake_openai import FakeOpenAI
 
