@@ -5,7 +5,7 @@ fails on another version, and checks that each private name below still imports 
 or attributes used here, so an upgrade breaks loudly in this one place (revisit each comment then:
 a public API may have appeared). Everything else in Synthex uses ``dagster``'s public exports.
 
-Two things have no public API in Dagster 1.13:
+These have no public API in Dagster 1.13:
 
 - A run over a *range* of partitions. ``RunRequest`` takes one ``partition_key`` (no range argument)
   and ``JobDefinition.execute_in_process`` one ``partition_key`` too; a single-run backfill of a range
@@ -20,6 +20,13 @@ Two things have no public API in Dagster 1.13:
   source assets only. So the step op records each partition's materialization itself, with the provenance
   tags Dagster writes on its own (``partition_materialization_tags``), and tells Dagster not to record the
   output's (``NO_OUTPUT_MATERIALIZATIONS``).
+- The backfill daemon's loop interval: it sleeps ``DEFAULT_DAEMON_INTERVAL_SECONDS - loop_duration``
+  (``dagster/_daemon/backfill.py`` reads the constant of ``dagster/_daemon/controller.py`` each time its loop
+  starts), 30 s, and no instance setting or environment variable changes it; a UI backfill waits one loop
+  for its run and another for COMPLETED. ``run_daemon`` sets it inside a daemon process Synthex starts for
+  that purpose (``python -m synthex_assets.daemon``), ``run_dev`` makes ``dagster dev`` start that daemon
+  (``python -m synthex_assets.dev``); both are called from those entry points only, never from library code
+  (tests/test_daemon_loop.py fails when a name used is gone).
 - A ``synthex run`` recorded as a run of the project's code location (so the UI lists, times and
   re-executes it) but executed in this process with the CLI's live resources (its open store, LLM
   client and progress bar). ``execute_in_process`` records no code-location origin and always records
@@ -360,19 +367,10 @@ def stale_statuses(instance: Any, asset_graph: Any, asset_key: AssetKey, partiti
     resolver = CachingStaleStatusResolver(instance, asset_graph, LoadingContextForTest(instance))
     return {p: resolver.get_status(asset_key, p).value for p in partitions}
 
-# --- Synthex's daemon (synthex_assets/daemon.py, synthex_assets/dev.py): Dagster's daemon with a 2 s backfill loop.
-# The Dagster internals Synthex's daemon entry points rely on, in one place (Dagster 1.13.27).
-#
-# Dagster's backfill daemon sleeps ``DEFAULT_DAEMON_INTERVAL_SECONDS - loop_duration`` between iterations
-# (``dagster/_daemon/backfill.py`` reads the constant of ``dagster/_daemon/controller.py`` each time its loop
-# starts); no instance setting or environment variable changes it (``backfills`` takes ``use_threads``,
-# ``num_workers`` and ``num_submit_workers`` only). A UI backfill waits one loop for its run to be created and
-# another for COMPLETED after the run ended, so with 30 s a backfill of seconds of work takes about a minute.
-# These functions change that value inside a daemon process Synthex starts for that purpose and nowhere
-# else: they are called from the entry points ``python -m synthex_assets.daemon`` and
-# ``python -m synthex_assets.dev``, never from library code another program imports.
-# ``tests/test_daemon_loop.py`` fails when a name used here is gone from the installed Dagster.
-# Imported inside the functions: only those two entry points' processes pay for dagster's daemon and dev CLIs.
+
+
+# Synthex's daemon (synthex_assets/daemon.py, dev.py; the docstring's backfill-loop item). Dagster is imported
+# inside the functions: only those two entry points' processes load its daemon and dev CLIs.
 
 DAEMON_INTERVAL_NAME = "DEFAULT_DAEMON_INTERVAL_SECONDS"
 DAGSTER_DAEMON_MODULE = "dagster._daemon"  # what `dagster dev` runs as its daemon: python -m dagster._daemon run ...

@@ -290,15 +290,18 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefiniti
         for branch, periods in group_partitions([(o.branch, o.period) for o in result.outcomes]).items():
             serve_branches_of(context.instance, pipeline, step.name, branch,  # synthex_assets.served
                               {p: versions[f"{branch}|{p}"] for p in periods})
-        served = [k for k in context.partition_keys if k not in metadata and split_partition_key(k)[0] in result.served]
-        serving = latest_materializations(context.instance, context.asset_key, {
-            f"{result.served[split_partition_key(k)[0]]}|{split_partition_key(k)[1]}" for k in served})
-        for key in served:  # a branch's partitions of a step it reads through its parent: the parent's content
+        # A branch's partitions of a step it reads through its parent carry the parent partition's content.
+        served = {}  # branch partition -> (the parent branch, the parent's partition serving it)
+        for key in context.partition_keys:
             branch, period = split_partition_key(key)
-            record = serving.get(f"{result.served[branch]}|{period}")
+            if key not in metadata and branch in result.served:
+                served[key] = (result.served[branch], f"{result.served[branch]}|{period}")
+        serving = latest_materializations(context.instance, context.asset_key, {p for _, p in served.values()})
+        for key, (parent, parent_key) in served.items():
+            record = serving.get(parent_key)
             value = record.asset_materialization.metadata.get(CONTENT_VERSION_KEY) if record is not None else None
             versions[key] = getattr(value, "value", None)
-            metadata[key] = served_metadata(result.served[branch], versions[key])
+            metadata[key] = served_metadata(parent, versions[key])
         for key in context.partition_keys:  # none held: a period with nothing to make for this step
             if key not in metadata:
                 versions[key] = content_version([])

@@ -14,6 +14,7 @@ from pathlib import Path
 import dagster._cli.dev as dagster_dev
 import dagster._daemon.controller as daemon_controller
 
+from evals.bench.processes import descendants
 from synthex_assets import daemon, dev
 from synthex_assets import dagster_internals as daemon_internals
 from synthex_assets.instance import INSTANCE_YAML
@@ -84,24 +85,13 @@ def test_synthex_daemon_loops_every_two_seconds_and_dagsters_every_thirty(tmp_pa
 
 
 def _descendants(pid: int) -> dict[int, str]:
-    """Live descendants of ``pid`` and their command lines (Linux /proc)."""
-    parents = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except OSError:
-                continue
-    found, todo = {}, [pid]
-    while todo:
-        parent = todo.pop()
-        for child, its_parent in parents.items():
-            if its_parent == parent and child not in found:
-                try:
-                    found[child] = (Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode())
-                except OSError:
-                    continue
-                todo.append(child)
+    """Live descendants of ``pid`` and their command lines."""
+    found = {}
+    for child in descendants(pid):
+        try:
+            found[child] = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
     return found
 
 

@@ -18,29 +18,9 @@ import sys
 import time
 from pathlib import Path
 
+from evals.bench.processes import cpu_s
+
 DAEMONS = {"synthex": "synthex_assets.daemon", "dagster": "dagster._daemon"}
-
-
-def tree_cpu_seconds(root_pid: int) -> float:
-    """User + system CPU of a process and its live descendants (Linux /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-    total, todo, tick = 0.0, [root_pid], os.sysconf("SC_CLK_TCK")
-    while todo:
-        pid = todo.pop()
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / tick
-        todo.extend(children.get(pid, []))
-    return total
 
 
 def idle_cpu(module: str, home: Path, project: Path, seconds: float, warmup: float) -> float:
@@ -49,9 +29,9 @@ def idle_cpu(module: str, home: Path, project: Path, seconds: float, warmup: flo
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(warmup)
-        started = tree_cpu_seconds(proc.pid)
+        started = cpu_s(proc.pid)
         time.sleep(seconds)
-        return tree_cpu_seconds(proc.pid) - started
+        return cpu_s(proc.pid) - started
     finally:
         proc.send_signal(signal.SIGINT)
         try:

@@ -25,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from evals.bench.processes import cpu_s, rss_mb
 from evals.bench_instance import wait_for_daemon
 from evals.postgres_server import PostgresServer, free_port, start_postgres
 from synthex.core.demo.generate import generate
@@ -59,37 +60,6 @@ def set_up_memory(server: PostgresServer, root: Path, index: int, base_env: dict
         daemon = subprocess.Popen([sys.executable, "-m", "dagster._daemon", "run", "-w", str(home / "workspace.yaml")],
                                   env=env, cwd=project, stdout=log, stderr=subprocess.STDOUT)
     return env, daemon
-
-
-def rss_mb(pid: int) -> float:
-    """Resident memory of ``pid`` and its child processes, in MB (from /proc)."""
-    total_kb, pending = 0, [pid]
-    while pending:
-        current = pending.pop()
-        try:
-            status = Path(f"/proc/{current}/status").read_text()
-            children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
-        except OSError:
-            continue
-        total_kb += next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
-        pending.extend(int(child) for child in children)
-    return total_kb / 1024
-
-
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds ``pid`` and its child processes have used so far (from /proc)."""
-    ticks, pending = 0, [pid]
-    while pending:
-        current = pending.pop()
-        try:
-            stat = Path(f"/proc/{current}/stat").read_text()
-            children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
-        ticks += int(fields[11]) + int(fields[12])  # utime, stime
-        pending.extend(int(child) for child in children)
-    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def percentiles(values: list[float]) -> tuple[float, float]:
