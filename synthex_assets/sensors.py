@@ -371,8 +371,8 @@ def automation_sensor_name(pipeline: PipelineDefinition) -> str:
 def build_automation_sensor(pipeline: PipelineDefinition) -> SensorDefinition | None:
     """Evaluates the ``AutomationCondition`` of the steps that asked for one (``automation="eager"``), running
     by default (Dagster's own default automation sensor starts stopped); None when no step asks. Its runs
-    ask for each step's partitions as runs, not backfills (a backfill waits on the daemon's 30 s backfill
-    loop twice), and say their door; the run launcher adds their branch (synthex_assets.run_tags)."""
+    ask for each step's partitions as runs, not backfills (a backfill waits on the daemon's backfill loop
+    twice: 2 s each with Synthex's daemon, 30 s with Dagster's own), and say their door; the run launcher adds their branch (synthex_assets.run_tags)."""
     automated = [asset_name(s) for s in pipeline.order() if pipeline.steps[s].automation]
     if not automated:
         return None
