@@ -164,3 +164,34 @@ def test_a_run_killed_while_its_workers_embed_leaves_no_row_and_runs_again(tmp_p
         assert killed.error.startswith("killed")
     finally:
         pipe.close()
+
+
+def test_a_ui_run_with_a_bad_workers_tag_fails_in_one_line_before_any_write(project):
+    """The tag a launchpad user sets (the UI's run of the job over the plan's periods)."""
+    from dagster import DagsterEventType
+
+    from synthex_assets.dagster_internals import (
+        ASSET_PARTITION_RANGE_END_TAG,
+        ASSET_PARTITION_RANGE_START_TAG,
+    )
+    from synthex_assets.definitions import build_definitions
+    from synthex_assets.naming import job_name
+    from synthex_assets.partitions import register
+    from synthex_assets.step_assets import WORKERS_TAG
+
+    pipe = load(project)
+    try:
+        periods = pipe.plan().periods
+        register(pipe.app.instance, "main", periods)
+        result = build_definitions(pipe).resolve_job_def(job_name(pipe.name)).execute_in_process(
+            instance=pipe.app.instance, raise_on_error=False, tags={
+                ASSET_PARTITION_RANGE_START_TAG: f"main|{periods[0]}", ASSET_PARTITION_RANGE_END_TAG: f"main|{periods[-1]}",
+                WORKERS_TAG: "many"})
+        assert not result.success
+        (failure,) = [e for e in result.all_events if e.event_type == DagsterEventType.STEP_FAILURE]
+        assert failure.event_specific_data.user_failure_data.description == (
+            f"step 'chatgpt': tag synthex/workers: workers must be a whole number from 1 to {max_workers()} "
+            f"(this machine's cores), not 'many'")
+        assert not (project / ".synthex" / "lancedb" / "records.lance").exists()
+    finally:
+        pipe.close()

@@ -8,7 +8,8 @@ The export: a ChatGPT export built from the LongMemEval dev haystacks
 (dated by the haystack), until it holds ``--turns`` turns. The project: ``synthex init --template
 conversational`` over it (every turn a record; ``turns-in-context``, the searched step, embeds each turn
 with the one before it: the step the workers write). Each ``synthex run`` is a fresh process on a fresh
-project, as a user runs it; its wall time includes the process's start. Prints one line per run, whether
+project, as a user runs it; its wall time includes the process's start, its CPU seconds its workers'.
+Prints one line per run, whether
 the tables are equal (every column but the run's id and time), the load average, and a JSON line.
 """
 
@@ -18,6 +19,7 @@ import argparse
 import gzip
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -97,20 +99,23 @@ def main() -> None:
             root.mkdir()
             (root / "pipeline.py").write_text(body, encoding="utf-8")
             load_before = os.getloadavg()
+            cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
             subprocess.run([str(Path(sys.executable).parent / "synthex"), "run", "--workers", str(workers),
                             "--project", str(root)], check=True, stdout=subprocess.DEVNULL)
             wall = time.perf_counter() - start
+            cpu = resource.getrusage(resource.RUSAGE_CHILDREN)  # the run and its workers (waited for by it)
+            cpu_s = cpu.ru_utime + cpu.ru_stime - cpu_before.ru_utime - cpu_before.ru_stime
             tables[workers] = table(root)
             records = len(tables[workers])
             searched = sum(1 for r in tables[workers] if r["step"] == SEARCHED)
             results[str(workers)] = {"wall_s": round(wall, 1), "records": records, "embedded": searched,
-                                     "records_per_s": round(records / wall, 1),
+                                     "cpu_s": round(cpu_s, 1), "records_per_s": round(records / wall, 1),
                                      "embedded_per_s": round(searched / wall, 1),
                                      "load_before": [round(x, 2) for x in load_before],
                                      "load_after": [round(x, 2) for x in os.getloadavg()]}
             print(f"--workers {workers}: {records} records ({searched} embedded) in {wall:.1f} s = "
-                  f"{records / wall:.1f} records/s ({searched / wall:.1f} embedded/s); load "
+                  f"{records / wall:.1f} records/s ({searched / wall:.1f} embedded/s), {cpu_s:.1f} CPU-s; load "
                   f"{results[str(workers)]['load_before']} -> {results[str(workers)]['load_after']}", flush=True)
         first = tables[args.workers[0]]
         equal = {str(w): t == first for w, t in tables.items()}
