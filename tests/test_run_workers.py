@@ -195,3 +195,44 @@ def test_a_ui_run_with_a_bad_workers_tag_fails_in_one_line_before_any_write(proj
         assert not (project / ".synthex" / "lancedb" / "records.lance").exists()
     finally:
         pipe.close()
+
+
+@pytest.mark.skipif(max_workers() < 2, reason="needs 2 cores")
+def test_append_new_writes_the_rows_upsert_writes_in_an_encrypted_store(tmp_path):
+    """At the store: blank texts (the zero vector), a text another step stored (its stored vector), a text
+    twice across the shards, content and fingerprints encrypted (AES-SIV: deterministic, so rows compare)."""
+    from synthex.core.record import Record
+    from synthex_resources.embedder import MiniLMOnnxEmbedder
+    from synthex_resources.encryption import generate_key
+    from synthex_resources.record_store import RecordStore
+    from synthex_resources.store.fragment_append import IngestWorkers
+
+    key, embedder = generate_key(), MiniLMOnnxEmbedder()
+    seed = Record(id="seed", content="a text another step stored", step="notes", branch="main", period="2024-01")
+    texts = ["a text another step stored", "", "  ", *[f"turn {i} about the ryokan" for i in range(6)],
+             "turn 1 about the ryokan"]
+
+    def batch() -> list[Record]:
+        return [Record(id=f"r{i}", content=t, step="turns", branch="main", period="2024-01", run_id="run-1",
+                       metadata={"n": i}) for i, t in enumerate(texts)]
+
+    def raw(store: RecordStore) -> list[dict]:
+        return sorted(store.tables.read_arrow("records", None).to_pylist(), key=lambda r: (r["id"], r["branch"]))
+
+    one = RecordStore(str(tmp_path / "one"), embedder=embedder, encryption_key=key)
+    one.records.upsert([seed])
+    one.records.upsert(batch())
+    two = RecordStore(str(tmp_path / "two"), embedder=embedder, encryption_key=key)
+    two.records.upsert([seed])
+    workers = IngestWorkers(2)
+    try:
+        assert two.records.append_new(batch(), workers)
+        assert raw(two) == raw(one)
+        assert raw(two)[0]["content"] != texts[0]  # encrypted
+        version = two.records_table().version
+        # An id the table holds: nothing written, the caller takes the one-process path.
+        assert not two.records.append_new([*batch()[:1], Record(id="new", content="x", step="turns", branch="main",
+                                                                period="2024-01")], workers)
+        assert two.records_table().version == version
+    finally:
+        workers.close()
