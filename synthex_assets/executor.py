@@ -31,6 +31,7 @@ from synthex_resources.planner import PlanReason, compute_partition_plan
 from synthex_resources.record_store import RecordStore
 from synthex_resources.search.engine import SearchEngine
 from synthex_resources.step_context import StoreStepContext
+from synthex_resources.store.fragment_append import IngestWorkers
 from synthex_resources.store.vectors import EmbedAhead
 
 PERIODS_PER_CHUNK = 12  # bounds the upstream records held in memory at once
@@ -99,7 +100,8 @@ def group_partitions(partitions: list[tuple[str, str]]) -> dict[str, list[str]]:
 
 class StepExecutor:
     def __init__(self, pipeline: PipelineDefinition, step: Step, store: RecordStore, llm: LLMConfig,
-                 reporter: ProgressReporter, run_id: str, full: bool = False) -> None:
+                 reporter: ProgressReporter, run_id: str, full: bool = False,
+                 workers: IngestWorkers | None = None) -> None:
         self.pipeline = pipeline
         self.step = step
         self.store = store
@@ -107,6 +109,9 @@ class StepExecutor:
         self.reporter = reporter
         self.run_id = run_id
         self.full = full
+        # ``synthex run --workers N``: a chunk that is a first ingest is embedded and written by N processes
+        # (``_run_chunk``); None or 1 worker: every chunk takes the one-process path.
+        self.workers = workers or IngestWorkers()
         # Vectors are written now only for the steps a search surface names; any other step gets them
         # the first time a dense search targets it (docs/architecture.md, "Embedding").
         self.embed_at_write = step.name in pipeline.search_steps()
@@ -125,6 +130,7 @@ class StepExecutor:
         self.require_current_definition()
         by_branch = group_partitions(partitions)
         with ExitStack() as held:
+            held.callback(self.workers.close)  # the run's ingest processes (if it started any) end with the step
             for branch in by_branch:  # a CLI run holds its branch already; a UI-launched run takes it here
                 if not held_by_run(self.pipeline.data_dir, branch, self.run_id):
                     held.enter_context(BranchLock(self.pipeline.data_dir, branch, self.run_id).acquire())
@@ -139,7 +145,7 @@ class StepExecutor:
                                               served={branch: scope.serves(self.step.name)}))
                     continue
                 executor = StepExecutor(definition, definition.steps[self.step.name], self.store, self.llm,
-                                        self.reporter, self.run_id, self.full)
+                                        self.reporter, self.run_id, self.full, self.workers)
                 results.append(executor._run(scope, periods))
             return StepResult.combine(results)
 
@@ -174,7 +180,12 @@ class StepExecutor:
             for rec in self.store.records.list(scope, steps=list(self.step.from_)):
                 upstream[(rec.step, span)].append(rec)
         existing = self.store.records.partition_id_sets(scope, self.step.name, periods)
-        if not self.embed_at_write:
+        # A first ingest of these partitions (nothing stored in them, so nothing to replace or delete) with
+        # ingest workers: computed here, then embedded and written by the workers in one append, if none of
+        # its ids is stored anywhere (``append_new``); any other chunk, or that one if an id is, the usual
+        # way (one ``merge_insert``).
+        spread = self.embed_at_write and self.workers.spread and not any(existing.values())
+        if not self.embed_at_write or spread:
             outcomes = self._compute_chunk(scope, periods, upstream, existing, completer, None)
             started = time.monotonic()
         else:
@@ -183,9 +194,13 @@ class StepExecutor:
                 outcomes = self._compute_chunk(scope, periods, upstream, existing, completer, ahead)
                 started = time.monotonic()
                 ahead.wait()
-        removed = self.store.records.write_partitions(
-            scope, self.step.name, {o.period: (o.new_records, o.keep_ids) for o in outcomes},
-            embed=self.embed_at_write)
+        new = [r for o in outcomes for r in o.new_records]
+        if spread and self.store.records.append_new(new, self.workers):
+            removed = {o.period: 0 for o in outcomes}
+        else:
+            removed = self.store.records.write_partitions(
+                scope, self.step.name, {o.period: (o.new_records, o.keep_ids) for o in outcomes},
+                embed=self.embed_at_write)
         # The chunk's write (and the embedding still running when its computing ended) is shared among its
         # partitions by records written.
         write_s, written = time.monotonic() - started, sum(len(o.new_records) for o in outcomes)

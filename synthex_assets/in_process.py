@@ -31,12 +31,13 @@ from synthex_assets.partitions import invalid_periods
 from synthex_resources.llm import LLMConfig
 from synthex_resources.record_store import RecordStore
 from synthex_resources.source_sync import enforce_for_step
+from synthex_resources.store.fragment_append import IngestWorkers
 
 
 def execute_in_process(pipeline: PipelineDefinition, store: RecordStore, llm: LLMConfig,
                        reporter: ProgressReporter, *, run_id: str, branch: str,
                        partitions: Mapping[str, list[str]], full: bool = False,
-                       deletions: DeletionConsent | None = None) -> list[CheckOutcome]:
+                       deletions: DeletionConsent | None = None, workers: int = 1) -> list[CheckOutcome]:
     """Run the steps in ``partitions`` (step -> dirty periods on ``branch``) here, in the pipeline's order;
     the outcome of every check the steps carry, as ``launch_pipeline_run`` returns them. A step that fails
     raises its one-line ``SynthexError`` (what a Dagster run's ``_raise_user_error`` raises) and the steps
@@ -51,7 +52,8 @@ def execute_in_process(pipeline: PipelineDefinition, store: RecordStore, llm: LL
         invented = invalid_periods(keys)
         if invented:
             raise SynthexError(f"step {name!r}: {', '.join(invented[:3])}: not a period")
-        executor = StepExecutor(pipeline, step, store, llm, reporter, run_id=run_id, full=full)
+        executor = StepExecutor(pipeline, step, store, llm, reporter, run_id=run_id, full=full,
+                                workers=IngestWorkers(workers))
         try:
             enforce_for_step(pipeline, store, name, [branch], deletions)
             result = executor.run(keys)

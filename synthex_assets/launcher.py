@@ -37,7 +37,7 @@ from synthex_assets.event_log import dynamic_partitions_held
 from synthex_assets.naming import CODE_LOCATION_MODULE, asset_name, job_name, location_name
 from synthex_assets.partitions import period_range, register
 from synthex_assets.run_tags import LAUNCHED_BY_CLI, LAUNCHED_BY_TAG, branch_tags
-from synthex_assets.step_assets import FULL_TAG
+from synthex_assets.step_assets import FULL_TAG, WORKERS_TAG
 
 __all__ = ["LAUNCHED_BY_TAG", "launch_pipeline_run", "check_outcomes"]
 
@@ -56,7 +56,7 @@ def remote_job_origin(pipeline: PipelineDefinition) -> RemoteJobOrigin:
 def launch_pipeline_run(defs: Definitions, pipeline: PipelineDefinition, instance: DagsterInstance, *,
                         deletions: DeletionConsent | None = None,
                         run_id: str, branch: str, partitions: Mapping[str, list[str]], periods: list[str],
-                        full: bool = False, verbose: bool = False,
+                        full: bool = False, verbose: bool = False, workers: int = 1,
                         on_wait: Callable[[str], None] | None = None) -> list[CheckOutcome]:
     """Run the steps in ``partitions`` (step -> dirty periods) as one Dagster run with id ``run_id``.
 
@@ -72,18 +72,20 @@ def launch_pipeline_run(defs: Definitions, pipeline: PipelineDefinition, instanc
     start, end = period_range(instance, branch, dirty)
     with set_defs_state_storage(instance.defs_state_storage):
         return _launch(defs, pipeline, instance, deletions=deletions, run_id=run_id, branch=branch,
-                       partitions=partitions, start=start, end=end, full=full, verbose=verbose, on_wait=on_wait)
+                       partitions=partitions, start=start, end=end, full=full, verbose=verbose, workers=workers,
+                       on_wait=on_wait)
 
 
 def _launch(defs: Definitions, pipeline: PipelineDefinition, instance: DagsterInstance, *,
             deletions: DeletionConsent | None, run_id: str, branch: str, partitions: Mapping[str, list[str]],
-            start: str, end: str, full: bool, verbose: bool,
+            start: str, end: str, full: bool, verbose: bool, workers: int,
             on_wait: Callable[[str], None] | None) -> list[CheckOutcome]:
     from synthex_assets.queued_runs import runs_through_queue, wait_for_queue
 
     selection = frozenset(AssetKey(asset_name(s)) for s in pipeline.order() if partitions.get(s))
     job = defs.resolve_job_def(job_name(pipeline.name))
     run_tags = {**partition_range_tags(start, end), FULL_TAG: "1" if full else "0",
+                **({WORKERS_TAG: str(workers)} if workers > 1 else {}),
                 **branch_tags(branch, LAUNCHED_BY_CLI, pipeline.name),
                 **({DELETIONS_TAG: consent_tag(deletions, run_id)} if deletions else {})}
     # Recorded against the job as the UI's code location defines it (configured resources), so the UI

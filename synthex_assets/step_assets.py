@@ -56,10 +56,21 @@ from synthex_assets.served import CONTENT_VERSION_KEY, serve_branches_of, served
 from synthex_resources.llm import OFFLINE_STAND_IN, LLMConfig
 from synthex_resources.record_store import RecordStore
 from synthex_resources.source_sync import enforce_for_step
+from synthex_resources.store.fragment_append import IngestWorkers, check_workers
 
 FULL_TAG = "synthex/full"
+# ``synthex run --workers N``: a first ingest's records embedded and written by N processes (executor.py);
+# a run launched from the UI takes it as a tag too. Absent: one process.
+WORKERS_TAG = "synthex/workers"
 LLM_TAG = "synthex/llm"  # on a run whose model steps the offline stand-in wrote (set by the step op)
 OFFLINE_TAG_VALUE = "offline-stand-in"
+
+
+def ingest_workers(tag: str | None) -> int:
+    """The run's ingest workers from its tag (absent: 1); a tag that is not 1..cores is a SynthexError."""
+    if tag is None:
+        return 1
+    return check_workers(int(tag) if tag.strip().isdigit() else tag)
 
 
 def partition_metadata(outcome: PartitionOutcome, held: list[Record], model: str | None,
@@ -263,8 +274,12 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefiniti
         misresolved = misresolved_range(context.run.tags, context.partition_key_range)
         if misresolved:  # a UI job backfill over a range (synthex_assets.partitions): refused before any read
             raise Failure(description=f"step {step.name!r}: {misresolved}", allow_retries=False)
+        try:
+            workers = IngestWorkers(ingest_workers(context.run.tags.get(WORKERS_TAG)))
+        except SynthexError as exc:  # a tag set by hand in the UI: refused before anything is read
+            raise Failure(description=f"step {step.name!r}: tag {WORKERS_TAG}: {exc}", allow_retries=False) from exc
         executor = StepExecutor(pipeline, step, store, llm, progress, run_id=context.run.run_id,
-                                full=context.run.tags.get(FULL_TAG) == "1")
+                                full=context.run.tags.get(FULL_TAG) == "1", workers=workers)
         try:
             # A source step's deletions: judged here unless the launching door did (synthex.core.deletions).
             enforce_for_step(pipeline, store, step.name, sorted({b for b, _ in partitions}),

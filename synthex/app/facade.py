@@ -160,7 +160,7 @@ class ProjectApp:
             progress: ProgressReporter | None = None, wait: bool = False,
             on_wait: Callable[[str], None] | None = None, allow_deletions: bool = False,
             verbose: bool = False, resume_purge: bool = True, say: Callable[[str], None] | None = None,
-            track_changes: bool = True, engine: RunEngine = RunEngine.DAGSTER) -> Run:
+            track_changes: bool = True, engine: RunEngine = RunEngine.DAGSTER, workers: int = 1) -> Run:
         """Plan, then one Dagster run of the pipeline's job over every dirty partition. The Synthex run
         id is the Dagster run id. When nothing changed there is no Dagster run and nothing is recorded.
         ``engine`` ``IN_PROCESS``: the same partitions executed here without a Dagster run (``RunEngine``).
@@ -168,7 +168,10 @@ class ProjectApp:
         A purge that was killed before it finished is finished first (``resume_purge``; off for the
         purge's own re-runs); ``say`` is told about it. A completed run on main leaves the change-tracking
         (CDC) state of the sources it read current (``track_changes``; ``sync`` tracks them itself), so the
-        next sensor tick finds nothing new."""
+        next sensor tick finds nothing new. ``workers`` (1..cores): a first ingest's records are embedded
+        and written by that many processes, committed once per chunk (store/fragment_append.py); the
+        records are the ones one process writes."""
+        self.check_ingest(workers)
         definition = self.use_branch(branch)
         if definition.shared_toml is not None:  # where a run first uses a shared TOML's hooks and sources
             definition.shared_toml.check(definition)
@@ -177,13 +180,26 @@ class ProjectApp:
             self.finish_interrupted_purge(say=say)
         detect = (lambda: self._detect_source_changes(branch, step, from_)) if track_changes else list
         return self._tracked_run(step, from_, full, branch, progress, wait, on_wait, allow_deletions, verbose,
-                                 detect, self._commit_source_changes, engine)[0]
+                                 detect, self._commit_source_changes, engine, workers)[0]
+
+    def check_ingest(self, workers: int) -> None:
+        """``run(workers=N)``: N is 1..cores and, above 1, the store's embedder can be rebuilt in a worker
+        process (``for_worker``); else a one-line SynthexError, before anything runs."""
+        if workers == 1 and type(workers) is int:
+            return
+        from synthex_resources.store.fragment_append import check_workers
+
+        check_workers(workers)
+        embedder = self.store.embedder
+        if not hasattr(embedder, "for_worker"):
+            raise SynthexError(f"workers={workers}: the embedder {getattr(embedder, 'name', type(embedder).__name__)!r} "
+                               f"cannot be rebuilt in a worker process; run with one worker")
 
     def _tracked_run(self, step: str | None, from_: str | None, full: bool, branch: str,
                      progress: ProgressReporter | None, wait: bool, on_wait: Callable[[str], None] | None,
                      allow_deletions: bool, verbose: bool, detect: Callable[[], list[SourceChanges]],
                      commit: Callable[[list[SourceChanges]], None],
-                     engine: RunEngine = RunEngine.DAGSTER) -> tuple[Run, list[SourceChanges]]:
+                     engine: RunEngine = RunEngine.DAGSTER, workers: int = 1) -> tuple[Run, list[SourceChanges]]:
         """One run under the branch's lock, with what ``detect`` says the sources changed (detected once the
         lock is held, so a run or sync that waited for another counts only what that one did not take in)
         and ``commit``-ted once the run completed."""
@@ -198,7 +214,8 @@ class ProjectApp:
             # of the run launched below are told it was judged (or allowed) under this lock.
             enforce(self.deletion_verdicts(branch), allow_deletions)
             consent = DeletionConsent.ALLOWED if allow_deletions else DeletionConsent.GUARDED
-            done = self._run_locked(run, step, from_, full, branch, progress, verbose, consent, engine, on_wait)
+            done = self._run_locked(run, step, from_, full, branch, progress, verbose, consent, engine, on_wait,
+                                    workers)
             commit(tracked)
             return done, tracked
 
@@ -236,7 +253,8 @@ class ProjectApp:
     def _run_locked(self, run: Run, step: str | None, from_: str | None, full: bool, branch: str,
                     progress: ProgressReporter | None, verbose: bool = False,
                     deletions: DeletionConsent = DeletionConsent.GUARDED,
-                    engine: RunEngine = RunEngine.DAGSTER, on_wait: Callable[[str], None] | None = None) -> Run:
+                    engine: RunEngine = RunEngine.DAGSTER, on_wait: Callable[[str], None] | None = None,
+                    workers: int = 1) -> Run:
         reporter = progress or NullProgress()
         started = time.monotonic()
         self._fail_abandoned_runs(branch, run.id)
@@ -269,10 +287,10 @@ class ProjectApp:
             self._active_runs[run.id] = run
         try:
             if engine is RunEngine.IN_PROCESS:
-                outcomes = self._execute_in_process(run.id, branch, plan, full, reporter, deletions)
+                outcomes = self._execute_in_process(run.id, branch, plan, full, reporter, deletions, workers)
             else:
                 run.dagster_run_ids = [run.id]
-                outcomes = self._launch(run.id, branch, plan, full, reporter, verbose, deletions, on_wait)
+                outcomes = self._launch(run.id, branch, plan, full, reporter, verbose, deletions, on_wait, workers)
             failed = [o for o in outcomes if not o.passed]
             messages = [str(o) for o in failed]
             if undelivered and not any(o.check == CheckName.HOOKS for o in failed):
@@ -491,7 +509,7 @@ class ProjectApp:
 
     def _launch(self, run_id: str, branch: str, plan: Plan, full: bool, reporter: ProgressReporter,
                 verbose: bool = False, deletions: DeletionConsent = DeletionConsent.GUARDED,
-                on_wait: Callable[[str], None] | None = None) -> list[CheckOutcome]:
+                on_wait: Callable[[str], None] | None = None, workers: int = 1) -> list[CheckOutcome]:
         """One Dagster run of the plan's partitions; the outcome of every asset check it evaluated. On a
         deployment's instance it waits in Dagster's run queue first (``on_wait`` told why)."""
         from synthex_assets.definitions import build_definitions
@@ -502,16 +520,16 @@ class ProjectApp:
                                                            "progress": reporter})
         return launch_pipeline_run(defs, self.pipeline, self.instance, run_id=run_id, branch=branch,
                                    partitions=plan.partitions, periods=plan.periods, full=full, verbose=verbose,
-                                   deletions=deletions, on_wait=on_wait)
+                                   deletions=deletions, on_wait=on_wait, workers=workers)
 
     def _execute_in_process(self, run_id: str, branch: str, plan: Plan, full: bool, reporter: ProgressReporter,
-                            deletions: DeletionConsent) -> list[CheckOutcome]:
+                            deletions: DeletionConsent, workers: int = 1) -> list[CheckOutcome]:
         """The plan's partitions executed here by the steps' executors, no Dagster run (``RunEngine.IN_PROCESS``)."""
         from synthex_assets.in_process import execute_in_process
         from synthex_resources.llm import LLMConfig
 
         return execute_in_process(self.pipeline, self.store, LLMConfig(), reporter, run_id=run_id, branch=branch,
-                                  partitions=plan.partitions, full=full, deletions=deletions)
+                                  partitions=plan.partitions, full=full, deletions=deletions, workers=workers)
 
     def import_warnings(self, branch: str | None = None) -> list[str]:
         """What the importers left out or repaired in the sources, one line each, naming file and record."""

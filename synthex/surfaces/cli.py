@@ -166,13 +166,15 @@ def init(name: str, sources: tuple[str, ...], demo: bool, template: str, target:
 @click.option("--from", "from_", default=None, help="Run this step and everything downstream.")
 @click.option("--full", is_flag=True, help="Reprocess everything, ignoring materialization keys.")
 @click.option("--wait", is_flag=True, help="Wait for another run on the same branch instead of refusing.")
+@click.option("--workers", type=int, default=1, show_default=True,
+              help="Processes that embed and write a first ingest's records (1..cores); the same records.")
 @allow_deletions_option
 @verbose_option
 @branch_option
 @project_option
 @json_option
-def run(step: str | None, from_: str | None, full: bool, wait: bool, allow_deletions: bool, verbose: bool,
-        branch: str, project: str, as_json: bool) -> None:
+def run(step: str | None, from_: str | None, full: bool, wait: bool, workers: int, allow_deletions: bool,
+        verbose: bool, branch: str, project: str, as_json: bool) -> None:
     """Run the pipeline (only partitions whose inputs changed) as one run of its Dagster job."""
     from synthex.core.progress import TerminalProgress
 
@@ -183,7 +185,7 @@ def run(step: str | None, from_: str | None, full: bool, wait: bool, allow_delet
     echo_import_warnings(pipe, branch)
     result = pipe.app.run(step=step, from_=from_, full=full, branch=branch, progress=TerminalProgress(selected),
                           wait=wait, on_wait=lambda msg: click.echo(msg, err=True), allow_deletions=allow_deletions,
-                          verbose=verbose, say=lambda msg: click.echo(msg, err=True))
+                          verbose=verbose, say=lambda msg: click.echo(msg, err=True), workers=workers)
     if as_json:
         emit_json(result.to_dict())
         return

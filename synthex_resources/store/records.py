@@ -21,9 +21,10 @@ from synthex.core.scope import BranchScope
 from synthex_resources.embedder import Embedder
 from synthex_resources.store import filters
 from synthex_resources.store.filters import RecordFilter
+from synthex_resources.store.fragment_append import HeldIdsError, IngestWorkers, append_in_workers
 from synthex_resources.store.schemas import LIGHT_COLUMNS, RECORDS, ROW_KEY, records_schema
 from synthex_resources.store.tables import LanceTables
-from synthex_resources.store.vectors import Vectors
+from synthex_resources.store.vectors import EmbedShard, Vectors, embed_shard
 
 
 class Records:
@@ -209,6 +210,38 @@ class Records:
         delete = RecordFilter.of(scope, steps=[step], periods=list(parts), ids=gone) if gone else None
         self.upsert([r for new, _ in parts.values() for r in new], embed=embed, delete=delete)
         return {period: len(ids) for period, ids in stale.items()}
+
+    def append_new(self, records: list[Record], workers: IngestWorkers) -> bool:
+        """Write ``records``, none of whose ids the table holds, as one append: ``workers``' processes embed
+        contiguous shards of them and write each shard's rows as Lance fragments, committed here once
+        (store/fragment_append.py). Rows, vectors and columns are the ones ``upsert(records)`` writes.
+        False, with nothing written, when an id repeats or the table holds one (on any branch, also one
+        committed while the workers ran): the caller writes them the usual way (``write_partitions``).
+        A kill before the commit leaves no row: the fragments written so far are referenced by no version."""
+        ids = [r.id for r in records]
+        if not records or len(set(ids)) != len(ids) or self.rows_by_id(ids, ["id"]):
+            return False
+        spec = self._embedder().for_worker()  # type: ignore[attr-defined]  (checked by the run: check_ingest)
+        self.vectors.reuse(records)  # blank texts, texts stored already: as ``fill`` does, here
+        tbl = self.table(create=True)
+        rows = pa.Table.from_pylist([self._row(r, r.embedding) for r in records], schema=tbl.schema)
+        texts = [(i, r.content) for i, r in enumerate(records) if r.embedding is None]
+        # Contiguous shards (the table keeps the records' order), each with an equal share of the texts to
+        # embed: shard n starts at the row of text len(texts) * n // workers.
+        n_workers = workers.workers
+        starts = [texts[len(texts) * n // n_workers][0] if len(texts) * n // n_workers < len(texts) else len(records)
+                  for n in range(1, n_workers)]
+        bounds = [0, *starts, len(records)]
+        jobs = [EmbedShard(rows.slice(first, last - first), tuple((i - first, t) for i, t in texts if first <= i < last),
+                           spec)
+                for first, last in zip(bounds, bounds[1:], strict=False) if last > first]
+        try:
+            self._tables.commit(lambda: append_in_workers(
+                self._tables.dataset_path(RECORDS), tbl.schema, embed_shard, jobs, workers=n_workers,
+                pool=workers.pool(), storage_options=self._tables.storage_options))
+        except HeldIdsError:
+            return False
+        return True
 
     def delete_ids(self, ids: Iterable[str], branch: str | None = None, chunk: int = filters.ID_CHUNK) -> int:
         """Delete the rows of ``ids`` on ``branch`` (on every branch when None), one commit per ``chunk`` ids."""

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
 from synthex.core.record import Record
 from synthex.core.scope import BranchScope
-from synthex_resources.embedder import Embedder
+from synthex_resources.embedder import Embedder, WorkerEmbedder
 from synthex_resources.store import filters
 from synthex_resources.store.filters import RecordFilter
 from synthex_resources.store.schemas import LIGHT_COLUMNS, RECORDS, ROW_KEY
@@ -35,6 +37,20 @@ class Vectors:
         that embedding sits near every query (an empty summary ranked second for any question), while a
         zero vector has no cosine to anything, so dense search leaves it out (search/indexes/dense_index.py; a
         LanceDB cosine query skips it too)."""
+        missing = self.reuse(records, memo)
+        if not missing:
+            return
+        fresh = self._embedder().embed([recs[0].content for recs in missing.values()])
+        known = {p: vec.tolist() for p, vec in zip(missing, fresh, strict=True)}
+        if memo is not None:
+            memo.update(known)
+        for p, recs in missing.items():
+            for rec in recs:
+                rec.embedding = known[p]
+
+    def reuse(self, records: list[Record], memo: dict[str, list[float]] | None = None) -> dict[str, list[Record]]:
+        """``fill`` without embedding: blank texts get the zero vector, texts stored already or in ``memo``
+        their vector. Returns the rest, fingerprint -> its records (each distinct text to embed once)."""
         need = [r for r in records if r.embedding is None]
         blank = [r for r in need if not r.content.strip()]
         if blank:
@@ -43,7 +59,7 @@ class Vectors:
                 rec.embedding = list(zero)
             need = [r for r in need if r.content.strip()]
         if not need:
-            return
+            return {}
         by_print: dict[str, list[Record]] = defaultdict(list)
         for rec in need:
             by_print[self._tables.content_fingerprint(rec.content)].append(rec)
@@ -51,15 +67,13 @@ class Vectors:
         unknown = [p for p in by_print if p not in known]
         if unknown:
             known.update(self.by_fingerprint(unknown))
-        missing = [p for p in by_print if p not in known]
-        if missing:
-            fresh = self._embedder().embed([by_print[p][0].content for p in missing])
-            known.update({p: vec.tolist() for p, vec in zip(missing, fresh, strict=True)})
         if memo is not None:
             memo.update(known)
         for p, recs in by_print.items():
-            for rec in recs:
-                rec.embedding = known[p]
+            if p in known:
+                for rec in recs:
+                    rec.embedding = known[p]
+        return {p: recs for p, recs in by_print.items() if p not in known}
 
     def ensure(self, scope: BranchScope, steps: Iterable[str] | None = None) -> int:
         """Embed and store the vectors that records of ``steps`` in ``scope`` were written without (steps
@@ -126,3 +140,35 @@ class EmbedAhead:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@dataclass(frozen=True)
+class EmbedShard:
+    """One ingest worker's part of an append (``Records.append_new``): its rows as the store writes them
+    (content encrypted when the store is), the vector empty where ``texts`` names a row, and those texts:
+    (row in ``rows``, plaintext) to embed with ``embedder`` rebuilt in the worker."""
+
+    rows: pa.Table
+    texts: tuple[tuple[int, str], ...]
+    embedder: WorkerEmbedder
+
+
+@functools.cache
+def worker_embedder(spec: WorkerEmbedder) -> Embedder:
+    """One embedder per worker process and spec: a pool worker embeds every shard of a run with it (the
+    model loads once per process, not once per shard)."""
+    return spec.create()
+
+
+def embed_shard(shard: EmbedShard) -> pa.Table:
+    """In a worker: ``shard``'s rows with their vectors, each distinct text embedded once (module level,
+    so a spawned worker imports it). The vectors are ``Vectors.fill``'s, bit for bit: a text's vector
+    depends neither on its batch nor on the ONNX thread count."""
+    distinct = list(dict.fromkeys(text for _, text in shard.texts))
+    fresh = worker_embedder(shard.embedder).embed(distinct) if distinct else []
+    by_text = {text: vec.tolist() for text, vec in zip(distinct, fresh, strict=True)}
+    column = shard.rows.column("vector").to_pylist()
+    for row, text in shard.texts:
+        column[row] = by_text[text]
+    index = shard.rows.schema.get_field_index("vector")
+    return shard.rows.set_column(index, shard.rows.schema.field(index), pa.array(column, shard.rows.schema.field(index).type))

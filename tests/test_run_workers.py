@@ -1,0 +1,238 @@
+"""``synthex run --workers N`` (issue 38 item 3): a first ingest's records embedded and written by N worker
+processes as Lance fragments, committed once per chunk (synthex_resources/store/fragment_append.py).
+
+The records a 2-worker run leaves are the ones a one-process run leaves (every column of the records table
+but the run's own id and time, the run bookkeeping, Dagster's data versions); a run killed while its workers
+embed (held at a gate the test owns, so the kill is before the commit whatever the load) leaves no row of
+that batch, and running again completes with the same records. The reference is the session's shared
+one-process run of the same pipeline and export (``ran_project``). Nothing here is timed."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import lance
+import pytest
+from conftest import cli, env_without_openai, load, write_project
+
+from synthex.core.errors import BadInputError
+from synthex_resources.store.fragment_append import max_workers
+
+# What differs between any two runs of the same data (a run's own id, when its records were written).
+RUN_SPECIFIC = ("run_id", "created_at")
+SPREAD = "summaries"  # a search step (embedded at write time): its first ingest goes through the workers
+
+
+def table_rows(root: Path) -> list[dict]:
+    """Every row of the records table as stored (vectors, fingerprints, audit), without the run-specific
+    columns, the project's path as ``<root>``; by step, id and branch."""
+    rows = lance.dataset(str(root / ".synthex" / "lancedb" / "records.lance")).to_table().to_pylist()
+    out = []
+    for row in rows:
+        kept = json.dumps({k: v for k, v in row.items() if k not in RUN_SPECIFIC})
+        out.append(json.loads(kept.replace(json.dumps(str(root))[1:-1], "<root>")))
+    return sorted(out, key=lambda r: (r["step"], r["id"], r["branch"]))
+
+
+def bookkeeping(pipe) -> dict:
+    """The completed run as `synthex runs` and the run_steps table hold it, and the data version Dagster
+    recorded for each asset partition: without ids, times and durations."""
+    from dagster import AssetKey
+
+    from synthex_assets.naming import asset_name
+    from synthex_resources.store.schemas import RUN_STEPS
+
+    (run,) = [r for r in pipe.runs() if r.status == "completed"]
+    data = run.to_dict()
+    summary = {k: data[k] for k in ("pipeline", "branch", "steps", "status", "error")}
+    summary["stats"] = {k: v for k, v in data["stats"].items() if k != "duration"}
+    steps = sorted((r["step"], r["branch"], r["period"],
+                    json.dumps({k: v for k, v in json.loads(r["stats"]).items() if k != "duration"}))
+                   for r in pipe.store().tables.read(RUN_STEPS, f"run_id = '{run.id}'"))
+    instance = pipe.app.instance
+    versions = {}
+    for step in pipe.order():
+        for rec in instance.fetch_materializations(AssetKey(asset_name(step)), limit=1000).records:
+            mat = rec.asset_materialization
+            versions[(step, mat.partition)] = mat.tags.get("dagster/data_version")
+    return {"run": summary, "run_steps": steps, "data_versions": sorted(versions.items())}
+
+
+def appended_fragments(root: Path) -> int:
+    """Fragments the records table's latest version holds (a one-process chunk write adds one; the
+    workers add one per shard)."""
+    return len(lance.dataset(str(root / ".synthex" / "lancedb" / "records.lance")).get_fragments())
+
+
+@pytest.fixture(scope="module")
+def reference(ran_project) -> tuple[list[dict], dict, int]:
+    pipe = load(ran_project.root)
+    try:
+        return table_rows(ran_project.root), bookkeeping(pipe), appended_fragments(ran_project.root)
+    finally:
+        pipe.close()
+
+
+@pytest.mark.skipif(max_workers() < 2, reason="needs 2 cores")
+def test_two_workers_leave_the_records_and_bookkeeping_one_process_leaves(tmp_path, ran_project, reference):
+    rows, kept, fragments = reference
+    root = write_project(tmp_path / "workers", ran_project.export)
+    pipe = load(root)
+    try:
+        assert pipe.run(workers=2).status == "completed"
+        assert table_rows(root) == rows
+        assert bookkeeping(pipe) == kept
+        # The workers wrote the summaries: one fragment per worker's shard where one process writes one.
+        assert appended_fragments(root) > fragments
+        assert {r["step"] for r in rows} >= {SPREAD}
+        assert pipe.plan().steps == []
+    finally:
+        pipe.close()
+
+
+@pytest.mark.parametrize("workers", [0, -1, max_workers() + 1, "2", True])
+def test_a_worker_count_out_of_range_is_one_line_before_anything_runs(project, workers):
+    pipe = load(project)
+    try:
+        with pytest.raises(BadInputError, match=r"workers must be a whole number from 1 to \d+"):
+            pipe.run(workers=workers)
+        assert not (project / ".synthex" / "lancedb" / "records.lance").exists()
+    finally:
+        pipe.close()
+
+
+def test_cli_refuses_a_bad_worker_count_in_one_line(project):
+    result = cli("run", "--workers", "0", "--project", str(project), check=False)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-2:] == [  # the line naming the project, then the refusal
+        "Running pipeline 'test-memory' on branch 'main'...",
+        f"error: workers must be a whole number from 1 to {max_workers()} (this machine's cores), not 0"]
+
+
+KILLED_RUN = """
+import sys
+sys.path.insert(0, {tests!r})
+from pathlib import Path
+from ingest_gate import GatedEmbedder
+from synthex.core.project import load_pipeline
+pipe = load_pipeline({root!r})
+pipe.open(embedder=GatedEmbedder(Path({gate!r})))
+pipe.run(workers=2)
+"""
+
+
+@pytest.mark.skipif(max_workers() < 2, reason="needs 2 cores")
+def test_a_run_killed_while_its_workers_embed_leaves_no_row_and_runs_again(tmp_path, ran_project, reference):
+    rows, _, _ = reference
+    root = write_project(tmp_path / "killed", ran_project.export)
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    (gate / "hold").write_text("")  # never removed: the killed run's workers cannot get past the gate
+    script = KILLED_RUN.format(tests=str(Path(__file__).parent), root=str(root), gate=str(gate))
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env_without_openai(), start_new_session=True)
+    try:
+        deadline = time.time() + 600
+        while time.time() < deadline and not list(gate.glob("waiting-*")) and proc.poll() is None:
+            time.sleep(0.1)
+        assert list(gate.glob("waiting-*")), f"no worker reached the gate (run exited {proc.poll()})"
+        store = root / ".synthex" / "lancedb" / "records.lance"
+        assert lance.dataset(str(store)).count_rows(f"step = '{SPREAD}'") == 0  # held at the gate: uncommitted
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # the run and its workers
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert lance.dataset(str(store)).count_rows(f"step = '{SPREAD}'") == 0
+
+    pipe = load(root)
+    try:
+        assert pipe.run(workers=2).status == "completed"  # started again, ungated
+        assert table_rows(root) == rows
+        assert max(Counter((r["id"], r["branch"]) for r in table_rows(root)).values()) == 1
+        assert pipe.plan().steps == []
+        runs = pipe.runs()
+        assert sorted(r.status for r in runs) == ["completed", "failed"]
+        (killed,) = [r for r in runs if r.status == "failed"]
+        assert killed.error.startswith("killed")
+    finally:
+        pipe.close()
+
+
+def test_a_ui_run_with_a_bad_workers_tag_fails_in_one_line_before_any_write(project):
+    """The tag a launchpad user sets (the UI's run of the job over the plan's periods)."""
+    from dagster import DagsterEventType
+
+    from synthex_assets.dagster_internals import (
+        ASSET_PARTITION_RANGE_END_TAG,
+        ASSET_PARTITION_RANGE_START_TAG,
+    )
+    from synthex_assets.definitions import build_definitions
+    from synthex_assets.naming import job_name
+    from synthex_assets.partitions import register
+    from synthex_assets.step_assets import WORKERS_TAG
+
+    pipe = load(project)
+    try:
+        periods = pipe.plan().periods
+        register(pipe.app.instance, "main", periods)
+        result = build_definitions(pipe).resolve_job_def(job_name(pipe.name)).execute_in_process(
+            instance=pipe.app.instance, raise_on_error=False, tags={
+                ASSET_PARTITION_RANGE_START_TAG: f"main|{periods[0]}", ASSET_PARTITION_RANGE_END_TAG: f"main|{periods[-1]}",
+                WORKERS_TAG: "many"})
+        assert not result.success
+        (failure,) = [e for e in result.all_events if e.event_type == DagsterEventType.STEP_FAILURE]
+        assert failure.event_specific_data.user_failure_data.description == (
+            f"step 'chatgpt': tag synthex/workers: workers must be a whole number from 1 to {max_workers()} "
+            f"(this machine's cores), not 'many'")
+        assert not (project / ".synthex" / "lancedb" / "records.lance").exists()
+    finally:
+        pipe.close()
+
+
+@pytest.mark.skipif(max_workers() < 2, reason="needs 2 cores")
+def test_append_new_writes_the_rows_upsert_writes_in_an_encrypted_store(tmp_path):
+    """At the store: blank texts (the zero vector), a text another step stored (its stored vector), a text
+    twice across the shards, content and fingerprints encrypted (AES-SIV: deterministic, so rows compare)."""
+    from synthex.core.record import Record
+    from synthex_resources.embedder import MiniLMOnnxEmbedder
+    from synthex_resources.encryption import generate_key
+    from synthex_resources.record_store import RecordStore
+    from synthex_resources.store.fragment_append import IngestWorkers
+
+    key, embedder = generate_key(), MiniLMOnnxEmbedder()
+    seed = Record(id="seed", content="a text another step stored", step="notes", branch="main", period="2024-01")
+    texts = ["a text another step stored", "", "  ", *[f"turn {i} about the ryokan" for i in range(6)],
+             "turn 1 about the ryokan"]
+
+    def batch() -> list[Record]:
+        return [Record(id=f"r{i}", content=t, step="turns", branch="main", period="2024-01", run_id="run-1",
+                       metadata={"n": i}) for i, t in enumerate(texts)]
+
+    def raw(store: RecordStore) -> list[dict]:
+        return sorted(store.tables.read_arrow("records", None).to_pylist(), key=lambda r: (r["id"], r["branch"]))
+
+    one = RecordStore(str(tmp_path / "one"), embedder=embedder, encryption_key=key)
+    one.records.upsert([seed])
+    one.records.upsert(batch())
+    two = RecordStore(str(tmp_path / "two"), embedder=embedder, encryption_key=key)
+    two.records.upsert([seed])
+    workers = IngestWorkers(2)
+    try:
+        assert two.records.append_new(batch(), workers)
+        assert raw(two) == raw(one)
+        assert raw(two)[0]["content"] != texts[0]  # encrypted
+        version = two.records_table().version
+        # An id the table holds: nothing written, the caller takes the one-process path.
+        assert not two.records.append_new([*batch()[:1], Record(id="new", content="x", step="turns", branch="main",
+                                                                period="2024-01")], workers)
+        assert two.records_table().version == version
+    finally:
+        workers.close()
