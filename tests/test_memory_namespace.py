@@ -179,3 +179,36 @@ def test_a_shared_toml_keeps_the_namespace(tmp_path):
     assert Pipeline.from_toml(path, project_dir=tmp_path).namespace == "alice"
     Pipeline("m", project_dir=tmp_path).to_toml(path)
     assert "namespace" not in path.read_text() and Pipeline.from_toml(path, project_dir=tmp_path).namespace is None
+
+
+def test_a_namespaced_memorys_source_sensor_requests_runs_of_its_own_keys_and_partitions(tmp_path):
+    """A source sensor tick of a namespaced memory (test_sensors' live project): its run requests select the
+    prefixed keys and carry the namespace and writer; the partitions it adds are the memory's; the requested
+    runs materialize the prefixed keys only."""
+    from dagster import SensorResult
+    from test_sensors import Live, dagster_instance, make_project
+
+    root = make_project(tmp_path / "proj")
+    text = (root / "pipeline.py").read_text()
+    (root / "pipeline.py").write_text(text.replace('agent="tester"', 'agent="tester", namespace="ns1"'))
+    with dagster_instance(tmp_path / "dagster") as instance:
+        live = Live(root, instance)
+        sensor = live.defs.get_sensor_def("ns1__notes_changes")
+        from dagster import build_sensor_context
+
+        result = sensor(build_sensor_context(instance=instance, resources={"cdc": live.defs.resources["cdc"]},
+                                             definitions=live.defs))
+        assert isinstance(result, SensorResult) and result.run_requests
+        assert {r.partitions_def_name for r in result.dynamic_partitions_requests} == {"ns1__branch", "ns1__period"}
+        for request in result.dynamic_partitions_requests:
+            instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+        for request in result.run_requests:
+            assert {k.path[0] for k in request.asset_selection} == {"ns1"}
+            assert request.tags["synthex/namespace"] == "ns1" and request.tags["synthex/writer"] == "ns1|main"
+            job = live.defs.resolve_job_def("ns1__live")
+            assert job.execute_in_process(instance=instance, tags=request.tags,
+                                          asset_selection=request.asset_selection, raise_on_error=True).success
+        keys = {k.to_user_string() for k in instance.get_asset_keys()}
+        assert keys and all(k.startswith("ns1/") for k in keys)
+        assert not instance.get_dynamic_partitions("branch") and not instance.get_dynamic_partitions("period")
+        live.pipeline.close()
