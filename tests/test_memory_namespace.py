@@ -185,17 +185,16 @@ def test_a_namespaced_memorys_source_sensor_requests_runs_of_its_own_keys_and_pa
     """A source sensor tick of a namespaced memory (test_sensors' live project): its run requests select the
     prefixed keys and carry the namespace and writer; the partitions it adds are the memory's; the requested
     runs materialize the prefixed keys only."""
-    from dagster import SensorResult
+    from dagster import SensorResult, build_sensor_context
     from test_sensors import Live, dagster_instance, make_project
 
     root = make_project(tmp_path / "proj")
     text = (root / "pipeline.py").read_text()
+    assert 'agent="tester"' in text
     (root / "pipeline.py").write_text(text.replace('agent="tester"', 'agent="tester", namespace="ns1"'))
     with dagster_instance(tmp_path / "dagster") as instance:
         live = Live(root, instance)
         sensor = live.defs.get_sensor_def("ns1__notes_changes")
-        from dagster import build_sensor_context
-
         result = sensor(build_sensor_context(instance=instance, resources={"cdc": live.defs.resources["cdc"]},
                                              definitions=live.defs))
         assert isinstance(result, SensorResult) and result.run_requests
