@@ -66,13 +66,13 @@ from evals.scorecard import Scorecard
 from synthex.core.definition import EvalDeclaration, PipelineDefinition, eval_metric_name
 from synthex.core.errors import PipelineDefinitionError
 from synthex.core.naming import MAIN
-from synthex_assets.naming import asset_name
-from synthex_assets.partitions import BRANCHES
+from synthex_assets.naming import DagsterNames, scoped
+from synthex_assets.partitions import branch_partitions
 from synthex_resources.sql import eval_results_path
 
 CHECK = "retrieval_thresholds"
 EVAL_RESULTS_RESOURCE = "eval_results_duckdb"
-BRANCH_DIMENSION = "branch"  # the step assets' dimension (``synthex_assets.partitions.BRANCHES``)
+BRANCH_DIMENSION = "branch"  # the step assets' dimension (``synthex_assets.partitions.branch_partitions``)
 DATASET_DIMENSION = "dataset"
 # The metrics of each level that become float metadata (the UI plots them across materializations).
 PLOTTED = ("recall_any@5", "recall_any@10", "recall_all@5", "recall_all@10", "ndcg_any@10", "mrr")
@@ -110,9 +110,9 @@ def dataset_key(declaration: EvalDeclaration) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", Path(declaration.data).stem).strip("_") or "data"
 
 
-def eval_partitions(declaration: EvalDeclaration) -> MultiPartitionsDefinition:
-    """branch x dataset (see the module docstring for why two dimensions)."""
-    return MultiPartitionsDefinition({BRANCH_DIMENSION: BRANCHES,
+def eval_partitions(declaration: EvalDeclaration, names: DagsterNames | None = None) -> MultiPartitionsDefinition:
+    """branch x dataset (see the module docstring for why two dimensions); the branches are the memory's."""
+    return MultiPartitionsDefinition({BRANCH_DIMENSION: branch_partitions(names),
                                       DATASET_DIMENSION: StaticPartitionsDefinition([dataset_key(declaration)])})
 
 
@@ -147,9 +147,11 @@ def eval_asset(pipeline: PipelineDefinition, benchmark_cls: type[Benchmark], dec
                blocking: bool, results_db: DuckDBResource):
     """``eval_<benchmark>``: the benchmark scoring the pipeline's search steps on the partition's branch."""
     name = eval_asset_name(benchmark_cls.name)
+    names = DagsterNames.of(pipeline)
+    key = names.asset_key(name)
     declared_data = declaration.data_path(pipeline.project_dir)
     # Lineage: the eval searches the pipeline's search steps on the same branch.
-    partitions = eval_partitions(declaration)
+    partitions = eval_partitions(declaration, names)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BetaWarning)  # a stable mapping in practice; "beta" in Dagster 1.13
         # a partitioned check ("preview" in 1.13): its evaluation names the partition it judged, in the UI too
@@ -159,14 +161,14 @@ def eval_asset(pipeline: PipelineDefinition, benchmark_cls: type[Benchmark], dec
             dimension_name=BRANCH_DIMENSION, partition_mapping=IdentityPartitionMapping())})
         # ``resource_defs`` on an asset is "beta" too: bound so the asset materializes on its own.
         decorate = asset(
-            name=name,
-            deps=[AssetDep(asset_name(s), partition_mapping=by_branch) for s in pipeline.search_steps()],
+            key=key,
+            deps=[AssetDep(names.asset_key(s), partition_mapping=by_branch) for s in pipeline.search_steps()],
             partitions_def=partitions,
             group_name="evals",
             kinds={"python"},
             description=f"{benchmark_cls.title} retrieval of pipeline `{pipeline.name}` on a branch "
                         f"(turn and session level), over `{declaration.data}` in the project.",
-            check_specs=[AssetCheckSpec(CHECK, asset=name, blocking=blocking, partitions_def=partitions,
+            check_specs=[AssetCheckSpec(CHECK, asset=key, blocking=blocking, partitions_def=partitions,
                                         description="Every configured metric is at or above its threshold: "
                                                     + ", ".join(f"{m} >= {t:g}" for m, t in
                                                                 declaration.thresholds.items()))],
@@ -270,24 +272,24 @@ def eval_definitions(pipeline: PipelineDefinition, blocking: bool = False,
                                           f"{', '.join(sorted(known)) or 'none'}")
         asset_def = eval_asset(pipeline, known[benchmark], declaration, blocking or declaration.blocking, results_db)
         job = define_asset_job(
-            f"{eval_asset_name(benchmark)}_job", selection=[asset_def],  # branch x dataset, inferred
+            scoped(pipeline.namespace, f"{eval_asset_name(benchmark)}_job"), selection=[asset_def],  # branch x dataset
             description=f"Score pipeline `{pipeline.name}` on {known[benchmark].title} ({declaration.data}) on the "
                         f"chosen branch partition; metrics in the asset's metadata, threshold check "
                         f"`{CHECK}`, per-question rows in the eval_results table.")
         assets.append(asset_def)
         jobs.append(job)
         if declaration.schedule:
-            schedules.append(eval_schedule(job, benchmark, declaration))
+            schedules.append(eval_schedule(job, benchmark, declaration, pipeline.namespace))
     return Definitions(assets=assets, jobs=jobs, schedules=schedules)
 
 
-def eval_schedule(job, benchmark: str, declaration: EvalDeclaration):
+def eval_schedule(job, benchmark: str, declaration: EvalDeclaration, namespace: str | None = None):
     """``eval_<benchmark>_schedule``: the eval job on ``main`` (and the declared data) at the declared cron
     (declared in pipeline.py, so on)."""
     cron = declaration.schedule
     partition = eval_partition_key(declaration, MAIN)
 
-    @schedule(name=f"{eval_asset_name(benchmark)}_schedule", job=job, cron_schedule=cron,
+    @schedule(name=scoped(namespace, f"{eval_asset_name(benchmark)}_schedule"), job=job, cron_schedule=cron,
               default_status=DefaultScheduleStatus.RUNNING,
               description=f"Runs {job.name} on branch main at `{cron}` (pipeline.eval_asset({benchmark!r}, "
                           f"schedule=...) in pipeline.py); stop it in the UI.")

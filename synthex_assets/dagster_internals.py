@@ -245,10 +245,10 @@ class PeriodOrderedPartitions(MultiPartitionsDefinition):
 # The branch a run writes, a tag of its own (a filter in the UI's Runs list); the range tags hold it only
 # inside ``branch|period`` keys.
 BRANCH_TAG = "synthex/branch"
-# The writer a run is: "<memory>|<branch>", the memory being the pipeline's name (on one instance it is also
-# the code location's and the job's name). A shared instance's run queue allows one run in progress per
-# value of it (synthex_assets/deployment.py): one writer per branch of one memory, while the branches of
-# different memories go on side by side. Two memories given one name are one writer: they wait on each
+# The writer a run is: "<memory>|<branch>", the memory being the pipeline's name, or its namespace when it has
+# one (either way its code location's name: synthex_assets.naming.DagsterNames.memory). A shared instance's
+# run queue allows one run in progress per value of it (synthex_assets/deployment.py): one writer per branch
+# of one memory, while the branches of different memories go on side by side. Two memories given one name are one writer: they wait on each
 # other, never write at once.
 WRITER_TAG = "synthex/writer"
 

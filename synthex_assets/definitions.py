@@ -8,7 +8,7 @@ from typing import Any
 from dagster import AssetSelection, Definitions, define_asset_job, in_process_executor
 
 from synthex.core.definition import PipelineDefinition
-from synthex_assets.naming import job_name
+from synthex_assets.naming import DagsterNames
 from synthex_assets.resources import build_resources
 from synthex_assets.sensors import build_live_definitions
 from synthex_assets.step_assets import build_step_assets
@@ -22,14 +22,16 @@ def build_definitions(pipeline: PipelineDefinition, resources: Mapping[str, Any]
     progress bar; tests pass theirs, the way Dagster's example projects swap resources per environment.
     """
     assets = build_step_assets(pipeline)
+    names = DagsterNames.of(pipeline)
     job = define_asset_job(
-        job_name(pipeline.name),
-        selection=AssetSelection.assets(*assets),  # partitioned by STEP_PARTITIONS, inferred from the assets
+        names.job,
+        selection=AssetSelection.assets(*assets),  # partitioned by step_partitions(names), inferred from the assets
         description=f"Every step of pipeline `{pipeline.name}`: pick a branch and a range of periods; "
                     f"each step runs its periods in order in one run.",
         # One process, one writer, as for a CLI run: the steps form a chain, each step's periods already
         # share one op, and parallel ops would only add LanceDB commit conflicts (docs/architecture.md).
         executor_def=in_process_executor,
+        run_tags=names.run_tags or None,  # a namespaced memory's runs say so (the run launcher reads its partitions)
     )
     sensors, schedules = build_live_definitions(pipeline)
     # The location's default executor too: an asset backfill from the UI (and an automation run) runs

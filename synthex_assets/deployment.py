@@ -8,7 +8,9 @@ Three files in one folder (the deployment's DAGSTER_HOME, docs/deploy.md):
   ``<memory>|<branch>``, which every run Synthex launches or a sensor requests carries: the branches of
   different memories on one instance do not wait on each other) and run monitoring on.
 - ``workspace.yaml``: the project loaded through a gRPC code server (``dagster api grpc``), so the
-  webserver and the daemon never import the project's code themselves.
+  webserver and the daemon never import the project's code themselves; or several memories (projects),
+  each its own code location and code server, kept apart in the instance by their namespaces
+  (``Pipeline(namespace=)``, synthex_assets.naming.DagsterNames).
 - ``synthex.env``: the variables every process of the deployment needs (the instance, the project,
   PostgreSQL's credentials, the records' object store).
 
@@ -23,6 +25,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from synthex.core.definition import PipelineDefinition
 from synthex.core.errors import SynthexError
 from synthex_assets.dagster_internals import WRITER_TAG
 
@@ -38,16 +41,49 @@ PG_ENV = {"username": "DAGSTER_PG_USERNAME", "password": "DAGSTER_PG_PASSWORD", 
 
 
 @dataclass(frozen=True)
-class DeploymentSpec:
-    """What a deployment's files say. ``store_uri`` None: the records stay where pipeline.py puts them."""
+class CodeLocation:
+    """One memory's code location: its name (``DagsterNames.location``), its project, its code server's port."""
 
-    location: str
+    name: str
     project_dir: Path
+    port: int
+
+
+@dataclass(frozen=True)
+class DeploymentSpec:
+    """What a deployment's files say: one code location per memory (several need a namespace each, see
+    ``memory_locations``). ``store_uri`` None: the records stay where pipeline.py puts them."""
+
+    locations: tuple[CodeLocation, ...]
     grpc_host: str = "localhost"
-    grpc_port: int = 4266
     max_concurrent_runs: int = 8
     store_uri: str | None = None
     s3_endpoint: str | None = None
+
+
+def memory_locations(pipelines: list[PipelineDefinition], first_port: int) -> tuple[CodeLocation, ...]:
+    """The code locations of ``pipelines`` on one instance, their code servers on consecutive ports. Several
+    memories must each have their own namespace (else their asset keys, partitions and sensors would be one)
+    and their own store: one line naming the two that do not."""
+    from synthex_assets.naming import DagsterNames
+
+    if len(pipelines) > 1:
+        seen: dict[str, Path] = {}
+        stores: dict[str, Path] = {}
+        for pipe in pipelines:
+            if pipe.namespace is None:
+                raise SynthexError(f"{pipe.project_dir}: several memories on one instance need a namespace each: "
+                                   f"set Pipeline(..., namespace=\"<name>\") in its pipeline.py")
+            for what, taken, value in (("namespace", seen, pipe.namespace), ("store", stores, pipe.store_uri)):
+                if value in taken:
+                    raise SynthexError(f"{taken[value]} and {pipe.project_dir} have the same {what} {value!r}: "
+                                       f"each memory on one instance needs its own")
+                taken[value] = pipe.project_dir
+    if first_port + len(pipelines) - 1 > 65535:
+        raise SynthexError(f"--grpc-port {first_port}: {len(pipelines)} code servers need ports up to "
+                           f"{first_port + len(pipelines) - 1}, past 65535")
+    return tuple(CodeLocation(DagsterNames.of(p).location, p.project_dir, first_port + i)
+                 for i, p in enumerate(pipelines))
 
 
 def _yaml_str(value: str) -> str:
@@ -101,16 +137,20 @@ run_monitoring:
 """
 
 
+def code_server_command(spec: DeploymentSpec, location: CodeLocation) -> str:
+    """How to start ``location``'s code server (with several memories, each in its own project)."""
+    project = f"SYNTHEX_PROJECT={location.project_dir} " if len(spec.locations) > 1 else ""
+    return f"{project}dagster api grpc -m synthex_assets.code_location -h {spec.grpc_host} -p {location.port}"
+
+
 def workspace_yaml(spec: DeploymentSpec) -> str:
-    return (
-        f"{WORKSPACE_HEADER}\n"
-        f"# Start it with: dagster api grpc -m synthex_assets.code_location -h {spec.grpc_host} -p {spec.grpc_port}\n"
-        "load_from:\n"
+    starts = [f"# Start it with: {code_server_command(spec, loc)}" for loc in spec.locations]
+    entries = "".join(
         "  - grpc_server:\n"
         f"      host: {_yaml_str(spec.grpc_host)}\n"
-        f"      port: {spec.grpc_port}\n"
-        f"      location_name: {_yaml_str(spec.location)}\n"
-    )
+        f"      port: {loc.port}\n"
+        f"      location_name: {_yaml_str(loc.name)}\n" for loc in spec.locations)
+    return f"{WORKSPACE_HEADER}\n" + "\n".join(starts) + "\nload_from:\n" + entries
 
 
 def env_file(spec: DeploymentSpec, home: Path) -> str:
@@ -125,7 +165,10 @@ def env_file(spec: DeploymentSpec, home: Path) -> str:
         "# daemon, webserver, `synthex run`). Load it with: set -a; . ./synthex.env; set +a",
         f"DAGSTER_HOME={home}",
         f"SYNTHEX_DAGSTER_HOME={home}",
-        f"SYNTHEX_PROJECT={spec.project_dir}",
+        # one memory: its project, for every process; several: each code server is given its own (workspace.yaml)
+        # and the daemon and webserver serve them all
+        (f"SYNTHEX_PROJECT={spec.locations[0].project_dir}" if len(spec.locations) == 1
+         else "# SYNTHEX_PROJECT: per code server (workspace.yaml), never here: this instance serves several memories"),
         "DAGSTER_PG_HOST=localhost",
         "DAGSTER_PG_PORT=5432",
         "DAGSTER_PG_USERNAME=synthex",

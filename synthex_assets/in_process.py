@@ -26,7 +26,7 @@ from synthex.core.progress import ProgressReporter
 from synthex.core.record import CheckOutcome
 from synthex_assets.checks import step_checks
 from synthex_assets.executor import StepExecutor
-from synthex_assets.naming import asset_name
+from synthex_assets.naming import DagsterNames
 from synthex_assets.partitions import invalid_periods
 from synthex_resources.llm import LLMConfig
 from synthex_resources.record_store import RecordStore
@@ -43,6 +43,7 @@ def execute_in_process(pipeline: PipelineDefinition, store: RecordStore, llm: LL
     raises its one-line ``SynthexError`` (what a Dagster run's ``_raise_user_error`` raises) and the steps
     after it do not run (a Dagster run skips the steps downstream of a failed one)."""
     outcomes: list[CheckOutcome] = []
+    names = DagsterNames.of(pipeline)
     for name in pipeline.order():
         periods = partitions.get(name)
         if not periods:
@@ -62,6 +63,6 @@ def execute_in_process(pipeline: PipelineDefinition, store: RecordStore, llm: LL
         except Exception as exc:  # storage, the embedder: one line naming the step, as the op's Failure says
             raise SynthexError(f"step {name!r}: {type(exc).__name__}: {exc}") from exc
         carried = step_checks(pipeline, step)
-        outcomes += [CheckOutcome(o.check, o.passed, o.detail, asset=asset_name(name))
+        outcomes += [CheckOutcome(o.check, o.passed, o.detail, asset=names.asset_key(name).to_user_string())
                      for o in result.checks.values() if o.check in carried]
     return outcomes

@@ -13,7 +13,6 @@ import sys
 from collections.abc import Callable, Mapping
 
 from dagster import (
-    AssetKey,
     DagsterEventType,
     DagsterInstance,
     DagsterUserCodeExecutionError,
@@ -34,7 +33,7 @@ from synthex_assets.dagster_internals import (
 )
 from synthex_assets.definitions import build_definitions
 from synthex_assets.event_log import dynamic_partitions_held
-from synthex_assets.naming import CODE_LOCATION_MODULE, asset_name, job_name, location_name
+from synthex_assets.naming import CODE_LOCATION_MODULE, DagsterNames
 from synthex_assets.partitions import period_range, register
 from synthex_assets.run_tags import LAUNCHED_BY_CLI, LAUNCHED_BY_TAG, branch_tags
 from synthex_assets.step_assets import FULL_TAG, WORKERS_TAG
@@ -49,8 +48,9 @@ def console_config(verbose: bool) -> dict:
 
 def remote_job_origin(pipeline: PipelineDefinition) -> RemoteJobOrigin:
     """The origin the UI's code location has for this pipeline's job (matched by location name)."""
+    names = DagsterNames.of(pipeline)
     return code_location_job_origin(module=CODE_LOCATION_MODULE, working_directory=str(pipeline.project_dir),
-                                    location=location_name(pipeline.name), job=job_name(pipeline.name))
+                                    location=names.location, job=names.job)
 
 
 def launch_pipeline_run(defs: Definitions, pipeline: PipelineDefinition, instance: DagsterInstance, *,
@@ -67,9 +67,10 @@ def launch_pipeline_run(defs: Definitions, pipeline: PipelineDefinition, instanc
     source step's op judges (synthex.core.deletions). On a deployment's instance the run first waits its
     turn in Dagster's run queue (synthex_assets.queued_runs; ``on_wait`` is told why it waits).
     """
-    register(instance, branch, periods)
+    names = DagsterNames.of(pipeline)
+    register(instance, branch, periods, names)
     dirty = sorted({p for ps in partitions.values() for p in ps})
-    start, end = period_range(instance, branch, dirty)
+    start, end = period_range(instance, branch, dirty, names)
     with set_defs_state_storage(instance.defs_state_storage):
         return _launch(defs, pipeline, instance, deletions=deletions, run_id=run_id, branch=branch,
                        partitions=partitions, start=start, end=end, full=full, verbose=verbose, workers=workers,
@@ -82,15 +83,16 @@ def _launch(defs: Definitions, pipeline: PipelineDefinition, instance: DagsterIn
             on_wait: Callable[[str], None] | None) -> list[CheckOutcome]:
     from synthex_assets.queued_runs import runs_through_queue, wait_for_queue
 
-    selection = frozenset(AssetKey(asset_name(s)) for s in pipeline.order() if partitions.get(s))
-    job = defs.resolve_job_def(job_name(pipeline.name))
+    names = DagsterNames.of(pipeline)
+    selection = frozenset(names.asset_key(s) for s in pipeline.order() if partitions.get(s))
+    job = defs.resolve_job_def(names.job)
     run_tags = {**partition_range_tags(start, end), FULL_TAG: "1" if full else "0",
                 **({WORKERS_TAG: str(workers)} if workers > 1 else {}),
-                **branch_tags(branch, LAUNCHED_BY_CLI, pipeline.name),
+                **branch_tags(branch, LAUNCHED_BY_CLI, names.memory),
                 **({DELETIONS_TAG: consent_tag(deletions, run_id)} if deletions else {})}
     # Recorded against the job as the UI's code location defines it (configured resources), so the UI
     # sees the run as a run of its own job version; executed with the live resources of ``defs``.
-    location_job = build_definitions(pipeline).resolve_job_def(job_name(pipeline.name))
+    location_job = build_definitions(pipeline).resolve_job_def(names.job)
     try:
         with dynamic_partitions_held(instance):  # registered above: one read for the run (event_log.py)
             execute_as_location_run(job, location_job, instance, run_id=run_id, tags=run_tags,

@@ -27,10 +27,31 @@ from dagster import DagsterInstance, DynamicPartitionsDefinition, MultiPartition
 
 from synthex.core.periods import ALL_PERIODS
 from synthex_assets.dagster_internals import PeriodOrderedPartitions, partition_range
+from synthex_assets.naming import BRANCH_PARTITIONS, PERIOD_PARTITIONS, DagsterNames
 
-BRANCHES = DynamicPartitionsDefinition(name="branch")
-PERIODS = DynamicPartitionsDefinition(name="period")
-STEP_PARTITIONS = PeriodOrderedPartitions({"branch": BRANCHES, "period": PERIODS})
+# An unnamespaced memory's names (a project alone on its instance): what ``names=None`` means below, and its
+# partitions definitions (each namespaced memory's are made by the functions below).
+_ALONE = DagsterNames("")
+BRANCHES = DynamicPartitionsDefinition(name=_ALONE.branch_partitions)
+STEP_PARTITIONS = PeriodOrderedPartitions({BRANCH_PARTITIONS: BRANCHES,
+                                           PERIOD_PARTITIONS: DynamicPartitionsDefinition(name=_ALONE.period_partitions)})
+
+
+def branch_partitions(names: DagsterNames | None = None) -> DynamicPartitionsDefinition:
+    """The memory's ``branch`` dynamic partitions (``<namespace>__branch`` in a namespace)."""
+    if names is None or names.namespace is None:
+        return BRANCHES
+    return DynamicPartitionsDefinition(name=names.branch_partitions)
+
+
+def step_partitions(names: DagsterNames | None = None) -> PeriodOrderedPartitions:
+    """Every step asset's partitions: the memory's branches x its periods; the key's dimensions are named
+    ``branch`` and ``period`` in every namespace (``branch|YYYY-MM``, the run tags)."""
+    if names is None or names.namespace is None:
+        return STEP_PARTITIONS
+    return PeriodOrderedPartitions({BRANCH_PARTITIONS: branch_partitions(names),
+                                    PERIOD_PARTITIONS: DynamicPartitionsDefinition(name=names.period_partitions)})
+
 
 # The pipeline's partition grain is the calendar month (synthex.core.periods): "YYYY-MM", years 1000-9999;
 # and ALL_PERIODS, the one partition of a key aggregate whose groups span periods.
@@ -62,7 +83,7 @@ def misresolved_range(run_tags: Mapping[str, str], resolved: PartitionKeyRange) 
 
 def partition_key(branch: str, period: str) -> MultiPartitionKey:
     """Reads ``branch|period`` (dimensions are ordered by name)."""
-    return MultiPartitionKey({"branch": branch, "period": period})
+    return MultiPartitionKey({BRANCH_PARTITIONS: branch, PERIOD_PARTITIONS: period})
 
 
 def split_partition_key(key: str) -> tuple[str, str]:
@@ -74,24 +95,34 @@ def split_partition_key(key: str) -> tuple[str, str]:
     return branch, period
 
 
-def register(instance: DagsterInstance, branch: str, periods: list[str]) -> None:
-    """Add the branch (``main`` always) and the periods the data has, if missing."""
-    have_branches = set(instance.get_dynamic_partitions("branch"))
+def register(instance: DagsterInstance, branch: str, periods: list[str], names: DagsterNames | None = None) -> None:
+    """Add the branch (``main`` always) and the periods the data has to the memory's partitions, if missing."""
+    names = names or _ALONE
+    have_branches = set(instance.get_dynamic_partitions(names.branch_partitions))
     new_branches = [b for b in dict.fromkeys(["main", branch]) if b not in have_branches]
     if new_branches:
-        instance.add_dynamic_partitions("branch", new_branches)
-    have_periods = set(instance.get_dynamic_partitions("period"))
+        instance.add_dynamic_partitions(names.branch_partitions, new_branches)
+    have_periods = set(instance.get_dynamic_partitions(names.period_partitions))
     new_periods = [p for p in periods if p not in have_periods]
     if new_periods:
-        instance.add_dynamic_partitions("period", new_periods)
+        instance.add_dynamic_partitions(names.period_partitions, new_periods)
 
 
-def period_range(instance: DagsterInstance, branch: str, periods: list[str]) -> tuple[str, str]:
+def unregister_branch(instance: DagsterInstance, branch: str, names: DagsterNames | None = None) -> None:
+    """Remove ``branch`` from the memory's branch partitions (``synthex branch delete``); other memories'
+    partitions of the same name stay."""
+    names = names or _ALONE
+    if instance.has_dynamic_partition(names.branch_partitions, branch):
+        instance.delete_dynamic_partition(names.branch_partitions, branch)
+
+
+def period_range(instance: DagsterInstance, branch: str, periods: list[str],
+                 names: DagsterNames | None = None) -> tuple[str, str]:
     """The (start, end) keys of the smallest partition range holding ``periods`` on ``branch``.
 
     Dynamic partitions keep insertion order, not calendar order, so the range can hold periods that
     were not asked for; materializing those again is a cheap no-op (their records are current).
     """
-    order = {p: i for i, p in enumerate(instance.get_dynamic_partitions("period"))}
+    order = {p: i for i, p in enumerate(instance.get_dynamic_partitions((names or _ALONE).period_partitions))}
     ranked = sorted(periods, key=lambda p: order[p])
     return f"{branch}|{ranked[0]}", f"{branch}|{ranked[-1]}"

@@ -32,6 +32,7 @@ from dagster import DagsterInstance, DefaultRunLauncher
 
 from synthex_assets.dagster_internals import RUN_WORKER_MODULES, execute_run_by_id
 from synthex_assets.event_log import dynamic_partitions_held
+from synthex_assets.naming import BRANCH_PARTITIONS, PERIOD_PARTITIONS, run_namespace, scoped
 from synthex_assets.run_tags import REFUSED_TAG, missing_tags, project_branches, refusal, run_partitions
 
 # The libraries a run imports, loaded once in the forkserver (a module that fails to import is skipped).
@@ -123,8 +124,10 @@ def admit_run(instance: DagsterInstance, run: Any) -> bool:
     """Tag the run with its branch and door; False (the run canceled, one line) when it is refused. Every
     launcher of Synthex's instances calls it first (this one, and the deployment's:
     ``synthex_assets.queued_runs``)."""
-    selected = run_partitions(run.tags, instance.get_dynamic_partitions("branch"),
-                              instance.get_dynamic_partitions("period"))
+    # the partitions of the run's own memory (on an instance many namespaced memories share)
+    namespace = run_namespace(run.tags, run.asset_selection)
+    selected = run_partitions(run.tags, instance.get_dynamic_partitions(scoped(namespace, BRANCH_PARTITIONS)),
+                              instance.get_dynamic_partitions(scoped(namespace, PERIOD_PARTITIONS)))
     if selected is None:  # not a run over the step partitions (e.g. an eval job's): nothing to say
         return True
     branches, periods = selected
@@ -143,8 +146,9 @@ def admit_run(instance: DagsterInstance, run: Any) -> bool:
 
 
 def _memory_name(run: Any) -> str | None:
-    """The memory a run belongs to, for its writer tag: its code location's name, which is the pipeline's
-    (synthex_assets.naming.location_name); None when the run has no code location origin."""
+    """The memory a run belongs to, for its writer tag: its code location's name (the memory's namespace, else
+    its pipeline's name: synthex_assets.naming.DagsterNames.location); None when the run has no code location
+    origin."""
     origin = run.remote_job_origin
     location = origin.repository_origin.code_location_origin if origin is not None else None
     return getattr(location, "location_name", None)

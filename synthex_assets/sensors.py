@@ -30,7 +30,6 @@ from typing import Any
 
 from dagster import (
     AddDynamicPartitionsRequest,
-    AssetKey,
     AssetSelection,
     AutomationConditionSensorDefinition,
     DagsterInstance,
@@ -51,7 +50,7 @@ from dagster_duckdb import DuckDBResource
 from synthex.core.definition import PipelineDefinition
 from synthex.core.deletions import DeletionVerdict, refusal_line
 from synthex_assets.dagster_internals import partition_range_tags
-from synthex_assets.naming import asset_name, job_name
+from synthex_assets.naming import DagsterNames
 from synthex_assets.partitions import register
 from synthex_assets.run_tags import (
     LAUNCHED_BY_AUTOMATION,
@@ -77,8 +76,9 @@ RECONCILE_CRON = "0 3 * * *"  # nightly
 TRIGGER_TAG = "synthex/trigger"
 
 
-def sensor_name(source: str) -> str:
-    return f"{asset_name(source)}_changes"
+def sensor_name(source: str, names: DagsterNames | None = None) -> str:
+    """The source sensor's name (in ``names``' namespace; None: an unnamespaced memory's)."""
+    return (names or DagsterNames("")).source_sensor(source)
 
 
 CURSOR_FORMAT = 1
@@ -186,12 +186,13 @@ def run_requests(pipeline: PipelineDefinition, work: list[BranchWork], known_per
     new_periods = sorted({p for w in work for p in w.all_periods} - set(known_periods))
     order = {p: i for i, p in enumerate([*known_periods, *new_periods])}
     requests = []
+    names = DagsterNames.of(pipeline)
     for w in work:
         ranked = sorted(w.periods, key=lambda p: order[p])
         requests.append(RunRequest(
-            asset_selection=[AssetKey(asset_name(s)) for s in w.steps],
+            asset_selection=[names.asset_key(s) for s in w.steps],
             tags={**partition_range_tags(f"{w.branch}|{ranked[0]}", f"{w.branch}|{ranked[-1]}"),
-                  TRIGGER_TAG: trigger, **branch_tags(w.branch, door, pipeline.name)}))
+                  TRIGGER_TAG: trigger, **branch_tags(w.branch, door, names.memory), **names.run_tags}))
     return requests, new_periods, sorted({w.branch for w in work} | {"main"})
 
 
@@ -220,7 +221,8 @@ def plan_requests(pipeline: PipelineDefinition, instance: DagsterInstance, trigg
                             periods=periods)
     finally:
         store.close()
-    return TickPlan(*run_requests(pipeline, work, instance.get_dynamic_partitions("period"), trigger, door), held,
+    known = instance.get_dynamic_partitions(DagsterNames.of(pipeline).period_partitions)
+    return TickPlan(*run_requests(pipeline, work, known, trigger, door), held,
                     records_read=sum(w.records_read for w in work))
 
 
@@ -275,7 +277,9 @@ def daemon_minimum_interval(sensor_interval_s: int) -> int:
 
 
 def build_source_sensor(pipeline: PipelineDefinition, source: str) -> SensorDefinition:
-    @sensor(name=sensor_name(source), job_name=job_name(pipeline.name),
+    names = DagsterNames.of(pipeline)
+
+    @sensor(name=names.source_sensor(source), job_name=names.job,
             minimum_interval_seconds=daemon_minimum_interval(pipeline.sensor_interval_s),
             default_status=DefaultSensorStatus.RUNNING,
             description=f"Syncs source `{source}` of pipeline `{pipeline.name}`: requests runs of the partitions "
@@ -305,14 +309,16 @@ def build_source_sensor(pipeline: PipelineDefinition, source: str) -> SensorDefi
         context.log.info(change.summary())
         return SensorResult(
             run_requests=plan.requests,
-            dynamic_partitions_requests=[AddDynamicPartitionsRequest("period", plan.new_periods),
-                                         AddDynamicPartitionsRequest("branch", plan.branches)])
+            dynamic_partitions_requests=[AddDynamicPartitionsRequest(names.period_partitions, plan.new_periods),
+                                         AddDynamicPartitionsRequest(names.branch_partitions, plan.branches)])
 
     return _source_sensor
 
 
 def build_reconcile_schedule(pipeline: PipelineDefinition) -> ScheduleDefinition:
-    @schedule(name=f"{job_name(pipeline.name)}_reconcile", job_name=job_name(pipeline.name),
+    names = DagsterNames.of(pipeline)
+
+    @schedule(name=f"{names.job}_reconcile", job_name=names.job,
               cron_schedule=RECONCILE_CRON, default_status=DefaultScheduleStatus.RUNNING,
               description="Nightly: every source compared in full and every branch planned; runs whatever is "
                           "dirty (repairs a run that failed after its sensor tick).")
@@ -320,7 +326,7 @@ def build_reconcile_schedule(pipeline: PipelineDefinition) -> ScheduleDefinition
         changes = _detect(cdc, pipeline, None)
         plan = plan_requests(pipeline, context.instance, "reconcile", None, door=LAUNCHED_BY_SCHEDULE)
         for branch in plan.branches:  # the runs below name these partitions: they must exist first
-            register(context.instance, branch, plan.new_periods)
+            register(context.instance, branch, plan.new_periods, names)
         _commit(cdc, pipeline, [c for c in changes if c.source not in plan.held_sources])
         if plan.held_back:
             context.log.warning(refusal_line(plan.held_back))
@@ -334,29 +340,31 @@ PARTITION_KEYS_INTERVAL_S = 30
 
 
 def partition_keys_sensor_name(pipeline: PipelineDefinition) -> str:
-    return f"{job_name(pipeline.name)}_partition_keys"
+    return f"{DagsterNames.of(pipeline).job}_partition_keys"
 
 
 def build_partition_keys_sensor(pipeline: PipelineDefinition) -> SensorDefinition:
     """Removes dynamic partition keys that are neither a period nor a branch of the project (added by hand in
     the UI or through GraphQL), so a junk key does not sit on every asset; a run over one is refused by the
     run launcher meanwhile (synthex_assets.run_tags)."""
+    names = DagsterNames.of(pipeline)
+
     @sensor(name=partition_keys_sensor_name(pipeline), minimum_interval_seconds=PARTITION_KEYS_INTERVAL_S,
             default_status=DefaultSensorStatus.RUNNING,
             description=f"Removes partition keys of pipeline `{pipeline.name}` that are not a period (a calendar "
                         f"month YYYY-MM, or `all`) or a branch (`main`, `synthex branch create NAME`).")
     def _partition_keys(context: SensorEvaluationContext) -> SensorResult | SkipReason:
         instance = context.instance
-        periods, branches = invented_keys(instance.get_dynamic_partitions("period"),
-                                          instance.get_dynamic_partitions("branch"),
+        periods, branches = invented_keys(instance.get_dynamic_partitions(names.period_partitions),
+                                          instance.get_dynamic_partitions(names.branch_partitions),
                                           project_branches(pipeline.root().project_dir))
         if not periods and not branches:
             return SkipReason("every partition key is a period or a branch of the project")
         context.log.warning(f"removing partition keys added by hand: periods {periods or 'none'}, "
                             f"branches {branches or 'none'}")
         return SensorResult(dynamic_partitions_requests=[
-            *([DeleteDynamicPartitionsRequest("period", periods)] if periods else []),
-            *([DeleteDynamicPartitionsRequest("branch", branches)] if branches else [])])
+            *([DeleteDynamicPartitionsRequest(names.period_partitions, periods)] if periods else []),
+            *([DeleteDynamicPartitionsRequest(names.branch_partitions, branches)] if branches else [])])
 
     return _partition_keys
 
@@ -365,7 +373,7 @@ AUTOMATION_INTERVAL_S = 10
 
 
 def automation_sensor_name(pipeline: PipelineDefinition) -> str:
-    return f"{job_name(pipeline.name)}_automation"
+    return f"{DagsterNames.of(pipeline).job}_automation"
 
 
 def build_automation_sensor(pipeline: PipelineDefinition) -> SensorDefinition | None:
@@ -373,15 +381,17 @@ def build_automation_sensor(pipeline: PipelineDefinition) -> SensorDefinition | 
     by default (Dagster's own default automation sensor starts stopped); None when no step asks. Its runs
     ask for each step's partitions as runs, not backfills (a backfill waits on the daemon's backfill loop
     twice: 2 s each with Synthex's daemon, 30 s with Dagster's own), and say their door; the run launcher adds their branch (synthex_assets.run_tags)."""
-    automated = [asset_name(s) for s in pipeline.order() if pipeline.steps[s].automation]
+    names = DagsterNames.of(pipeline)
+    automated = [names.asset_key(s) for s in pipeline.order() if pipeline.steps[s].automation]
     if not automated:
         return None
     return AutomationConditionSensorDefinition(
         automation_sensor_name(pipeline), target=AssetSelection.assets(*automated),
         default_status=DefaultSensorStatus.RUNNING, minimum_interval_seconds=AUTOMATION_INTERVAL_S,
-        run_tags={LAUNCHED_BY_TAG: LAUNCHED_BY_AUTOMATION}, emit_backfills=False,
+        run_tags={LAUNCHED_BY_TAG: LAUNCHED_BY_AUTOMATION, **names.run_tags}, emit_backfills=False,
         description=f"Declarative automation of pipeline `{pipeline.name}`: materializes "
-                    f"{', '.join(automated)} when their inputs update (each step's automation=).")
+                    f"{', '.join(k.to_user_string() for k in automated)} when their inputs update (each step's "
+                    f"automation=).")
 
 
 def build_live_definitions(pipeline: PipelineDefinition) -> tuple[list[SensorDefinition], list[ScheduleDefinition]]:

@@ -25,7 +25,7 @@ from synthex.core.definition import PipelineDefinition
 from synthex.core.errors import SynthexError
 from synthex.core.project import branch_names
 from synthex_assets.dagster_internals import DATA_VERSION_TAG
-from synthex_assets.naming import asset_name
+from synthex_assets.naming import DagsterNames
 from synthex_assets.partitions import split_partition_key
 
 SERVED_BY_KEY = "served_by"
@@ -74,11 +74,12 @@ def record_served_partitions(instance: DagsterInstance, definition: PipelineDefi
     wanted = set(periods) if periods is not None else None
     only = set(steps) if steps is not None else None
     reported = 0
+    names = DagsterNames.of(definition)
     for step in definition.order():
         serving = scope.serves(step)
         if serving == branch or (only is not None and step not in only):
             continue
-        key = AssetKey(asset_name(step))
+        key = names.asset_key(step)
         have: dict[str, set[str]] = {}
         for partition in instance.get_materialized_partitions(key):
             b, p = split_partition_key(partition)
@@ -91,8 +92,8 @@ def record_served_partitions(instance: DagsterInstance, definition: PipelineDefi
             if period in have.get(branch, set()) and not (
                     period in made and _stale_served(instance, key, f"{branch}|{period}", serving, version)):
                 continue
-            if not reported and not instance.has_dynamic_partition("branch", branch):
-                instance.add_dynamic_partitions("branch", [branch])  # a branch file made before any run
+            if not reported and not instance.has_dynamic_partition(names.branch_partitions, branch):
+                instance.add_dynamic_partitions(names.branch_partitions, [branch])  # a branch file made before any run
             # Its data version is the serving partition's content version: the same records, the same version.
             instance.report_runless_asset_event(AssetMaterialization(
                 asset_key=key, partition=f"{branch}|{period}", metadata=served_metadata(serving, version),

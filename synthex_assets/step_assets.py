@@ -45,11 +45,12 @@ from synthex_assets.checks import SEVERITIES, check_descriptions, step_checks
 from synthex_assets.dagster_internals import (
     DATA_VERSION_TAG,
     NO_OUTPUT_MATERIALIZATIONS,
+    PeriodOrderedPartitions,
     partition_materialization_tags,
 )
 from synthex_assets.executor import PartitionOutcome, StepExecutor, group_partitions
-from synthex_assets.naming import asset_name, check_asset_names
-from synthex_assets.partitions import STEP_PARTITIONS, invalid_periods, misresolved_range, split_partition_key
+from synthex_assets.naming import DagsterNames, asset_name, check_asset_names
+from synthex_assets.partitions import invalid_periods, misresolved_range, split_partition_key, step_partitions
 from synthex_assets.preview import PREVIEW_RECORDS, preview_markdown
 from synthex_assets.run_tags import missing_tags
 from synthex_assets.served import CONTENT_VERSION_KEY, serve_branches_of, served_metadata
@@ -158,7 +159,7 @@ def latest_materializations(instance: DagsterInstance, key: AssetKey,
     return found
 
 
-def record_partition_materializations(context: AssetExecutionContext, step: Step,
+def record_partition_materializations(context: AssetExecutionContext, names: DagsterNames, step: Step,
                                       metadata: Mapping[str, Mapping[str, object]],
                                       versions: Mapping[str, str | None]) -> None:
     """Each partition's materialization, with its own data version: ``versions[partition]``, its content
@@ -170,7 +171,7 @@ def record_partition_materializations(context: AssetExecutionContext, step: Step
     latest materialization (staleness looks for a newer record of the partition after it). Recorded oldest
     period first: the newest is latest."""
     keys = sorted(metadata, key=lambda k: split_partition_key(k)[::-1])
-    deps = [AssetKey(asset_name(u)) for u in step.from_]
+    deps = [names.asset_key(u) for u in step.from_]
     upstream = {dep: latest_materializations(context.instance, dep, keys) for dep in deps}
     pointers = {r.asset_entry.asset_key: r.asset_entry.last_materialization_storage_id
                 for r in context.instance.get_asset_records(deps)} if deps else {}
@@ -226,8 +227,9 @@ def readable_version(step: Step) -> str:
     return f"{step.name}@{step.version_hash()[:VERSION_HASH_CHARS]}"
 
 
-def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefinition:
-    name = asset_name(step.name)
+def build_step_asset(pipeline: PipelineDefinition, step: Step, names: DagsterNames,
+                     partitions: PeriodOrderedPartitions) -> AssetsDefinition:
+    key = names.asset_key(step.name)
     uses_model = step.uses_model()
     description = f"Synthex {step.kind} step `{step.name}`" + (
         f" from {', '.join(step.from_)}" if step.from_ else "") + f" (pipeline `{pipeline.name}`). " + partitions_note(step)
@@ -243,9 +245,9 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefiniti
     checks = step_checks(pipeline, step)
 
     @asset(
-        name=name,
-        deps=[asset_name(u) for u in step.from_],
-        partitions_def=STEP_PARTITIONS,
+        key=key,
+        deps=[names.asset_key(u) for u in step.from_],
+        partitions_def=partitions,
         backfill_policy=BackfillPolicy.single_run(),
         code_version=readable_version(step),
         group_name=step.group or asset_name(pipeline.name),
@@ -255,7 +257,7 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefiniti
         kinds={"lancedb", "python"},
         metadata={"synthex/step": step.name, "synthex/kind": step.kind, "synthex/config": str(config),
                   "synthex/partitions": partitions_note(step)},
-        check_specs=[AssetCheckSpec(check, asset=name, description=text)
+        check_specs=[AssetCheckSpec(check, asset=key, description=text)
                      for check, text in check_descriptions(pipeline, step).items()],
     )
     def _step_asset(context: AssetExecutionContext, store: ResourceParam[RecordStore],
@@ -321,7 +323,7 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step) -> AssetsDefiniti
             if key not in metadata:
                 versions[key] = content_version([])
                 metadata[key] = {CONTENT_VERSION_KEY: versions[key]}
-        record_partition_materializations(context, step, metadata, versions)
+        record_partition_materializations(context, names, step, metadata, versions)
         context.log.info(f"{step.name}: {len(result.outcomes)} partition(s), index {result.index}")
         covered = partition_span(sorted(context.partition_keys, key=lambda k: split_partition_key(k)[::-1]))
         return MaterializeResult(metadata=NO_OUTPUT_MATERIALIZATIONS, check_results=[
@@ -343,4 +345,6 @@ def build_step_assets(pipeline: PipelineDefinition) -> list[AssetsDefinition]:
     with warnings.catch_warnings():
         # single-run backfill policies are "beta" in Dagster 1.13; this is a deliberate choice (docs/architecture.md)
         warnings.simplefilter("ignore", BetaWarning)
-        return [build_step_asset(pipeline, pipeline.steps[name]) for name in pipeline.order()]
+        names = DagsterNames.of(pipeline)
+        partitions = step_partitions(names)  # one definition for every step asset (one job over them all)
+        return [build_step_asset(pipeline, pipeline.steps[name], names, partitions) for name in pipeline.order()]

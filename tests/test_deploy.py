@@ -4,6 +4,7 @@ instance; `synthex run` in one process and readers in others see the same runs, 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -379,14 +380,19 @@ def test_synthex_run_from_two_machines_is_serialized_by_dagsters_queue(tmp_path,
 RUNS_QUERY = "{ runsOrError { __typename ... on Runs { results { runId status tags { key value } } } } }"
 
 
-def graphql_runs(port: int) -> dict[str, dict]:
-    """The webserver's GraphQL answer: run id -> (status, tags)."""
+def graphql_data(port: int, query: str) -> dict:
+    """The webserver's GraphQL answer to ``query`` (its ``data``)."""
     import urllib.request
 
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": RUNS_QUERY}).encode(),
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query}).encode(),
                                      headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=60) as response:
-        answer = json.loads(response.read())["data"]["runsOrError"]
+        return json.loads(response.read())["data"]
+
+
+def graphql_runs(port: int) -> dict[str, dict]:
+    """The webserver's GraphQL answer: run id -> (status, tags)."""
+    answer = graphql_data(port, RUNS_QUERY)["runsOrError"]
     assert answer["__typename"] == "Runs", answer
     return {r["runId"]: {"status": r["status"], "tags": {t["key"]: t["value"] for t in r["tags"]}}
             for r in answer["results"]}
@@ -552,6 +558,120 @@ def test_two_memories_main_runs_side_by_side_and_one_memorys_main_runs_one_at_a_
         assert {r.dagster_run.tags[BRANCH_TAG] for r in (ra, rb, ra2)} == {"main"}  # the branch tag as before
         assert rb.start_time < ra.end_time and ra.start_time < rb.end_time  # A and B in progress at once
         assert ra2.start_time >= ra.end_time  # one writer on memory A's main
+    finally:
+        instance.dispose()
+        for service in reversed(services):
+            service.stop()
+
+
+def open_shared_instance(home: Path, postgres: PostgresServer, monkeypatch, tmp_path: Path):
+    """The deployment's environment, its instance (opened here: it reads the credentials when opened) and a
+    folder for the services' logs."""
+    from dagster import DagsterInstance
+
+    for key, value in postgres.env().items():
+        monkeypatch.setenv(key, value)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    return shared_env(home, postgres), DagsterInstance.from_config(str(home)), logs
+
+
+ASSETS_QUERY = "{ assetNodes { assetKey { path } repository { location { name } } } }"
+
+
+def consecutive_free_ports(count: int) -> int:
+    """The first of ``count`` consecutive free ports (``synthex deploy init`` gives memory i port first + i)."""
+    import socket
+
+    while True:
+        first = free_port()
+        try:
+            with contextlib.ExitStack() as held:
+                for port in range(first, first + count):
+                    held.enter_context(socket.socket()).bind(("127.0.0.1", port))
+            return first
+        except OSError:
+            continue
+
+
+@pytest.mark.deployment
+def test_two_namespaced_memories_on_one_instance_and_one_workspace_share_no_dagster_name(tmp_path, postgres,
+                                                                                          monkeypatch):
+    """Two memories with their own namespaces on one PostgreSQL instance, one `synthex deploy init` workspace
+    listing both code locations, one daemon, one webserver, a code server each: each `synthex run`s; their
+    asset keys are their own (prefixed) in the instance and in the webserver's GraphQL, each under its own
+    location; `synthex branch delete exp` in one leaves the other's `exp` partition key; each `synthex runs`
+    and `status` shows only its own run. Today's names (no namespace) share the keys and the partitions."""
+    from dagster import DagsterRunStatus
+
+    memories = {}
+    for seed, ns in enumerate(("alice", "bob"), start=3):
+        export = write_json(tmp_path / "exports" / f"{ns}.json", generate(conversations=2, months=1, seed=seed))
+        body = PIPELINE_PY.replace("agent='tester'", f"agent='tester', namespace={ns!r}")
+        assert body != PIPELINE_PY
+        memories[ns] = write_project(tmp_path / ns, export, body)  # one pipeline name, two memories
+    first = consecutive_free_ports(2)
+    home = deploy_init(tmp_path / "deploy", memories["alice"], "--project", memories["bob"], "--grpc-host",
+                       "127.0.0.1", "--grpc-port", str(first))
+    workspace = home / "workspace.yaml"
+    assert [e["grpc_server"]["location_name"] for e in yaml.safe_load(workspace.read_text())["load_from"]] == \
+        ["alice", "bob"]
+    env, instance, logs = open_shared_instance(home, postgres, monkeypatch, tmp_path)
+    services: list[Service] = []
+    try:
+        services.append(start_service("daemon", [sys.executable, "-m", "dagster._daemon", "run", "-w", str(workspace)],
+                                      env, home, logs))
+        for root in memories.values():
+            synthex(env, "run", "--project", str(root))
+            synthex(env, "branch", "create", "exp", "--project", str(root))
+        for ns in memories:
+            assert sorted(instance.get_dynamic_partitions(f"{ns}__branch")) == ["exp", "main"]
+        synthex(env, "branch", "delete", "exp", "--project", str(memories["alice"]))
+        assert instance.get_dynamic_partitions("alice__branch") == ["main"]
+        assert sorted(instance.get_dynamic_partitions("bob__branch")) == ["exp", "main"]  # bob's exp stays
+        assert not instance.get_dynamic_partitions("branch") and not instance.get_dynamic_partitions("period")
+
+        keys = {k.to_user_string() for k in instance.get_asset_keys()}
+        assert {k.split("/")[0] for k in keys} == {"alice", "bob"} and "alice/summaries" in keys
+        assert {k.split("/", 1)[1] for k in keys if k.startswith("alice/")} == \
+            {k.split("/", 1)[1] for k in keys if k.startswith("bob/")}
+        own = {ns: json.loads(synthex(env, "runs", "--json", "--project", str(root)).stdout)
+               for ns, root in memories.items()}
+        assert len(own["alice"]) == len(own["bob"]) == 1 and own["alice"][0]["id"] != own["bob"][0]["id"]
+        runs = {r.run_id: r for r in instance.get_runs()}
+        assert set(runs) == {own["alice"][0]["id"], own["bob"][0]["id"]}
+        for ns, root in memories.items():
+            run = runs[own[ns][0]["id"]]
+            assert run.status == DagsterRunStatus.SUCCESS and run.job_name == f"{ns}__test_memory"
+            assert run.tags[WRITER_TAG] == f"{ns}|main" and {k.path[0] for k in run.asset_selection} == {ns}
+            status = json.loads(synthex(env, "status", "--json", "--project", str(root)).stdout)
+            assert status["last_run"]["id"] == own[ns][0]["id"]
+            assert [b["branch"] for b in status["branches"]] == (["main"] if ns == "alice" else ["main", "exp"])
+
+        # One code server per memory, one webserver on the one workspace: each memory's assets under its location.
+        for ns, root in memories.items():
+            services.append(start_service(f"code-server-{ns}", [
+                sys.executable, "-m", "dagster", "api", "grpc", "-m", "synthex_assets.code_location", "-h",
+                "127.0.0.1", "-p", str(first + list(memories).index(ns))], {**env, "SYNTHEX_PROJECT": str(root)},
+                root, logs))
+        web_port = free_port()
+        services.append(start_service("webserver", [sys.executable, "-m", "dagster_webserver", "-w", str(workspace),
+                                                    "-h", "127.0.0.1", "-p", str(web_port)], env, home, logs))
+
+        def listed() -> dict[str, set[str]] | None:
+            try:
+                nodes = graphql_data(web_port, ASSETS_QUERY)["assetNodes"]
+            except OSError:
+                return None
+            found: dict[str, set[str]] = {}
+            for node in nodes:
+                found.setdefault(node["repository"]["location"]["name"], set()).add("/".join(node["assetKey"]["path"]))
+            return found if set(found) == {"alice", "bob"} else None
+
+        wait_for("both code locations in the webserver", lambda: listed() is not None, 240, services)
+        shown = listed()
+        assert shown["alice"] | shown["bob"] == keys  # every key the instance holds, each in one location only
+        assert all(k.startswith("alice/") for k in shown["alice"]) and all(k.startswith("bob/") for k in shown["bob"])
     finally:
         instance.dispose()
         for service in reversed(services):

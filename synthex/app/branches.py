@@ -304,15 +304,17 @@ class Branches:
     def _register_partition(self, name: str) -> None:
         """The UI shows each branch as a key of the ``branch`` partition dimension."""
         if self.app._has_instance():
+            from synthex_assets.naming import DagsterNames
             from synthex_assets.partitions import register
             from synthex_assets.served import record_served_partitions
 
-            register(self.app.instance, name, [])
+            register(self.app.instance, name, [], DagsterNames.of(self.main))
             # Every partition the parent has shows on the new branch as materialized, "served by" it.
             record_served_partitions(self.app.instance, self.main.for_branch(name))
 
     def _unregister_partition(self, name: str) -> None:
         if self.app._has_instance():
-            instance = self.app.instance
-            if instance.has_dynamic_partition("branch", name):
-                instance.delete_dynamic_partition("branch", name)
+            from synthex_assets.naming import DagsterNames
+            from synthex_assets.partitions import unregister_branch
+
+            unregister_branch(self.app.instance, name, DagsterNames.of(self.main))

@@ -17,7 +17,7 @@ from synthex.core.branch_files import branch_module
 from synthex.core.errors import PipelineDefinitionError
 from synthex.core.hashing import stable_hash
 from synthex.core.limits import Limits
-from synthex.core.naming import DEFAULT_SEARCH_MODE, MAIN, check_branch_name
+from synthex.core.naming import DEFAULT_SEARCH_MODE, MAIN, check_branch_name, check_namespace
 from synthex.core.plugins import Registry
 from synthex.core.record import Record
 from synthex.core.scope import BranchScope
@@ -127,8 +127,13 @@ class PipelineDefinition:
         lexical_stem: bool = False,
         limits: Limits | None = None,
         sensor_interval_s: int = SENSOR_INTERVAL_S,
+        namespace: str | None = None,
     ) -> None:
         self.name = name
+        # Many memories on one Dagster instance (docs/deploy.md): set, it prefixes this memory's asset keys and
+        # names its partitions, jobs, sensors and schedules (synthex_assets.naming.DagsterNames); None: the
+        # names of a project alone on its instance.
+        self.namespace = check_namespace(namespace)
         if isinstance(sensor_interval_s, bool) or not isinstance(sensor_interval_s, int) or sensor_interval_s <= 0:
             raise PipelineDefinitionError(f"pipeline {name!r}: sensor_interval_s: {sensor_interval_s!r} is not a "
                                           f"positive whole number of seconds")
@@ -575,6 +580,8 @@ class PipelineDefinition:
             head["limits"] = self.limits.to_dict()
         if self.sensor_interval_s != SENSOR_INTERVAL_S:
             head["sensor_interval_s"] = self.sensor_interval_s
+        if self.namespace is not None:
+            head["namespace"] = self.namespace
         out: dict[str, Any] = {"pipeline": head, "steps": steps, "outputs": outputs}
         if self.evals:
             out["evals"] = [e.to_toml_dict() for e in self.evals.values()]

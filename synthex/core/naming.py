@@ -31,6 +31,22 @@ def check_branch_name(branch: str) -> str:
     return branch
 
 
+# A memory's Dagster namespace (``Pipeline(namespace=)``): the prefix of its asset keys and of its partition,
+# job, sensor and schedule names on a shared instance, so it must be a Dagster name (``[A-Za-z0-9_]``).
+_NAMESPACE_OK = re.compile(r"^[A-Za-z0-9_]{1,64}$")
+
+
+def check_namespace(namespace: object) -> str | None:
+    """``namespace`` as given (None: not set); one line when it cannot be a Dagster name."""
+    if namespace is None:
+        return None
+    if not isinstance(namespace, str) or not _NAMESPACE_OK.match(namespace):
+        raise PipelineDefinitionError(
+            f"namespace {namespace!r} is not a Dagster name: use 1-64 letters, digits and '_' "
+            f"(it prefixes the memory's asset keys, partitions, jobs and sensors on the instance)")
+    return namespace
+
+
 _SEGMENT_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
 
 

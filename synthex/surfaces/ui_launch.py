@@ -63,7 +63,7 @@ def python_warnings(existing: str | None) -> str:
 def prepare_ui(project: Path, port: int) -> UILaunch:
     from synthex_assets.deployment import is_deployment
     from synthex_assets.instance import ensure_instance_yaml, instance_home
-    from synthex_assets.naming import location_name
+    from synthex_assets.naming import DagsterNames
 
     notes = []
     if (project / PIPELINE_FILE).exists():
@@ -72,7 +72,7 @@ def prepare_ui(project: Path, port: int) -> UILaunch:
         pipeline = demo_pipeline(project)
         notes.append(f"no {PIPELINE_FILE} in {project}: showing the bundled demo pipeline")
     home = instance_home(pipeline)
-    location = location_name(pipeline.name)
+    location = DagsterNames.of(pipeline).location
     workspace = home / "workspace.yaml"
     if is_deployment(home):
         # A shared deployment (`synthex deploy init`): its code server and daemon run on their own, and
