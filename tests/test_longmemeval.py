@@ -413,3 +413,9 @@ def test_split_check_reads_the_runs_rows_back_by_position(tmp_path):
     assert figures["all"]["turn any@10"] == out["metrics"]["turn"]["recall_any@10"]
     assert figures["first 1"]["fresh n"] == 0 and figures["rest"]["fresh n"] == 1
     assert figures["rest"]["fresh@5"] == out["freshness"]["fresh@5"]
+    by_type = split_figures(tmp_path, data, "r1", first=1, by_type=True)["raw-bm25"]
+    types = {q["question_type"] for q in (PROTOCOL_FIXTURE[0], PROTOCOL_FIXTURE[2])} - {"knowledge-update"}
+    assert set(by_type) == {f"{part} / {t}" for part in ("first 1", "all") for t in types} | {
+        "rest / knowledge-update", "all / knowledge-update"}
+    assert by_type["all / knowledge-update"]["fresh n"] == 1 and by_type["all / knowledge-update"]["n"] == 1
+    assert by_type["all / knowledge-update"]["turn nDCG@10"] == figures["rest"]["turn nDCG@10"]
