@@ -161,6 +161,38 @@ def connect_eval_results(path: Path, attempts: int = 10, read_only: bool = False
     raise AssertionError("unreachable")
 
 
+def run_rows(project: Path, eval_run_id: str, columns: list[str]) -> list[tuple]:
+    """One eval run's ``eval_results`` rows of ``project`` as (architecture, question_id, category, *columns),
+    ordered by architecture (for the held-out checks, evals/benchmarks/*/split_check.py)."""
+    from synthex_resources.sql import eval_results_path
+
+    con = connect_eval_results(eval_results_path(project / ".synthex"), read_only=True)
+    try:
+        return con.execute(f"select architecture, question_id, category, {', '.join(columns)} from eval_results "
+                           "where eval_run_id = ? order by architecture", [eval_run_id]).fetchall()
+    finally:
+        con.close()
+
+
+def part_means(rows: list[tuple], parts_of: Any, names: list[str], start: int = 3) -> dict[str, dict[str, dict[str, Any]]]:
+    """``run_rows`` grouped by architecture and by each part ``parts_of(row)`` names -> the part's question count
+    ("n") and the mean of each figure (``names[i]`` is column ``start + i`` of a row; None values left out),
+    and its rows ("rows")."""
+    grouped: dict[str, dict[str, list[tuple]]] = {}
+    for row in rows:
+        for part in parts_of(row):
+            grouped.setdefault(row[0], {}).setdefault(part, []).append(row)
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for arch, by_part in grouped.items():
+        for part, part_rows in by_part.items():
+            figures: dict[str, Any] = {"n": len(part_rows), "rows": part_rows}
+            for i, name in enumerate(names, start=start):
+                values = [r[i] for r in part_rows if r[i] is not None]
+                figures[name] = round(sum(values) / len(values), 4) if values else None
+            out.setdefault(arch, {})[part] = figures
+    return out
+
+
 def save_eval_results(results: list[dict[str, Any]], path: Path, eval_run_id: str) -> int:
     """``write_eval_results`` through a plain DuckDB connection on ``path`` (the CLI's path)."""
     con = connect_eval_results(path)

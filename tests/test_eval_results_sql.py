@@ -202,3 +202,19 @@ def test_eval_asset_metadata_and_threshold_check(evaluated):
     conversational = run_eval(pipe, data, {"turn/recall_any@10": 0.5}, search_mode="conversational")
     [mat] = conversational.asset_materializations_for_node("eval_locomo")
     assert conversational.success and mat.metadata["turn/recall_any@10"].value >= 0.5
+
+
+def test_locomo_split_check_reads_the_runs_rows_back_by_conversation(evaluated):
+    """``evals.benchmarks.locomo.split_check``: the run's rows split by the conversation's number in the file; "all"
+    equals the run's own means, each part its own questions."""
+    from evals.benchmarks.locomo.split_check import split_figures
+
+    project, data, results = evaluated
+    figures = split_figures(project, data, "first", 1, 1)
+    for result in results:
+        parts = figures[result["architecture"]]
+        assert (parts["conversations 1-1"]["n"], parts["others"]["n"], parts["all"]["n"]) == (3, 3, 6)
+        assert parts["all"]["session any@5"] == result["metrics"]["session"]["recall_any@5"]
+        assert parts["all"]["turn all@10"] == result["metrics"]["turn"]["recall_all@10"]
+    by_category = split_figures(project, data, "first", 1, 1, by_category=True)["raw-bm25"]
+    assert set(by_category) == {"conversations 1-1 / single-hop", "others / single-hop", "all / single-hop"}

@@ -413,3 +413,41 @@ def test_split_check_reads_the_runs_rows_back_by_position(tmp_path):
     assert figures["all"]["turn any@10"] == out["metrics"]["turn"]["recall_any@10"]
     assert figures["first 1"]["fresh n"] == 0 and figures["rest"]["fresh n"] == 1
     assert figures["rest"]["fresh@5"] == out["freshness"]["fresh@5"]
+    by_type = split_figures(tmp_path, data, "r1", first=1, by_type=True)["raw-bm25"]
+    types = {q["question_type"] for q in (PROTOCOL_FIXTURE[0], PROTOCOL_FIXTURE[2])} - {"knowledge-update"}
+    assert set(by_type) == {f"{part} / {t}" for part in ("first 1", "all") for t in types} | {
+        "rest / knowledge-update", "all / knowledge-update"}
+    assert by_type["all / knowledge-update"]["fresh n"] == 1 and by_type["all / knowledge-update"]["n"] == 1
+    assert by_type["all / knowledge-update"]["turn nDCG@10"] == figures["rest"]["turn nDCG@10"]
+
+
+def test_miss_check_keys_are_the_official_protocols_sessions():
+    """``miss_check.session_keys``: a non-evidence turn of an evidence session is a key of its own (the relabelled
+    "noans" twin), so it takes a place in the top k; a second gold turn of a session takes none."""
+    from evals.benchmarks.longmemeval.miss_check import session_keys
+
+    hits = ["answer_a_3", "answer_a_1", "b_1", "answer_a_5", "answer_c_1", "b_3"]
+    assert session_keys(hits, {"answer_a_1", "answer_a_5", "answer_c_1"}) == [
+        ("answer_a", False), ("answer_a", True), ("b", False), ("answer_c", True)]
+
+
+def test_miss_check_counts_a_runs_misses(tmp_path):
+    """``miss_check.misses`` on a real run's rows: a question with two gold sessions misses session recall_all@1 by
+    construction; its one top key is counted, its left-out gold session's gold turn is placed in a rank bucket."""
+    from conftest import cli
+
+    from evals.benchmarks.longmemeval.miss_check import RANK_BUCKETS, misses
+
+    bikes = q("bikes", [[turn("user", "I bought a red bike.", True), turn("assistant", "Nice.")],
+                        [turn("user", "I bought a blue bike.", True), turn("assistant", "Cool.")],
+                        [turn("user", "Recommend a movie."), turn("assistant", "Try Alien.")]],
+              ["answer_f", "answer_g"], ["answer_f", "answer_g", "other_h"])
+    bikes |= {"question": "How many bikes did I buy?", "question_type": "multi-session"}
+    data = write_json(tmp_path / "lme.json", [PROTOCOL_FIXTURE[0], bikes])
+    cli("eval", "longmemeval", "--data", data, "--compare", "raw-bm25", "--json", "--run-id", "r1", "--project", tmp_path)
+    by_type = misses(tmp_path, data, "r1", "raw-bm25", first=1, k=1)
+    assert set(by_type) == {"multi-session"}
+    figures = by_type["multi-session"]
+    assert (figures["misses"], figures["in first 1"], figures["gold sessions"], figures["left out"]) == (1, 0, {2: 1}, 1)
+    assert figures["gold keys"] + figures["twins"] + figures["others"] == 1
+    assert sum(figures[f"rank {lo}-{hi}"] for lo, hi in RANK_BUCKETS) + figures["not ranked"] == 1
