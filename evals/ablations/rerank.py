@@ -73,13 +73,17 @@ class KeptQuestion:
     hits: list[KeptHit] = field(default_factory=list)
 
 
-def first_stage(data: Path, work_dir: Path, first: int, last: int, pool: int, cache: Path | None) -> list[KeptQuestion]:
-    """Conversations ``first``..``last`` (1-based) searched once (top ``pool``), from ``cache`` when kept."""
-    path = cache / f"first-stage-{data.stem}-{first}-{last}-top{pool}.pkl" if cache else None
+def first_stage(data: Path, work_dir: Path, first: int, last: int, pool: int, cache: Path | None,
+                embedder_kind: str | None = None) -> list[KeptQuestion]:
+    """Conversations ``first``..``last`` (1-based) searched once (top ``pool``), from ``cache`` when kept;
+    ``embedder_kind``: a registered embedder kind (None: the configured one, MiniLM by default)."""
+    embedder = EmbedderConfig(kind=embedder_kind).create()
+    # The default's file name as before, so an earlier run's kept first stage is still found.
+    model = "" if embedder_kind is None else f"-{embedder.name}"
+    path = cache / f"first-stage-{data.stem}-{first}-{last}-top{pool}{model}.pkl" if cache else None
     if path is not None and path.exists():
         return pickle.loads(path.read_bytes())
     raw = json.loads(data.read_text(encoding="utf-8"))
-    embedder = EmbedderConfig().create()
     arch = resolve([ARCHITECTURE], None)[0]
     key = lambda r: r.meta("chat.message_id")  # noqa: E731
     out: list[KeptQuestion] = []
@@ -167,7 +171,7 @@ def run(args: argparse.Namespace, log=print) -> list[dict]:
     first_i, last_i = int(first), int(last or first)
     pool = max(args.top_n)
     started = time.perf_counter()
-    questions = first_stage(args.data, args.work_dir, first_i, last_i, pool, args.cache_dir)
+    questions = first_stage(args.data, args.work_dir, first_i, last_i, pool, args.cache_dir, args.embedder)
     print(f"# first stage: {len(questions)} questions of conversations {first_i}-{last_i}, top {pool}, "
           f"{time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
     rows = [score_row(FIRST_STAGE, questions, None)]
@@ -235,6 +239,8 @@ def main() -> None:
     parser.add_argument("--late-blends", type=lambda s: [float(x) for x in s.split(",")], default=[0.0],
                         help="late interaction's blends (its MaxSim spans 0..1, so a blend on its own scale)")
     parser.add_argument("--cache-dir", type=Path, default=None, help="keep the first stage and the scores here")
+    parser.add_argument("--embedder", default=None,
+                        help="the first stage's embedder kind (synthex_resources.embedder; default: the configured one)")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--markdown", type=Path, default=None)
     args = parser.parse_args()
