@@ -169,7 +169,7 @@ def score_row(name: str, questions: list[KeptQuestion], reranker: CrossEncoderRe
 def run(args: argparse.Namespace, log=print) -> list[dict]:
     first, _, last = args.conversations.partition("-")
     first_i, last_i = int(first), int(last or first)
-    pool = max(args.top_n)
+    pool = max(args.pool or 0, *args.top_n)
     started = time.perf_counter()
     questions = first_stage(args.data, args.work_dir, first_i, last_i, pool, args.cache_dir, args.embedder)
     print(f"# first stage: {len(questions)} questions of conversations {first_i}-{last_i}, top {pool}, "
@@ -239,6 +239,8 @@ def main() -> None:
     parser.add_argument("--late-blends", type=lambda s: [float(x) for x in s.split(",")], default=[0.0],
                         help="late interaction's blends (its MaxSim spans 0..1, so a blend on its own scale)")
     parser.add_argument("--cache-dir", type=Path, default=None, help="keep the first stage and the scores here")
+    parser.add_argument("--pool", type=int, default=None,
+                        help="first-stage hits kept (default: the largest --top-n); a kept first stage of this size is reused")
     parser.add_argument("--embedder", default=None,
                         help="the first stage's embedder kind (synthex_resources.embedder; default: the configured one)")
     parser.add_argument("--json", type=Path, default=None)
