@@ -61,7 +61,7 @@ import numpy as np
 from evals.benchmarks.locomo.data import CATEGORIES, Conversation, Turn, load_locomo, turn_text
 from evals.metrics import mean, score
 from evals.scoring import RECALL_KS, with_recall
-from synthex_resources.embedder import Embedder
+from synthex_resources.embedder import Embedder, embed_queries
 from synthex_resources.search.strategies.builtin import HYBRID_EQUAL
 from synthex_resources.search.tokenize import tokenize
 
@@ -178,7 +178,7 @@ def evaluate(conversations: list[Conversation], embedder: Embedder, texts: Seque
         asked = [(i, q) for i, q in enumerate(conv.questions) if q.evidence]
         if not asked:
             continue
-        query_vectors = embedder.embed([q.question for _, q in asked])
+        query_vectors = embed_queries(embedder, [q.question for _, q in asked])
         indexes = {text: SessionIndex(session_documents(conv, text), embedder) for text in texts}
         for (index, q), qvec in zip(asked, query_vectors, strict=True):
             gold = set(q.evidence_sessions)

@@ -160,6 +160,8 @@ class MemoEmbedder:
                  warn: Callable[[str], None] | None = None) -> None:
         self.inner = inner or EmbedderConfig().create()
         self.name, self.dim = self.inner.name, self.inner.dim
+        # Questions reach the memo as prefixed texts (embed_queries): keyed apart from the same text stored.
+        self.query_prefix = getattr(self.inner, "query_prefix", "")
         self.cache = cache
         self.computed = 0
         self._warn = warn or (lambda line: None)

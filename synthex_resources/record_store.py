@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from synthex.core.record import Record
-from synthex_resources.embedder import Embedder, EmbedderConfig, MiniLMOnnxEmbedder
+from synthex_resources.embedder import Embedder, EmbedderConfig, OnnxEmbedder
 from synthex_resources.encryption import StoreCipher
 from synthex_resources.search.state import SearchSettings, SearchState
 from synthex_resources.store.hook_cursors import HookCursors
@@ -75,7 +75,7 @@ class RecordStore:
         this first, so the model loads while Dagster imports and the run is created: ~0.3-0.6 s of a demo
         run's wall time on 2 cores). Other embedders have nothing to load."""
         embedder = self.embedder
-        if isinstance(embedder, MiniLMOnnxEmbedder):
+        if isinstance(embedder, OnnxEmbedder):
             embedder.load_in_background()
 
     def close(self) -> None:

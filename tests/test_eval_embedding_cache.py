@@ -68,6 +68,7 @@ def test_the_figures_and_per_question_hits_are_the_same_with_and_without_the_cac
     questions = results["cold"][0]["questions"]
     assert questions and all(q["hits"] for q in questions)  # something was ranked, so equality means something
     assert figures(results["warm"]) == figures(results["cold"])
+    assert results["cold"][0]["embedder"] == runs[4].name  # a result says which model embedded it
 
 
 def test_a_corrupted_cache_file_is_one_warning_and_recomputed(runs, tmp_path):

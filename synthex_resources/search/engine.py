@@ -34,6 +34,7 @@ from synthex.core.naming import DEFAULT_SEARCH_MODE
 from synthex.core.record import Record
 from synthex.core.scope import BranchScope
 from synthex_resources.commits import with_commit_retry
+from synthex_resources.embedder import embed_queries
 from synthex_resources.record_store import LIGHT_COLUMNS, RECORDS, RecordStore
 from synthex_resources.search.indexes.dense_index import dense_index
 from synthex_resources.search.indexes.memory_lexical import memory_bm25
@@ -96,7 +97,7 @@ class SearchEngine:
     def query_vector_future(self, query: str) -> Future:
         """The query's embedding, computed on the pool (the caller answers the lexical leg meanwhile)."""
         embedder = self.store.embedder
-        return self.pool().submit(lambda: embedder.embed([query])[0])
+        return self.pool().submit(lambda: embed_queries(embedder, [query])[0])
 
     def lexical_future(self, query: str, where: str, n: int) -> Future:
         """The lexical leg as a future: answered at once on this thread when the persisted postings serve the
@@ -267,7 +268,7 @@ class SearchEngine:
         if self.store.records_read_version() is None:  # no table (asked without importing lancedb)
             return []
         scope = scope or BranchScope.own()
-        qvec = vector if vector is not None else self.store.embedder.embed([query])[0]
+        qvec = vector if vector is not None else embed_queries(self.store.embedder, [query])[0]
         if in_memory:
             return [(rid, sim) for rid, sim, _ in dense_index(self.store).search(qvec, steps, scope, periods, n)]
         tbl = self.store.records_table()

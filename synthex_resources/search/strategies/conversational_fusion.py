@@ -29,6 +29,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from synthex.core.scope import BranchScope
+from synthex_resources.embedder import embed_queries
 from synthex_resources.search.indexes.dense_index import dense_index
 from synthex_resources.search.indexes.leaf_scope import Scope, leaf_rows, scope_for
 from synthex_resources.search.strategies import conversational_multihop
@@ -166,7 +167,7 @@ def _first_stage(engine: SearchBackend, scope: Scope, text: str, steps: list[str
     if vector_future is not None:
         qvec = vector_future.result()
     else:
-        qvec = engine.store.embedder.embed([text])[0] if wants_vector else None
+        qvec = embed_queries(engine.store.embedder, [text])[0] if wants_vector else None
     index = dense_index(engine.store) if qvec is not None else None
     short = index.approximate_scores(qvec, steps, reads, periods, DENSE_SHORTLIST) \
         if index is not None and config.dense else None

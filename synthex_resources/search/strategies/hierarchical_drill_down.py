@@ -39,6 +39,7 @@ from typing import Protocol
 import numpy as np
 
 from synthex.core.scope import BranchScope
+from synthex_resources.embedder import embed_queries
 from synthex_resources.search.indexes.dense_index import dense_index
 from synthex_resources.search.indexes.id_lookup import IdLookup
 from synthex_resources.search.indexes.leaf_scope import Scope, scope_for
@@ -163,7 +164,7 @@ def drill_down_search(engine: SearchBackend, request: SearchRequest, config: Dri
         return SearchResults()
     scope, total = scored
     if altitude and config.altitude_weight:
-        qvec = engine.store.embedder.embed([request.query])[0] if config.altitude_dense_weight else None
+        qvec = embed_queries(engine.store.embedder, [request.query])[0] if config.altitude_dense_weight else None
         lift = np.zeros(len(scope.leaf_ids))
         for step in altitude:
             step_scope = scope_for(engine, engine.where([step], reads, periods))
