@@ -1,11 +1,11 @@
 """A cold first architecture against the embedding floor (issue 34 item 4): the first N scored LongMemEval dev
 questions through ``evaluate`` with a fresh work dir and a fresh embedding cache, then the floor measured back to
 back in the same process: the distinct texts the eval's model embedded, in one length-sorted call, with 1 thread
-and with the eval's threads. Prints texts, the eval's wall and CPU (user + sys, every thread), where the model's
-CPU went (the eval's calls replayed one by one: tokenization and the ONNX session), the floor and both ratios, and
-the load before and after. ``--rows FILE`` writes the per-question rows (JSON) to compare two versions.
+and with the eval's threads. Prints texts, the eval's wall and CPU (user + sys, every thread), its CPU by thread,
+the floor and both ratios, and the load before and after. ``--rows FILE`` writes the per-question rows (JSON) to compare two versions;
+``--replay`` also replays the eval's model calls (the model's CPU in the eval's batches, tokenizing apart).
 
-    python -m evals.benchmarks.longmemeval.floor_check N [ARCH] [--rows FILE] [--data FILE]
+    python -m evals.benchmarks.longmemeval.floor_check N [ARCH] [--rows FILE] [--replay] [--data FILE]
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class ThreadCpu:
     is kept after it ends), grouped by Python thread name (digits dropped) or, for native threads (the ONNX
     intra-op pool, the tokenizer's and Lance's), by their kernel name."""
 
-    def __init__(self, every: float = 0.2) -> None:
+    def __init__(self, every: float = 1.0) -> None:
         self.every, self.seen = every, {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="floor-check-sampler", daemon=True)
@@ -117,7 +117,7 @@ def tokenize_cpu(model: MiniLMOnnxEmbedder, calls: list[list[str]]) -> float:
     return cpu_s() - started
 
 
-def main(limit: int, arch: str, data: Path, rows_out: Path | None) -> None:
+def main(limit: int, arch: str, data: Path, rows_out: Path | None, replay: bool = False) -> None:
     model = MiniLMOnnxEmbedder()
     log = CallLog(model)
     work = Path(tempfile.mkdtemp(prefix="lme-floor-"))
@@ -135,12 +135,12 @@ def main(limit: int, arch: str, data: Path, rows_out: Path | None) -> None:
     distinct = list(dict.fromkeys(texts))
     print(f"{arch}, {limit} haystacks, cold: wall {eval_wall:.1f} s, cpu {eval_cpu:.1f} s; the model embedded "
           f"{len(texts)} texts ({len(distinct)} distinct) in {len(log.calls)} calls", flush=True)
-    # The eval's calls replayed one by one on its model (loaded, warm): its model CPU in the eval's batch shapes.
-    _, replay_cpu, replay_wall = timed(lambda: [model.embed(c) for c in log.calls])
-    token_cpu = tokenize_cpu(model, log.calls)
-    print(f"the eval's calls replayed: {replay_cpu:.1f} cpu-s ({replay_wall:.1f} s wall), of which tokenizing "
-          f"{token_cpu:.1f} cpu-s; the rest of the eval (ingest, Lance, search, scoring, model load, threads' "
-          f"contention): ~{eval_cpu - replay_cpu:.1f} cpu-s", flush=True)
+    if replay:  # the eval's calls one by one on its model (loaded, warm): its model CPU in the eval's batch shapes
+        _, replay_cpu, replay_wall = timed(lambda: [model.embed(c) for c in log.calls])
+        token_cpu = tokenize_cpu(model, log.calls)
+        print(f"the eval's calls replayed: {replay_cpu:.1f} cpu-s ({replay_wall:.1f} s wall), of which tokenizing "
+              f"{token_cpu:.1f} cpu-s; the rest of the eval (ingest, Lance, search, scoring, model load, threads' "
+              f"contention): ~{eval_cpu - replay_cpu:.1f} cpu-s", flush=True)
     ordered = sorted(distinct, key=len)
     floors = {}
     for threads in sorted({1, model.threads}):
@@ -169,5 +169,7 @@ if __name__ == "__main__":
     parser.add_argument("arch", nargs="?", default="raw-bm25")
     parser.add_argument("--data", type=Path, default=DEV)
     parser.add_argument("--rows", type=Path, default=None)
+    parser.add_argument("--replay", action="store_true", help="also replay the eval's model calls (model CPU "
+                                                               "in the eval's batches, tokenizing apart)")
     args = parser.parse_args()
-    main(args.limit, args.arch, args.data, args.rows)
+    main(args.limit, args.arch, args.data, args.rows, args.replay)
