@@ -228,7 +228,8 @@ class EmbedAheadOfWorkspaces:
     conversations in front of the one being ingested. A workspace's set-up (its pipeline run's planning and
     store writes) then overlaps the model's work on the next haystacks; the eval waits for a conversation's
     texts before ingesting it (``wait_embedded``), so the model's batches are all this thread's. Vectors are a pure function of the text (any batch), so figures do
-    not change; texts go in chunks of ``chunk``, so an embed the workspace itself makes waits at most one chunk.
+    not change; texts go in chunks of ``chunk``, so an embed the workspace itself makes waits at most one chunk
+    (256: most haystacks in one or two calls, whose batches the model sorts by token length across the call).
     A conversation's texts are chunked shortest first: the model pads each batch to its longest text, so a
     chunk of texts of one length costs what that length costs, and a chunk in the conversation's own order
     costs what its longest text costs, for each text (on a LongMemEval haystack, one call of all its texts:
@@ -240,7 +241,7 @@ class EmbedAheadOfWorkspaces:
     that workspace runs the same steps again and raises it where it belongs.
     ``close`` stops the thread (the texts not embedded yet are embedded later, where they are needed)."""
 
-    def __init__(self, embedder: MemoEmbedder, texts_of: list[list[str]], ahead: int = 2, chunk: int = 64,
+    def __init__(self, embedder: MemoEmbedder, texts_of: list[list[str]], ahead: int = 2, chunk: int = 256,
                  prepare: Callable[[int], None] | None = None, prepare_from: int = 1) -> None:
         self.embedder, self.texts_of, self.ahead, self.chunk = embedder, texts_of, ahead, chunk
         self.prepare, self.prepare_from = prepare, prepare_from

