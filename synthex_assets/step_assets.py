@@ -57,7 +57,7 @@ from synthex_assets.served import CONTENT_VERSION_KEY, serve_branches_of, served
 from synthex_resources.llm import OFFLINE_STAND_IN, LLMConfig
 from synthex_resources.record_store import RecordStore
 from synthex_resources.source_sync import enforce_for_step
-from synthex_resources.store.fragment_append import IngestWorkers, check_workers
+from synthex_resources.store.fragment_append import IngestWorkers, check_worker_embedder, check_workers
 
 FULL_TAG = "synthex/full"
 # ``synthex run --workers N``: a first ingest's records embedded and written by N processes (executor.py);
@@ -71,7 +71,9 @@ def ingest_workers(tag: str | None) -> int:
     """The run's ingest workers from its tag (absent: 1); a tag that is not 1..cores is a SynthexError."""
     if tag is None:
         return 1
-    return check_workers(int(tag) if tag.strip().isdigit() else tag)
+    text = tag.strip()
+    # ASCII digits only: str.isdigit() is also true of "²", which int() refuses with a ValueError
+    return check_workers(int(text) if text.isascii() and text.isdigit() else tag)
 
 
 def partition_metadata(outcome: PartitionOutcome, held: list[Record], model: str | None,
@@ -278,6 +280,7 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step, names: DagsterNam
             raise Failure(description=f"step {step.name!r}: {misresolved}", allow_retries=False)
         try:
             workers = IngestWorkers(ingest_workers(context.run.tags.get(WORKERS_TAG)))
+            check_worker_embedder(store.embedder, workers.workers)
         except SynthexError as exc:  # a tag set by hand in the UI: refused before anything is read
             raise Failure(description=f"step {step.name!r}: tag {WORKERS_TAG}: {exc}", allow_retries=False) from exc
         executor = StepExecutor(pipeline, step, store, llm, progress, run_id=context.run.run_id,

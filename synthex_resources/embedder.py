@@ -102,6 +102,9 @@ class OnnxEmbedder:
                     self._session = self._tokenizer = None
 
 
+TOKENIZE_WINDOW = 2048  # texts tokenized at once by MiniLMOnnxEmbedder.embed (bounds its memory)
+
+
 class MiniLMOnnxEmbedder(OnnxEmbedder):
     name = "all-MiniLM-L6-v2-int8-onnx"
     dim = MINILM_DIM
@@ -159,21 +162,30 @@ class MiniLMOnnxEmbedder(OnnxEmbedder):
             # Each text tokenized once; batches of texts of about one token length (sorted by tokens, not
             # characters: a batch pads to its longest text, and characters per token vary a lot), so little
             # of a batch is padding (~15 % fewer CPU-s per text on LongMemEval turns than sorting by characters).
-            enc = self._tokenizer.encode_batch([t or " " for t in texts])
-            lengths = np.array([len(e.ids) for e in enc])
-            order = np.argsort(lengths, kind="stable")
-            batches = [order[start:start + self.batch_size] for start in range(0, len(order), self.batch_size)]
+            # Tokenized a window at a time: a call may hold every unembedded text of a step (``Vectors.ensure``),
+            # and a 256-piece encoding is ~43 KB; a window bounds that (~90 MB) and sorts nearly as well. A
+            # text's vector does not depend on its window or batch (padding is masked).
             out = np.zeros((len(texts), self.dim), dtype=np.float32)
-            workers = min(self.threads, len(batches))
-            while len(self._sessions) < workers:
-                self._sessions.append(self._new_session())
-            if workers <= 1:
-                for idx in batches:
-                    self._run(self._session, enc, lengths, idx, out)
-            else:
-                self._run_side_by_side(self._sessions[:workers], enc, lengths, batches, out)
+            for first in range(0, len(texts), TOKENIZE_WINDOW):
+                window = texts[first:first + TOKENIZE_WINDOW]
+                self._embed_window(window, out[first:first + len(window)])
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return (out / np.maximum(norms, 1e-12)).astype(np.float32)
+
+    def _embed_window(self, texts: list[str], out: np.ndarray) -> None:
+        """``texts``' pooled (not yet normalized) vectors into ``out``, its rows in their order."""
+        enc = self._tokenizer.encode_batch([t or " " for t in texts])
+        lengths = np.array([len(e.ids) for e in enc])
+        order = np.argsort(lengths, kind="stable")
+        batches = [order[start:start + self.batch_size] for start in range(0, len(order), self.batch_size)]
+        workers = min(self.threads, len(batches))
+        while len(self._sessions) < workers:
+            self._sessions.append(self._new_session())
+        if workers <= 1:
+            for idx in batches:
+                self._run(self._session, enc, lengths, idx, out)
+        else:
+            self._run_side_by_side(self._sessions[:workers], enc, lengths, batches, out)
 
     def _run_side_by_side(self, sessions: list, enc: list, lengths: np.ndarray, batches: list[np.ndarray],
                           out: np.ndarray) -> None:

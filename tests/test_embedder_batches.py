@@ -75,3 +75,26 @@ def test_a_failing_batch_raises_on_the_callers_thread():
         assert str(exc) == "session failed"
     else:
         raise AssertionError("the failing batch was not raised")
+
+
+def test_a_large_call_is_tokenized_a_window_at_a_time_with_the_same_bits(monkeypatch):
+    """A call may carry every unembedded text of a step (``Vectors.ensure``): its encodings are held a window
+    at a time, not all at once, and the vectors are those of one window."""
+    import synthex_resources.embedder as embedder_module
+
+    texts = [f"{t} {i}" for i in range(5) for t in TEXTS]  # 20 texts
+    reference = MiniLMOnnxEmbedder(batch_size=4, threads=2).embed(texts)
+    model = MiniLMOnnxEmbedder(batch_size=4, threads=2)
+    model.embed(["warm up"])
+    sizes: list[int] = []
+    tokenizer = model._tokenizer
+
+    class CountingTokenizer:
+        def encode_batch(self, batch):  # noqa: ANN001, ANN201 - the tokenizers signature
+            sizes.append(len(batch))
+            return tokenizer.encode_batch(batch)
+
+    model._tokenizer = CountingTokenizer()
+    monkeypatch.setattr(embedder_module, "TOKENIZE_WINDOW", 6)
+    assert np.array_equal(model.embed(texts), reference)
+    assert sizes == [6, 6, 6, 2]

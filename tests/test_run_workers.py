@@ -236,3 +236,29 @@ def test_append_new_writes_the_rows_upsert_writes_in_an_encrypted_store(tmp_path
         assert two.records_table().version == version
     finally:
         workers.close()
+
+
+@pytest.mark.parametrize("tag", ["many", "²", "0", "-1", "1.5", str(max_workers() + 1)])
+def test_a_bad_workers_tag_is_one_line_not_a_traceback(tag):
+    """A launchpad user's ``synthex/workers`` value: a SynthexError naming it (the step turns it into one
+    Failure line); "²" passes str.isdigit() but not int()."""
+    from synthex.core.errors import SynthexError
+    from synthex_assets.step_assets import ingest_workers
+
+    with pytest.raises(SynthexError, match=r"workers must be a whole number from 1 to \d+ \(this machine's cores\)"):
+        ingest_workers(tag)
+
+
+def test_an_embedder_without_for_worker_is_refused_in_one_line_above_one_worker():
+    """Every door asks it before the run computes anything (a UI run's tag too, not only the CLI)."""
+    from synthex.core.errors import BadInputError
+    from synthex_resources.store.fragment_append import check_worker_embedder
+
+    class PluginEmbedder:
+        name = "plugin-model"
+        dim = 4
+
+    check_worker_embedder(PluginEmbedder(), 1)  # one worker: today's path, nothing to rebuild
+    with pytest.raises(BadInputError, match=r"^workers=2: the embedder 'plugin-model' cannot be rebuilt in a "
+                                            r"worker process \(it has no for_worker\(\)\); run with one worker$"):
+        check_worker_embedder(PluginEmbedder(), 2)

@@ -187,13 +187,9 @@ class ProjectApp:
         process (``for_worker``); else a one-line SynthexError, before anything runs."""
         if workers == 1 and type(workers) is int:
             return
-        from synthex_resources.store.fragment_append import check_workers
+        from synthex_resources.store.fragment_append import check_worker_embedder, check_workers
 
-        check_workers(workers)
-        embedder = self.store.embedder
-        if not hasattr(embedder, "for_worker"):
-            raise SynthexError(f"workers={workers}: the embedder {getattr(embedder, 'name', type(embedder).__name__)!r} "
-                               f"cannot be rebuilt in a worker process; run with one worker")
+        check_worker_embedder(self.store.embedder, check_workers(workers))
 
     def _tracked_run(self, step: str | None, from_: str | None, full: bool, branch: str,
                      progress: ProgressReporter | None, wait: bool, on_wait: Callable[[str], None] | None,

@@ -50,6 +50,16 @@ def check_workers(workers: object) -> int:
     return workers
 
 
+def check_worker_embedder(embedder: object, workers: int) -> None:
+    """Above one worker, ``embedder`` must be rebuildable in a worker process (``for_worker``); else a
+    one-line BadInputError, before the run computes anything (every door asks this: the CLI and Python
+    API through ``ProjectApp.check_ingest``, a UI or sensor run's ``synthex/workers`` tag in the step)."""
+    if workers > 1 and not hasattr(embedder, "for_worker"):
+        name = getattr(embedder, "name", type(embedder).__name__)
+        raise BadInputError(f"workers={workers}: the embedder {name!r} cannot be rebuilt in a worker process "
+                            f"(it has no for_worker()); run with one worker")
+
+
 def spawn_pool(workers: int) -> ProcessPoolExecutor:
     # spawn: a worker imports what it needs itself (no fork of a process holding lance's runtime threads)
     return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
