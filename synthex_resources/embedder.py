@@ -346,10 +346,11 @@ class OpenAIWorker:
 class EmbedderConfig:
     """Which embedder writes the ``vector`` column (plain Python; the Dagster resource wraps it).
 
-    Defaults come from the environment: ``SYNTHEX_EMBEDDER=openai`` (with ``SYNTHEX_EMBEDDING_MODEL``,
-    ``SYNTHEX_EMBEDDING_DIM``, ``OPENAI_BASE_URL``/``OPENAI_API_KEY``) selects an OpenAI-compatible
-    embeddings endpoint; otherwise the offline MiniLM. A store's vector width is fixed when its table
-    is created, so pick the embedder before the first run.
+    ``kind`` names a kind of the embedder registry (``register_embedder_kinds``; built in: ``minilm-onnx``,
+    the default, ``bge-small-onnx``, ``openai``); unset, ``SYNTHEX_EMBEDDER`` names it. ``openai`` reads
+    ``SYNTHEX_EMBEDDING_MODEL``, ``SYNTHEX_EMBEDDING_DIM``, ``OPENAI_BASE_URL``/``OPENAI_API_KEY``. A store's
+    vector width is fixed when its table is created, and the store does not record the kind: pick the
+    embedder before the first run.
     """
 
     kind: str | None = None

@@ -14,8 +14,8 @@ Row order in the table follows the shards' order (the fragments are committed in
 table a run of N workers leaves is the one a single process leaves, row for row.
 
 ``synthex run --workers N`` writes a first ingest this way (synthex_assets/executor.py): ``IngestWorkers``
-is the run's pool of N spawned processes, started on first use and kept for the run's step, so each
-worker loads its embedder once.
+is the run's pool of N spawned processes, started on first use and kept for one step of the run (a
+pipeline with two searched steps starts a pool for each), so each worker loads its embedder once a step.
 """
 
 from __future__ import annotations
