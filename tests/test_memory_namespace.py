@@ -126,6 +126,11 @@ def test_deploy_init_writes_one_code_location_per_memory_and_refuses_memories_it
         result = cli("deploy", "init", tmp_path / "refused", *args, check=False)
         assert result.returncode != 0 and why in result.stderr and "Traceback" not in result.stderr, result
         assert not (tmp_path / "refused").exists()
+    typo = tmp_path / "memories" / "alcie"  # a --project that is not a project: refused, nothing made there
+    result = cli("deploy", "init", tmp_path / "refused", "--project", memories["alice"], "--project", typo, check=False)
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result
+    assert f"--project {typo}: no pipeline.py there" in result.stderr
+    assert not typo.exists() and not (tmp_path / "refused").exists()
 
 
 def test_the_run_launcher_judges_a_namespaced_run_by_its_own_memorys_partitions(tmp_path, small_export, monkeypatch):

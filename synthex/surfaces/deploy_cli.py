@@ -47,6 +47,11 @@ def init_command(directory: str, projects: tuple[str, ...], grpc_host: str, grpc
     if store_uri and len(roots) > 1:  # one SYNTHEX_STORE_URI for every memory would be one store for all
         raise SynthexError("--store-uri names one store: with several --project, set store_uri= in each "
                            "memory's pipeline.py")
+    if len(roots) > 1:  # several memories: each must be a project already (a typo must not get the demo's files)
+        missing = [str(root) for root in roots if not (root / "pipeline.py").is_file()]
+        if missing:
+            raise SynthexError(f"--project {missing[0]}: no pipeline.py there; with several --project, each "
+                               f"must be a project folder (synthex init)")
     pipelines = [project_pipeline(root) for root in roots]
     spec = DeploymentSpec(locations=memory_locations(pipelines, grpc_port), grpc_host=grpc_host,
                           max_concurrent_runs=max_concurrent_runs, store_uri=store_uri, s3_endpoint=s3_endpoint)
