@@ -172,4 +172,9 @@ if __name__ == "__main__":
     parser.add_argument("--replay", action="store_true", help="also replay the eval's model calls (model CPU "
                                                                "in the eval's batches, tokenizing apart)")
     args = parser.parse_args()
-    main(args.limit, args.arch, args.data, args.rows, args.replay)
+    from synthex.core.errors import SynthexError
+
+    try:
+        main(args.limit, args.arch, args.data, args.rows, args.replay)
+    except SynthexError as exc:  # a missing or malformed data file: one line, not a traceback
+        sys.exit(f"floor_check: {exc}")
