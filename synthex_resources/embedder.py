@@ -349,8 +349,8 @@ class EmbedderConfig:
     ``kind`` names a kind of the embedder registry (``register_embedder_kinds``; built in: ``minilm-onnx``,
     the default, ``bge-small-onnx``, ``openai``); unset, ``SYNTHEX_EMBEDDER`` names it. ``openai`` reads
     ``SYNTHEX_EMBEDDING_MODEL``, ``SYNTHEX_EMBEDDING_DIM``, ``OPENAI_BASE_URL``/``OPENAI_API_KEY``. A store's
-    vector width is fixed when its table is created, and the store does not record the kind: pick the
-    embedder before the first run.
+    vector width is fixed when its table is created, and the table records the embedder's name (a store opened
+    with another is refused: ``RecordStore.embedder``): pick the embedder before the first run.
     """
 
     kind: str | None = None

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from synthex.core.errors import BadInputError
 from synthex.core.record import Record
 from synthex_resources.embedder import Embedder, EmbedderConfig, OnnxEmbedder
 from synthex_resources.encryption import StoreCipher
@@ -51,6 +52,7 @@ class RecordStore:
         self.storage_options = storage_options
         self.tables = LanceTables(uri, storage_options, encryption_key)
         self._embedder = embedder
+        self._embedder_checked = False  # against the store's recorded embedder, once, at the first use
         self._lock = threading.RLock()
         self._embedder_lock = threading.Lock()
         # What search keeps for this store, as named attributes (``search``: its parameters, chosen here).
@@ -68,7 +70,19 @@ class RecordStore:
                 self._embedder = EmbedderConfig().create()
             if callable(self._embedder) and not hasattr(self._embedder, "embed"):
                 self._embedder = self._embedder()
+            if not self._embedder_checked:
+                self._check_embedder(self._embedder)  # type: ignore[arg-type]
+                self._embedder_checked = True
             return self._embedder  # type: ignore[return-value]
+
+    def _check_embedder(self, embedder: Embedder) -> None:
+        """Refuse, in one line, an embedder other than the one whose vectors the store holds: two models of
+        one width (MiniLM and bge-small are both 384) would otherwise mix in one table, silently."""
+        recorded = self.records.embedder_recorded()
+        if recorded is not None and recorded != embedder.name:
+            raise BadInputError(f"store {self.uri}: its vectors were written by the embedder {recorded!r}, and "
+                                f"this store is opened with {embedder.name!r} (SYNTHEX_EMBEDDER or the store's "
+                                f"embedder setting): use {recorded!r}, or a new store for the other model")
 
     def warm_embedder(self) -> None:
         """Start loading the offline embedding model on a background thread (a run that will embed calls

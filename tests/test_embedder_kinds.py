@@ -178,3 +178,22 @@ def test_a_plugin_registers_an_embedder_kind(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["toy-ones", "3", "(2,", "3)"]
+
+
+def test_a_store_refuses_an_embedder_other_than_the_one_that_wrote_it(tmp_path):
+    """MiniLM and bge-small are both 384 wide: without the name the table records, a store written by one
+    and opened with the other would mix two models' vectors in one table, silently."""
+    uri = str(tmp_path / "store")
+    store = RecordStore(uri, embedder=MiniLMOnnxEmbedder(threads=1))
+    store.records.upsert([Record(id="r0", content=RELEVANT, step="notes", period="2024-01")])
+    assert store.records.embedder_recorded() == MiniLMOnnxEmbedder.name
+
+    assert RecordStore(uri, embedder=MiniLMOnnxEmbedder(threads=1)).embedder.name == MiniLMOnnxEmbedder.name
+    other = RecordStore(uri, embedder=BgeSmallOnnxEmbedder(threads=1))
+    with pytest.raises(BadInputError) as refused:
+        other.embedder  # noqa: B018 (the first use of the embedder checks it)
+    assert str(refused.value) == (
+        f"store {uri}: its vectors were written by the embedder {MiniLMOnnxEmbedder.name!r}, and this store is "
+        f"opened with {BgeSmallOnnxEmbedder.name!r} (SYNTHEX_EMBEDDER or the store's embedder setting): use "
+        f"{MiniLMOnnxEmbedder.name!r}, or a new store for the other model")
+    assert list(other.records.rows_by_id(["r0"], ["id"])) == ["r0"]  # reads that embed nothing still work

@@ -22,7 +22,13 @@ from synthex_resources.embedder import Embedder
 from synthex_resources.store import filters
 from synthex_resources.store.filters import RecordFilter
 from synthex_resources.store.fragment_append import HeldIdsError, IngestWorkers, append_in_workers
-from synthex_resources.store.schemas import LIGHT_COLUMNS, RECORDS, ROW_KEY, records_schema
+from synthex_resources.store.schemas import (
+    EMBEDDER_METADATA_KEY,
+    LIGHT_COLUMNS,
+    RECORDS,
+    ROW_KEY,
+    records_schema,
+)
 from synthex_resources.store.tables import LanceTables
 from synthex_resources.store.vectors import EmbedShard, Vectors, embed_shard
 
@@ -67,7 +73,18 @@ class Records:
     def table(self, create: bool = False) -> Any | None:
         """The records table (``LanceTable``: writes and index maintenance through pylance, search through
         lancedb's query builder)."""
-        return self._tables.table(RECORDS, records_schema(self._embedder().dim) if create else None)
+        if not create:
+            return self._tables.table(RECORDS)
+        embedder = self._embedder()
+        return self._tables.table(RECORDS, records_schema(embedder.dim, embedder.name))
+
+    def embedder_recorded(self) -> str | None:
+        """The name of the embedder that wrote this store's vectors, as the records table recorded it when
+        it was created (None: no table yet, or a table made before the name was recorded)."""
+        dataset = self._tables.dataset(RECORDS)
+        metadata = (dataset.schema.metadata or {}) if dataset is not None else {}
+        name = metadata.get(EMBEDDER_METADATA_KEY)
+        return name.decode() if name else None
 
     # -- reads ----------------------------------------------------------------------------------
     def get(self, record_id: str, scope: BranchScope | None = None, with_embedding: bool = False) -> Record | None:

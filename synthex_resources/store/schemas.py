@@ -12,7 +12,14 @@ LIGHT_COLUMNS = ["id", "content", "step", "branch", "period", "sources", "materi
                  "created_at", "metadata", "audit"]
 
 
-def records_schema(dim: int) -> pa.Schema:
+# The records table's schema metadata key naming the embedder that wrote its vectors (``Embedder.name``):
+# written when the table is created; a store opened with another embedder is refused (RecordStore.embedder).
+EMBEDDER_METADATA_KEY = b"synthex:embedder"
+
+
+def records_schema(dim: int, embedder: str | None = None) -> pa.Schema:
+    """The records table's schema; ``embedder``: the name recorded in its metadata (None: none)."""
+    metadata = {EMBEDDER_METADATA_KEY: embedder.encode()} if embedder else None
     return pa.schema([
         ("id", pa.string()),
         ("content", pa.string()),
@@ -27,7 +34,7 @@ def records_schema(dim: int) -> pa.Schema:
         ("metadata", pa.string()),  # JSON: reserved keys of §3.4 and custom.*
         ("audit", pa.string()),  # JSON: prompt_template_hash, rendered_prompt_hash, model, ...
         ("vector", pa.list_(pa.float32(), dim)),
-    ])
+    ], metadata=metadata)
 
 
 RUNS_SCHEMA = pa.schema([("id", pa.string()), ("pipeline", pa.string()), ("branch", pa.string()),
