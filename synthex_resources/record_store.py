@@ -78,10 +78,10 @@ class RecordStore:
     def _check_embedder(self, embedder: Embedder) -> None:
         """Refuse, in one line, an embedder other than the one whose vectors the store holds: two models of
         one width (MiniLM and bge-small are both 384) would otherwise mix in one table, silently."""
-        recorded = self.records.embedder_recorded()
-        if recorded is not None and recorded != embedder.name:
+        recorded, name = self.records.embedder_recorded(), getattr(embedder, "name", None)
+        if recorded is not None and name is not None and recorded != name:
             raise BadInputError(f"store {self.uri}: its vectors were written by the embedder {recorded!r}, and "
-                                f"this store is opened with {embedder.name!r} (SYNTHEX_EMBEDDER or the store's "
+                                f"this store is opened with {name!r} (SYNTHEX_EMBEDDER or the store's "
                                 f"embedder setting): use {recorded!r}, or a new store for the other model")
 
     def warm_embedder(self) -> None:

@@ -76,7 +76,8 @@ class Records:
         if not create:
             return self._tables.table(RECORDS)
         embedder = self._embedder()
-        return self._tables.table(RECORDS, records_schema(embedder.dim, embedder.name))
+        # An embedder without a name (a test's or a plugin's toy) records none: its store is not checked.
+        return self._tables.table(RECORDS, records_schema(embedder.dim, getattr(embedder, "name", None)))
 
     def embedder_recorded(self) -> str | None:
         """The name of the embedder that wrote this store's vectors, as the records table recorded it when
