@@ -1,6 +1,8 @@
 """LongMemEval loader and both retrieval protocols, on fixtures in the official schema."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 from conftest import write_json
@@ -451,3 +453,10 @@ def test_miss_check_counts_a_runs_misses(tmp_path):
     assert (figures["misses"], figures["in first 1"], figures["gold sessions"], figures["left out"]) == (1, 0, {2: 1}, 1)
     assert figures["gold keys"] + figures["twins"] + figures["others"] == 1
     assert sum(figures[f"rank {lo}-{hi}"] for lo, hi in RANK_BUCKETS) + figures["not ranked"] == 1
+
+    other = write_json(tmp_path / "other.json", [PROTOCOL_FIXTURE[0]])  # not the file run r1 scored
+    result = subprocess.run([sys.executable, "-m", "evals.benchmarks.longmemeval.miss_check", str(tmp_path), str(other),
+                             "r1", "raw-bm25", "1"], capture_output=True, text=True)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == (f"miss_check: {other}: question 'bikes' of eval run 'r1' is not among its scored "
+                                     f"questions: pass the data file the run scored")

@@ -38,7 +38,7 @@ from evals.architectures import ranked_leaf_keys, resolve
 from evals.benchmarks.locomo.benchmark import add_question, ingest_conversation
 from evals.benchmarks.locomo.data import load_locomo
 from evals.scoring import Tally
-from synthex_resources.embedder import EmbedderConfig
+from synthex_resources.embedder import EmbedderConfig, MiniLMOnnxEmbedder
 from synthex_resources.search import SearchEngine
 from synthex_resources.search.cross_encoder import CrossEncoderModel, CrossEncoderReranker, RerankText
 from synthex_resources.search.strategies.builtin import HIERARCHICAL_EXPANDED
@@ -83,8 +83,9 @@ def first_stage(data: Path, work_dir: Path, first: int, last: int, pool: int, ca
     embedder = EmbedderConfig(kind=embedder_kind).create()
     if query_prefix is not None:
         embedder.query_prefix = query_prefix  # type: ignore[attr-defined]
-    # The default's file name as before, so an earlier run's kept first stage is still found.
-    model = "" if embedder_kind is None else f"-{embedder.name}"
+    # MiniLM's file name as before (an earlier run's kept first stage is still found); any other model's
+    # carries its name, whether --embedder or SYNTHEX_EMBEDDER chose it.
+    model = "" if embedder.name == MiniLMOnnxEmbedder.name else f"-{embedder.name}"
     if query_prefix is not None:
         model += f"-prefix{hashlib.sha256(query_prefix.encode()).hexdigest()[:8]}"
     path = cache / f"first-stage-{data.stem}-{first}-{last}-top{pool}{model}.pkl" if cache else None

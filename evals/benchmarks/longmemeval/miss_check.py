@@ -20,6 +20,7 @@ from typing import Any
 
 from evals.benchmarks.longmemeval.benchmark import LongMemEval
 from evals.report import run_rows
+from synthex.core.errors import SynthexError
 
 RANK_BUCKETS = ((1, 10), (11, 20), (21, 50))  # 20: the registered reranker's top N
 
@@ -39,6 +40,9 @@ def misses(project: Path, data: Path, eval_run_id: str, architecture: str, first
     position = {q.question_id: i for i, q in enumerate(scored)}
     out: dict[str, dict[str, Any]] = {}
     for row in run_rows(project, eval_run_id, ["hits", "gold_turns", f"session_recall_all_at_{k}"]):
+        if row[0] == architecture and row[1] not in position:  # the run scored another file than ``data``
+            raise SynthexError(f"{data}: question {row[1]!r} of eval run {eval_run_id!r} is not among its scored "
+                               f"questions: pass the data file the run scored")
         if row[0] != architecture or row[5] is None or row[5] >= 1:
             continue
         hits, gold = list(row[3]), set(row[4])
@@ -69,7 +73,10 @@ def main(argv: list[str]) -> None:
         parser.add_argument(name, type=kind)
     parser.add_argument("first", type=int, nargs="?", default=100, help="the first N scored questions (default 100)")
     args = parser.parse_args(argv)
-    figures = misses(args.project, args.data, args.eval_run_id, args.architecture, args.first)
+    try:
+        figures = misses(args.project, args.data, args.eval_run_id, args.architecture, args.first)
+    except SynthexError as exc:  # a missing data file, a run of another file: one line
+        sys.exit(f"miss_check: {exc}")
     names = ["misses", f"in first {args.first}", "gold sessions", "left out",
              *(f"rank {lo}-{hi}" for lo, hi in RANK_BUCKETS), "not ranked", "gold keys", "twins", "others"]
     print("| question type | " + " | ".join(names) + " |")
