@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -161,35 +162,62 @@ def connect_eval_results(path: Path, attempts: int = 10, read_only: bool = False
     raise AssertionError("unreachable")
 
 
-def run_rows(project: Path, eval_run_id: str, columns: list[str]) -> list[tuple]:
-    """One eval run's ``eval_results`` rows of ``project`` as (architecture, question_id, category, *columns),
-    ordered by architecture (for the held-out checks, evals/benchmarks/*/split_check.py)."""
+@dataclass(frozen=True)
+class ResultRow:
+    """One question's ``eval_results`` row as the held-out checks read it: who answered it, which question, its
+    category, and the requested columns by name."""
+    architecture: str
+    question_id: str
+    category: str
+    values: dict[str, Any]
+
+
+@dataclass(frozen=True, order=True)
+class Part:
+    """One part of a held-out split. Parts sort by ``place`` (the split's own order: the part the choices were made
+    on, the held-out rest, all), then by category; ``category`` "" is the part over every category."""
+    place: int
+    name: str
+    category: str = ""
+
+    @property
+    def label(self) -> str:
+        """How the part is printed and keyed in a split's figures ("first 100", "rest / multi-session")."""
+        return f"{self.name} / {self.category}" if self.category else self.name
+
+
+def run_rows(project: Path, eval_run_id: str, columns: list[str]) -> list[ResultRow]:
+    """One eval run's ``eval_results`` rows of ``project``, each with ``columns``, ordered by architecture (for the
+    held-out checks, evals/benchmarks/*/split_check.py)."""
     from synthex_resources.sql import eval_results_path
 
     con = connect_eval_results(eval_results_path(project / ".synthex"), read_only=True)
     try:
-        return con.execute(f"select architecture, question_id, category, {', '.join(columns)} from eval_results "
+        rows = con.execute(f"select architecture, question_id, category, {', '.join(columns)} from eval_results "
                            "where eval_run_id = ? order by architecture", [eval_run_id]).fetchall()
     finally:
         con.close()
+    return [ResultRow(row[0], row[1], row[2], dict(zip(columns, row[3:], strict=True))) for row in rows]
 
 
-def part_means(rows: list[tuple], parts_of: Any, names: list[str], start: int = 3) -> dict[str, dict[str, dict[str, Any]]]:
+def part_means(rows: list[ResultRow], parts_of: Callable[[ResultRow], list[Part]],
+               figures_of: dict[str, str]) -> dict[str, dict[str, dict[str, Any]]]:
     """``run_rows`` grouped by architecture and by each part ``parts_of(row)`` names -> the part's question count
-    ("n") and the mean of each figure (``names[i]`` is column ``start + i`` of a row; None values left out),
-    and its rows ("rows")."""
-    grouped: dict[str, dict[str, list[tuple]]] = {}
+    ("n"), the mean of each figure (``figures_of``: figure name -> column; None values left out) and its rows
+    ("rows"). Each architecture's parts are keyed by ``Part.label``, in ``Part`` order."""
+    grouped: dict[str, dict[Part, list[ResultRow]]] = {}
     for row in rows:
         for part in parts_of(row):
-            grouped.setdefault(row[0], {}).setdefault(part, []).append(row)
+            grouped.setdefault(row.architecture, {}).setdefault(part, []).append(row)
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for arch, by_part in grouped.items():
-        for part, part_rows in by_part.items():
+        for part in sorted(by_part):
+            part_rows = by_part[part]
             figures: dict[str, Any] = {"n": len(part_rows), "rows": part_rows}
-            for i, name in enumerate(names, start=start):
-                values = [r[i] for r in part_rows if r[i] is not None]
+            for name, column in figures_of.items():
+                values = [r.values[column] for r in part_rows if r.values[column] is not None]
                 figures[name] = round(sum(values) / len(values), 4) if values else None
-            out.setdefault(arch, {})[part] = figures
+            out.setdefault(arch, {})[part.label] = figures
     return out
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from evals.benchmarks.locomo.data import load_locomo
-from evals.report import part_means, run_rows
+from evals.report import Part, ResultRow, part_means, run_rows
 
 COLUMNS = {"session any@5": "session_recall_any_at_5", "session all@5": "session_recall_all_at_5",
            "session all@10": "session_recall_all_at_10", "turn any@5": "recall_any_at_5",
@@ -28,12 +28,12 @@ def split_figures(project: Path, data: Path, eval_run_id: str, first: int = 1, l
     number = {conv.sample_id: i for i, conv in enumerate(load_locomo(data), start=1)}
     inside = f"conversations {first}-{last}"
 
-    def parts_of(row: tuple) -> list[str]:
-        conv = number[row[1].split("/", 1)[0]]
-        parts = [inside if first <= conv <= last else "others", "all"]
-        return [f"{part} / {row[2]}" for part in parts] if by_category else parts
+    def parts_of(row: ResultRow) -> list[Part]:
+        conv = number[row.question_id.split("/", 1)[0]]
+        parts = [Part(0, inside) if first <= conv <= last else Part(1, "others"), Part(2, "all")]
+        return [Part(p.place, p.name, row.category) for p in parts] if by_category else parts
 
-    out = part_means(run_rows(project, eval_run_id, list(COLUMNS.values())), parts_of, list(COLUMNS))
+    out = part_means(run_rows(project, eval_run_id, list(COLUMNS.values())), parts_of, COLUMNS)
     for by_part in out.values():
         for figures in by_part.values():
             del figures["rows"]
@@ -55,11 +55,9 @@ def main(argv: list[str]) -> None:
     names = ["n", *COLUMNS]
     print("| architecture | part | " + " | ".join(names) + " |")
     print("|---|---|" + "---|" * len(names))
-    order = {f"conversations {lo}-{hi}": 0, "others": 1, "all": 2}
-    for arch, by_part in figures.items():
-        for part in sorted(by_part, key=lambda p: (order[p.split(" / ")[0]], p)):
-            print(f"| {arch} | {part} | " + " | ".join(str(by_part[part][n]) for n in names) + " |")
-
+    for arch, by_part in figures.items():  # parts in the split's order (``part_means``)
+        for part, part_figures in by_part.items():
+            print(f"| {arch} | {part} | " + " | ".join(str(part_figures[n]) for n in names) + " |")
 
 if __name__ == "__main__":
     main(sys.argv[1:])

@@ -40,22 +40,25 @@ def misses(project: Path, data: Path, eval_run_id: str, architecture: str, first
     position = {q.question_id: i for i, q in enumerate(scored)}
     out: dict[str, dict[str, Any]] = {}
     for row in run_rows(project, eval_run_id, ["hits", "gold_turns", f"session_recall_all_at_{k}"]):
-        if row[0] == architecture and row[1] not in position:  # the run scored another file than ``data``
-            raise SynthexError(f"{data}: question {row[1]!r} of eval run {eval_run_id!r} is not among its scored "
-                               f"questions: pass the data file the run scored")
-        if row[0] != architecture or row[5] is None or row[5] >= 1:
+        if row.architecture != architecture:
             continue
-        hits, gold = list(row[3]), set(row[4])
+        if row.question_id not in position:  # the run scored another file than ``data``
+            raise SynthexError(f"{data}: question {row.question_id!r} of eval run {eval_run_id!r} is not among its "
+                               f"scored questions: pass the data file the run scored")
+        recall = row.values[f"session_recall_all_at_{k}"]
+        if recall is None or recall >= 1:
+            continue
+        hits, gold = list(row.values["hits"]), set(row.values["gold_turns"])
         keys = session_keys(hits, gold)
         gold_sessions = {turn.rsplit("_", 1)[0] for turn in gold}
         left_out = [s for s in sorted(gold_sessions) if (s, True) not in keys[:k]]
         ranks = [next((i for i, t in enumerate(hits, start=1) if t in gold and t.startswith(f"{s}_")), None)
                  for s in left_out]
-        figures = out.setdefault(row[2], {"misses": 0, f"in first {first}": 0, "gold sessions": Counter(),
+        figures = out.setdefault(row.category, {"misses": 0, f"in first {first}": 0, "gold sessions": Counter(),
                                           "left out": 0, "not ranked": 0, "gold keys": 0, "twins": 0, "others": 0}
                                  | {f"rank {lo}-{hi}": 0 for lo, hi in RANK_BUCKETS})
         figures["misses"] += 1
-        figures[f"in first {first}"] += position[row[1]] < first
+        figures[f"in first {first}"] += position[row.question_id] < first
         figures["gold sessions"][len(gold_sessions)] += 1
         figures["left out"] += len(left_out)
         figures["not ranked"] += sum(r is None for r in ranks)

@@ -16,7 +16,7 @@ from typing import Any
 
 from evals.benchmarks.longmemeval.benchmark import FRESHNESS_K, LongMemEval, evidence_by_time
 from evals.metrics import dedupe, freshness
-from evals.report import part_means, run_rows
+from evals.report import Part, ResultRow, part_means, run_rows
 
 COLUMNS = {"session all@5": "session_recall_all_at_5", "session any@5": "session_recall_any_at_5",
            "session all@10": "session_recall_all_at_10", "session nDCG@10": "session_ndcg_any_at_10",
@@ -33,22 +33,22 @@ def split_figures(project: Path, data: Path, eval_run_id: str, first: int = 100,
     position = {q.question_id: i for i, q in enumerate(scored)}
     by_id = {q.question_id: q for q in scored}
 
-    def parts_of(row: tuple) -> list[str]:
-        parts = [f"first {first}" if position[row[1]] < first else "rest", "all"]
-        return [f"{part} / {by_id[row[1]].question_type}" for part in parts] if by_type else parts
+    def parts_of(row: ResultRow) -> list[Part]:
+        inside = position[row.question_id] < first
+        parts = [Part(0, f"first {first}") if inside else Part(1, "rest"), Part(2, "all")]
+        return [Part(p.place, p.name, by_id[row.question_id].question_type) for p in parts] if by_type else parts
 
-    columns = ["hits", "gold_sessions", *COLUMNS.values()]
-    out = part_means(run_rows(project, eval_run_id, columns), parts_of, list(COLUMNS), start=5)
+    out = part_means(run_rows(project, eval_run_id, ["hits", "gold_sessions", *COLUMNS.values()]), parts_of, COLUMNS)
     for by_part in out.values():
         for figures in by_part.values():
-            part_rows = figures.pop("rows")
+            part_rows: list[ResultRow] = figures.pop("rows")
             fresh = []
             for r in part_rows:
-                question = by_id[r[1]]
+                question = by_id[r.question_id]
                 if question.question_type in benchmark.knowledge_update_categories:
-                    sessions = dedupe(benchmark.session_of(question, t) for t in r[3])
-                    fresh.append(freshness(sessions, evidence_by_time(question, set(r[4])), FRESHNESS_K)
-                                 [f"fresh@{FRESHNESS_K}"])
+                    sessions = dedupe(benchmark.session_of(question, t) for t in r.values["hits"])
+                    evidence = evidence_by_time(question, set(r.values["gold_sessions"]))
+                    fresh.append(freshness(sessions, evidence, FRESHNESS_K)[f"fresh@{FRESHNESS_K}"])
             figures["fresh@5"] = round(sum(fresh) / len(fresh), 4) if fresh else None
             figures["fresh n"] = len(fresh)
     return out
@@ -68,11 +68,9 @@ def main(argv: list[str]) -> None:
     names = ["n", *COLUMNS, "fresh@5", "fresh n"]
     print("| architecture | part | " + " | ".join(names) + " |")
     print("|---|---|" + "---|" * len(names))
-    for arch, by_part in figures.items():
-        order = {f"first {first}": 0, "rest": 1, "all": 2}
-        for part in sorted(by_part, key=lambda p: (order[p.split(" / ")[0]], p)):
-            print(f"| {arch} | {part} | " + " | ".join(str(by_part[part][n]) for n in names) + " |")
-
+    for arch, by_part in figures.items():  # parts in the split's order (``part_means``)
+        for part, part_figures in by_part.items():
+            print(f"| {arch} | {part} | " + " | ".join(str(part_figures[n]) for n in names) + " |")
 
 if __name__ == "__main__":
     main(sys.argv[1:])
