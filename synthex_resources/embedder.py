@@ -74,6 +74,9 @@ class OnnxEmbedder:
     ``_load`` builds ``self._session`` and ``self._tokenizer``."""
 
     query_prefix = ""
+    # What ``threads`` means for this model, said beside any rate measured with it (evals/bench/embedder_rate.py):
+    # the kinds use their threads differently, so two kinds' rates at threads > 1 are two arrangements.
+    threads_mean = "intra-op threads of one ONNX session"
 
     def __init__(self, threads: int | None = None) -> None:
         self.threads = threads or min(4, os.cpu_count() or 1)
@@ -115,6 +118,8 @@ class MiniLMOnnxEmbedder(OnnxEmbedder):
     # ``threads``: batches run at once, each on its own single-threaded ONNX session (not one session of
     # ``threads`` intra-op threads): on LongMemEval turns one intra-op thread did ~10 % more texts per
     # CPU-second than two, and two batches side by side keep both cores busy (docs/benchmarks.md, floor34).
+    threads_mean = "batches side by side, each on a single-threaded ONNX session"
+
     def __init__(self, max_tokens: int = 256, batch_size: int = 16, threads: int | None = None) -> None:
         super().__init__(threads)
         self.max_tokens = max_tokens
@@ -248,6 +253,7 @@ class BgeSmallOnnxEmbedder(OnnxEmbedder):
 
     name = BGE_SMALL_EN.name
     dim = BGE_SMALL_DIM
+    threads_mean = "intra-op threads of one ONNX session, each text alone"
 
     def __init__(self, files: ModelFiles = BGE_SMALL_EN, max_tokens: int = BGE_MAX_TOKENS,
                  query_prefix: str = BGE_QUERY_INSTRUCTION, threads: int | None = None) -> None:

@@ -48,6 +48,14 @@ def test_the_builtin_kinds_are_registered_and_minilm_stays_the_default(monkeypat
     assert isinstance(EmbedderConfig().create(), BgeSmallOnnxEmbedder)
 
 
+def test_each_offline_kind_says_what_its_threads_mean():
+    """The kinds use ``threads`` differently, so a rate measured at threads > 1 names the arrangement
+    (evals/bench/embedder_rate.py prints it): MiniLM's batches side by side, bge-small's intra-op threads."""
+    minilm, bge_kind = MiniLMOnnxEmbedder(threads=2), EmbedderConfig(kind="bge-small-onnx").create()
+    assert minilm.threads_mean == "batches side by side, each on a single-threaded ONNX session"
+    assert bge_kind.threads_mean == "intra-op threads of one ONNX session, each text alone"
+
+
 def test_an_unknown_kind_is_one_line_naming_it_and_the_registered_ones():
     with pytest.raises(PipelineDefinitionError) as raised:
         EmbedderConfig(kind="word2vec").create()

@@ -6,7 +6,10 @@
 The turns are the first ``--turns`` of the file as the eval's leaf turns read (``turn_text``: "Speaker:
 words", an image's caption after), in file order. Each kind's model is loaded (one warm-up text) before it is timed; the rounds alternate the kinds,
 so a change of load on a shared machine falls on both. CPU time is the process's (the model's thread and
-the tokenizer's); a vector's checksum per kind shows two rounds embedded the same bits.
+the tokenizer's); a vector's checksum per kind shows two rounds embedded the same bits. ``--threads`` is given to
+each kind as its own ``threads``, which the kinds use differently (MiniLM: batches side by side on single-threaded
+sessions; bge-small: intra-op threads of one session): each line says which (``threads_mean``), and at more than
+one thread the kinds' rates compare two arrangements, not two models.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ def main() -> None:
             vectors = model.embed(texts)
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
             print(json.dumps({"round": round_, "kind": kind, "model": model.name, "texts": len(texts),
+                              "threads": model.threads, "threads_mean": getattr(model, "threads_mean", None),
                               "cpu_s": round(cpu, 2), "wall_s": round(wall, 2),
                               "texts_per_cpu_s": round(len(texts) / cpu, 1), "load_1m": round(load, 2),
                               "vectors_sha256": hashlib.sha256(vectors.tobytes()).hexdigest()[:16]}), flush=True)
