@@ -20,6 +20,8 @@ through its sources and queried through its search.
   (search/strategies/hierarchical_expanded.py).
 - ``hierarchical-fresh``: the same records and ranking, then, for a question about the present state, among the
   top 5 hits the newer of two that say the same thing first (search/strategies/hierarchical_fresh.py: knowledge updates).
+- ``hierarchical-fresh-asker``: the same, its gate also open for a question about the asker's own present state
+  ("How many bikes do I own?"); ``hierarchical-reranked-fresh-asker``: the cross-encoder's order first, then that.
 - any other name: the project's own pipeline (``pipeline.py``) on that branch, its sources pointed at
   the benchmark data (a source of another memory system's file reads the turns as that system's:
   ``into_workspace``); hits are drilled down to their leaves to score turns. ``branch@recipe``
@@ -299,6 +301,10 @@ BUILT: dict[str, Built] = {
     "hierarchical-fresh": (_hierarchical, "hierarchical-fresh", "hierarchical"),
     # the same ranking, its top 30 reordered by the offline cross-encoder (search/cross_encoder.py)
     "hierarchical-reranked": (_hierarchical, "hierarchical-expanded", "hierarchical", "cross-encoder"),
+    # newer statements first also for a question about the asker's own present state ("how many ... do I own?")
+    "hierarchical-fresh-asker": (_hierarchical, "hierarchical-fresh-asker", "hierarchical"),
+    # the cross-encoder's order of the top 30, then the newer statement of one fact first among its top 5
+    "hierarchical-reranked-fresh-asker": (_hierarchical, "hierarchical-fresh-asker", "hierarchical", "cross-encoder"),
 }
 BUILTIN = ("raw-bm25", "raw-dense", "raw-hybrid", *BUILT)
 

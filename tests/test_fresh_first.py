@@ -3,13 +3,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 import pytest
 
 from synthex.core.errors import PipelineDefinitionError
+from synthex.core.record import Record
 from synthex_resources.search.strategies.builtin import HIERARCHICAL_EXPANDED, HIERARCHICAL_FRESH
 from synthex_resources.search.strategies.hierarchical_fresh import FreshFirst, newer_first
-from synthex_resources.search.types import SearchHit
+from synthex_resources.search.types import Reranked, Reranker, SearchHit
 
 BIKES = np.array([1.0, 0.0, 0.0])
 BIKES_AGAIN = np.array([0.9, 0.3, 0.0])  # cosine 0.949 with BIKES
@@ -54,3 +58,64 @@ def test_the_registered_one_reorders_only_for_a_question_about_the_present_state
     assert HIERARCHICAL_FRESH.applies_to("How many followers do I have on Instagram now?")
     assert not HIERARCHICAL_FRESH.applies_to("When did Caroline go to the LGBTQ support group?")
     assert HIERARCHICAL_FRESH.with_(present_only=False).applies_to("When did Caroline go to the support group?")
+
+
+def test_the_asker_gate_opens_for_a_question_about_the_askers_own_present_state():
+    from synthex_resources.search.strategies.builtin import HIERARCHICAL_FRESH_ASKER
+
+    assert HIERARCHICAL_FRESH_ASKER.own_present and HIERARCHICAL_FRESH_ASKER.present_only
+    assert (HIERARCHICAL_FRESH_ASKER.window, HIERARCHICAL_FRESH_ASKER.same_cosine) == (5, 0.3)
+    for asked in ("How many bikes do I own?", "What brand of BBQ sauce am I obsessed with?",
+                  "How many projects have I completed?", "What's the name of the cat we have?"):
+        assert HIERARCHICAL_FRESH_ASKER.applies_to(asked), asked
+        assert not HIERARCHICAL_FRESH.applies_to(asked), asked  # the cue gate alone stays closed: unchanged
+    for asked in ("When did I go to Paris?", "Which US state do Audrey and Andrew live in?",
+                  "What does Melanie do to destress?", "When did Caroline go to the LGBTQ support group?",
+                  "How many bikes did I have before I moved?"):
+        assert not HIERARCHICAL_FRESH_ASKER.applies_to(asked), asked
+    assert HIERARCHICAL_FRESH_ASKER.applies_to("Where do I currently keep my old sneakers?")  # a cue still opens
+
+
+class OldestFirst(Reranker):
+    """A second stage that puts its pool oldest first: what it returns is its order, whatever the first stage's."""
+
+    name, top_n = "oldest-first", 20
+
+    def rerank(self, query: str, hits: Sequence[Any]) -> Reranked:
+        return Reranked(sorted(hits, key=lambda h: h.created_at), None)
+
+
+def _bike_records() -> list[Record]:
+    said = [("old-bikes", "03-01", "I own two bikes, a road bike and a mountain bike."),
+            ("new-bikes", "05-01", "I own three bikes now, a road bike, a mountain bike and a gravel bike."),
+            ("cooking", "04-01", "I cooked a lentil soup for dinner.")]
+    return [Record(id=rid, content=text, step="turns", materialization_key=rid,
+                   created_at=f"2023-{day}T10:00:00Z",
+                   metadata={"chat": {"conversation_id": "c", "session_id": rid, "author": "user"},
+                             "time": {"created_at": f"2023-{day}T10:00:00Z"}})
+            for rid, day, text in said]
+
+
+def test_a_reranked_fresh_search_takes_the_rerankers_order_then_puts_the_newer_statement_first(tmp_path):
+    """The reranker reorders the inner strategy's pool first; newer-first then applies to the reranked top hits
+    (a real store, engine and embedder): for a question about the asker's present state the newer bike count
+    moves just above the older one the reranker put first; for a past-tense question the reranker's order stays."""
+    from synthex_resources.record_store import RecordStore
+    from synthex_resources.search import SearchEngine, load_search_strategies
+
+    store = RecordStore(str(tmp_path / "store"))
+    store.records.upsert(_bike_records())
+    engine = SearchEngine(store)
+    hybrid = load_search_strategies().get("hybrid")
+    fresh = FreshFirst(name="fresh-test", inner=hybrid, window=5, same_cosine=0.3, present_only=True,
+                       own_present=True)
+
+    def found(asked: str, strategy: Any) -> list[str]:
+        return [h.id for h in engine.search(asked, steps=["turns"], k=3, strategy=strategy)]
+
+    now, then = "How many bikes do I own?", "How many bikes did I own in March?"
+    assert fresh.applies_to(now) and not fresh.applies_to(then)
+    for asked in (now, then):
+        assert found(asked, hybrid.with_(reranker=OldestFirst())) == ["old-bikes", "cooking", "new-bikes"]
+    assert found(now, fresh.with_(reranker=OldestFirst())) == ["new-bikes", "old-bikes", "cooking"]
+    assert found(then, fresh.with_(reranker=OldestFirst())) == ["old-bikes", "cooking", "new-bikes"]

@@ -34,6 +34,7 @@ from synthex_resources.search.strategies.builtin import (
     HIERARCHICAL,
     HIERARCHICAL_EXPANDED,
     HIERARCHICAL_FRESH,
+    HIERARCHICAL_FRESH_ASKER,
     HIERARCHICAL_SPEAKER,
     HYBRID,
     HYBRID_EQUAL,
@@ -44,7 +45,7 @@ from synthex_resources.search.strategies.registry import StrategyRegistry, load_
 from synthex_resources.search.types import Decompose, Diversify, Fusion, SearchProblem, SearchWarning
 
 BUILTIN = ["bm25", "dense", "hybrid", "hybrid-equal", "conversational", "hierarchical", "hierarchical-speaker",
-           "hierarchical-expanded", "hierarchical-fresh"]
+           "hierarchical-expanded", "hierarchical-fresh", "hierarchical-fresh-asker"]
 QUERY = "postgres migrations for the billing service"
 
 TOY = '''
@@ -115,7 +116,8 @@ def test_the_builtins_are_registered_with_todays_parameters():
     registry = load_search_strategies()
     assert registry.names()[: len(BUILTIN)] == BUILTIN
     assert [registry.get(n) for n in BUILTIN] == [BM25, DENSE, HYBRID, HYBRID_EQUAL, CONVERSATIONAL, HIERARCHICAL,
-                                                   HIERARCHICAL_SPEAKER, HIERARCHICAL_EXPANDED, HIERARCHICAL_FRESH]
+                                                   HIERARCHICAL_SPEAKER, HIERARCHICAL_EXPANDED, HIERARCHICAL_FRESH,
+                                                   HIERARCHICAL_FRESH_ASKER]
     assert isinstance(BM25, LexicalOnly) and BM25.parameters() == {"dedup_cosine": None, "lexical_pool": 50}
     assert isinstance(DENSE, DenseOnly) and DENSE.parameters() == {"dedup_cosine": None, "dense_pool": 50}
     assert isinstance(HYBRID, RRFHybrid) and HYBRID.parameters() == {

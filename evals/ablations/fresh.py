@@ -30,13 +30,19 @@ from synthex_resources.search.strategies.hierarchical_fresh import FreshFirst
 ARCHITECTURE = "hierarchical-expanded"  # its workspace ("hierarchical") holds the records every variant searches
 
 
+# The gate a grid item's fourth field names: none, the cue words, or the cue words and the asker's own present
+GATES = {0: ("", {}), 1: ("-present", {"present_only": True}),
+         2: ("-asker", {"present_only": True, "own_present": True})}
+
+
 def variants(grid: list[tuple[float, ...]], window: int = 10) -> dict[str, FreshFirst]:
-    """One ``FreshFirst`` over ``hierarchical-expanded`` per (same_cosine, margin, score_ratio[, present_only])."""
+    """One ``FreshFirst`` over ``hierarchical-expanded`` per (same_cosine, margin, score_ratio[, gate 0/1/2])."""
     out = {}
-    for c, m, r, *present in grid:
-        name = f"fresh-c{c:g}-m{m:g}-r{r:g}" + ("-present" if present and present[0] else "")
+    for c, m, r, *gate in grid:
+        suffix, gated = GATES[int(gate[0]) if gate else 0]
+        name = f"fresh-c{c:g}-m{m:g}-r{r:g}{suffix}"
         out[name] = FreshFirst(name=name, inner=HIERARCHICAL_EXPANDED, window=window, same_cosine=c, margin=m,
-                               score_ratio=r, present_only=bool(present and present[0]))
+                               score_ratio=r, **gated)
     return out
 
 
@@ -92,10 +98,13 @@ def main() -> None:
     parser.add_argument("work_dir", type=Path)
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--category", default=None, help="only the questions of this category")
-    parser.add_argument("--grid", default="0.6:0:0", help="same_cosine:margin:score_ratio[:present_only 0/1],... (one variant each)")
+    parser.add_argument("--grid", default="0.6:0:0", help="same_cosine:margin:score_ratio[:gate],... (one variant each; gate 0 none, 1 "
+                                                       "the present cues, 2 also the asker's own present)")
     parser.add_argument("--window", type=int, default=10)
     args = parser.parse_args()
     grid = [tuple(float(x) for x in item.split(":")) for item in args.grid.split(",")]
+    if any(len(item) == 4 and item[3] not in GATES for item in grid):
+        parser.error(f"--grid: a gate is one of {', '.join(map(str, GATES))}")
     tried = variants(grid, args.window)  # type: ignore[arg-type]
     for name, result in run(args.benchmark, args.data, args.work_dir, tried, args.limit, args.category).items():
         print(json.dumps({"variant": name, "n": result.get("n_questions"), "metrics": result.get("metrics"),

@@ -71,9 +71,19 @@ HIERARCHICAL_FRESH = FreshFirst(
                 "of two top hits that say the same thing the newer first")
 
 
+# The same, with the gate also open for a question in which the asker asks about their own present state
+# without a cue word ("How many bikes do I own?": a first-person word and a present-tense auxiliary, no past
+# one; hierarchical_fresh.asks_about_own_present). Measured on LongMemEval dev and LoCoMo dev7
+# (docs/benchmarks.md, "The asker's own present").
+HIERARCHICAL_FRESH_ASKER = HIERARCHICAL_FRESH.with_(
+    name="hierarchical-fresh-asker", own_present=True,
+    description="hierarchical-fresh, its gate also open for a question about the asker's own present state "
+                "(\"how many bikes do I own?\")")
+
+
 BUILTIN_STRATEGIES: dict[str, SearchStrategy] = {
     s.name: s for s in (BM25, DENSE, HYBRID, HYBRID_EQUAL, CONVERSATIONAL, HIERARCHICAL, HIERARCHICAL_SPEAKER,
-                        HIERARCHICAL_EXPANDED, HIERARCHICAL_FRESH)}
+                        HIERARCHICAL_EXPANDED, HIERARCHICAL_FRESH, HIERARCHICAL_FRESH_ASKER)}
 
 
 def register_search_strategies(registry: StrategyRegistry) -> None:

@@ -27,6 +27,23 @@ from synthex_resources.search.types import SearchBackend, SearchHit, SearchReque
 # one answers wrongly. Not "when"/"first": those ask for one event, often not the latest.
 PRESENT_CUES = frozenset({"current", "currently", "now", "latest", "recent", "recently", "still", "since"})
 
+# A question by which the asker asks about their own present state without a cue word ("How many bikes do I
+# own?", "What brand of BBQ sauce am I obsessed with?", "How many projects have I completed?"): a first-person
+# word and a present-tense (or present-perfect) auxiliary, and no past-tense one ("When did I go to Paris?"
+# asks for one event). Tokens as ``tokenize`` gives them ("don't" -> "don", "t"; "I'm" -> "i", "m"). "us" is not
+# among the first-person words: lower-cased, it is also "US". English only, like PRESENT_CUES; not fitted to
+# question ids (docs/benchmarks.md: the counts it opens on both benchmarks' questions).
+FIRST_PERSON = frozenset({"i", "my", "me", "mine", "myself", "we", "our", "ours"})
+PRESENT_AUXILIARIES = frozenset({"do", "does", "am", "is", "are", "have", "has", "m", "ve", "don", "doesn", "isn",
+                                 "aren", "haven", "hasn"})
+PAST_AUXILIARIES = frozenset({"did", "was", "were", "had", "didn", "wasn", "weren", "hadn"})
+
+
+def asks_about_own_present(words: set[str]) -> bool:
+    """The question's tokens hold a first-person word and a present auxiliary but no past one."""
+    return (not FIRST_PERSON.isdisjoint(words) and not PRESENT_AUXILIARIES.isdisjoint(words)
+            and PAST_AUXILIARIES.isdisjoint(words))
+
 if TYPE_CHECKING:  # numpy is imported where a search runs: the registry (loaded by `--help`) needs none
     import numpy as np
 
@@ -77,6 +94,9 @@ class FreshFirst(SearchStrategy):
     score_ratio: float = param(0.0, low=0.0, high=1.0, doc="the newer hit's score at least this share of the older's")
     present_only: bool = param(False, doc="reorder only for a question with a word of PRESENT_CUES (current, now, "
                                           "since...), one asking for the present state")
+    own_present: bool = param(False, doc="with present_only, also for a question in which the asker asks about "
+                                         "their own present state (a first-person word and a present-tense "
+                                         "auxiliary, no past one: asks_about_own_present)")
 
     @property
     def takes_metadata_filter(self) -> bool:  # type: ignore[override]
@@ -94,7 +114,10 @@ class FreshFirst(SearchStrategy):
     def applies_to(self, query: str) -> bool:
         from synthex_resources.search.tokenize import tokenize
 
-        return not self.present_only or not PRESENT_CUES.isdisjoint(tokenize(query))
+        if not self.present_only:
+            return True
+        words = set(tokenize(query))
+        return not PRESENT_CUES.isdisjoint(words) or (self.own_present and asks_about_own_present(words))
 
     def reordered(self, engine: SearchBackend, hits: list[SearchHit], query: str) -> list[SearchHit]:
         """``hits`` (the inner strategy's for ``query``, best first) with the top ``window`` reordered (vectors read
