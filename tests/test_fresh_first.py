@@ -119,3 +119,19 @@ def test_a_reranked_fresh_search_takes_the_rerankers_order_then_puts_the_newer_s
         assert found(asked, hybrid.with_(reranker=OldestFirst())) == ["old-bikes", "cooking", "new-bikes"]
     assert found(now, fresh.with_(reranker=OldestFirst())) == ["new-bikes", "old-bikes", "cooking"]
     assert found(then, fresh.with_(reranker=OldestFirst())) == ["old-bikes", "cooking", "new-bikes"]
+
+
+def test_the_newer_hits_own_session_does_not_raise_the_band_it_must_reach():
+    """A newer statement whose own session's turns (same time, same subject) sit beside it in the top hits: with
+    ``median_other_times`` they are left out of the median the pair must reach, so the newer session moves above
+    the older statement; counted in (the default), the band is their cosine and nothing moves."""
+    hits = [hit("old", "03-01"), hit("other", "04-01"), hit("sib1", "05-01"), hit("sib2", "05-01"),
+            hit("new", "05-01")]
+    vectors = {"new": np.array([1.0, 0.0, 0.0]), "sib1": np.array([0.95, 0.312, 0.0]),
+               "sib2": np.array([0.95, 0.312, 0.0]), "old": np.array([0.6, 0.0, 0.8]),  # cosine 0.6 with new
+               "other": np.array([0.2, -0.98, 0.0])}
+    assert ids(newer_first(hits, vectors, 0.3)) == ids(hits)
+    assert ids(newer_first(hits, vectors, 0.3, median_other_times=True)) == ["sib1", "sib2", "new", "old", "other"]
+    from synthex_resources.search.strategies.builtin import HIERARCHICAL_FRESH_ASKER
+
+    assert HIERARCHICAL_FRESH_ASKER.median_other_times and not HIERARCHICAL_FRESH.median_other_times

@@ -76,7 +76,7 @@ HIERARCHICAL_FRESH = FreshFirst(
 # one; hierarchical_fresh.asks_about_own_present). Measured on LongMemEval dev and LoCoMo dev7
 # (docs/benchmarks.md, "The asker's own present").
 HIERARCHICAL_FRESH_ASKER = HIERARCHICAL_FRESH.with_(
-    name="hierarchical-fresh-asker", own_present=True,
+    name="hierarchical-fresh-asker", own_present=True, median_other_times=True,
     description="hierarchical-fresh, its gate also open for a question about the asker's own present state "
                 "(\"how many bikes do I own?\")")
 

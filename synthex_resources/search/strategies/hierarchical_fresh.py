@@ -49,12 +49,14 @@ if TYPE_CHECKING:  # numpy is imported where a search runs: the registry (loaded
 
 
 def newer_first(hits: list[SearchHit], vectors: dict[str, np.ndarray], same_cosine: float, margin: float = 0.0,
-                score_ratio: float = 0.0) -> list[SearchHit]:
+                score_ratio: float = 0.0, median_other_times: bool = False) -> list[SearchHit]:
     """``hits`` with each one moved just above the first-ranked older hit that says the same thing: the cosine of
     their vectors reaches ``same_cosine`` and exceeds by ``margin`` the moving hit's median cosine with the other
     hits (a pair that stands out, not a memory whose texts all look alike), and the moving hit's score is at
-    least ``score_ratio`` of the older one's. Taken in rank order, so of three statements of one fact the newest
-    ends first."""
+    least ``score_ratio`` of the older one's. ``median_other_times``: that median leaves out the hits of the
+    moving hit's own time (its own session's turns, which share its ``created_at`` and its subject, so they
+    say nothing about whether the pair stands out). Taken in rank order, so of three statements of one fact
+    the newest ends first."""
     import numpy as np
 
     order = list(hits)
@@ -63,11 +65,13 @@ def newer_first(hits: list[SearchHit], vectors: dict[str, np.ndarray], same_cosi
     matrix = np.stack([unit[i] for i in ids]) if ids else np.zeros((0, 1))
     cosines = dict(zip(ids, matrix @ matrix.T, strict=True)) if ids else {}
     column = {hit_id: j for j, hit_id in enumerate(ids)}
+    when = {h.id: h.created_at for h in order}
     for hit in list(order):
         if not hit.created_at or hit.id not in unit:
             continue
         row = cosines[hit.id]
-        others = [row[column[i]] for i in ids if i != hit.id]
+        others = [row[column[i]] for i in ids
+                  if i != hit.id and not (median_other_times and when[i] == hit.created_at)]
         floor = max(same_cosine, float(np.median(others)) + margin) if others else same_cosine
         at = order.index(hit)
         for above in range(at):
@@ -94,6 +98,8 @@ class FreshFirst(SearchStrategy):
     score_ratio: float = param(0.0, low=0.0, high=1.0, doc="the newer hit's score at least this share of the older's")
     present_only: bool = param(False, doc="reorder only for a question with a word of PRESENT_CUES (current, now, "
                                           "since...), one asking for the present state")
+    median_other_times: bool = param(False, doc="the pair's band is compared with the newer hit's median cosine "
+                                                 "with the top hits of other times only (not its own session's)")
     own_present: bool = param(False, doc="with present_only, also for a question in which the asker asks about "
                                          "their own present state (a first-person word and a present-tense "
                                          "auxiliary, no past one: asks_about_own_present)")
@@ -129,4 +135,5 @@ class FreshFirst(SearchStrategy):
         top = list(hits[: self.window])
         rows = engine.store.records.rows_by_id([h.id for h in top], ["id", "vector"]) if len(top) > 1 else {}
         vectors = {i: np.asarray(r["vector"], dtype=np.float32) for i, r in rows.items() if r.get("vector") is not None}
-        return newer_first(top, vectors, self.same_cosine, self.margin, self.score_ratio) + list(hits[self.window:])
+        return newer_first(top, vectors, self.same_cosine, self.margin, self.score_ratio,
+                           self.median_other_times) + list(hits[self.window:])
