@@ -15,7 +15,11 @@ table a run of N workers leaves is the one a single process leaves, row for row.
 
 ``synthex run --workers N`` writes a first ingest this way (synthex_assets/executor.py): ``IngestWorkers``
 is the run's pool of N spawned processes, started on first use and kept for one step of the run (a
-pipeline with two searched steps starts a pool for each), so each worker loads its embedder once a step.
+pipeline with two searched steps starts a pool for each). Each process runs one loop (``serve_shards``)
+that holds its ``ShardWorker`` (the embedders it loaded) in a local for the process's life and writes shard
+after shard with it, so each worker loads its embedder once a step, and nothing is kept in a module global:
+the one-process path (``workers`` 1) builds a ``ShardWorker`` for its call only, so the run's process keeps
+no model once the append returns.
 """
 
 from __future__ import annotations
@@ -23,14 +27,18 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import pickle
+import traceback
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
 from typing import Any
 
 import pyarrow as pa
 
 from synthex.core.errors import BadInputError
+from synthex_resources.embedder import Embedder, WorkerEmbedder
 
 
 class HeldIdsError(ValueError):
@@ -60,61 +68,207 @@ def check_worker_embedder(embedder: object, workers: int) -> None:
                             f"(it has no for_worker()); run with one worker")
 
 
-def spawn_pool(workers: int) -> ProcessPoolExecutor:
-    # spawn: a worker imports what it needs itself (no fork of a process holding lance's runtime threads)
-    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+class WorkerDiedError(RuntimeError):
+    """An ingest worker process ended before it returned its shard (killed, out of memory): nothing was
+    committed, and the pool's other workers are stopped."""
+
+
+class WorkerTraceback(Exception):
+    """Where a worker's shard raised: its traceback text, the cause of the exception raised in the run."""
+
+
+class ShardWorker:
+    """One ingest worker's state, for as long as it writes shards (a worker process's whole life, or one
+    one-process append): the embedders it loaded, one per spec, so a model loads once however many shards
+    it embeds. Passed to each shard's ``build``."""
+
+    def __init__(self) -> None:
+        self._embedders: dict[WorkerEmbedder, Embedder] = {}
+
+    def embedder(self, spec: WorkerEmbedder) -> Embedder:
+        """The embedder ``spec`` rebuilds, created on this worker's first shard that names it."""
+        if spec not in self._embedders:
+            self._embedders[spec] = spec.create()
+        return self._embedders[spec]
+
+
+@dataclass(frozen=True)
+class ShardFailed:
+    """What a worker sends back for a shard whose build raised: the exception (or, when it does not
+    pickle, a RuntimeError naming it) and the worker's traceback text."""
+
+    error: BaseException
+    trace: str
+
+
+def serve_shards(conn: Connection) -> None:
+    """A worker process's life (module level, so a spawned process imports it): one ``ShardWorker`` in a
+    local, then each ``ShardJob`` received written with it, until told to stop (None) or the pool's end of
+    the pipe closes (the run's process ended)."""
+    worker = ShardWorker()
+    try:
+        while (job := conn.recv()) is not None:
+            try:
+                outcome: Any = write_shard(job, worker)
+            except Exception as exc:  # noqa: BLE001 - sent to the run's process, which raises it
+                outcome = ShardFailed(exc, traceback.format_exc())
+                try:
+                    pickle.dumps(outcome)
+                except Exception:  # noqa: BLE001 - an exception that does not pickle is named instead
+                    outcome = ShardFailed(RuntimeError(f"{type(exc).__name__}: {exc}"), outcome.trace)
+            conn.send(outcome)
+    except (EOFError, BrokenPipeError, KeyboardInterrupt):
+        return  # the run's process is gone or stopping: nothing to write for it
+    finally:
+        conn.close()
+
+
+class ShardPool:
+    """``workers`` spawned processes, each running ``serve_shards`` until ``close``. Spawned, not forked:
+    a worker imports what it needs itself (no fork of a process holding lance's runtime threads). Daemon
+    processes: a run's process that ends without closing the pool takes its workers with it."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._procs: list[tuple[BaseProcess, Connection]] = []
+        context = multiprocessing.get_context("spawn")
+        try:
+            for _ in range(workers):
+                ours, theirs = context.Pipe()
+                process = context.Process(target=serve_shards, args=(theirs,), name="synthex-ingest", daemon=True)
+                process.start()
+                theirs.close()
+                self._procs.append((process, ours))
+        except BaseException:
+            self.kill()
+            raise
+
+    @property
+    def closed(self) -> bool:
+        return not self._procs
+
+    def run(self, jobs: Sequence[ShardJob]) -> list[tuple[list[str], list[str]]]:
+        """Each job written by the next idle worker; ``write_shard``'s results in the jobs' order. A job that
+        raised raises its exception here, and a worker that died raises WorkerDiedError; either way the pool
+        is killed first (the other shards are dropped: nothing is committed), and ``closed``."""
+        if self.closed:
+            raise RuntimeError("this pool of ingest workers is closed")
+        results: list[Any] = [None] * len(jobs)
+        todo = iter(enumerate(jobs))
+        busy: dict[Connection, tuple[int, BaseProcess]] = {}
+
+        def hand_out(process: BaseProcess, conn: Connection) -> None:
+            nxt = next(todo, None)
+            if nxt is not None:
+                conn.send(nxt[1])
+                busy[conn] = (nxt[0], process)
+
+        try:
+            for process, conn in self._procs:
+                hand_out(process, conn)
+            while busy:
+                for ready in wait(list(busy)):
+                    assert isinstance(ready, Connection)
+                    index, process = busy.pop(ready)
+                    try:
+                        outcome = ready.recv()
+                    except EOFError:
+                        process.join(timeout=5)
+                        raise WorkerDiedError(f"ingest worker {process.pid} ended (exit code {process.exitcode}) "
+                                              f"before it wrote its shard; nothing committed") from None
+                    if isinstance(outcome, ShardFailed):
+                        # The worker's traceback as the cause (as concurrent.futures does), not in the
+                        # message: a BadInputError from a worker stays its one line.
+                        raise outcome.error from WorkerTraceback(f"in ingest worker {process.pid}:\n{outcome.trace}")
+                    results[index] = outcome
+                    hand_out(process, ready)
+        except BaseException:
+            self.kill()
+            raise
+        return results
+
+    def close(self) -> None:
+        """Stop every worker once it is idle (between shards: ``run`` returns only when none is busy)."""
+        procs, self._procs = self._procs, []
+        for _, conn in procs:
+            try:
+                conn.send(None)
+            except OSError:  # that worker is gone already
+                pass
+        for process, conn in procs:
+            process.join(timeout=30)
+            if process.is_alive():
+                process.kill()
+                process.join()
+            conn.close()
+
+    def kill(self) -> None:
+        """Stop every worker now, whatever it is doing (its shard's files are referenced by no version)."""
+        procs, self._procs = self._procs, []
+        for process, _ in procs:
+            process.kill()
+        for process, conn in procs:
+            process.join()
+            conn.close()
+
+    def __enter__(self) -> ShardPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class IngestWorkers:
     """A run's ingest processes: ``workers`` spawned processes, started when first asked for (a run with
-    nothing new to append starts none) and stopped by ``close``. ``workers`` 1: none (today's path)."""
+    nothing new to append starts none; a pool killed by a failed shard is started again) and stopped by
+    ``close``. ``workers`` 1: none (today's path)."""
 
     def __init__(self, workers: int = 1) -> None:
         self.workers = check_workers(workers)
-        self._pool: ProcessPoolExecutor | None = None
+        self._pool: ShardPool | None = None
 
     @property
     def spread(self) -> bool:
         return self.workers > 1
 
-    def pool(self) -> Executor:
-        if self._pool is None:
-            self._pool = spawn_pool(self.workers)
+    def pool(self) -> ShardPool:
+        if self._pool is None or self._pool.closed:
+            self._pool = ShardPool(self.workers)
         return self._pool
 
     def close(self) -> None:
         pool, self._pool = self._pool, None
         if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+            pool.close()
 
 
 @dataclass(frozen=True)
 class ShardJob:
-    """One worker's part of a batch: ``build(shard)`` returns its rows (a module-level function, so a
-    worker process can import it)."""
+    """One worker's part of a batch: ``build(shard, worker)`` returns its rows (a module-level function, so
+    a worker process can import it; ``worker`` is the ``ShardWorker`` writing it, which keeps its models)."""
 
     uri: str
     schema: pa.Schema
-    build: Callable[[Any], pa.Table]
+    build: Callable[[Any, ShardWorker], pa.Table]
     shard: Any
     storage_options: dict[str, str] | None = None
 
 
-def write_shard(job: ShardJob) -> tuple[list[str], list[str]]:
-    """In a worker: the shard's rows written as fragments of the table at ``job.uri``. Returns the fragments'
-    metadata (JSON, to cross the process boundary) and the ids written."""
+def write_shard(job: ShardJob, worker: ShardWorker) -> tuple[list[str], list[str]]:
+    """In a worker: the shard's rows, built by ``worker``, written as fragments of the table at ``job.uri``.
+    Returns the fragments' metadata (JSON, to cross the process boundary) and the ids written."""
     from lance.fragment import write_fragments
 
-    table = job.build(job.shard).cast(job.schema)
+    table = job.build(job.shard, worker).cast(job.schema)
     fragments = write_fragments(table, job.uri, schema=job.schema, storage_options=job.storage_options)
     return [json.dumps(f.to_json()) for f in fragments], table.column("id").to_pylist()
 
 
-def append_in_workers(uri: str, schema: pa.Schema, build: Callable[[Any], pa.Table], shards: Sequence[Any], *,
-                      workers: int, storage_options: dict[str, str] | None = None,
-                      pool: Executor | None = None) -> int:
-    """Build and write ``shards`` with ``workers`` processes (1: in this process; ``pool``: that pool's
-    processes), then commit all their fragments as one append. The table is created (empty, ``schema``)
+def append_in_workers(uri: str, schema: pa.Schema, build: Callable[[Any, ShardWorker], pa.Table],
+                      shards: Sequence[Any], *, workers: int, storage_options: dict[str, str] | None = None,
+                      pool: ShardPool | None = None) -> int:
+    """Build and write ``shards`` with ``workers`` processes (1: in this process, with a ``ShardWorker`` of
+    this call only; ``pool``: that pool's processes), then commit all their fragments as one append. The table is created (empty, ``schema``)
     when it does not exist. Returns the table's new version. Raises HeldIdsError (a ValueError),
     committing nothing, when the batch repeats an id or holds one the table has."""
     import lance
@@ -127,12 +281,13 @@ def append_in_workers(uri: str, schema: pa.Schema, build: Callable[[Any], pa.Tab
         dataset = lance.write_dataset(schema.empty_table(), uri, schema=schema, storage_options=storage_options)
     jobs = [ShardJob(uri, schema, build, shard, storage_options) for shard in shards]
     if pool is not None:
-        results = list(pool.map(write_shard, jobs))
+        results = pool.run(jobs)
     elif workers <= 1:
-        results = [write_shard(job) for job in jobs]
+        worker = ShardWorker()  # dropped on return, with any model it loaded
+        results = [write_shard(job, worker) for job in jobs]
     else:
-        with spawn_pool(workers) as own:
-            results = list(own.map(write_shard, jobs))
+        with ShardPool(workers) as own:
+            results = own.run(jobs)
     ids = [i for _, shard_ids in results for i in shard_ids]
     # Checked and committed against the latest version, not the one read before the workers ran (another
     # writer may have committed meanwhile: an Append is rebased on anything it does not conflict with).
