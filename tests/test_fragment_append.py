@@ -72,3 +72,54 @@ def test_a_shard_that_raises_or_a_worker_that_dies_commits_nothing_and_the_pool_
         assert lance.dataset(uri).to_table().equals(pa.concat_tables([rows((0, 20), ShardWorker())]))
     finally:
         workers.close()
+
+
+def data_files(uri: str) -> set[str]:
+    return set(os.listdir(os.path.join(uri, "data")))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_refused_batch_leaves_no_data_file_behind(tmp_path, workers):
+    """The workers wrote their fragments before the ids were checked: a refused batch's files are removed
+    (no version references them), so the table's folder holds only what its versions use."""
+    uri = str(tmp_path / "t.lance")
+    append_in_workers(uri, SCHEMA, rows, [(0, 10)], workers=1)
+    committed = data_files(uri)
+    assert len(committed) == 1
+    with pytest.raises(ValueError, match=r"holds 2 id\(s\) the table has"):
+        append_in_workers(uri, SCHEMA, rows, [(8, 14), (14, 20)], workers=workers)
+    with pytest.raises(ValueError, match="repeats a record id"):
+        append_in_workers(uri, SCHEMA, rows, [(10, 15), (14, 16)], workers=workers)
+    assert data_files(uri) == committed
+    tracked = {p.rsplit("/", 1)[-1] for p in lance.dataset(uri).tracked_files().read_all().column("path").to_pylist()}
+    assert committed <= tracked
+    append_in_workers(uri, SCHEMA, rows, [(10, 15), (15, 20)], workers=workers)
+    assert lance.dataset(uri).count_rows() == 20 and len(data_files(uri)) == 3
+
+
+def test_a_dead_workers_batch_leaves_files_the_store_optimize_removes_once_a_week_old(tmp_path):
+    """What is not removed at once (a worker died, a run was killed): data files no version references, never
+    rows. The store's ``optimize`` (lance's cleanup without ``delete_unverified``) keeps them while younger than
+    7 days (they may be a writer's in flight) and removes them after; the table's rows stay."""
+    import time
+
+    from synthex_resources.store.fragment_append import ShardPool, WorkerDiedError
+    from synthex_resources.store.tables import LanceTable, LanceTables
+
+    tables = LanceTables(str(tmp_path))
+    uri = tables.dataset_path("t")
+    append_in_workers(uri, SCHEMA, rows, [(0, 10)], workers=1)
+    committed = data_files(uri)
+    with ShardPool(1) as pool, pytest.raises(WorkerDiedError):  # one worker: it writes 10-20, then dies
+        append_in_workers(uri, SCHEMA, rows_or_fail, [(10, 20, ""), (20, 30, "die")], workers=1, pool=pool)
+    left = data_files(uri) - committed
+    assert len(left) == 1 and lance.dataset(uri).count_rows() == 10
+    table = LanceTable(tables, "t")
+    table.optimize()
+    assert data_files(uri) - committed == left  # young: kept
+    week_ago = time.time() - 8 * 86400
+    for name in left:
+        os.utime(os.path.join(uri, "data", name), (week_ago, week_ago))
+    table.optimize()
+    assert not data_files(uri) & left
+    assert lance.dataset(uri).to_table().equals(rows((0, 10), ShardWorker()))

@@ -10,6 +10,19 @@ issue #4585: concurrent merge_inserts on the same keys can duplicate rows). An a
 a row: the caller gives it only rows whose ids the table does not hold (a backfill's new periods, new
 memories); ``append_in_workers`` checks the batch's ids are unique and new before it commits.
 
+Files of a batch that was not committed are referenced by no version, so they are never rows; they take
+disk space until removed. ``append_in_workers`` removes them itself when it knows nothing was committed: a
+refused batch (an id repeated or held) and a commit that lost a race (a commit conflict; the retry writes its
+fragments again). Left for lance's cleanup: a batch whose worker died or raised (the other workers' files;
+their names never reached the coordinator), a run killed mid-batch or mid-removal, and a commit that failed
+otherwise (its manifest may have landed: an object store PUT that timed out). The store's ``optimize``
+(``LanceTable.optimize``; the index upkeep after a step's writes calls it once the table has
+``COMPACT_FROM_FRAGMENTS`` fragments, and an encrypted store's whenever rows are unindexed) calls lance's
+``cleanup_old_versions`` without ``delete_unverified``, which removes a data file no manifest references only
+once it is 7 days old (a younger one may be a writer's in flight); ``synthex purge``'s compaction removes them
+at once (``delete_unverified=True``, under every branch's lock, so no run of the project writes meanwhile).
+Checked with lance 14.0.2 (tests/test_fragment_append.py).
+
 Row order in the table follows the shards' order (the fragments are committed in shard order), so the
 table a run of N workers leaves is the one a single process leaves, row for row.
 
@@ -38,6 +51,7 @@ from typing import Any
 import pyarrow as pa
 
 from synthex.core.errors import BadInputError
+from synthex_resources.commits import is_commit_conflict
 from synthex_resources.embedder import Embedder, WorkerEmbedder
 
 
@@ -288,20 +302,48 @@ def append_in_workers(uri: str, schema: pa.Schema, build: Callable[[Any, ShardWo
     else:
         with ShardPool(workers) as own:
             results = own.run(jobs)
-    ids = [i for _, shard_ids in results for i in shard_ids]
-    # Checked and committed against the latest version, not the one read before the workers ran (another
-    # writer may have committed meanwhile: an Append is rebased on anything it does not conflict with).
-    dataset = lance.dataset(uri, storage_options=storage_options)
-    if len(set(ids)) != len(ids):
-        raise HeldIdsError(f"{uri}: the batch repeats a record id; nothing committed")
-    held = _held_ids(dataset, ids)
-    if held:
-        raise HeldIdsError(f"{uri}: the batch holds {len(held)} id(s) the table has (e.g. {held[0]}): an append adds "
-                         f"new rows only; nothing committed")
     fragments = [FragmentMetadata.from_json(f) for fragment_json, _ in results for f in fragment_json]
-    committed = lance.LanceDataset.commit(uri, LanceOperation.Append(fragments), read_version=dataset.version,
-                                          storage_options=storage_options)
+    ids = [i for _, shard_ids in results for i in shard_ids]
+    try:
+        # Checked and committed against the latest version, not the one read before the workers ran (another
+        # writer may have committed meanwhile: an Append is rebased on anything it does not conflict with).
+        dataset = lance.dataset(uri, storage_options=storage_options)
+        if len(set(ids)) != len(ids):
+            raise HeldIdsError(f"{uri}: the batch repeats a record id; nothing committed")
+        held = _held_ids(dataset, ids)
+        if held:
+            raise HeldIdsError(f"{uri}: the batch holds {len(held)} id(s) the table has (e.g. {held[0]}): an append "
+                               f"adds new rows only; nothing committed")
+    except BaseException:
+        _remove_uncommitted(dataset, fragments)  # no commit was tried: no version can reference them
+        raise
+    try:
+        committed = lance.LanceDataset.commit(uri, LanceOperation.Append(fragments), read_version=dataset.version,
+                                              storage_options=storage_options)
+    except (OSError, RuntimeError, ValueError) as error:
+        # A lost commit race committed nothing (the retry writes its own fragments again); any other failure
+        # may have left the manifest written (an object store's PUT that timed out after it landed), so its
+        # files stay, for lance's cleanup of files no version references (module docstring).
+        if is_commit_conflict(error):
+            _remove_uncommitted(dataset, fragments)
+        raise
     return committed.version
+
+
+def _remove_uncommitted(dataset: Any, fragments: Sequence[Any]) -> None:
+    """Delete the data files of ``fragments``, which no version of ``dataset`` references (this batch's, not
+    committed). Safe at any time: their names are fresh (lance names a data file by a new UUID), so no reader
+    or other writer knows them. A kill part way leaves the rest to lance's cleanup (module docstring); a file
+    already gone is skipped."""
+    session = dataset.new_file_session()
+    for fragment in fragments:
+        for data_file in fragment.data_files():
+            if data_file.base_id is not None:  # written under another base path: not ours to guess at
+                continue
+            try:
+                session.delete_file(f"data/{data_file.path}")
+            except OSError:
+                pass
 
 
 def _held_ids(dataset: Any, ids: list[str], chunk: int = 500) -> list[str]:
