@@ -97,21 +97,38 @@ def test_a_refused_batch_leaves_no_data_file_behind(tmp_path, workers):
     assert lance.dataset(uri).count_rows() == 20 and len(data_files(uri)) == 3
 
 
-def test_a_dead_workers_batch_leaves_files_the_store_optimize_removes_once_a_week_old(tmp_path):
-    """What is not removed at once (a worker died, a run was killed): data files no version references, never
-    rows. The store's ``optimize`` (lance's cleanup without ``delete_unverified``) keeps them while younger than
-    7 days (they may be a writer's in flight) and removes them after; the table's rows stay."""
+@pytest.mark.parametrize("fate", ["raise", "die"])
+def test_a_failed_batch_removes_the_shards_written_before_the_failure(tmp_path, fate):
+    """One worker writes 10-20, then its next shard raises or the worker dies: the batch commits nothing
+    and the first shard's files are removed too."""
+    from synthex_resources.store.fragment_append import ShardPool
+
+    uri = str(tmp_path / "t.lance")
+    append_in_workers(uri, SCHEMA, rows, [(0, 10)], workers=1)
+    committed = data_files(uri)
+    with ShardPool(1) as pool, pytest.raises(Exception, match="bad row" if fate == "raise" else "ended"):
+        append_in_workers(uri, SCHEMA, rows_or_fail, [(10, 20, ""), (20, 30, fate)], workers=1, pool=pool)
+    assert data_files(uri) == committed and lance.dataset(uri).count_rows() == 10
+    with pytest.raises(ValueError, match="bad row"):  # in this process alike
+        append_in_workers(uri, SCHEMA, rows_or_fail, [(10, 20, ""), (20, 30, "raise")], workers=1)
+    assert data_files(uri) == committed
+
+
+def test_what_a_killed_batch_leaves_the_store_optimize_removes_once_a_week_old(tmp_path):
+    """What no one is left to remove (a run killed while its workers wrote): fragments written, never
+    committed. The store's ``optimize`` (lance's cleanup without ``delete_unverified``) keeps them while
+    younger than 7 days (they may be a writer's in flight) and removes them after; the table's rows stay."""
     import time
 
-    from synthex_resources.store.fragment_append import ShardPool, WorkerDiedError
+    from lance.fragment import write_fragments
+
     from synthex_resources.store.tables import LanceTable, LanceTables
 
     tables = LanceTables(str(tmp_path))
     uri = tables.dataset_path("t")
     append_in_workers(uri, SCHEMA, rows, [(0, 10)], workers=1)
     committed = data_files(uri)
-    with ShardPool(1) as pool, pytest.raises(WorkerDiedError):  # one worker: it writes 10-20, then dies
-        append_in_workers(uri, SCHEMA, rows_or_fail, [(10, 20, ""), (20, 30, "die")], workers=1, pool=pool)
+    write_fragments(rows((10, 20), ShardWorker()), uri, schema=SCHEMA)  # a killed worker's shard, as it wrote it
     left = data_files(uri) - committed
     assert len(left) == 1 and lance.dataset(uri).count_rows() == 10
     table = LanceTable(tables, "t")

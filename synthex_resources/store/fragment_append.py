@@ -12,15 +12,16 @@ memories); ``append_in_workers`` checks the batch's ids are unique and new befor
 
 Files of a batch that was not committed are referenced by no version, so they are never rows; they take
 disk space until removed. ``append_in_workers`` removes them itself when it knows nothing was committed: a
-refused batch (an id repeated or held) and a commit that lost a race (a commit conflict; the retry writes its
-fragments again). Left for lance's cleanup: a batch whose worker died or raised (the other workers' files;
-their names never reached the coordinator), a run killed mid-batch or mid-removal, and a commit that failed
-otherwise (its manifest may have landed: an object store PUT that timed out). The store's ``optimize``
-(``LanceTable.optimize``; the index upkeep after a step's writes calls it once the table has
-``COMPACT_FROM_FRAGMENTS`` fragments, and an encrypted store's whenever rows are unindexed) calls lance's
-``cleanup_old_versions`` without ``delete_unverified``, which removes a data file no manifest references only
-once it is 7 days old (a younger one may be a writer's in flight); ``synthex purge``'s compaction removes them
-at once (``delete_unverified=True``, under every branch's lock, so no run of the project writes meanwhile).
+refused batch (an id repeated or held), a commit that lost a race (a commit conflict; the retry writes its
+fragments again), and a batch whose shard raised or whose worker died (the shards written by then). Left for
+lance's cleanup: the shards being written when such a batch's pool was killed (their names never reached the
+coordinator), a run killed mid-batch or mid-removal, and a commit that failed otherwise (its manifest may
+have landed: an object store PUT that timed out). The store's ``optimize`` (``LanceTable.optimize``; the
+index upkeep after a step's writes calls it once the table has ``COMPACT_FROM_FRAGMENTS`` fragments, and an
+encrypted store's whenever rows are unindexed) calls lance's ``cleanup_old_versions`` without
+``delete_unverified``, which removes a data file no manifest references only once it is 7 days old (a
+younger one may be a writer's in flight); ``synthex purge``'s compaction removes them at once
+(``delete_unverified=True``, under every branch's lock, so no run of the project writes meanwhile).
 Checked with lance 14.0.2 (tests/test_fragment_append.py).
 
 Row order in the table follows the shards' order (the fragments are committed in shard order), so the
@@ -42,7 +43,7 @@ import multiprocessing
 import os
 import pickle
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
@@ -53,6 +54,9 @@ import pyarrow as pa
 from synthex.core.errors import BadInputError
 from synthex_resources.commits import is_commit_conflict
 from synthex_resources.embedder import Embedder, WorkerEmbedder
+
+# What a worker returns for a shard: its fragments' metadata (JSON, to cross the process boundary) and the ids.
+ShardWritten = tuple[list[str], list[str]]
 
 
 class HeldIdsError(ValueError):
@@ -161,13 +165,13 @@ class ShardPool:
     def closed(self) -> bool:
         return not self._procs
 
-    def run(self, jobs: Sequence[ShardJob]) -> list[tuple[list[str], list[str]]]:
-        """Each job written by the next idle worker; ``write_shard``'s results in the jobs' order. A job that
-        raised raises its exception here, and a worker that died raises WorkerDiedError; either way the pool
-        is killed first (the other shards are dropped: nothing is committed), and ``closed``."""
+    def written(self, jobs: Sequence[ShardJob]) -> Iterator[tuple[int, ShardWritten]]:
+        """Each job written by the next idle worker: (its place in ``jobs``, ``write_shard``'s result) as each
+        comes back. A job that raised raises its exception here, and a worker that died raises
+        WorkerDiedError; either way (or when the caller stops early) the pool is killed first, the shards
+        still being written dropped, and the pool ``closed``."""
         if self.closed:
             raise RuntimeError("this pool of ingest workers is closed")
-        results: list[Any] = [None] * len(jobs)
         todo = iter(enumerate(jobs))
         busy: dict[Connection, tuple[int, BaseProcess]] = {}
 
@@ -194,15 +198,15 @@ class ShardPool:
                         # The worker's traceback as the cause (as concurrent.futures does), not in the
                         # message: a BadInputError from a worker stays its one line.
                         raise outcome.error from WorkerTraceback(f"in ingest worker {process.pid}:\n{outcome.trace}")
-                    results[index] = outcome
                     hand_out(process, ready)
+                    yield index, outcome
         except BaseException:
             self.kill()
             raise
-        return results
 
     def close(self) -> None:
-        """Stop every worker once it is idle (between shards: ``run`` returns only when none is busy)."""
+        """Stop every worker once it is idle (between batches: ``written`` ends only when none is busy, and
+        kills the pool when it stops before)."""
         procs, self._procs = self._procs, []
         for _, conn in procs:
             try:
@@ -268,7 +272,7 @@ class ShardJob:
     storage_options: dict[str, str] | None = None
 
 
-def write_shard(job: ShardJob, worker: ShardWorker) -> tuple[list[str], list[str]]:
+def write_shard(job: ShardJob, worker: ShardWorker) -> ShardWritten:
     """In a worker: the shard's rows, built by ``worker``, written as fragments of the table at ``job.uri``.
     Returns the fragments' metadata (JSON, to cross the process boundary) and the ids written."""
     from lance.fragment import write_fragments
@@ -294,14 +298,17 @@ def append_in_workers(uri: str, schema: pa.Schema, build: Callable[[Any, ShardWo
     except (FileNotFoundError, ValueError):
         dataset = lance.write_dataset(schema.empty_table(), uri, schema=schema, storage_options=storage_options)
     jobs = [ShardJob(uri, schema, build, shard, storage_options) for shard in shards]
-    if pool is not None:
-        results = pool.run(jobs)
-    elif workers <= 1:
-        worker = ShardWorker()  # dropped on return, with any model it loaded
-        results = [write_shard(job, worker) for job in jobs]
-    else:
-        with ShardPool(workers) as own:
-            results = own.run(jobs)
+    done: dict[int, ShardWritten] = {}
+    try:
+        for index, result in _write_shards(jobs, workers, pool):
+            done[index] = result
+    except BaseException:
+        # A shard failed: the ones written already are removed (the ones being written when the pool was
+        # killed are left, unnamed, to lance's cleanup).
+        _remove_uncommitted(dataset, [FragmentMetadata.from_json(f) for fragment_json, _ in done.values()
+                                      for f in fragment_json])
+        raise
+    results = [done[i] for i in range(len(jobs))]
     fragments = [FragmentMetadata.from_json(f) for fragment_json, _ in results for f in fragment_json]
     ids = [i for _, shard_ids in results for i in shard_ids]
     try:
@@ -328,6 +335,20 @@ def append_in_workers(uri: str, schema: pa.Schema, build: Callable[[Any, ShardWo
             _remove_uncommitted(dataset, fragments)
         raise
     return committed.version
+
+
+def _write_shards(jobs: list[ShardJob], workers: int, pool: ShardPool | None) -> Iterator[tuple[int, ShardWritten]]:
+    """(place, result) of each job as it is written: by ``pool``, in this process (``workers`` 1, with a
+    ``ShardWorker`` of this call only, dropped on return with any model it loaded), or by a pool of its own."""
+    if pool is not None:
+        yield from pool.written(jobs)
+    elif workers <= 1:
+        worker = ShardWorker()
+        for index, job in enumerate(jobs):
+            yield index, write_shard(job, worker)
+    else:
+        with ShardPool(workers) as own:
+            yield from own.written(jobs)
 
 
 def _remove_uncommitted(dataset: Any, fragments: Sequence[Any]) -> None:
