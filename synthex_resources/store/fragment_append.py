@@ -286,9 +286,10 @@ def append_in_workers(uri: str, schema: pa.Schema, build: Callable[[Any, ShardWo
                       shards: Sequence[Any], *, workers: int, storage_options: dict[str, str] | None = None,
                       pool: ShardPool | None = None) -> int:
     """Build and write ``shards`` with ``workers`` processes (1: in this process, with a ``ShardWorker`` of
-    this call only; ``pool``: that pool's processes), then commit all their fragments as one append. The table is created (empty, ``schema``)
-    when it does not exist. Returns the table's new version. Raises HeldIdsError (a ValueError),
-    committing nothing, when the batch repeats an id or holds one the table has."""
+    this call only; ``pool``: that pool's processes), then commit all their fragments as one append. The
+    table is created (empty, ``schema``) when it does not exist. Returns the table's new version. Raises
+    HeldIdsError (a ValueError), committing nothing, when the batch repeats an id or holds one the table
+    has. A batch not committed leaves no file it knows of (module docstring)."""
     import lance
     from lance import LanceOperation
     from lance.fragment import FragmentMetadata
@@ -355,16 +356,21 @@ def _remove_uncommitted(dataset: Any, fragments: Sequence[Any]) -> None:
     """Delete the data files of ``fragments``, which no version of ``dataset`` references (this batch's, not
     committed). Safe at any time: their names are fresh (lance names a data file by a new UUID), so no reader
     or other writer knows them. A kill part way leaves the rest to lance's cleanup (module docstring); a file
-    already gone is skipped."""
-    session = dataset.new_file_session()
-    for fragment in fragments:
-        for data_file in fragment.data_files():
-            if data_file.base_id is not None:  # written under another base path: not ours to guess at
-                continue
-            try:
-                session.delete_file(f"data/{data_file.path}")
-            except OSError:
-                pass
+    already gone is skipped. Never raises: it runs while the batch's own error is raised, and a file it
+    cannot remove (the store unreachable) is left to that cleanup too."""
+    paths = [f"data/{data_file.path}" for fragment in fragments for data_file in fragment.data_files()
+             if data_file.base_id is None]  # a file under another base path: not ours to guess at
+    if not paths:
+        return
+    try:
+        session = dataset.new_file_session()
+    except OSError:
+        return
+    for path in paths:
+        try:
+            session.delete_file(path)
+        except OSError:
+            continue
 
 
 def _held_ids(dataset: Any, ids: list[str], chunk: int = 500) -> list[str]:
