@@ -129,8 +129,9 @@ def ingest_fingerprint(pipe: Pipeline, branches: list[str], payload: str, fmt: s
     """What a workspace's ingest depends on: the benchmark file's content and format, each run branch's
     definition (every step's effective version, i.e. its code and its inputs' versions all the way up,
     the ingredients of the planner's materialization keys, and the pipeline's settings: outputs, lexical
-    stemming, limits) and the embedding model. Equal fingerprints and an untouched table: a run plans
-    nothing."""
+    stemming, limits; a source's version holds its format parser's version, ``VersionedParser``, so a changed
+    parser is a changed definition) and the embedding model. Equal fingerprints and an untouched table: a run
+    plans nothing."""
     from synthex.core.hashing import fingerprint, stable_hash
 
     definitions = []
@@ -146,7 +147,7 @@ class IngestMarker:
     the rows that ingest left in the records table (``TableState``: fragments with their data and deletion
     files, the search sidecar's test for "same rows"). A later eval whose fingerprint and rows are the same
     skips the runs (each a plan over the source and the store: ~0.5 s per conversation warm, more under
-    load); a changed benchmark file, definition or embedder, or any row written or deleted since (another
+    load); a changed benchmark file, definition (a source format's parser too) or embedder, or any row written or deleted since (another
     run, a purge, a compaction), runs as before. Written only after the runs completed, through a temporary
     file and ``os.replace``: a killed ingest leaves the previous marker, whose rows no longer match."""
 

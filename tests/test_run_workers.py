@@ -262,3 +262,83 @@ def test_an_embedder_without_for_worker_is_refused_in_one_line_above_one_worker(
     with pytest.raises(BadInputError, match=r"^workers=2: the embedder 'plugin-model' cannot be rebuilt in a "
                                             r"worker process \(it has no for_worker\(\)\); run with one worker$"):
         check_worker_embedder(PluginEmbedder(), 2)
+
+
+@pytest.mark.skipif(max_workers() < 2, reason="needs 2 cores")
+def test_each_worker_loads_its_model_once_and_the_run_process_loads_none(tmp_path, ran_project):
+    """A 2-worker run's first ingest: the embedding is the workers' (each loads its model once for a step),
+    and the run's own process keeps no model of its own (it embeds nothing itself)."""
+    from counted_embedder import CountedEmbedder, events
+
+    root = write_project(tmp_path / "counted", ran_project.export)
+    log = tmp_path / "embedder-events"
+    pipe = load(root)
+    pipe.open(embedder=CountedEmbedder(log))
+    try:
+        assert pipe.run(workers=2).status == "completed"
+    finally:
+        pipe.close()
+    assert lance.dataset(str(root / ".synthex" / "lancedb" / "records.lance")).count_rows(f"step = '{SPREAD}'") > 0
+    loads, embeds = events(log, "load"), events(log, "embed")
+    assert embeds, "nothing was embedded"
+    assert os.getpid() not in loads and os.getpid() not in embeds
+    assert set(loads.values()) == {1}  # one model per worker process
+    assert set(embeds) == set(loads)
+
+
+@pytest.mark.skipif(max_workers() < 2, reason="needs 2 cores")
+def test_a_worker_embeds_every_shard_of_its_pool_with_one_model(tmp_path):
+    """At the store: three appends through one pool of 2 workers, 2 shards each: each worker loads its
+    model on its first shard and embeds the next ones with it; the caller's process loads none."""
+    from counted_embedder import CountedEmbedder, events
+
+    from synthex.core.record import Record
+    from synthex_resources.record_store import RecordStore
+    from synthex_resources.store.fragment_append import IngestWorkers
+
+    log = tmp_path / "embedder-events"
+    store = RecordStore(str(tmp_path / "store"), embedder=CountedEmbedder(log))
+    workers = IngestWorkers(2)
+    try:
+        for batch in range(3):
+            records = [Record(id=f"b{batch}-r{i}", content=f"batch {batch}, turn {i} about the ryokan", step="turns",
+                              branch="main", period="2024-01") for i in range(6)]
+            assert store.records.append_new(records, workers)
+    finally:
+        workers.close()
+    loads, embeds = events(log, "load"), events(log, "embed")
+    assert len(loads) == 2 and set(loads.values()) == {1}  # two workers, one load each
+    assert embeds == Counter(dict.fromkeys(loads, 3))  # each embedded its shard of each of the 3 appends
+    assert os.getpid() not in loads
+    assert store.records_table().count_rows() == 18
+
+
+def test_the_one_process_append_keeps_no_model_once_it_returns(tmp_path):
+    """``append_in_workers`` with 1 worker embeds in the caller's process with a worker of that call only:
+    one load for its shards, and once it returns no model is held (a second call loads its own)."""
+    import gc
+
+    import pyarrow as pa
+    from counted_embedder import CountedEmbedder, events
+
+    from synthex_resources.embedder import MINILM_DIM
+    from synthex_resources.store.fragment_append import append_in_workers
+    from synthex_resources.store.vectors import EmbedShard, embed_shard
+
+    log = tmp_path / "embedder-events"
+    spec = CountedEmbedder(log).for_worker()
+    schema = pa.schema([("id", pa.string()), ("vector", pa.list_(pa.float32(), MINILM_DIM))])
+
+    def shard(first: int) -> EmbedShard:
+        ids = [f"r{first + i}" for i in range(3)]
+        rows = pa.table({"id": ids, "vector": pa.nulls(3, schema.field("vector").type)}, schema=schema)
+        return EmbedShard(rows, tuple((i, f"turn {first + i} about the ryokan") for i in range(3)), spec)
+
+    uri = str(tmp_path / "t.lance")
+    for call in range(2):
+        append_in_workers(uri, schema, embed_shard, [shard(6 * call), shard(6 * call + 3)], workers=1)
+        gc.collect()
+        assert not [o for o in gc.get_objects() if isinstance(o, CountedEmbedder)]  # nothing pinned it
+        assert events(log, "load") == Counter({os.getpid(): call + 1})  # one load per call, for both shards
+    assert events(log, "embed") == Counter({os.getpid(): 4})
+    assert lance.dataset(uri).count_rows("vector IS NOT NULL") == 12

@@ -14,7 +14,6 @@ seconds and records/s, whether the three tables are equal, the load average, and
 from __future__ import annotations
 
 import argparse
-import functools
 import gzip
 import json
 import os
@@ -26,7 +25,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from evals.shared_data import LONGMEMEVAL_S_DEV, shared_data_file
-from synthex_resources.embedder import MINILM_DIM
+from synthex_resources.embedder import MINILM_DIM, MiniLMWorker
+from synthex_resources.store.fragment_append import ShardWorker
 
 DATA = shared_data_file(LONGMEMEVAL_S_DEV)
 SCHEMA = pa.schema([("id", pa.string()), ("content", pa.string()), ("vector", pa.list_(pa.float32(), MINILM_DIM))])
@@ -45,20 +45,17 @@ def turns(limit: int) -> list[tuple[str, str]]:
     return out
 
 
-@functools.cache
-def worker_embedder() -> object:
-    """One model per process: a pool worker lives for the whole batch and embeds all its shards with it."""
-    from synthex_resources.embedder import MiniLMOnnxEmbedder
-
-    return MiniLMOnnxEmbedder(threads=1)
+# MiniLM with one ONNX thread (``MiniLMOnnxEmbedder(threads=1)``), as each worker rebuilds it.
+MINILM_ONE_THREAD = MiniLMWorker(max_tokens=256, batch_size=16)
 
 
-def build(shard: list[tuple[str, str]]) -> pa.Table:
-    """A shard's records (module level: a worker process imports it)."""
+def build(shard: list[tuple[str, str]], worker: ShardWorker) -> pa.Table:
+    """A shard's records (module level: a worker process imports it), embedded by ``worker``'s model: a
+    worker loads it on its first shard and embeds all its shards with it."""
     from synthex.core.hashing import fingerprint, materialization_key, record_id
 
     texts = [text for _, text in shard]
-    vectors = worker_embedder().embed(texts)
+    vectors = worker.embedder(MINILM_ONE_THREAD).embed(texts)
     ids = [record_id(materialization_key(STEP, STEP_VERSION, [fingerprint(text)], key)) for key, text in shard]
     return pa.table({"id": ids, "content": texts, "vector": [v.tolist() for v in vectors]}, schema=SCHEMA)
 
@@ -80,7 +77,8 @@ def main() -> None:
     tables: dict[str, pa.Table] = {}
     try:
         start = time.perf_counter()
-        one = pa.concat_tables([build(s) for s in shards])
+        here = ShardWorker()  # this process's model for the one-process write (each worker run loads its own)
+        one = pa.concat_tables([build(s, here) for s in shards])
         lance.write_dataset(one, str(work / "one-process.lance"), schema=SCHEMA)
         wall = time.perf_counter() - start
         results["one process, write_dataset"] = {"wall_s": round(wall, 1), "records_per_s": round(len(items) / wall, 1)}

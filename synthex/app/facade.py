@@ -273,8 +273,10 @@ class ProjectApp:
             return run
         store = self.store
         run.steps = plan.steps
-        if set(plan.steps) & set(self.use_branch(branch).search_steps()):
-            store.warm_embedder()  # loads while Dagster imports and the run is created
+        if workers == 1 and set(plan.steps) & set(self.use_branch(branch).search_steps()):
+            # Loads while Dagster imports and the run is created. Not with ingest workers: they embed a first
+            # ingest, each with its own model, and this process loads one only if a chunk is embedded here.
+            store.warm_embedder()
         with self._active_lock:
             if self._interrupted is not None:  # the process is stopping: a run started now could not finish
                 reporter.finish()

@@ -353,15 +353,24 @@ class PipelineDefinition:
                                 format=format, **args)
         return self._add(step)
 
-    def format(self, name: str, parse: Callable[[Path], list[SourceItem]]) -> None:
+    def format(self, name: str, parse: Callable[[Path], list[SourceItem]], version: str | None = None) -> None:
         """A file format of this pipeline's own: ``pipeline.source(..., file=F, format=name)`` reads ``F`` with
         ``parse(path) -> list[SourceItem]`` (a plugin's formats are every project's: the ``register_formats``
-        hook, docs/extending.md). A built-in format's name is taken."""
-        from synthex.core.importers.formats import BUILTIN_PARSERS
+        hook, docs/extending.md). A built-in format's name is taken. ``version``: what the parser makes; part
+        of the version of the sources reading the format, so changing it (with the parser) rewrites their
+        records (``VersionedParser``); None: the sources' versions ignore the parser."""
+        from synthex.core.importers.formats import BUILTIN_PARSERS, VersionedParser
 
         if name in BUILTIN_PARSERS:
             raise PipelineDefinitionError(f"format {name!r} is a built-in format; name yours otherwise")
-        self.formats.register(name, lambda path, _intake: parse(path), by=f"pipeline.format({name!r})")
+        if version is not None and (not isinstance(version, str) or not version):
+            raise PipelineDefinitionError(f"format {name!r}: version must be a non-empty string, not {version!r}")
+
+        def read(path: Path, _intake: object) -> list[SourceItem]:
+            return parse(path)
+
+        self.formats.register(name, VersionedParser(read, version) if version else read,
+                              by=f"pipeline.format({name!r})")
 
     def source_steps(self, only: list[str] | None = None) -> list[str]:
         """The source steps (``only``: these, each checked to be one)."""

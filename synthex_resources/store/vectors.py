@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -16,6 +15,7 @@ from synthex.core.scope import BranchScope
 from synthex_resources.embedder import Embedder, WorkerEmbedder
 from synthex_resources.store import filters
 from synthex_resources.store.filters import RecordFilter
+from synthex_resources.store.fragment_append import ShardWorker
 from synthex_resources.store.schemas import LIGHT_COLUMNS, RECORDS, ROW_KEY
 from synthex_resources.store.tables import LanceTables
 
@@ -153,19 +153,13 @@ class EmbedShard:
     embedder: WorkerEmbedder
 
 
-@functools.cache
-def worker_embedder(spec: WorkerEmbedder) -> Embedder:
-    """One embedder per worker process and spec: a pool worker embeds every shard of a run with it (the
-    model loads once per process, not once per shard)."""
-    return spec.create()
-
-
-def embed_shard(shard: EmbedShard) -> pa.Table:
-    """In a worker: ``shard``'s rows with their vectors, each distinct text embedded once (module level,
-    so a spawned worker imports it). The vectors are ``Vectors.fill``'s, bit for bit: a text's vector
-    depends neither on its batch nor on the ONNX thread count."""
+def embed_shard(shard: EmbedShard, worker: ShardWorker) -> pa.Table:
+    """In a worker: ``shard``'s rows with their vectors, each distinct text embedded once, by the embedder
+    ``worker`` keeps for the spec (loaded on its first shard; module level, so a spawned worker imports it).
+    The vectors are ``Vectors.fill``'s, bit for bit: a text's vector depends neither on its batch nor on
+    the ONNX thread count."""
     distinct = list(dict.fromkeys(text for _, text in shard.texts))
-    fresh = worker_embedder(shard.embedder).embed(distinct) if distinct else []
+    fresh = worker.embedder(shard.embedder).embed(distinct) if distinct else []
     by_text = {text: vec.tolist() for text, vec in zip(distinct, fresh, strict=True)}
     column = shard.rows.column("vector").to_pylist()
     for row, text in shard.texts:

@@ -9,11 +9,15 @@ this module only (no cycle between ``base`` and the importers).
 from __future__ import annotations
 
 import functools
+import hashlib
+import inspect
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 from synthex.core import hookspecs
 from synthex.core.errors import PipelineDefinitionError, SourceError
@@ -114,6 +118,50 @@ BUILTIN_PARSERS: dict[str, FormatParser] = {
 BUILTIN_MODULES = ("synthex.core.importers.formats",)
 
 
+@dataclass(frozen=True)
+class VersionedParser:
+    """A format's parser and the version of what it makes. Registered so (a plugin's format, or
+    ``pipeline.format(..., version=)``), the version is part of the version of every source step that reads
+    the format (``parser_version``, ``FileOrigin.config``): records another version of the parser made get
+    other ids, so a run replaces them. Without it a parser that starts to record a new metadata field leaves
+    every stored record as it was (same text, same key, so the same id: nothing to do). The built-in formats
+    need none: ``IMPORTER_VERSION`` is theirs, bumped with them."""
+
+    parse: FormatParser
+    version: str
+
+    def __call__(self, path: Path, intake: Intake) -> list[SourceItem]:
+        return self.parse(path, intake)
+
+
+def module_version(module: ModuleType) -> str:
+    """A version that changes with any edit of ``module``'s source (a plugin's parser and the helpers beside
+    it): what a plugin gives its ``VersionedParser`` when it does not keep a version by hand."""
+    try:
+        source = inspect.getsource(module)
+    except (OSError, TypeError):  # no source shipped: the module's name and file stand for it
+        source = f"{module.__name__}:{getattr(module, '__file__', '')}"
+    return "source:" + hashlib.sha256(source.encode("utf-8")).hexdigest()[:16]
+
+
+def parser_version(fmt: str, own: Registry[FormatParser] | None = None) -> str | None:
+    """The version of the parser ``fmt`` names when it is a ``VersionedParser`` (the pipeline's own formats
+    ``own`` first, then the plugins'); None for ``auto``, a built-in, an unversioned or an unknown format (a
+    read of an unknown one says so in one line)."""
+    if fmt == "auto" or fmt in BUILTIN_PARSERS:
+        return None
+    parser = _registered(fmt, own)
+    return parser.version if isinstance(parser, VersionedParser) else None
+
+
+def _registered(fmt: str, own: Registry[FormatParser] | None) -> FormatParser | None:
+    """The parser of a format that is not built in: the pipeline's own, else a plugin's (None: unknown)."""
+    if own is not None and fmt in own:
+        return own.get(fmt)
+    formats = file_formats()
+    return formats.get(fmt) if fmt in formats else None
+
+
 def register_formats(registry: Registry[FormatParser]) -> None:
     for name, parse in BUILTIN_PARSERS.items():
         registry.register(name, parse)
@@ -173,8 +221,8 @@ def _parser(path: Path, fmt: str, own: Registry[FormatParser] | None) -> FormatP
     discovered only by a read that names a format neither has; an unknown name is one line naming the known."""
     if fmt in BUILTIN_PARSERS:
         return BUILTIN_PARSERS[fmt]
-    if own is not None and fmt in own:
-        return own.get(fmt)
+    if (parser := _registered(fmt, own)) is not None:
+        return parser
     formats = file_formats()
     if fmt not in formats:
         known = [*formats.names(), *(own.names() if own is not None else [])]

@@ -7,7 +7,7 @@ from typing import Any
 
 from synthex.core.errors import SourceError
 from synthex.core.importers import ParsedSource, SourceItem
-from synthex.core.importers.formats import FormatParser, change_token
+from synthex.core.importers.formats import FormatParser, change_token, parser_version
 from synthex.core.limits import Limits
 from synthex.core.plugins import Registry
 from synthex.core.sources.base import SourceOrigin
@@ -64,5 +64,8 @@ class FileOrigin(SourceOrigin):
 
     def config(self) -> dict[str, Any]:
         # The file path is not part of the version: moving an export must not reprocess it. Nor are the
-        # bounds or follow_links: they decide which items exist, not what any item's record is.
-        return {"format": self.format, "importer": IMPORTER_VERSION}
+        # bounds or follow_links: they decide which items exist, not what any item's record is. A format
+        # whose parser has a version (a plugin's, ``pipeline.format(..., version=)``) adds it: records made
+        # by another parser are other records (an unversioned one keeps the version it always had).
+        version = parser_version(self.format, self.formats)
+        return {"format": self.format, "importer": IMPORTER_VERSION} | ({"parser": version} if version else {})
