@@ -601,7 +601,9 @@ def test_two_namespaced_memories_on_one_instance_and_one_workspace_share_no_dags
     listing both code locations, one daemon, one webserver, a code server each: each `synthex run`s; their
     asset keys are their own (prefixed) in the instance and in the webserver's GraphQL, each under its own
     location; `synthex branch delete exp` in one leaves the other's `exp` partition key; each `synthex runs`
-    and `status` shows only its own run. Today's names (no namespace) share the keys and the partitions."""
+    and `status` shows only its own run. Today's names (no namespace) share the keys and the partitions. A
+    run of bob over a branch bob does not have, launched through its code server and the daemon's queue, is
+    canceled by the deployment's run launcher with the one-line refusal before any step."""
     from dagster import DagsterRunStatus
 
     memories = {}
@@ -672,6 +674,29 @@ def test_two_namespaced_memories_on_one_instance_and_one_workspace_share_no_dags
         shown = listed()
         assert shown["alice"] | shown["bob"] == keys  # every key the instance holds, each in one location only
         assert all(k.startswith("alice/") for k in shown["alice"]) and all(k.startswith("bob/") for k in shown["bob"])
+
+        # A run of bob over a branch bob does not have (a key typed into the UI's "Add a partition"), launched
+        # as the UI launches one (through bob's code server): queued, dequeued by the daemon, which serves both
+        # memories and so has no SYNTHEX_PROJECT, and refused by the deployment's launcher, which knows bob's
+        # project from dagster.yaml (`projects`), before any step: canceled with the one line.
+        from dagster import DagsterEventType
+
+        from synthex_assets.dagster_internals import partition_range_tags
+        from synthex_assets.run_tags import REFUSED_TAG
+
+        assert "SYNTHEX_PROJECT" not in env
+        period = instance.get_dynamic_partitions("bob__period")[0]
+        instance.add_dynamic_partitions("bob__branch", ["typo"])
+        refused_id = str(uuid.uuid4())
+        launch(env, workspace, "bob", "bob__test_memory", refused_id,
+               partition_range_tags(f"typo|{period}", f"typo|{period}"))
+        wait_for("the daemon to dequeue bob's run", lambda: instance.get_run_by_id(refused_id).is_finished, 240,
+                 services)
+        refused = instance.get_run_by_id(refused_id)
+        assert refused.status == DagsterRunStatus.CANCELED, failures(instance, refused_id)
+        assert refused.tags[REFUSED_TAG].startswith("refused before any step ran: branch 'typo' is not a branch")
+        assert "\n" not in refused.tags[REFUSED_TAG]
+        assert not instance.all_logs(refused_id, of_type=DagsterEventType.STEP_START)  # no step ran
     finally:
         instance.dispose()
         for service in reversed(services):
