@@ -383,6 +383,12 @@ def test_sync_refuses_a_bad_worker_count_in_one_line_and_a_shared_toml_keeps_the
     result = cli("sync", "--workers", "0", "--project", str(project), check=False)
     assert result.returncode != 0 and result.stderr.strip().splitlines()[-1] == \
         f"error: workers must be a whole number from 1 to {max_workers()} (this machine's cores), not 0"
+    pipe = load(project)
+    try:
+        with pytest.raises(BadInputError, match=r"^workers must be a whole number from 1 to \d+ .*, not 0$"):
+            pipe.sync(workers=0)  # the Python API's sync: the same check
+    finally:
+        pipe.close()
     assert not (project / ".synthex" / "lancedb" / "records.lance").exists()
     path = tmp_path / "p.toml"
     Pipeline("m", ingest_workers=2, project_dir=tmp_path).to_toml(path)

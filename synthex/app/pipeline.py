@@ -90,9 +90,11 @@ class Pipeline(PipelineDefinition):
         return self.app.projection(name, branch)
 
     def sync(self, source: str | None = None, branch: str | None = None, progress: ProgressReporter | None = None,
-             allow_deletions: bool = False) -> Any:
-        """Fetch API pages, detect what the sources gained / changed / lost, run what that makes dirty."""
-        return self.app.sync(source=source, branch=branch, progress=progress, allow_deletions=allow_deletions)
+             allow_deletions: bool = False, workers: int | None = None) -> Any:
+        """Fetch API pages, detect what the sources gained / changed / lost, run what that makes dirty.
+        ``workers``: as ``run``'s (None: the pipeline's ``ingest_workers``)."""
+        return self.app.sync(source=source, branch=branch, progress=progress, allow_deletions=allow_deletions,
+                             workers=workers)
 
     def remember(self, text: str, *, id: str | None = None, created_at: str | None = None,
                  metadata: dict[str, Any] | None = None, source: str | None = None) -> dict[str, Any]:
