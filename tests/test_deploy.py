@@ -701,3 +701,56 @@ def test_two_namespaced_memories_on_one_instance_and_one_workspace_share_no_dags
         instance.dispose()
         for service in reversed(services):
             service.stop()
+
+
+@pytest.mark.deployment
+def test_a_sensor_run_the_daemon_launches_spreads_its_first_ingest_over_the_pipelines_ingest_workers(
+        tmp_path, postgres, monkeypatch):
+    """A deployment (code server and daemon as processes of their own, PostgreSQL) of a pipeline declaring
+    ``ingest_workers=2``: the source sensor's first tick requests the runs with ``synthex/workers=2``, the
+    daemon launches them through the code server (a run process of Dagster's, not `synthex run`'s), and that
+    process's workers write the first ingest (more fragments than one process writes); the records are, row
+    for row, the ones a one-process `synthex run` of the same export leaves."""
+    from dagster import DagsterRunStatus
+    from test_run_workers import appended_fragments, declared_workers, table_rows
+
+    from synthex_assets.naming import job_name
+    from synthex_assets.queued_runs import CALLER_TAG
+    from synthex_assets.run_tags import LAUNCHED_BY_TAG
+    from synthex_assets.step_assets import WORKERS_TAG
+    from synthex_resources.store.fragment_append import max_workers
+
+    if max_workers() < 2:
+        pytest.skip("needs 2 cores")
+    export = write_json(tmp_path / "exports" / "conversations.json", generate(conversations=2, months=1, seed=3))
+    one_process = write_project(tmp_path / "one-process", export)
+    synthex(env_without_openai(), "run", "--project", str(one_process))  # its own SQLite instance, one process
+    deployed = write_project(tmp_path / "deployed", export, declared_workers(PIPELINE_PY, 2))
+    port = free_port()
+    home = deploy_init(tmp_path / "deploy", deployed, "--grpc-host", "127.0.0.1", "--grpc-port", str(port))
+    env, instance, logs = open_shared_instance(home, postgres, monkeypatch, tmp_path)
+    env["SYNTHEX_PROJECT"] = str(deployed)
+    services: list[Service] = []
+    try:
+        services.append(start_service("code-server", [sys.executable, "-m", "dagster", "api", "grpc", "-m",
+                                                      "synthex_assets.code_location", "-h", "127.0.0.1",
+                                                      "-p", str(port)], env, deployed, logs))
+        services.append(start_service("daemon", [sys.executable, "-m", "dagster._daemon", "run", "-w",
+                                                 str(home / "workspace.yaml")], env, deployed, logs))
+
+        def sensor_runs() -> list:
+            return [r for r in instance.get_runs() if r.tags.get(LAUNCHED_BY_TAG) == "sensor"]
+
+        wait_for("the sensor's runs to finish", lambda: (runs := sensor_runs()) and all(r.is_finished for r in runs)
+                 and (deployed / ".synthex" / "lancedb" / "records.lance").exists(), 420, services)
+        runs = sensor_runs()
+        for run in runs:
+            assert run.status == DagsterRunStatus.SUCCESS, failures(instance, run.run_id)
+            assert run.tags[WORKERS_TAG] == "2" and CALLER_TAG not in run.tags  # the code server's run process
+            assert run.job_name == job_name("test-memory")
+        assert table_rows(deployed) == table_rows(one_process)
+        assert appended_fragments(deployed) > appended_fragments(one_process)  # the workers wrote the ingest
+    finally:
+        instance.dispose()
+        for service in reversed(services):
+            service.stop()
