@@ -161,8 +161,8 @@ def _project_dir(run: Any, projects: Mapping[str, Path]) -> Path | None:
     """The project a run belongs to: its code location's entry in ``projects`` (a deployment's daemon serves
     several memories, each a gRPC location, which names no folder), else SYNTHEX_PROJECT (`synthex ui` sets it
     for the webserver and the daemon), else the working directory of the run's code location; None when none
-    says. A configured folder that holds no pipeline.py on this host is not judged by (None): every branch
-    would read as unknown."""
+    says. A configured folder that holds no pipeline.py on this host gives None (the run is not judged
+    here): read from it, every branch but main would look invented."""
     location = _memory_name(run)
     if location is not None and location in projects:
         folder = Path(projects[location])

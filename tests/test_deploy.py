@@ -58,6 +58,8 @@ def test_deploy_init_writes_a_shared_instance_dagster_validates(tmp_path, projec
     assert config["concurrency"]["runs"]["tag_concurrency_limits"] == [
         {"key": WRITER_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 1}]
     assert config["run_monitoring"]["enabled"] is True
+    # the launcher knows the location's project (the daemon judges a run's branch by it)
+    assert config["run_launcher"]["config"] == {"projects": {"test-memory": str(project.resolve())}}
     workspace = yaml.safe_load((home / "workspace.yaml").read_text())
     assert workspace == {"load_from": [{"grpc_server": {"host": "localhost", "port": 4300,
                                                         "location_name": "test-memory"}}]}
