@@ -6,7 +6,8 @@ Three files in one folder (the deployment's DAGSTER_HOME, docs/deploy.md):
   the environment when a process opens the instance, never written into the file), Dagster's run queue
   with one run per branch of one memory at a time (a tag concurrency limit per value of ``WRITER_TAG``,
   ``<memory>|<branch>``, which every run Synthex launches or a sensor requests carries: the branches of
-  different memories on one instance do not wait on each other) and run monitoring on.
+  different memories on one instance do not wait on each other), the run launcher with each code
+  location's project folder (``DeploymentRunLauncher``'s ``projects``) and run monitoring on.
 - ``workspace.yaml``: the project loaded through a gRPC code server (``dagster api grpc``), so the
   webserver and the daemon never import the project's code themselves; or several memories (projects),
   each its own code location and code server, kept apart in the instance by their namespaces
@@ -93,6 +94,7 @@ def _yaml_str(value: str) -> str:
 
 def instance_yaml(spec: DeploymentSpec) -> str:
     pg = "\n".join(f"      {field}:\n        env: {var}" for field, var in PG_ENV.items())
+    projects = "\n".join(f"      {_yaml_str(loc.name)}: {_yaml_str(str(loc.project_dir))}" for loc in spec.locations)
     return f"""\
 # Written by `synthex deploy init`: a team's shared Dagster instance (docs/deploy.md).
 telemetry:
@@ -124,9 +126,14 @@ concurrency:
         limit: 1
 # The code server starts each run in a process of its own (`dagster api execute_run`), except a run queued
 # by `synthex run`: the queue hands it back to that process, which executes it (synthex_assets/queued_runs.py).
+# Each code location's project folder (as the daemon's host sees it): a gRPC location names none, so this is
+# how a run of memory B over a branch B does not have is refused before any step, whichever memory it is.
 run_launcher:
   module: synthex_assets.queued_runs
   class: DeploymentRunLauncher
+  config:
+    projects:
+{projects}
 # A run stuck starting or cancelling is marked failed, and so is a `synthex run`'s run whose process died
 # (checked by pid on the daemon's host); a code server's run process is not checked (docs/deploy.md).
 run_monitoring:

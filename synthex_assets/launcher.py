@@ -87,7 +87,9 @@ def _launch(defs: Definitions, pipeline: PipelineDefinition, instance: DagsterIn
     selection = frozenset(names.asset_key(s) for s in pipeline.order() if partitions.get(s))
     job = defs.resolve_job_def(names.job)
     run_tags = {**partition_range_tags(start, end), FULL_TAG: "1" if full else "0",
-                **({WORKERS_TAG: str(workers)} if workers > 1 else {}),
+                # said whenever it is not 1 or the pipeline declares more (a run without the tag takes the
+                # pipeline's ingest_workers: synthex_assets.step_assets.ingest_workers)
+                **({WORKERS_TAG: str(workers)} if max(workers, pipeline.ingest_workers) > 1 else {}),
                 **branch_tags(branch, LAUNCHED_BY_CLI, names.memory),
                 **({DELETIONS_TAG: consent_tag(deletions, run_id)} if deletions else {})}
     # Recorded against the job as the UI's code location defines it (configured resources), so the UI

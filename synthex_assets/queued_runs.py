@@ -29,10 +29,19 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
-from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, DefaultRunLauncher, SubmitRunContext
+from dagster import (
+    DagsterInstance,
+    DagsterRun,
+    DagsterRunStatus,
+    DefaultRunLauncher,
+    Field,
+    Map,
+    SubmitRunContext,
+)
 
 from synthex.core.errors import SynthexError
 from synthex_assets.dagster_internals import (
@@ -47,6 +56,8 @@ from synthex_assets.run_tags import REFUSED_TAG
 
 # The run is executed by the process that queued it: its host and pid, "host:pid".
 CALLER_TAG = "synthex/executed_by"
+# The launcher's config field: code location name -> project folder (``synthex deploy init`` writes it).
+PROJECTS_FIELD = "projects"
 POLL_S = 0.5
 # How long a QUEUED run waits before the caller is told again that it is still waiting (and why).
 REMIND_S = 30.0
@@ -62,11 +73,30 @@ def caller_tags() -> dict[str, str]:
 class DeploymentRunLauncher(DefaultRunLauncher):
     """The deployment's run launcher: a run queued by ``synthex run`` goes back to it (no process started);
     every other run is launched as ``DefaultRunLauncher`` launches it. Both after ``admit_run`` (the run's
-    branch and door tags; a run over an invented branch or period, or over several branches, refused)."""
+    branch and door tags; a run over an invented branch or period, or over several branches, refused).
+
+    Its config (dagster.yaml, written by ``synthex deploy init``) maps each code location to its memory's
+    project folder, ``projects: {alice: /srv/memories/alice}``: a gRPC location names no folder and a daemon
+    serving several memories has no ``SYNTHEX_PROJECT``, so this is how the daemon knows whose branches a UI,
+    sensor or schedule run is judged by."""
+
+    def __init__(self, inst_data: Any = None, projects: Mapping[str, str] | None = None) -> None:
+        super().__init__(inst_data=inst_data)
+        self.projects = {location: Path(folder) for location, folder in (projects or {}).items()}
+
+    @classmethod
+    def config_type(cls) -> dict[str, Field]:
+        return {PROJECTS_FIELD: Field(Map(str, str), is_required=False, default_value={},
+                                      description="Each code location's project folder, by location name: the "
+                                                  "branches a run of that location may name are its project's.")}
+
+    @classmethod
+    def from_config_value(cls, inst_data: Any, config_value: Mapping[str, Any]) -> DeploymentRunLauncher:
+        return cls(inst_data=inst_data, projects=config_value.get(PROJECTS_FIELD) or {})
 
     def launch_run(self, context: Any) -> None:
         run = context.dagster_run
-        if not admit_run(self._instance, run):
+        if not admit_run(self._instance, run, self.projects):
             return
         if CALLER_TAG in run.tags:
             self._instance.report_engine_event(

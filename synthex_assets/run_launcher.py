@@ -25,11 +25,13 @@ import os
 import signal
 import time
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from dagster import DagsterInstance, DefaultRunLauncher
 
+from synthex.core.project import PIPELINE_FILE
 from synthex_assets.dagster_internals import RUN_WORKER_MODULES, execute_run_by_id
 from synthex_assets.event_log import dynamic_partitions_held
 from synthex_assets.naming import BRANCH_PARTITIONS, PERIOD_PARTITIONS, run_namespace, scoped
@@ -120,10 +122,11 @@ class WarmRunLauncher(DefaultRunLauncher):
         return True
 
 
-def admit_run(instance: DagsterInstance, run: Any) -> bool:
+def admit_run(instance: DagsterInstance, run: Any, projects: Mapping[str, Path] | None = None) -> bool:
     """Tag the run with its branch and door; False (the run canceled, one line) when it is refused. Every
     launcher of Synthex's instances calls it first (this one, and the deployment's:
-    ``synthex_assets.queued_runs``)."""
+    ``synthex_assets.queued_runs``). ``projects``: each code location's project folder, by location name
+    (a deployment's launcher config, written by ``synthex deploy init``)."""
     # the partitions of the run's own memory (on an instance many namespaced memories share)
     namespace = run_namespace(run.tags, run.asset_selection)
     selected = run_partitions(run.tags, instance.get_dynamic_partitions(scoped(namespace, BRANCH_PARTITIONS)),
@@ -131,7 +134,7 @@ def admit_run(instance: DagsterInstance, run: Any) -> bool:
     if selected is None:  # not a run over the step partitions (e.g. an eval job's): nothing to say
         return True
     branches, periods = selected
-    project = _project_dir(run)
+    project = _project_dir(run, projects or {})
     why = refusal(branches, periods, project_branches(project)) \
         if project is not None and periods is not None else None
     tags = missing_tags(run.tags, branches, _memory_name(run))
@@ -154,9 +157,16 @@ def _memory_name(run: Any) -> str | None:
     return getattr(location, "location_name", None)
 
 
-def _project_dir(run: Any) -> Path | None:
-    """The project a run belongs to: SYNTHEX_PROJECT (`synthex ui` sets it for the webserver and the daemon),
-    else the working directory of the run's code location; None when neither says."""
+def _project_dir(run: Any, projects: Mapping[str, Path]) -> Path | None:
+    """The project a run belongs to: its code location's entry in ``projects`` (a deployment's daemon serves
+    several memories, each a gRPC location, which names no folder), else SYNTHEX_PROJECT (`synthex ui` sets it
+    for the webserver and the daemon), else the working directory of the run's code location; None when none
+    says. A configured folder that holds no pipeline.py on this host gives None (the run is not judged
+    here): read from it, every branch but main would look invented."""
+    location = _memory_name(run)
+    if location is not None and location in projects:
+        folder = Path(projects[location])
+        return folder if (folder / PIPELINE_FILE).is_file() else None
     named = os.environ.get("SYNTHEX_PROJECT")
     if named:
         return Path(named)

@@ -61,6 +61,7 @@ from synthex_assets.run_tags import (
     invented_keys,
     project_branches,
 )
+from synthex_assets.step_assets import WORKERS_TAG
 from synthex_resources.cdc_state import CdcState, SourceChanges, SourceState
 from synthex_resources.record_store import open_store
 from synthex_resources.source_sync import (
@@ -180,19 +181,23 @@ def source_cursor(pipeline: PipelineDefinition, state: SourceState | None, chang
 def run_requests(pipeline: PipelineDefinition, work: list[BranchWork], known_periods: list[str],
                  trigger: str, door: str = LAUNCHED_BY_SENSOR) -> tuple[list[RunRequest], list[str], list[str]]:
     """One run request per branch over its dirty steps and the partition range holding its dirty
-    periods, tagged with its branch and ``door`` (synthex_assets.run_tags); the periods
+    periods, tagged with its branch and ``door`` (synthex_assets.run_tags) and the pipeline's ingest workers
+    (``synthex/workers``, when above 1); the periods
     and branches to register first (dynamic partitions keep insertion order, so new periods come after
     the known ones)."""
     new_periods = sorted({p for w in work for p in w.all_periods} - set(known_periods))
     order = {p: i for i, p in enumerate([*known_periods, *new_periods])}
     requests = []
     names = DagsterNames.of(pipeline)
+    # the pipeline's declared ingest processes, said on the request (seen in the UI's run tags)
+    workers_tags = {WORKERS_TAG: str(pipeline.ingest_workers)} if pipeline.ingest_workers > 1 else {}
     for w in work:
         ranked = sorted(w.periods, key=lambda p: order[p])
         requests.append(RunRequest(
             asset_selection=[names.asset_key(s) for s in w.steps],
             tags={**partition_range_tags(f"{w.branch}|{ranked[0]}", f"{w.branch}|{ranked[-1]}"),
-                  TRIGGER_TAG: trigger, **branch_tags(w.branch, door, names.memory), **names.run_tags}))
+                  TRIGGER_TAG: trigger, **branch_tags(w.branch, door, names.memory), **names.run_tags,
+                  **workers_tags}))
     return requests, new_periods, sorted({w.branch for w in work} | {"main"})
 
 

@@ -61,16 +61,18 @@ from synthex_resources.store.fragment_append import IngestWorkers, check_worker_
 
 FULL_TAG = "synthex/full"
 # ``synthex run --workers N``: a first ingest's records embedded and written by N processes (executor.py);
-# a run launched from the UI takes it as a tag too. Absent: one process.
+# a run launched from the UI takes it as a tag too, and the sensors' and the schedule's run requests carry the
+# pipeline's ``ingest_workers``. Absent: the pipeline's ``ingest_workers`` (1 unless pipeline.py says).
 WORKERS_TAG = "synthex/workers"
 LLM_TAG = "synthex/llm"  # on a run whose model steps the offline stand-in wrote (set by the step op)
 OFFLINE_TAG_VALUE = "offline-stand-in"
 
 
-def ingest_workers(tag: str | None) -> int:
-    """The run's ingest workers from its tag (absent: 1); a tag that is not 1..cores is a SynthexError."""
+def ingest_workers(tag: str | None, declared: int = 1) -> int:
+    """The run's ingest workers from its tag (absent: ``declared``, the pipeline's ``ingest_workers``, checked
+    the same way); a tag that is not 1..cores is a SynthexError."""
     if tag is None:
-        return 1
+        return check_workers(declared)
     text = tag.strip()
     # ASCII digits only: str.isdigit() is also true of "²", which int() refuses with a ValueError
     return check_workers(int(text) if text.isascii() and text.isdigit() else tag)
@@ -279,10 +281,11 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step, names: DagsterNam
         if misresolved:  # a UI job backfill over a range (synthex_assets.partitions): refused before any read
             raise Failure(description=f"step {step.name!r}: {misresolved}", allow_retries=False)
         try:
-            workers = IngestWorkers(ingest_workers(context.run.tags.get(WORKERS_TAG)))
+            workers = IngestWorkers(ingest_workers(context.run.tags.get(WORKERS_TAG), pipeline.ingest_workers))
             check_worker_embedder(store.embedder, workers.workers)
         except SynthexError as exc:  # a tag set by hand in the UI: refused before anything is read
-            raise Failure(description=f"step {step.name!r}: tag {WORKERS_TAG}: {exc}", allow_retries=False) from exc
+            said = f"tag {WORKERS_TAG}" if WORKERS_TAG in context.run.tags else "the pipeline's ingest_workers"
+            raise Failure(description=f"step {step.name!r}: {said}: {exc}", allow_retries=False) from exc
         executor = StepExecutor(pipeline, step, store, llm, progress, run_id=context.run.run_id,
                                 full=context.run.tags.get(FULL_TAG) == "1", workers=workers)
         try:

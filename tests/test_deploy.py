@@ -58,6 +58,8 @@ def test_deploy_init_writes_a_shared_instance_dagster_validates(tmp_path, projec
     assert config["concurrency"]["runs"]["tag_concurrency_limits"] == [
         {"key": WRITER_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 1}]
     assert config["run_monitoring"]["enabled"] is True
+    # the launcher knows the location's project (the daemon judges a run's branch by it)
+    assert config["run_launcher"]["config"] == {"projects": {"test-memory": str(project.resolve())}}
     workspace = yaml.safe_load((home / "workspace.yaml").read_text())
     assert workspace == {"load_from": [{"grpc_server": {"host": "localhost", "port": 4300,
                                                         "location_name": "test-memory"}}]}
@@ -601,7 +603,9 @@ def test_two_namespaced_memories_on_one_instance_and_one_workspace_share_no_dags
     listing both code locations, one daemon, one webserver, a code server each: each `synthex run`s; their
     asset keys are their own (prefixed) in the instance and in the webserver's GraphQL, each under its own
     location; `synthex branch delete exp` in one leaves the other's `exp` partition key; each `synthex runs`
-    and `status` shows only its own run. Today's names (no namespace) share the keys and the partitions."""
+    and `status` shows only its own run. Today's names (no namespace) share the keys and the partitions. A
+    run of bob over a branch bob does not have, launched through its code server and the daemon's queue, is
+    canceled by the deployment's run launcher with the one-line refusal before any step."""
     from dagster import DagsterRunStatus
 
     memories = {}
@@ -672,6 +676,82 @@ def test_two_namespaced_memories_on_one_instance_and_one_workspace_share_no_dags
         shown = listed()
         assert shown["alice"] | shown["bob"] == keys  # every key the instance holds, each in one location only
         assert all(k.startswith("alice/") for k in shown["alice"]) and all(k.startswith("bob/") for k in shown["bob"])
+
+        # A run of bob over a branch bob does not have (a key typed into the UI's "Add a partition"), launched
+        # as the UI launches one (through bob's code server): queued, dequeued by the daemon, which serves both
+        # memories and so has no SYNTHEX_PROJECT, and refused by the deployment's launcher, which knows bob's
+        # project from dagster.yaml (`projects`), before any step: canceled with the one line.
+        from dagster import DagsterEventType
+
+        from synthex_assets.dagster_internals import partition_range_tags
+        from synthex_assets.run_tags import REFUSED_TAG
+
+        assert "SYNTHEX_PROJECT" not in env
+        period = instance.get_dynamic_partitions("bob__period")[0]
+        instance.add_dynamic_partitions("bob__branch", ["typo"])
+        refused_id = str(uuid.uuid4())
+        launch(env, workspace, "bob", "bob__test_memory", refused_id,
+               partition_range_tags(f"typo|{period}", f"typo|{period}"))
+        wait_for("the daemon to dequeue bob's run", lambda: instance.get_run_by_id(refused_id).is_finished, 240,
+                 services)
+        refused = instance.get_run_by_id(refused_id)
+        assert refused.status == DagsterRunStatus.CANCELED, failures(instance, refused_id)
+        assert refused.tags[REFUSED_TAG].startswith("refused before any step ran: branch 'typo' is not a branch")
+        assert "\n" not in refused.tags[REFUSED_TAG]
+        assert not instance.all_logs(refused_id, of_type=DagsterEventType.STEP_START)  # no step ran
+    finally:
+        instance.dispose()
+        for service in reversed(services):
+            service.stop()
+
+
+@pytest.mark.deployment
+def test_a_sensor_run_the_daemon_launches_spreads_its_first_ingest_over_the_pipelines_ingest_workers(
+        tmp_path, postgres, monkeypatch):
+    """A deployment (code server and daemon as processes of their own, PostgreSQL) of a pipeline declaring
+    ``ingest_workers=2``: the source sensor's first tick requests the runs with ``synthex/workers=2``, the
+    daemon launches them through the code server (a run process of Dagster's, not `synthex run`'s), and that
+    process's workers write the first ingest (more fragments than one process writes); the records are, row
+    for row, the ones a one-process `synthex run` of the same export leaves."""
+    from dagster import DagsterRunStatus
+    from test_run_workers import appended_fragments, declared_workers, table_rows
+
+    from synthex_assets.naming import job_name
+    from synthex_assets.queued_runs import CALLER_TAG
+    from synthex_assets.run_tags import LAUNCHED_BY_TAG
+    from synthex_assets.step_assets import WORKERS_TAG
+    from synthex_resources.store.fragment_append import max_workers
+
+    if max_workers() < 2:
+        pytest.skip("needs 2 cores")
+    export = write_json(tmp_path / "exports" / "conversations.json", generate(conversations=2, months=1, seed=3))
+    one_process = write_project(tmp_path / "one-process", export)
+    synthex(env_without_openai(), "run", "--project", str(one_process))  # its own SQLite instance, one process
+    deployed = write_project(tmp_path / "deployed", export, declared_workers(PIPELINE_PY, 2))
+    port = free_port()
+    home = deploy_init(tmp_path / "deploy", deployed, "--grpc-host", "127.0.0.1", "--grpc-port", str(port))
+    env, instance, logs = open_shared_instance(home, postgres, monkeypatch, tmp_path)
+    env["SYNTHEX_PROJECT"] = str(deployed)
+    services: list[Service] = []
+    try:
+        services.append(start_service("code-server", [sys.executable, "-m", "dagster", "api", "grpc", "-m",
+                                                      "synthex_assets.code_location", "-h", "127.0.0.1",
+                                                      "-p", str(port)], env, deployed, logs))
+        services.append(start_service("daemon", [sys.executable, "-m", "dagster._daemon", "run", "-w",
+                                                 str(home / "workspace.yaml")], env, deployed, logs))
+
+        def sensor_runs() -> list:
+            return [r for r in instance.get_runs() if r.tags.get(LAUNCHED_BY_TAG) == "sensor"]
+
+        wait_for("the sensor's runs to finish", lambda: (runs := sensor_runs()) and all(r.is_finished for r in runs)
+                 and (deployed / ".synthex" / "lancedb" / "records.lance").exists(), 420, services)
+        runs = sensor_runs()
+        for run in runs:
+            assert run.status == DagsterRunStatus.SUCCESS, failures(instance, run.run_id)
+            assert run.tags[WORKERS_TAG] == "2" and CALLER_TAG not in run.tags  # the code server's run process
+            assert run.job_name == job_name("test-memory")
+        assert table_rows(deployed) == table_rows(one_process)
+        assert appended_fragments(deployed) > appended_fragments(one_process)  # the workers wrote the ingest
     finally:
         instance.dispose()
         for service in reversed(services):

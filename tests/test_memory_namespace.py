@@ -112,6 +112,10 @@ def test_deploy_init_writes_one_code_location_per_memory_and_refuses_memories_it
         {"host": "localhost", "port": 4302, "location_name": "bob"}]
     text = (home / "workspace.yaml").read_text()
     assert f"SYNTHEX_PROJECT={memories['bob']} dagster api grpc" in text
+    # the daemon's launcher knows each location's project: a gRPC location names no folder
+    launcher = yaml.safe_load((home / "dagster.yaml").read_text())["run_launcher"]
+    assert launcher["class"] == "DeploymentRunLauncher"
+    assert launcher["config"] == {"projects": {ns: str(root.resolve()) for ns, root in memories.items()}}
     assert "\nSYNTHEX_PROJECT=" not in (home / "synthex.env").read_text()  # the daemon serves both memories
 
     plain = write_project(tmp_path / "plain", small_export)
@@ -216,3 +220,76 @@ def test_a_namespaced_memorys_source_sensor_requests_runs_of_its_own_keys_and_pa
         assert keys and all(k.startswith("ns1/") for k in keys)
         assert not instance.get_dynamic_partitions("branch") and not instance.get_dynamic_partitions("period")
         live.pipeline.close()
+
+
+def grpc_location_run(instance, job, location: str, tags: dict):
+    """A run as the daemon creates one for a sensor, schedule or the UI on a deployment: its origin is a gRPC
+    server location, which names a host and port but no project folder."""
+    from dagster._core.remote_origin import (
+        GrpcServerCodeLocationOrigin,
+        RemoteJobOrigin,
+        RemoteRepositoryOrigin,
+    )
+
+    origin = RemoteJobOrigin(RemoteRepositoryOrigin(
+        GrpcServerCodeLocationOrigin("127.0.0.1", 4301, location_name=location), "__repository__"), job.name)
+    return instance.create_run_for_job(job, tags={**job.run_tags, **tags}, remote_job_origin=origin)
+
+
+def test_the_deployments_launcher_judges_a_grpc_locations_run_by_its_memorys_own_branches(tmp_path, small_export):
+    """A deployment serving two memories: its daemon has no SYNTHEX_PROJECT and a gRPC location names no
+    folder, so the launcher's ``projects`` (written by `synthex deploy init`, checked by the launcher's own
+    config schema) says whose branches a run names. A run of bob over a branch bob does not have is canceled
+    with the one-line refusal, launched through the instance's own launcher; bob's own branch ``exp`` (alice has
+    none) is admitted. Here the written launcher config on a SQLite instance; with real processes (daemon, code
+    servers, PostgreSQL) in tests/test_deploy.py."""
+    from dagster import DagsterInstance, DagsterRunStatus
+    from dagster._core.launcher import LaunchRunContext
+
+    from synthex_assets.dagster_internals import partition_range_tags
+    from synthex_assets.deployment import validate_instance_config
+    from synthex_assets.naming import DagsterNames
+    from synthex_assets.queued_runs import CALLER_TAG, DeploymentRunLauncher
+    from synthex_assets.run_tags import REFUSED_TAG
+
+    memories = two_memories(tmp_path, small_export)
+    cli("branch", "create", "exp", "--project", memories["bob"])
+    deploy = tmp_path / "deploy"
+    cli("deploy", "init", deploy, "--project", memories["alice"], "--project", memories["bob"])
+    written = yaml.safe_load((deploy / "dagster.yaml").read_text())["run_launcher"]
+    home = tmp_path / "instance"  # the written launcher on SQLite storage (no PostgreSQL needed here)
+    home.mkdir()
+    (home / "dagster.yaml").write_text(yaml.safe_dump({"run_launcher": written, "telemetry": {"enabled": False}}))
+    validate_instance_config(home)
+    pipeline = load(memories["bob"])
+    names = DagsterNames.of(pipeline)
+    instance = DagsterInstance.from_config(str(home))
+    try:
+        launcher = instance.run_launcher
+        assert isinstance(launcher, DeploymentRunLauncher) and launcher.projects["bob"] == memories["bob"].resolve()
+        instance.add_dynamic_partitions(names.branch_partitions, ["main", "exp", "typo"])
+        instance.add_dynamic_partitions(names.period_partitions, ["2024-01"])
+        job = build_definitions(pipeline).resolve_job_def(names.job)
+        invented = grpc_location_run(instance, job, "bob", partition_range_tags("typo|2024-01", "typo|2024-01"))
+        launcher.launch_run(LaunchRunContext(invented, workspace=None))
+        refused = instance.get_run_by_id(invented.run_id)
+        assert refused.status == DagsterRunStatus.CANCELED
+        assert refused.tags[REFUSED_TAG].startswith("refused before any step ran: branch 'typo' is not a branch")
+        assert "\n" not in refused.tags[REFUSED_TAG]
+        # bob's own branch passes (a run `synthex run` queued: handed back, so no process is started here)
+        own = grpc_location_run(instance, job, "bob", {**partition_range_tags("exp|2024-01", "exp|2024-01"),
+                                                       CALLER_TAG: "elsewhere:1"})
+        launcher.launch_run(LaunchRunContext(own, workspace=None))
+        admitted = instance.get_run_by_id(own.run_id)
+        assert admitted.status == DagsterRunStatus.NOT_STARTED and REFUSED_TAG not in admitted.tags
+        assert admitted.tags["synthex/branch"] == "exp" and admitted.tags["synthex/writer"] == "bob|exp"
+    finally:
+        instance.dispose()
+        pipeline.close()
+
+    # the launcher's own config schema checks the map (deploy check, and the instance when it opens)
+    for bad in ({"projects": {"bob": 7}}, {"projects": ["bob"]}, {"project": {"bob": "/x"}}):
+        (home / "dagster.yaml").write_text(yaml.safe_dump({"run_launcher": {**written, "config": bad}}))
+        result = cli("deploy", "check", home, check=False)
+        assert result.returncode != 0 and "Traceback" not in result.stderr, result
+        assert "dagster.yaml" in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr

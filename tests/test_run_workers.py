@@ -342,3 +342,137 @@ def test_the_one_process_append_keeps_no_model_once_it_returns(tmp_path):
         assert events(log, "load") == Counter({os.getpid(): call + 1})  # one load per call, for both shards
     assert events(log, "embed") == Counter({os.getpid(): 4})
     assert lance.dataset(uri).count_rows("vector IS NOT NULL") == 12
+
+
+def declared_workers(body: str, workers: object) -> str:
+    """``body`` (a pipeline.py) whose ``Pipeline(...)`` declares ``ingest_workers=workers``."""
+    for agent in ("agent='tester'", 'agent="tester"'):
+        if agent in body:
+            return body.replace(agent, f"{agent}, ingest_workers={workers!r}", 1)
+    raise AssertionError("no agent='tester' in the pipeline.py")
+
+
+@pytest.mark.skipif(max_workers() < 2, reason="needs 2 cores")
+def test_a_sync_takes_the_pipelines_ingest_workers_and_writes_the_records_one_process_writes(
+        tmp_path, ran_project, reference):
+    """`synthex sync` names no worker count: it takes the pipeline's ``ingest_workers=2``, says so on its run
+    (``synthex/workers``) and its workers wrote the first ingest (more fragments), and the records are the
+    one-process run's."""
+    from conftest import PIPELINE_PY
+
+    from synthex_assets.step_assets import WORKERS_TAG
+
+    rows, _, fragments = reference
+    root = write_project(tmp_path / "declared", ran_project.export, declared_workers(PIPELINE_PY, 2))
+    cli("sync", "--project", root)
+    assert table_rows(root) == rows
+    assert appended_fragments(root) > fragments
+    pipe = load(root)
+    try:
+        assert pipe.ingest_workers == 2
+        (run,) = pipe.app.instance.get_runs()
+        assert run.tags[WORKERS_TAG] == "2"
+        assert pipe.plan().steps == []
+    finally:
+        pipe.close()
+
+
+def test_the_sensors_and_the_schedules_runs_carry_the_pipelines_ingest_workers(tmp_path):
+    """A source sensor's and the reconcile schedule's run requests say the declared ingest workers (the tag the
+    step reads); a pipeline that declares none says nothing (one process, as before)."""
+    from dagster import SensorResult, build_schedule_context
+    from test_sensors import PIPELINE, Live, dagster_instance, make_project
+
+    from synthex_assets.step_assets import WORKERS_TAG
+
+    for declared, expected in ((2, "2"), (None, None)):
+        root = make_project(tmp_path / f"proj-{declared}")
+        if declared is not None:
+            (root / "pipeline.py").write_text(declared_workers((root / "pipeline.py").read_text(), declared))
+        assert (root / "pipeline.py").read_text() != PIPELINE or declared is None
+        with dagster_instance(tmp_path / f"dagster-{declared}") as instance:
+            live = Live(root, instance)
+            try:
+                result = live.tick("notes")
+                assert isinstance(result, SensorResult) and result.run_requests
+                assert [r.tags.get(WORKERS_TAG) for r in result.run_requests] == [expected] * len(result.run_requests)
+                schedule = live.defs.get_schedule_def("live_reconcile")
+                requests = schedule(build_schedule_context(instance=instance,
+                                                           resources={"cdc": live.defs.resources["cdc"]}))
+                assert requests and [r.tags.get(WORKERS_TAG) for r in requests] == [expected] * len(requests)
+            finally:
+                live.pipeline.close()
+
+
+@pytest.mark.parametrize("workers", [0, -2, True, "2", 1.5])
+def test_a_declared_ingest_workers_that_is_not_a_count_is_one_line_when_pipeline_py_loads(tmp_path, small_export,
+                                                                                           workers):
+    from conftest import PIPELINE_PY
+
+    from synthex.core.errors import PipelineDefinitionError
+    from synthex.core.project import load_pipeline
+
+    root = write_project(tmp_path / "p", small_export, declared_workers(PIPELINE_PY, workers))
+    with pytest.raises(PipelineDefinitionError, match=r"ingest_workers: .* is not a whole number of processes"):
+        load_pipeline(root)
+
+
+def test_a_declared_ingest_workers_over_the_cores_is_one_line_at_every_door(tmp_path, small_export):
+    """Checked as --workers is, when a run starts: `synthex sync` and `run` refuse in one line before
+    anything is written; a UI run without a synthex/workers tag takes the declared count, so its step fails in
+    one line naming it; an explicit --workers 1 still runs."""
+    from conftest import PIPELINE_PY
+    from dagster import DagsterEventType
+
+    from synthex_assets.dagster_internals import (
+        ASSET_PARTITION_RANGE_END_TAG,
+        ASSET_PARTITION_RANGE_START_TAG,
+    )
+    from synthex_assets.definitions import build_definitions
+    from synthex_assets.naming import job_name
+    from synthex_assets.partitions import register
+
+    too_many = max_workers() + 1
+    root = write_project(tmp_path / "p", small_export, declared_workers(PIPELINE_PY, too_many))
+    refusal = f"workers must be a whole number from 1 to {max_workers()} (this machine's cores), not {too_many}"
+    for command in ("sync", "run"):
+        result = cli(command, "--project", root, check=False)
+        assert result.returncode != 0 and result.stderr.strip().splitlines()[-1] == f"error: {refusal}", result
+    assert not (root / ".synthex" / "lancedb" / "records.lance").exists()
+    pipe = load(root)
+    try:
+        periods = pipe.plan().periods
+        register(pipe.app.instance, "main", periods)
+        outcome = build_definitions(pipe).resolve_job_def(job_name(pipe.name)).execute_in_process(
+            instance=pipe.app.instance, raise_on_error=False, tags={
+                ASSET_PARTITION_RANGE_START_TAG: f"main|{periods[0]}", ASSET_PARTITION_RANGE_END_TAG: f"main|{periods[-1]}"})
+        assert not outcome.success
+        (failure,) = [e for e in outcome.all_events if e.event_type == DagsterEventType.STEP_FAILURE]
+        assert failure.event_specific_data.user_failure_data.description == (
+            f"step 'chatgpt': the pipeline's ingest_workers: {refusal}")
+        assert not (root / ".synthex" / "lancedb" / "records.lance").exists()
+    finally:
+        pipe.close()
+    cli("run", "--workers", "1", "--project", root)  # an explicit count wins over the declared one
+    assert (root / ".synthex" / "lancedb" / "records.lance").exists()
+
+
+def test_sync_refuses_a_bad_worker_count_in_one_line_and_a_shared_toml_keeps_the_declared_one(project, tmp_path):
+    from synthex import Pipeline
+
+    result = cli("sync", "--workers", "0", "--project", str(project), check=False)
+    assert result.returncode != 0 and result.stderr.strip().splitlines()[-1] == \
+        f"error: workers must be a whole number from 1 to {max_workers()} (this machine's cores), not 0"
+    pipe = load(project)
+    try:
+        with pytest.raises(BadInputError, match=r"^workers must be a whole number from 1 to \d+ .*, not 0$"):
+            pipe.sync(workers=0)  # the Python API's sync: the same check
+    finally:
+        pipe.close()
+    assert not (project / ".synthex" / "lancedb" / "records.lance").exists()
+    path = tmp_path / "p.toml"
+    Pipeline("m", ingest_workers=2, project_dir=tmp_path).to_toml(path)
+    assert "ingest_workers = 2" in path.read_text()
+    assert Pipeline.from_toml(path, project_dir=tmp_path).ingest_workers == 2
+    Pipeline("m", project_dir=tmp_path).to_toml(path)
+    assert "ingest_workers" not in path.read_text() and Pipeline.from_toml(path, project_dir=tmp_path).ingest_workers == 1

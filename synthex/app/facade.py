@@ -160,7 +160,7 @@ class ProjectApp:
             progress: ProgressReporter | None = None, wait: bool = False,
             on_wait: Callable[[str], None] | None = None, allow_deletions: bool = False,
             verbose: bool = False, resume_purge: bool = True, say: Callable[[str], None] | None = None,
-            track_changes: bool = True, engine: RunEngine = RunEngine.DAGSTER, workers: int = 1) -> Run:
+            track_changes: bool = True, engine: RunEngine = RunEngine.DAGSTER, workers: int | None = None) -> Run:
         """Plan, then one Dagster run of the pipeline's job over every dirty partition. The Synthex run
         id is the Dagster run id. When nothing changed there is no Dagster run and nothing is recorded.
         ``engine`` ``IN_PROCESS``: the same partitions executed here without a Dagster run (``RunEngine``).
@@ -170,7 +170,8 @@ class ProjectApp:
         (CDC) state of the sources it read current (``track_changes``; ``sync`` tracks them itself), so the
         next sensor tick finds nothing new. ``workers`` (1..cores): a first ingest's records are embedded
         and written by that many processes, committed once per chunk (store/fragment_append.py); the
-        records are the ones one process writes."""
+        records are the ones one process writes. None: the pipeline's ``ingest_workers``."""
+        workers = self.pipeline.ingest_workers if workers is None else workers
         self.check_ingest(workers)
         definition = self.use_branch(branch)
         if definition.shared_toml is not None:  # where a run first uses a shared TOML's hooks and sources
@@ -337,11 +338,15 @@ class ProjectApp:
     # -- live memory: sync and remember (docs/architecture.md, "Live memory") ------------------------
     def sync(self, source: str | None = None, branch: str | None = None, progress: ProgressReporter | None = None,
              wait: bool = True, on_wait: Callable[[str], None] | None = None, allow_deletions: bool = False,
-             verbose: bool = False, say: Callable[[str], None] | None = None) -> SyncReport:
+             verbose: bool = False, say: Callable[[str], None] | None = None,
+             workers: int | None = None) -> SyncReport:
         """One pass: fetch API pages, detect what each source gained / changed / lost since the last sync
         (CDC state in DuckDB), run the dirty partitions of ``source`` (all sources: the whole pipeline)
         and everything downstream, then record the sources' new state. The run's own planning decides
-        what to compute, so a sync after a failed one repairs whatever the state says."""
+        what to compute, so a sync after a failed one repairs whatever the state says. ``workers``: as
+        ``run``'s (None: the pipeline's ``ingest_workers``), checked before anything is detected."""
+        workers = self.pipeline.ingest_workers if workers is None else workers
+        self.check_ingest(workers)
         from synthex_resources.cdc_state import open_cdc_state
         from synthex_resources.source_sync import commit_changes, detect_changes
 
@@ -357,7 +362,7 @@ class ProjectApp:
         # Before detecting changes: an unfinished purge may still have items for the CDC state to forget.
         self.finish_interrupted_purge(say=say)
         run, changes = self._tracked_run(None, source, False, branch, progress, wait, on_wait, allow_deletions,
-                                         verbose, detect, commit)
+                                         verbose, detect, commit, workers=workers)
         return SyncReport(changes=changes, run=run)
 
     def unsynced_sources(self, sources: list[str] | None = None) -> list[str]:

@@ -48,11 +48,12 @@ class Pipeline(PipelineDefinition):
 
     def run(self, step: str | None = None, from_: str | None = None, full: bool = False, branch: str | None = None,
             progress: ProgressReporter | None = None, wait: bool = False, allow_deletions: bool = False,
-            workers: int = 1) -> Run:
+            workers: int | None = None) -> Run:
         """``wait=True``: wait for another run on the same branch instead of refusing. ``allow_deletions``:
         apply the deletions the guard holds back (``synthex.core.deletions``: an export emptied or losing more than
         20 % of at least 10 items, a table returning no rows). ``workers`` (1..cores): a first ingest's
-        records embedded and written by that many processes (``synthex run --workers``), the same records."""
+        records embedded and written by that many processes (``synthex run --workers``), the same records;
+        None: the pipeline's ``ingest_workers`` (``Pipeline(..., ingest_workers=N)``, default 1)."""
         return self.app.run(step=step, from_=from_, full=full, branch=branch, progress=progress, wait=wait,
                             allow_deletions=allow_deletions, workers=workers)
 
@@ -89,9 +90,11 @@ class Pipeline(PipelineDefinition):
         return self.app.projection(name, branch)
 
     def sync(self, source: str | None = None, branch: str | None = None, progress: ProgressReporter | None = None,
-             allow_deletions: bool = False) -> Any:
-        """Fetch API pages, detect what the sources gained / changed / lost, run what that makes dirty."""
-        return self.app.sync(source=source, branch=branch, progress=progress, allow_deletions=allow_deletions)
+             allow_deletions: bool = False, workers: int | None = None) -> Any:
+        """Fetch API pages, detect what the sources gained / changed / lost, run what that makes dirty.
+        ``workers``: as ``run``'s (None: the pipeline's ``ingest_workers``)."""
+        return self.app.sync(source=source, branch=branch, progress=progress, allow_deletions=allow_deletions,
+                             workers=workers)
 
     def remember(self, text: str, *, id: str | None = None, created_at: str | None = None,
                  metadata: dict[str, Any] | None = None, source: str | None = None) -> dict[str, Any]:

@@ -36,7 +36,7 @@ class AppServices(Protocol):
             progress: ProgressReporter | None = None, wait: bool = False,
             on_wait: Callable[[str], None] | None = None, allow_deletions: bool = False,
             verbose: bool = False, resume_purge: bool = True, say: Callable[[str], None] | None = None,
-            track_changes: bool = True, workers: int = 1) -> Run: ...
+            track_changes: bool = True, workers: int | None = None) -> Run: ...
 
     def finish_interrupted_purge(self, say: Callable[[str], None] | None = None,
                                  on_event: Callable[[Any], None] | None = None,

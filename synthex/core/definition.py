@@ -128,8 +128,16 @@ class PipelineDefinition:
         limits: Limits | None = None,
         sensor_interval_s: int = SENSOR_INTERVAL_S,
         namespace: str | None = None,
+        ingest_workers: int = 1,
     ) -> None:
         self.name = name
+        if isinstance(ingest_workers, bool) or not isinstance(ingest_workers, int) or ingest_workers < 1:
+            raise PipelineDefinitionError(f"pipeline {name!r}: ingest_workers: {ingest_workers!r} is not a "
+                                          f"whole number of processes from 1")
+        # The processes that embed and write a first ingest's records in every run that names none: `synthex
+        # sync`, the sensors' and the schedule's runs, a UI run without a synthex/workers tag, `synthex run`
+        # without --workers. Checked against this machine's cores when a run starts, as --workers is.
+        self.ingest_workers = ingest_workers
         # Many memories on one Dagster instance (docs/deploy.md): set, it prefixes this memory's asset keys and
         # names its partitions, jobs, sensors and schedules (synthex_assets.naming.DagsterNames); None: the
         # names of a project alone on its instance.
@@ -591,6 +599,8 @@ class PipelineDefinition:
             head["sensor_interval_s"] = self.sensor_interval_s
         if self.namespace is not None:
             head["namespace"] = self.namespace
+        if self.ingest_workers != 1:
+            head["ingest_workers"] = self.ingest_workers
         out: dict[str, Any] = {"pipeline": head, "steps": steps, "outputs": outputs}
         if self.evals:
             out["evals"] = [e.to_toml_dict() for e in self.evals.values()]

@@ -310,7 +310,8 @@ class SharedPipeline:
                    project_dir=self.project, lexical_stem=bool(head.get("lexical_stem", False)),
                    limits=Limits.from_dict(head.get("limits", {}), where=f"{p}: [pipeline.limits]"),
                    **({"sensor_interval_s": head["sensor_interval_s"]} if "sensor_interval_s" in head else {}),
-                   **({"namespace": head["namespace"]} if "namespace" in head else {}))
+                   **({"namespace": head["namespace"]} if "namespace" in head else {}),
+                   **({"ingest_workers": head["ingest_workers"]} if "ingest_workers" in head else {}))
         for kind, args in self.steps:
             _in_file(p, f"step {args['name']!r}", pipe.step, kind, **_values(args))
         for args in self.outputs:
@@ -359,6 +360,8 @@ class SharedPipeline:
             args.append(f"sensor_interval_s={head['sensor_interval_s']!r}")
         if "namespace" in head:
             args.append(f"namespace={head['namespace']!r}")
+        if "ingest_workers" in head:
+            args.append(f"ingest_workers={head['ingest_workers']!r}")
         body = [call("pipeline = Pipeline", args), ""]
         for kind, step in self.steps:
             body.append(call("pipeline.step", [repr(kind), repr(step["name"])]

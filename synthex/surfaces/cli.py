@@ -166,14 +166,15 @@ def init(name: str, sources: tuple[str, ...], demo: bool, template: str, target:
 @click.option("--from", "from_", default=None, help="Run this step and everything downstream.")
 @click.option("--full", is_flag=True, help="Reprocess everything, ignoring materialization keys.")
 @click.option("--wait", is_flag=True, help="Wait for another run on the same branch instead of refusing.")
-@click.option("--workers", type=int, default=1, show_default=True,
-              help="Processes that embed and write a first ingest's records (1..cores); the same records.")
+@click.option("--workers", type=int, default=None,
+              help="Processes that embed and write a first ingest's records (1..cores); the same records. "
+                   "Default: the pipeline's ingest_workers (1 unless pipeline.py says).")
 @allow_deletions_option
 @verbose_option
 @branch_option
 @project_option
 @json_option
-def run(step: str | None, from_: str | None, full: bool, wait: bool, workers: int, allow_deletions: bool,
+def run(step: str | None, from_: str | None, full: bool, wait: bool, workers: int | None, allow_deletions: bool,
         verbose: bool, branch: str, project: str, as_json: bool) -> None:
     """Run the pipeline (only partitions whose inputs changed) as one run of its Dagster job."""
     from synthex.core.progress import TerminalProgress
@@ -211,13 +212,16 @@ def tokens_shown(tokens: int, offline: bool) -> str:
 @main.command()
 @click.option("--source", default=None, help="Only this source (and what is downstream of it).")
 @click.option("--no-wait", "no_wait", is_flag=True, help="Refuse instead of waiting when a run holds the branch.")
+@click.option("--workers", type=int, default=None,
+              help="Processes that embed and write a first ingest's records (1..cores), as `run --workers`. "
+                   "Default: the pipeline's ingest_workers (1 unless pipeline.py says).")
 @allow_deletions_option
 @verbose_option
 @branch_option
 @project_option
 @json_option
-def sync(source: str | None, no_wait: bool, allow_deletions: bool, verbose: bool, branch: str, project: str,
-         as_json: bool) -> None:
+def sync(source: str | None, no_wait: bool, workers: int | None, allow_deletions: bool, verbose: bool, branch: str,
+         project: str, as_json: bool) -> None:
     """One sync pass: fetch API pages, find what each source gained / changed / lost since the last
     sync, and run what that makes dirty (what the sensors do while `synthex ui` runs)."""
     from synthex.core.progress import TerminalProgress
@@ -228,7 +232,7 @@ def sync(source: str | None, no_wait: bool, allow_deletions: bool, verbose: bool
     echo_import_warnings(pipe, branch)  # as `synthex run` says them (lines set aside included)
     report = pipe.app.sync(source=source, branch=branch, progress=None if as_json else TerminalProgress(
         pipe.select(None, source)), wait=not no_wait, on_wait=lambda msg: click.echo(msg, err=True),
-        allow_deletions=allow_deletions, verbose=verbose, say=lambda msg: click.echo(msg, err=True))
+        allow_deletions=allow_deletions, verbose=verbose, say=lambda msg: click.echo(msg, err=True), workers=workers)
     if as_json:
         emit_json(report.to_dict())
         return
