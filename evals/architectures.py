@@ -31,6 +31,8 @@ through its sources and queried through its search.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -83,6 +85,12 @@ class Architecture:
         seconds of each run are appended to it (opening the store is not counted). ``engine``: who executes
         the runs (``eval_run``); the records are the same either way.
         """
+        from evals.formats import benchmark_parser_versions
+
+        parser = benchmark_parser_versions().get(fmt)
+        if IngestMarker(root).made_by_another_parser(parser):
+            discard_workspace(root)  # its records came from another parser: rebuilt cold, ids as any cold build
+        drop_discarded(root)
         root.mkdir(parents=True, exist_ok=True)
         data = root / filename
         if not data.exists() or data.read_text() != payload:
@@ -99,8 +107,24 @@ class Architecture:
             eval_run(pipe, branch, engine)
             if run_times is not None:
                 run_times.append(time.perf_counter() - started)
-        marker.write(inputs, records_state(pipe))
+        marker.write(inputs, records_state(pipe), parser)
         return pipe
+
+
+def _discarded(root: Path) -> Path:
+    return root.parent / f".{root.name}.discarded"
+
+
+def discard_workspace(root: Path) -> None:
+    """Move a workspace aside (one rename: a kill leaves it either in place or aside, never half gone), then
+    delete it; ``drop_discarded`` finishes a delete a kill cut short."""
+    drop_discarded(root)
+    os.replace(root, _discarded(root))
+    drop_discarded(root)
+
+
+def drop_discarded(root: Path) -> None:
+    shutil.rmtree(_discarded(root), ignore_errors=True)
 
 
 def eval_run(pipe: Pipeline, branch: str, engine: RunEngine) -> None:
@@ -129,8 +153,8 @@ def ingest_fingerprint(pipe: Pipeline, branches: list[str], payload: str, fmt: s
     """What a workspace's ingest depends on: the benchmark file's content and format, each run branch's
     definition (every step's effective version, i.e. its code and its inputs' versions all the way up,
     the ingredients of the planner's materialization keys, and the pipeline's settings: outputs, lexical
-    stemming, limits; a source's version holds its format parser's version, ``VersionedParser``, so a changed
-    parser is a changed definition) and the embedding model. Equal fingerprints and an untouched table: a run
+    stemming, limits; a source's version holds its format parser's version when it is a ``VersionedParser``,
+    so such a changed parser is a changed definition) and the embedding model. Equal fingerprints and an untouched table: a run
     plans nothing."""
     from synthex.core.hashing import fingerprint, stable_hash
 
@@ -147,9 +171,13 @@ class IngestMarker:
     the rows that ingest left in the records table (``TableState``: fragments with their data and deletion
     files, the search sidecar's test for "same rows"). A later eval whose fingerprint and rows are the same
     skips the runs (each a plan over the source and the store: ~0.5 s per conversation warm, more under
-    load); a changed benchmark file, definition (a source format's parser too) or embedder, or any row written or deleted since (another
-    run, a purge, a compaction), runs as before. Written only after the runs completed, through a temporary
-    file and ``os.replace``: a killed ingest leaves the previous marker, whose rows no longer match."""
+    load); a changed benchmark file, definition or embedder, or any row written or deleted since (another
+    run, a purge, a compaction), runs as before. It also names the version of the benchmark format's parser
+    that made the records (``evals.formats.benchmark_parser_versions``): a workspace made by another version
+    (or before versions were recorded) is rebuilt cold (``discard_workspace``), since a parser that starts to
+    record a new metadata field changes no text or key, so a run would find nothing to redo. Written only
+    after the runs completed, through a temporary file and ``os.replace``: a killed ingest leaves the previous
+    marker, whose rows no longer match."""
 
     def __init__(self, root: Path) -> None:
         self.path = root / ".synthex" / "eval-ingest.json"
@@ -163,22 +191,31 @@ class IngestMarker:
         except (OSError, ValueError, TypeError, KeyError):  # none yet, or unreadable: the runs decide
             return False
 
+    def made_by_another_parser(self, parser: str | None) -> bool:
+        """The workspace's last completed ingest was made by a parser version other than ``parser`` (False
+        when there is no readable marker: a new workspace, or a first ingest that did not complete)."""
+        try:
+            stored = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        return isinstance(stored, dict) and stored.get("parser") != parser
+
     def settle(self, rows: TableState | None) -> None:
         """After the workspace's questions: their searches may have written (a leaf step's vectors are
         embedded at the first search that scores them), so the rows they leave are the ones to find next time.
         Called only when this eval's ingest wrote or matched the marker, so its inputs are this eval's."""
         try:
             stored = json.loads(self.path.read_text(encoding="utf-8"))
-            inputs, before = stored["inputs"], TableState.from_json(stored["rows"])
-        except (OSError, ValueError, TypeError, KeyError):
+            inputs, before, parser = stored["inputs"], TableState.from_json(stored["rows"]), stored.get("parser")
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
             return
         if rows is not None and not before.same_rows(rows):
-            self.write(inputs, rows)
+            self.write(inputs, rows, parser)
 
-    def write(self, inputs: str, rows: TableState | None) -> None:
+    def write(self, inputs: str, rows: TableState | None, parser: str | None = None) -> None:
         if rows is None:
             return
-        write_file_atomic(self.path, json.dumps({"inputs": inputs, "rows": rows.to_json()}))
+        write_file_atomic(self.path, json.dumps({"inputs": inputs, "rows": rows.to_json(), "parser": parser}))
 
 
 def _raw(data: Path, root: Path, fmt: str) -> Pipeline:

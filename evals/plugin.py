@@ -24,20 +24,16 @@ def register_formats(registry: Registry) -> None:
     ``longmemeval-turns-<protocol>`` (one per LongMemEval haystack turn, official or any-session; the mempalace
     protocol reads the official ones).
 
-    Each parser's version is its module's source (``module_version``): an edit of the parser or of the loader
-    beside it (a new metadata field) changes the version of the sources that read the format, so an eval
-    workspace ingested by the old parser is ingested again (its records rewritten; their vectors reused), not
-    kept silently (evals/architectures.py ``IngestMarker``). An edit elsewhere in the module (a metric) costs
-    that one re-ingest too: the safe side."""
-    from evals.benchmarks.locomo import data as locomo
-    from evals.benchmarks.longmemeval import data as longmemeval
-    from synthex.core.importers.formats import VersionedParser, module_version
+    Registered unversioned, so their records' ids are what they always were (a version would be part of every
+    record id, and the hierarchical architectures' aggregates order their turns by id: every eval figure would
+    move). What an edit of a parser changes is caught by ``evals.formats.benchmark_parser_versions``: an eval workspace made
+    by another version is rebuilt cold (evals/architectures.py ``IngestMarker``)."""
+    from evals.benchmarks.locomo.data import parse_turns
+    from evals.benchmarks.longmemeval.data import TURN_RECORDS, turn_items
 
-    registry.register("locomo-turns", VersionedParser(lambda path, _intake: locomo.parse_turns(path),
-                                                      module_version(locomo)))
-    for protocol in dict.fromkeys(longmemeval.TURN_RECORDS.values()):
-        registry.register(f"longmemeval-turns-{protocol}",
-                          VersionedParser(longmemeval.turn_items(protocol), module_version(longmemeval)))
+    registry.register("locomo-turns", lambda path, _intake: parse_turns(path))
+    for protocol in dict.fromkeys(TURN_RECORDS.values()):
+        registry.register(f"longmemeval-turns-{protocol}", turn_items(protocol))
 
 
 def register_commands(cli: click.Group) -> None:

@@ -8,6 +8,7 @@ runs. Real LanceDB and MiniLM; runs are counted through ``Architecture.ingest``'
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -78,19 +79,81 @@ def test_a_changed_parser_reingests_and_an_unchanged_one_skips(tmp_path, embedde
     assert runs == 1 and back == first
 
 
-def test_the_benchmark_formats_version_their_parsers_by_their_modules_source():
-    """The evals plugin's formats: a source reading one has its parser's version in its step's config, the
-    hash of the module that parses (an edit of ``_turn_items`` changes it)."""
+def test_the_benchmark_formats_keep_their_record_ids_and_name_their_parsers_version():
+    """The evals plugin's formats are registered unversioned, so a source reading one has the config (and its
+    records the ids) it always had: a version would be part of every record id and move every eval figure
+    (the hierarchical aggregates order their turns by id). Their parsers' versions, the hash of the module
+    that parses, are what ``IngestMarker`` compares instead."""
     from evals.benchmarks.locomo import data as locomo
     from evals.benchmarks.longmemeval import data as longmemeval
+    from evals.formats import benchmark_parser_versions
     from synthex.core.importers.formats import module_version
 
     pipe = Pipeline("formats", project_dir=Path("/nonexistent"))
+    versions = benchmark_parser_versions()
     for fmt, module in [("longmemeval-turns-official", longmemeval), ("longmemeval-turns-any", longmemeval),
                         ("locomo-turns", locomo)]:
         pipe.source(fmt, file="data.json", format=fmt)
-        assert pipe.steps[fmt].config()["parser"] == module_version(module)
+        assert "parser" not in pipe.steps[fmt].config()
+        assert versions[fmt] == module_version(module)
     assert module_version(longmemeval) != module_version(locomo)
+
+
+LME_QUESTION = {"question_id": "q1", "question_type": "single-session-user", "question": "Where is the ryokan?",
+                "answer": "Kyoto", "question_date": "2023/05/30 (Tue) 10:00", "haystack_session_ids": ["s1", "s2"],
+                "haystack_dates": ["2023/05/20 (Sat) 10:00", "2023/05/21 (Sun) 10:00"], "answer_session_ids": ["s1"],
+                "haystack_sessions": [[{"role": "user", "content": "We stayed at a ryokan in Kyoto.", "has_answer": True},
+                                       {"role": "assistant", "content": "Lovely."}],
+                                      [{"role": "user", "content": "I baked sourdough bread today."}]]}
+
+
+def test_a_workspace_another_parser_version_made_is_rebuilt_cold_and_then_skipped(tmp_path, embedder):
+    """A real LongMemEval workspace: ingested once, skipped when nothing changed; its marker naming another
+    parser version (an edit of the LongMemEval loader since) -> the workspace is discarded and ingested cold
+    (a file left in it is gone), the same records come back, and the next eval skips again."""
+    from evals.architectures import IngestMarker, resolve
+
+    [arch] = resolve(["raw-bm25"], None)
+    root = tmp_path / "workspace"
+    payload = json.dumps([LME_QUESTION])
+
+    def ingest_lme() -> tuple[int, list[str]]:
+        runs: list[float] = []
+        pipe = arch.ingest(root, "question.json", payload, "longmemeval-turns-official", embedder=embedder,
+                           run_times=runs)
+        try:
+            return len(runs), sorted(r.id for r in pipe.store().records.list(pipe.app.use_branch("main").scope()))
+        finally:
+            pipe.close()
+
+    runs, ids = ingest_lme()
+    assert runs == 1 and len(ids) >= 2
+    assert ingest_lme() == (0, ids)
+    marker = IngestMarker(root)
+    stored = json.loads(marker.path.read_text())
+    marker.path.write_text(json.dumps(stored | {"parser": "source:an-older-loader"}))
+    (root / "left-by-the-old-ingest").write_text("x")
+    assert ingest_lme() == (1, ids)  # rebuilt cold: one run, the same record ids
+    assert not (root / "left-by-the-old-ingest").exists()
+    assert not (tmp_path / ".workspace.discarded").exists()
+    assert ingest_lme() == (0, ids)
+
+
+def test_a_discard_cut_short_is_finished_by_the_next_ingest(tmp_path):
+    """A kill between the rename and the delete leaves the workspace aside: the next ingest's first step
+    removes it (the kill cannot leave a half-deleted workspace in place: the rename is one step)."""
+    from evals.architectures import discard_workspace, drop_discarded
+
+    root = tmp_path / "workspace"
+    (root / ".synthex").mkdir(parents=True)
+    (root / ".synthex" / "eval-ingest.json").write_text("{}")
+    aside = tmp_path / ".workspace.discarded"
+    os.replace(root, aside)  # where a kill after discard_workspace's rename leaves it
+    drop_discarded(root)
+    assert not aside.exists() and not root.exists()
+    root.mkdir()
+    discard_workspace(root)
+    assert not root.exists() and not aside.exists()
 
 
 def test_a_format_version_must_be_a_non_empty_string():
