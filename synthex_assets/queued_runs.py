@@ -52,10 +52,8 @@ from synthex_assets.dagster_internals import (
     WorkerStatus,
 )
 from synthex_assets.run_launcher import admit_run
-from synthex_assets.run_tags import REFUSED_TAG
+from synthex_assets.run_tags import CALLER_TAG, REFUSED_TAG  # CALLER_TAG: also read here by the tests
 
-# The run is executed by the process that queued it: its host and pid, "host:pid".
-CALLER_TAG = "synthex/executed_by"
 # The launcher's config field: code location name -> project folder (``synthex deploy init`` writes it).
 PROJECTS_FIELD = "projects"
 POLL_S = 0.5

@@ -29,13 +29,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dagster import DagsterInstance, DefaultRunLauncher
+from dagster import DagsterInstance, DagsterInvariantViolationError, DefaultRunLauncher
 
 from synthex.core.project import PIPELINE_FILE
 from synthex_assets.dagster_internals import RUN_WORKER_MODULES, execute_run_by_id
 from synthex_assets.event_log import dynamic_partitions_held
 from synthex_assets.naming import BRANCH_PARTITIONS, PERIOD_PARTITIONS, run_namespace, scoped
-from synthex_assets.run_tags import REFUSED_TAG, missing_tags, project_branches, refusal, run_partitions
+from synthex_assets.run_tags import (
+    CALLER_TAG,
+    REFUSED_TAG,
+    missing_tags,
+    project_branches,
+    refusal,
+    run_partitions,
+)
 
 # The libraries a run imports, loaded once in the forkserver (a module that fails to import is skipped).
 # lancedb among them (4 s of class decoration at import, most of a run's start): it supports fork (an
@@ -158,23 +165,34 @@ def _memory_name(run: Any) -> str | None:
 
 
 def _project_dir(run: Any, projects: Mapping[str, Path]) -> Path | None:
-    """The project a run belongs to: its code location's entry in ``projects`` (a deployment's daemon serves
-    several memories, each a gRPC location, which names no folder), else SYNTHEX_PROJECT (`synthex ui` sets it
-    for the webserver and the daemon), else the working directory of the run's code location; None when none
-    says. A configured folder that holds no pipeline.py on this host gives None (the run is not judged
-    here): read from it, every branch but main would look invented."""
-    location = _memory_name(run)
-    if location is not None and location in projects:
-        folder = Path(projects[location])
-        return folder if (folder / PIPELINE_FILE).is_file() else None
+    """The project a run belongs to, for its branch check. A run `synthex run` queued (``CALLER_TAG``) is
+    executed by that caller from its own checkout, so the working directory of its code location (the
+    checkout's) comes first. Else its code location's entry in ``projects`` (a deployment's daemon serves
+    several memories, each a gRPC location, which names no folder) when that folder holds a pipeline.py on
+    this host (a folder without one says nothing of the memory's branches), then SYNTHEX_PROJECT (`synthex ui`
+    sets it for the webserver and the daemon), then that working directory; None when none says."""
+    working = _working_directory(run)
+    if working and CALLER_TAG in run.tags:
+        return Path(working)
+    name = _memory_name(run)
+    if name is not None and name in projects and (Path(projects[name]) / PIPELINE_FILE).is_file():
+        return Path(projects[name])
     named = os.environ.get("SYNTHEX_PROJECT")
     if named:
         return Path(named)
+    return Path(working) if working else None
+
+
+def _working_directory(run: Any) -> str | None:
+    """The working directory of the run's code location; None for none, or for a gRPC server location (it
+    names a host and port, and raises when asked for its target)."""
     origin = run.remote_job_origin
     location = origin.repository_origin.code_location_origin if origin is not None else None
-    target = getattr(location, "loadable_target_origin", None)
-    folder = getattr(target, "working_directory", None)
-    return Path(folder) if folder else None
+    try:
+        target = getattr(location, "loadable_target_origin", None)
+    except DagsterInvariantViolationError:
+        return None
+    return getattr(target, "working_directory", None) or None
 
 
 def _wait_gone(pid: int, seconds: float) -> None:

@@ -30,6 +30,9 @@ from synthex_assets.partitions import is_period, split_partition_key
 
 LAUNCHED_BY_TAG = "synthex/launched_by"
 REFUSED_TAG = "synthex/refused"
+# A run the deployment's queue hands back to the `synthex run` that queued it, which executes it itself from
+# its own checkout: its host and pid, "host:pid" (synthex_assets.queued_runs).
+CALLER_TAG = "synthex/executed_by"
 # Dagster's own tags naming one partition of a multi-partitioned run, and the door that made a run.
 PARTITION_TAG_PREFIX = "dagster/partition/"
 BACKFILL_TAG = "dagster/backfill"

@@ -57,7 +57,12 @@ from synthex_assets.served import CONTENT_VERSION_KEY, serve_branches_of, served
 from synthex_resources.llm import OFFLINE_STAND_IN, LLMConfig
 from synthex_resources.record_store import RecordStore
 from synthex_resources.source_sync import enforce_for_step
-from synthex_resources.store.fragment_append import IngestWorkers, check_worker_embedder, check_workers
+from synthex_resources.store.fragment_append import (
+    IngestWorkers,
+    check_worker_embedder,
+    check_workers,
+    usable_declared_workers,
+)
 
 FULL_TAG = "synthex/full"
 # ``synthex run --workers N``: a first ingest's records embedded and written by N processes (executor.py);
@@ -69,10 +74,12 @@ OFFLINE_TAG_VALUE = "offline-stand-in"
 
 
 def ingest_workers(tag: str | None, declared: int = 1) -> int:
-    """The run's ingest workers from its tag (absent: ``declared``, the pipeline's ``ingest_workers``, checked
-    the same way); a tag that is not 1..cores is a SynthexError."""
-    if tag is None:
-        return check_workers(declared)
+    """The run's ingest workers from its tag, checked strictly (a tag that is not 1..cores is a SynthexError);
+    absent, or the declared count itself (what the sensors' and the schedule's requests carry): ``declared``,
+    the pipeline's ``ingest_workers``, which the step takes as a ceiling on its host
+    (``usable_declared_workers``)."""
+    if tag is None or tag.strip() == str(declared):
+        return declared
     text = tag.strip()
     # ASCII digits only: str.isdigit() is also true of "²", which int() refuses with a ValueError
     return check_workers(int(text) if text.isascii() and text.isdigit() else tag)
@@ -281,11 +288,16 @@ def build_step_asset(pipeline: PipelineDefinition, step: Step, names: DagsterNam
         if misresolved:  # a UI job backfill over a range (synthex_assets.partitions): refused before any read
             raise Failure(description=f"step {step.name!r}: {misresolved}", allow_retries=False)
         try:
-            workers = IngestWorkers(ingest_workers(context.run.tags.get(WORKERS_TAG), pipeline.ingest_workers))
-            check_worker_embedder(store.embedder, workers.workers)
+            count = ingest_workers(context.run.tags.get(WORKERS_TAG), pipeline.ingest_workers)
+            if count == pipeline.ingest_workers:  # the declared count: a ceiling on this host
+                count, lowered = usable_declared_workers(count, store.embedder)
+                if lowered is not None:
+                    context.log.warning(f"step {step.name!r}: {lowered}")
+            else:
+                check_worker_embedder(store.embedder, count)
+            workers = IngestWorkers(count)
         except SynthexError as exc:  # a tag set by hand in the UI: refused before anything is read
-            said = f"tag {WORKERS_TAG}" if WORKERS_TAG in context.run.tags else "the pipeline's ingest_workers"
-            raise Failure(description=f"step {step.name!r}: {said}: {exc}", allow_retries=False) from exc
+            raise Failure(description=f"step {step.name!r}: tag {WORKERS_TAG}: {exc}", allow_retries=False) from exc
         executor = StepExecutor(pipeline, step, store, llm, progress, run_id=context.run.run_id,
                                 full=context.run.tags.get(FULL_TAG) == "1", workers=workers)
         try:

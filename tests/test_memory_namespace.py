@@ -6,6 +6,7 @@ two memories on one instance share no key (synthex_assets.naming.DagsterNames). 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -283,6 +284,26 @@ def test_the_deployments_launcher_judges_a_grpc_locations_run_by_its_memorys_own
         admitted = instance.get_run_by_id(own.run_id)
         assert admitted.status == DagsterRunStatus.NOT_STARTED and REFUSED_TAG not in admitted.tags
         assert admitted.tags["synthex/branch"] == "exp" and admitted.tags["synthex/writer"] == "bob|exp"
+        # another checkout of bob with a branch the deployment's copy does not have (review finding): a run its
+        # own `synthex run` queued is judged by that checkout (the caller executes it from there), another run
+        # naming the same branch by the deployment's copy
+        checkout = tmp_path / "bob-checkout"
+        shutil.copytree(memories["bob"], checkout)
+        cli("branch", "create", "feature", "--project", checkout)
+        instance.add_dynamic_partitions(names.branch_partitions, ["feature"])
+        from synthex_assets.launcher import remote_job_origin
+
+        elsewhere = load(checkout)
+        try:
+            origin = remote_job_origin(elsewhere)
+        finally:
+            elsewhere.close()
+        feature = partition_range_tags("feature|2024-01", "feature|2024-01")
+        for tags, status in (({**feature, CALLER_TAG: "laptop:7"}, DagsterRunStatus.NOT_STARTED),
+                             (feature, DagsterRunStatus.CANCELED)):
+            run = instance.create_run_for_job(job, tags={**job.run_tags, **tags}, remote_job_origin=origin)
+            launcher.launch_run(LaunchRunContext(run, workspace=None))
+            assert instance.get_run_by_id(run.run_id).status == status, tags
     finally:
         instance.dispose()
         pipeline.close()

@@ -26,6 +26,8 @@ from conftest import cli, env_without_openai, load, write_project
 from synthex.core.errors import BadInputError
 from synthex_resources.store.fragment_append import max_workers
 
+WORKERS = "synthex/workers"  # the run tag, as the UI shows it
+
 # What differs between any two runs of the same data (a run's own id, when its records were written).
 RUN_SPECIFIC = ("run_id", "created_at")
 SPREAD = "summaries"  # a search step (embedded at write time): its first ingest goes through the workers
@@ -417,10 +419,12 @@ def test_a_declared_ingest_workers_that_is_not_a_count_is_one_line_when_pipeline
         load_pipeline(root)
 
 
-def test_a_declared_ingest_workers_over_the_cores_is_one_line_at_every_door(tmp_path, small_export):
-    """Checked as --workers is, when a run starts: `synthex sync` and `run` refuse in one line before
-    anything is written; a UI run without a synthex/workers tag takes the declared count, so its step fails in
-    one line naming it; an explicit --workers 1 still runs."""
+def test_a_declared_ingest_workers_over_the_cores_is_a_ceiling_at_every_door_and_a_purge_finishes(
+        tmp_path, small_export):
+    """pipeline.py runs on hosts with other core counts: a declared count over this machine's cores is lowered
+    to them with one warning line (`synthex sync` and `run`), a UI run without a synthex/workers tag (or with
+    the declared count, as the sensors tag it) takes the same ceiling in its step, and a purge's re-run (one
+    process) finishes in one go; an explicit count over the cores is still refused in one line."""
     from conftest import PIPELINE_PY
     from dagster import DagsterEventType
 
@@ -433,28 +437,42 @@ def test_a_declared_ingest_workers_over_the_cores_is_one_line_at_every_door(tmp_
     from synthex_assets.partitions import register
 
     too_many = max_workers() + 1
+    lowered = (f"warning: ingest_workers={too_many} declared; this machine has {max_workers()} core(s): "
+               f"{max_workers()} used")
     root = write_project(tmp_path / "p", small_export, declared_workers(PIPELINE_PY, too_many))
+    result = cli("run", "--project", root)
+    assert lowered in result.stderr.splitlines(), result.stderr
+    assert (root / ".synthex" / "lancedb" / "records.lance").exists()
+    assert lowered in cli("sync", "--project", root).stderr.splitlines()
     refusal = f"workers must be a whole number from 1 to {max_workers()} (this machine's cores), not {too_many}"
-    for command in ("sync", "run"):
-        result = cli(command, "--project", root, check=False)
-        assert result.returncode != 0 and result.stderr.strip().splitlines()[-1] == f"error: {refusal}", result
-    assert not (root / ".synthex" / "lancedb" / "records.lance").exists()
+    result = cli("run", "--workers", str(too_many), "--project", root, check=False)  # explicit: strict
+    assert result.returncode != 0 and result.stderr.strip().splitlines()[-1] == f"error: {refusal}", result
     pipe = load(root)
     try:
-        periods = pipe.plan().periods
+        periods = pipe.plan(full=True).periods
         register(pipe.app.instance, "main", periods)
-        outcome = build_definitions(pipe).resolve_job_def(job_name(pipe.name)).execute_in_process(
-            instance=pipe.app.instance, raise_on_error=False, tags={
-                ASSET_PARTITION_RANGE_START_TAG: f"main|{periods[0]}", ASSET_PARTITION_RANGE_END_TAG: f"main|{periods[-1]}"})
+        job = build_definitions(pipe).resolve_job_def(job_name(pipe.name))
+        span = {ASSET_PARTITION_RANGE_START_TAG: f"main|{periods[0]}", ASSET_PARTITION_RANGE_END_TAG: f"main|{periods[-1]}"}
+        for tags in ({}, {WORKERS: str(too_many)}):  # no tag, and the declared count as a sensor tags it
+            outcome = job.execute_in_process(instance=pipe.app.instance, raise_on_error=False, tags=span | tags)
+            assert outcome.success
+            said = [entry.user_message for entry in pipe.app.instance.all_logs(outcome.run_id)]
+            assert any(lowered.removeprefix("warning: ") in line for line in said), said
+        outcome = job.execute_in_process(instance=pipe.app.instance, raise_on_error=False,
+                                         tags=span | {WORKERS: str(too_many + 1)})  # another count: strict
         assert not outcome.success
         (failure,) = [e for e in outcome.all_events if e.event_type == DagsterEventType.STEP_FAILURE]
-        assert failure.event_specific_data.user_failure_data.description == (
-            f"step 'chatgpt': the pipeline's ingest_workers: {refusal}")
-        assert not (root / ".synthex" / "lancedb" / "records.lance").exists()
+        assert failure.event_specific_data.user_failure_data.description.startswith(
+            f"step 'chatgpt': tag {WORKERS}: workers must be a whole number from 1 to {max_workers()}")
+        def source_ids() -> list[str]:
+            return [r.id for r in pipe.store().records.list(pipe.app.use_branch("main").scope(), steps=["chatgpt"])]
+
+        target = source_ids()[0]
+        pipe.purge(target)  # its re-run takes one process: the purge completes in one go
+        assert target not in source_ids()
+        assert pipe.app.finish_interrupted_purge() is None  # nothing left to finish
     finally:
         pipe.close()
-    cli("run", "--workers", "1", "--project", root)  # an explicit count wins over the declared one
-    assert (root / ".synthex" / "lancedb" / "records.lance").exists()
 
 
 def test_sync_refuses_a_bad_worker_count_in_one_line_and_a_shared_toml_keeps_the_declared_one(project, tmp_path):

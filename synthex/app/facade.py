@@ -170,9 +170,9 @@ class ProjectApp:
         (CDC) state of the sources it read current (``track_changes``; ``sync`` tracks them itself), so the
         next sensor tick finds nothing new. ``workers`` (1..cores): a first ingest's records are embedded
         and written by that many processes, committed once per chunk (store/fragment_append.py); the
-        records are the ones one process writes. None: the pipeline's ``ingest_workers``."""
-        workers = self.pipeline.ingest_workers if workers is None else workers
-        self.check_ingest(workers)
+        records are the ones one process writes. None: the pipeline's ``ingest_workers``, as many as this
+        machine allows (``usable_declared_workers``; ``say`` is told when it is lowered)."""
+        workers = self.ingest_workers_for(workers, say)
         definition = self.use_branch(branch)
         if definition.shared_toml is not None:  # where a run first uses a shared TOML's hooks and sources
             definition.shared_toml.check(definition)
@@ -182,6 +182,23 @@ class ProjectApp:
         detect = (lambda: self._detect_source_changes(branch, step, from_)) if track_changes else list
         return self._tracked_run(step, from_, full, branch, progress, wait, on_wait, allow_deletions, verbose,
                                  detect, self._commit_source_changes, engine, workers)[0]
+
+    def ingest_workers_for(self, workers: int | None, say: Callable[[str], None] | None = None) -> int:
+        """A run's ingest workers: an explicit ``workers`` checked strictly (``check_ingest``); None, the
+        pipeline's declared ``ingest_workers`` taken as a ceiling on this machine (``say`` is told when it is
+        lowered: fewer cores, or an embedder no worker can rebuild)."""
+        if workers is not None:
+            self.check_ingest(workers)
+            return workers
+        declared = self.pipeline.ingest_workers
+        if declared == 1:
+            return 1
+        from synthex_resources.store.fragment_append import usable_declared_workers
+
+        usable, lowered = usable_declared_workers(declared, self.store.embedder)
+        if lowered is not None and say is not None:
+            say(f"warning: {lowered}")
+        return usable
 
     def check_ingest(self, workers: int) -> None:
         """``run(workers=N)``: N is 1..cores and, above 1, the store's embedder can be rebuilt in a worker
@@ -344,9 +361,9 @@ class ProjectApp:
         (CDC state in DuckDB), run the dirty partitions of ``source`` (all sources: the whole pipeline)
         and everything downstream, then record the sources' new state. The run's own planning decides
         what to compute, so a sync after a failed one repairs whatever the state says. ``workers``: as
-        ``run``'s (None: the pipeline's ``ingest_workers``), checked before anything is detected."""
-        workers = self.pipeline.ingest_workers if workers is None else workers
-        self.check_ingest(workers)
+        ``run``'s (None: the pipeline's ``ingest_workers``, as many as this machine allows), checked before
+        anything is detected."""
+        workers = self.ingest_workers_for(workers, say)
         from synthex_resources.cdc_state import open_cdc_state
         from synthex_resources.source_sync import commit_changes, detect_changes
 

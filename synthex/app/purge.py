@@ -290,8 +290,10 @@ class Purger:
                       tell: Callable[[str], None], emit: Callable[[PurgeEvent], None]) -> int:
         if step.branch not in self.branches():
             return 0  # the branch was deleted since the purge began: nothing of it to recompute
+        # One process: a re-run after a delete recomputes what was built on the purged records, never a first
+        # ingest, and a purge must finish on any machine whatever ingest_workers pipeline.py declares.
         run = self.app.run(branch=step.branch, allow_deletions=True, wait=True, resume_purge=False,
-                           progress=_RerunProgress(step, emit))
+                           progress=_RerunProgress(step, emit), workers=1)
         if run.stats.output:
             tell(f"purge: branch {step.branch}: {run.stats.output} record(s) recomputed without it")
         return run.stats.output

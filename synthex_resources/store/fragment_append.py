@@ -86,6 +86,22 @@ def check_worker_embedder(embedder: object, workers: int) -> None:
                             f"(it has no for_worker()); run with one worker")
 
 
+def usable_declared_workers(declared: int, embedder: object) -> tuple[int, str | None]:
+    """A pipeline's declared ``ingest_workers`` on this machine. A ceiling, not a demand: one pipeline.py runs
+    on hosts with other core counts (a laptop, a 2-core run pod), so it takes at most this machine's cores,
+    and one process when the embedder cannot be rebuilt in a worker (no ``for_worker``). With the line that
+    says why it was lowered (None: as declared). An explicit count (``--workers``, ``workers=``, a UI tag) is
+    checked strictly instead (``check_workers``)."""
+    cap = max_workers()
+    if declared > cap:
+        return cap, f"ingest_workers={declared} declared; this machine has {cap} core(s): {cap} used"
+    if declared > 1 and not hasattr(embedder, "for_worker"):
+        name = getattr(embedder, "name", type(embedder).__name__)
+        return 1, (f"ingest_workers={declared} declared; the embedder {name!r} cannot be rebuilt in a worker "
+                   "process (no for_worker()): one process used")
+    return declared, None
+
+
 class WorkerDiedError(RuntimeError):
     """An ingest worker process ended before it returned its shard (killed, out of memory): nothing was
     committed, and the pool's other workers are stopped."""
@@ -113,7 +129,7 @@ class ShardWorker:
 @dataclass(frozen=True)
 class ShardFailed:
     """What a worker sends back for a shard whose build raised: the exception (or, when it does not
-    pickle, a RuntimeError naming it) and the worker's traceback text."""
+    pickle and load back, a RuntimeError naming it) and the worker's traceback text."""
 
     error: BaseException
     trace: str
@@ -130,9 +146,9 @@ def serve_shards(conn: Connection) -> None:
                 outcome: Any = write_shard(job, worker)
             except Exception as exc:  # noqa: BLE001 - sent to the run's process, which raises it
                 outcome = ShardFailed(exc, traceback.format_exc())
-                try:
-                    pickle.dumps(outcome)
-                except Exception:  # noqa: BLE001 - an exception that does not pickle is named instead
+                try:  # both ways: an exception whose __init__ takes other arguments pickles but does not load
+                    pickle.loads(pickle.dumps(outcome))
+                except Exception:  # noqa: BLE001 - an exception that does not round-trip is named instead
                     outcome = ShardFailed(RuntimeError(f"{type(exc).__name__}: {exc}"), outcome.trace)
             conn.send(outcome)
     except (EOFError, BrokenPipeError, KeyboardInterrupt):
