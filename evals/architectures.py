@@ -34,7 +34,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -77,17 +77,20 @@ class Architecture:
 
     def ingest(self, root: Path, filename: str, payload: str, fmt: str, embedder: Embedder | None = None,
                run_times: list[float] | None = None, rerankers: Rerankers | None = None,
-               engine: RunEngine = RunEngine.IN_PROCESS) -> Pipeline:
+               engine: RunEngine = RunEngine.IN_PROCESS,
+               parser_versions: Mapping[str, str] | None = None) -> Pipeline:
         """Feed ``payload`` (benchmark JSON) through this architecture's pipeline in workspace ``root``.
 
         The file is rewritten only when its content changed, so a re-run is incremental like any run.
         The caller closes the returned pipeline when done with it (``pipe.close()``). ``run_times``: the
         seconds of each run are appended to it (opening the store is not counted). ``engine``: who executes
-        the runs (``eval_run``); the records are the same either way.
+        the runs (``eval_run``); the records are the same either way. ``parser_versions``: the benchmark
+        formats' parser versions as this eval read them when it started (``benchmark_parser_versions``; None:
+        read now), so an edit of a parser file during a long eval is not stamped on what the old code made.
         """
         from evals.formats import benchmark_parser_versions
 
-        parser = benchmark_parser_versions().get(fmt)
+        parser = (benchmark_parser_versions() if parser_versions is None else parser_versions).get(fmt)
         if IngestMarker(root).made_by_another_parser(parser):
             discard_workspace(root)  # its records came from another parser: rebuilt cold, ids as any cold build
         drop_discarded(root)
@@ -111,20 +114,22 @@ class Architecture:
         return pipe
 
 
-def _discarded(root: Path) -> Path:
-    return root.parent / f".{root.name}.discarded"
-
-
 def discard_workspace(root: Path) -> None:
     """Move a workspace aside (one rename: a kill leaves it either in place or aside, never half gone), then
-    delete it; ``drop_discarded`` finishes a delete a kill cut short."""
+    delete it; ``drop_discarded`` finishes a delete a kill cut short. Each discard has a name of its own, so
+    an aside folder a delete could not remove (an unreadable file) never blocks the next rename."""
     drop_discarded(root)
-    os.replace(root, _discarded(root))
+    os.replace(root, root.parent / f".{root.name}.discarded.{os.getpid()}-{time.time_ns()}")
     drop_discarded(root)
 
 
 def drop_discarded(root: Path) -> None:
-    shutil.rmtree(_discarded(root), ignore_errors=True)
+    """Remove what discards of ``root`` left aside (a link or a file is unlinked, a link never followed)."""
+    for aside in root.parent.glob(f".{root.name}.discarded.*"):
+        if aside.is_symlink() or not aside.is_dir():
+            aside.unlink(missing_ok=True)
+        else:
+            shutil.rmtree(aside, ignore_errors=True)
 
 
 def eval_run(pipe: Pipeline, branch: str, engine: RunEngine) -> None:

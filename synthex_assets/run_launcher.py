@@ -165,22 +165,30 @@ def _memory_name(run: Any) -> str | None:
 
 
 def _project_dir(run: Any, projects: Mapping[str, Path]) -> Path | None:
-    """The project a run belongs to, for its branch check. A run `synthex run` queued (``CALLER_TAG``) is
-    executed by that caller from its own checkout, so the working directory of its code location (the
-    checkout's) comes first. Else its code location's entry in ``projects`` (a deployment's daemon serves
-    several memories, each a gRPC location, which names no folder) when that folder holds a pipeline.py on
-    this host (a folder without one says nothing of the memory's branches), then SYNTHEX_PROJECT (`synthex ui`
-    sets it for the webserver and the daemon), then that working directory; None when none says."""
+    """The project a run belongs to, for its branch check; None: the run is not judged here (each memory's
+    partition-keys sensor and the step op still protect). A run `synthex run` queued (``CALLER_TAG``) is
+    executed by that caller from its own checkout: judged by that checkout (its code location's working
+    directory) when this host sees its pipeline.py, else not judged here (a caller on another machine checked
+    its own branch when it loaded it). A location named in ``projects`` (a deployment's daemon serves several
+    memories, each a gRPC location, which names no folder): by that folder only, when it holds a pipeline.py
+    on this host (never by ``SYNTHEX_PROJECT``, which would be another memory's). Else SYNTHEX_PROJECT (`synthex
+    ui` sets it for the webserver and the daemon), else the location's working directory."""
     working = _working_directory(run)
     if working and CALLER_TAG in run.tags:
-        return Path(working)
+        return _with_pipeline(Path(working))
     name = _memory_name(run)
-    if name is not None and name in projects and (Path(projects[name]) / PIPELINE_FILE).is_file():
-        return Path(projects[name])
+    if name is not None and name in projects:
+        return _with_pipeline(Path(projects[name]))
     named = os.environ.get("SYNTHEX_PROJECT")
     if named:
         return Path(named)
     return Path(working) if working else None
+
+
+def _with_pipeline(folder: Path) -> Path | None:
+    """``folder`` when it holds a pipeline.py here; None otherwise (read from it, every branch but main would
+    look invented)."""
+    return folder if (folder / PIPELINE_FILE).is_file() else None
 
 
 def _working_directory(run: Any) -> str | None:

@@ -1,9 +1,9 @@
-"""An eval workspace ingested by one version of a source format's parser is ingested again when the parser
-changes (review finding): the parser's version (``VersionedParser``: a plugin's formats, ``pipeline.format(...,
-version=)``) is part of the version of the sources reading the format, so the eval's ingest fingerprint
-(``evals.architectures.ingest_fingerprint``, the definition's effective versions) changes, the run rewrites
-the records the old parser made, and they carry what the new one records; an unchanged parser still skips the
-runs. Real LanceDB and MiniLM; runs are counted through ``Architecture.ingest``'s ``run_times``, never timed."""
+"""A parser change and what it rewrites. A format registered with its version (``VersionedParser``:
+``pipeline.format(..., version=)``, a plugin's) puts that version in the version of the sources reading it,
+so a changed parser rewrites their records and they carry what the new one records; an unchanged one skips.
+The evals' own benchmark formats stay unversioned (their record ids, and so every eval figure, as before): an
+eval workspace whose marker names another parser version is rebuilt cold instead. Real LanceDB and MiniLM;
+runs are counted through ``Architecture.ingest``'s ``run_times``, never timed."""
 
 from __future__ import annotations
 
@@ -135,25 +135,35 @@ def test_a_workspace_another_parser_version_made_is_rebuilt_cold_and_then_skippe
     (root / "left-by-the-old-ingest").write_text("x")
     assert ingest_lme() == (1, ids)  # rebuilt cold: one run, the same record ids
     assert not (root / "left-by-the-old-ingest").exists()
-    assert not (tmp_path / ".workspace.discarded").exists()
+    assert list(tmp_path.glob(".workspace.discarded*")) == []
     assert ingest_lme() == (0, ids)
 
 
 def test_a_discard_cut_short_is_finished_by_the_next_ingest(tmp_path):
     """A kill between the rename and the delete leaves the workspace aside: the next ingest's first step
-    removes it (the kill cannot leave a half-deleted workspace in place: the rename is one step)."""
+    removes it (the kill cannot leave a half-deleted workspace in place: the rename is one step); whatever
+    stands aside (a file too) is removed, and a workspace that is a link is unlinked, its target kept."""
     from evals.architectures import discard_workspace, drop_discarded
 
     root = tmp_path / "workspace"
     (root / ".synthex").mkdir(parents=True)
     (root / ".synthex" / "eval-ingest.json").write_text("{}")
-    aside = tmp_path / ".workspace.discarded"
+    aside = tmp_path / ".workspace.discarded.1-1"
     os.replace(root, aside)  # where a kill after discard_workspace's rename leaves it
     drop_discarded(root)
     assert not aside.exists() and not root.exists()
+    (tmp_path / ".workspace.discarded.2-2").write_text("x")  # not a folder: a fixed aside name would block
     root.mkdir()
     discard_workspace(root)
-    assert not root.exists() and not aside.exists()
+    assert not root.exists() and list(tmp_path.glob(".workspace.discarded*")) == []
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (target / "kept").write_text("x")
+    root.symlink_to(target)
+    discard_workspace(root)
+    assert not root.exists() and (target / "kept").exists()
+    drop_discarded(root)
+    assert list(tmp_path.glob(".workspace.discarded*")) == []
 
 
 def test_a_format_version_must_be_a_non_empty_string():

@@ -304,6 +304,17 @@ def test_the_deployments_launcher_judges_a_grpc_locations_run_by_its_memorys_own
             run = instance.create_run_for_job(job, tags={**job.run_tags, **tags}, remote_job_origin=origin)
             launcher.launch_run(LaunchRunContext(run, workspace=None))
             assert instance.get_run_by_id(run.run_id).status == status, tags
+        # a caller on another machine: its checkout's folder does not exist on the daemon's host, so the run is
+        # not judged here (its own load checked the branch), not refused as if only main existed
+        from synthex_assets.dagster_internals import code_location_job_origin
+        from synthex_assets.naming import CODE_LOCATION_MODULE
+
+        far = code_location_job_origin(module=CODE_LOCATION_MODULE, working_directory="/home/alice/bob-on-a-laptop",
+                                       location="bob", job=names.job)
+        run = instance.create_run_for_job(job, tags={**job.run_tags, **feature, CALLER_TAG: "laptop:8"},
+                                          remote_job_origin=far)
+        launcher.launch_run(LaunchRunContext(run, workspace=None))
+        assert instance.get_run_by_id(run.run_id).status == DagsterRunStatus.NOT_STARTED
     finally:
         instance.dispose()
         pipeline.close()

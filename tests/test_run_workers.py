@@ -471,8 +471,25 @@ def test_a_declared_ingest_workers_over_the_cores_is_a_ceiling_at_every_door_and
         pipe.purge(target)  # its re-run takes one process: the purge completes in one go
         assert target not in source_ids()
         assert pipe.app.finish_interrupted_purge() is None  # nothing left to finish
+        (rerun,) = pipe.app.instance.get_runs(limit=1)  # the purge's re-run: one process, whatever is declared
+        assert rerun.tags.get(WORKERS) == "1", rerun.tags
     finally:
         pipe.close()
+
+
+def test_a_declared_count_takes_one_process_for_an_embedder_no_worker_can_rebuild_whatever_the_cores():
+    """The embedder is judged before the cores: a count over the cores with an embedder without for_worker()
+    is one process (not the cores, which the store could not spread), with the line saying why."""
+    from synthex_resources.store.fragment_append import usable_declared_workers
+
+    class NoWorkerEmbedder:
+        name = "no-worker"
+
+    for declared in (2, max_workers() + 1):
+        count, why = usable_declared_workers(declared, NoWorkerEmbedder())
+        assert count == 1 and why == (f"ingest_workers={declared} declared; the embedder 'no-worker' cannot be "
+                                      "rebuilt in a worker process (no for_worker()): one process used")
+    assert usable_declared_workers(1, NoWorkerEmbedder()) == (1, None)
 
 
 def test_sync_refuses_a_bad_worker_count_in_one_line_and_a_shared_toml_keeps_the_declared_one(project, tmp_path):

@@ -233,6 +233,7 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
         unambiguous_records,
     )
     from evals.eval_progress import EtaClock
+    from evals.formats import benchmark_parser_versions
     from evals.scorecard import ProvenanceCheck, ScorecardCollector, source_steps_of
     from evals.shared_embedder import EmbedAheadOfWorkspaces, MemoEmbedder
     from synthex.app.facade import RunEngine
@@ -258,6 +259,7 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
     if embedder is None:
         embedder = MemoEmbedder.with_disk_cache(embedding_cache, warn=log)
     rerankers = Rerankers()  # a reranker's model loads once for every workspace
+    parser_versions = benchmark_parser_versions()  # as the parsers' files are now, for every workspace
     for arch in architectures:
         tally = Tally(category_level=benchmark.category_level)
         scores: list[QuestionScore] = []
@@ -273,7 +275,8 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
             it then finds it done (``IngestMarker``)."""
             source = benchmark.ingest(conversations[index])
             arch.ingest(workspace_root(benchmark, work_dir, arch, source), source.filename, source.payload,
-                        source.source_format, embedder, rerankers=rerankers, engine=run_engine).close()
+                        source.source_format, embedder, rerankers=rerankers, engine=run_engine,
+                        parser_versions=parser_versions).close()
 
         # From the second conversation on: the first one's run is timed by the loop (the scorecard).
         ahead = (EmbedAheadOfWorkspaces(embedder, texts_of, ahead=embed_ahead, prepare=prepare, prepare_from=1)
@@ -290,7 +293,8 @@ def evaluate(benchmark: Benchmark[Any], data: Path, architectures: list[Architec
                 fresh = index == 1 and not (root / ".synthex").exists()  # its first run is timed (the scorecard)
                 run_times: list[float] = []
                 pipe = arch.ingest(root, source.filename, source.payload, source.source_format, embedder,
-                                   run_times=run_times, rerankers=rerankers, engine=run_engine)
+                                   run_times=run_times, rerankers=rerankers, engine=run_engine,
+                                   parser_versions=parser_versions)
                 if index == 1:
                     time_rerun(card, pipe, arch, fresh, sum(run_times), run_engine)
                 provenance = ProvenanceCheck(source_steps_of(pipe))

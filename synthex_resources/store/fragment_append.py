@@ -92,13 +92,13 @@ def usable_declared_workers(declared: int, embedder: object) -> tuple[int, str |
     and one process when the embedder cannot be rebuilt in a worker (no ``for_worker``). With the line that
     says why it was lowered (None: as declared). An explicit count (``--workers``, ``workers=``, a UI tag) is
     checked strictly instead (``check_workers``)."""
-    cap = max_workers()
-    if declared > cap:
-        return cap, f"ingest_workers={declared} declared; this machine has {cap} core(s): {cap} used"
-    if declared > 1 and not hasattr(embedder, "for_worker"):
+    if declared > 1 and not hasattr(embedder, "for_worker"):  # first: no core count helps this embedder
         name = getattr(embedder, "name", type(embedder).__name__)
         return 1, (f"ingest_workers={declared} declared; the embedder {name!r} cannot be rebuilt in a worker "
                    "process (no for_worker()): one process used")
+    cap = max_workers()
+    if declared > cap:
+        return cap, f"ingest_workers={declared} declared; this machine has {cap} core(s): {cap} used"
     return declared, None
 
 
