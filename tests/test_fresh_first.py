@@ -20,8 +20,10 @@ BIKES_AGAIN = np.array([0.9, 0.3, 0.0])  # cosine 0.949 with BIKES
 COOKING = np.array([0.0, 0.0, 1.0])
 
 
-def hit(hit_id: str, day: str) -> SearchHit:
-    return SearchHit(id=hit_id, content=hit_id, step="turns", created_at=f"2023-{day}T10:00:00Z")
+def hit(hit_id: str, day: str, written: str = "2024-06-01T09:00:00.000Z") -> SearchHit:
+    """A turn stated on ``day`` (its ``time.created_at``), its record written at ``written`` (``created_at``)."""
+    return SearchHit(id=hit_id, content=hit_id, step="turns", created_at=written,
+                     metadata={"time": {"created_at": f"2023-{day}T10:00:00Z"}})
 
 
 def ids(hits: list[SearchHit]) -> list[str]:
@@ -39,7 +41,7 @@ def test_three_statements_end_newest_first_and_unrelated_or_undated_hits_stay():
     hits = [hit("v1", "01-01"), hit("v2", "02-01"), hit("other", "01-15"), hit("v3", "03-01")]
     vectors = {"v1": BIKES, "v2": BIKES_AGAIN, "v3": BIKES, "other": COOKING}
     assert ids(newer_first(hits, vectors, 0.6)) == ["v3", "v2", "v1", "other"]
-    undated = SearchHit(id="v3", content="v3", step="turns")  # no date: takes no part
+    undated = SearchHit(id="v3", content="v3", step="turns", created_at="2024-06-01T09:00:00.000Z")  # no date
     assert ids(newer_first([*hits[:3], undated], vectors, 0.6)) == ["v2", "v1", "other", "v3"]
     # same day (one session): neither is newer
     assert ids(newer_first([hit("a", "01-01"), hit("b", "01-01")], {"a": BIKES, "b": BIKES}, 0.6)) == ["a", "b"]
@@ -135,3 +137,14 @@ def test_the_newer_hits_own_session_does_not_raise_the_band_it_must_reach():
     from synthex_resources.search.strategies.builtin import HIERARCHICAL_FRESH_ASKER
 
     assert HIERARCHICAL_FRESH_ASKER.median_other_times and not HIERARCHICAL_FRESH.median_other_times
+
+
+def test_newer_means_stated_later_not_written_later():
+    """The order of two statements is their ``time.created_at`` (when each was said), never the records' write
+    times (an ingest writes them within milliseconds, in source order, differently each build): here the
+    older statement's record was written last, and the newer statement still moves first."""
+    old = hit("old-bikes", "03-01", written="2024-06-01T09:00:00.900Z")
+    new = hit("new-bikes", "05-01", written="2024-06-01T09:00:00.100Z")
+    vectors = {"old-bikes": BIKES, "new-bikes": BIKES_AGAIN}
+    assert ids(newer_first([old, new], vectors, 0.6)) == ["new-bikes", "old-bikes"]
+    assert ids(newer_first([new, old], vectors, 0.6)) == ["new-bikes", "old-bikes"]

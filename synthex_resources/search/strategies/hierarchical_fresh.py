@@ -4,7 +4,8 @@ A knowledge update ("I have three bikes" in March, "I just got a fourth bike" in
 that both match the question; a ranking by relevance alone puts either first, and an agent reading the
 first hit then answers with the stale fact (LongMemEval's knowledge-update questions; freshness, design
 doc §9.2). This strategy runs its ``inner`` strategy, then, among the top ``window`` hits, lifts each hit
-just above the best-ranked hit that is older (an earlier ``created_at``) and says the same thing: the
+just above the best-ranked hit that is older (an earlier statement time: ``stated_at``, the record's
+``time.created_at``, when what it says was said, not when the record was written) and says the same thing: the
 cosine of their two vectors reaches ``same_cosine`` (near-duplicate statements of one fact). Nothing else
 moves, so a hit never leaves the top ``window`` and hits that state different things keep their order;
 hits without a date or a vector take no part. No model beyond the vectors already stored.
@@ -48,15 +49,24 @@ if TYPE_CHECKING:  # numpy is imported where a search runs: the registry (loaded
     import numpy as np
 
 
+def stated_at(hit: SearchHit) -> str:
+    """When what ``hit`` says was said: its ``time.created_at`` (a chat turn's session date; §3.4's reserved
+    key), "" when it has none. Not ``hit.created_at``, the time the record was written: every record of one
+    ingest is written within milliseconds, in the order of the source, so comparing those says nothing of
+    which statement is newer and changes from one build to the next."""
+    value = hit.meta("time.created_at")
+    return value if isinstance(value, str) else ""
+
+
 def newer_first(hits: list[SearchHit], vectors: dict[str, np.ndarray], same_cosine: float, margin: float = 0.0,
                 score_ratio: float = 0.0, median_other_times: bool = False) -> list[SearchHit]:
-    """``hits`` with each one moved just above the first-ranked older hit that says the same thing: the cosine of
-    their vectors reaches ``same_cosine`` and exceeds by ``margin`` the moving hit's median cosine with the other
-    hits (a pair that stands out, not a memory whose texts all look alike), and the moving hit's score is at
-    least ``score_ratio`` of the older one's. ``median_other_times``: that median leaves out the hits of the
-    moving hit's own time (its own session's turns, which share its ``created_at`` and its subject, so they
-    say nothing about whether the pair stands out). Taken in rank order, so of three statements of one fact
-    the newest ends first."""
+    """``hits`` with each one moved just above the first-ranked older hit (an earlier ``stated_at``) that says the
+    same thing: the cosine of their vectors reaches ``same_cosine`` and exceeds by ``margin`` the moving hit's
+    median cosine with the other hits (a pair that stands out, not a memory whose texts all look alike), and
+    the moving hit's score is at least ``score_ratio`` of the older one's. ``median_other_times``: that median
+    leaves out the hits stated at either statement's time (their own sessions' turns, which share their time
+    and subject, so they say nothing about whether the pair stands out from the rest). Taken in rank order,
+    so of three statements of one fact the newest ends first."""
     import numpy as np
 
     order = list(hits)
@@ -65,19 +75,20 @@ def newer_first(hits: list[SearchHit], vectors: dict[str, np.ndarray], same_cosi
     matrix = np.stack([unit[i] for i in ids]) if ids else np.zeros((0, 1))
     cosines = dict(zip(ids, matrix @ matrix.T, strict=True)) if ids else {}
     column = {hit_id: j for j, hit_id in enumerate(ids)}
-    when = {h.id: h.created_at for h in order}
+    when = {h.id: stated_at(h) for h in order}
     for hit in list(order):
-        if not hit.created_at or hit.id not in unit:
+        if not when[hit.id] or hit.id not in unit:
             continue
         row = cosines[hit.id]
-        others = [row[column[i]] for i in ids
-                  if i != hit.id and not (median_other_times and when[i] == hit.created_at)]
-        floor = max(same_cosine, float(np.median(others)) + margin) if others else same_cosine
         at = order.index(hit)
         for above in range(at):
             other = order[above]
-            if (other.created_at and other.created_at < hit.created_at and other.id in unit
-                    and float(row[column[other.id]]) >= floor and hit.score >= score_ratio * other.score):
+            if not (when[other.id] and when[other.id] < when[hit.id] and other.id in unit):
+                continue
+            others = [row[column[i]] for i in ids if i != hit.id and not (
+                median_other_times and when[i] in (when[hit.id], when[other.id]))]
+            floor = max(same_cosine, float(np.median(others)) + margin) if others else same_cosine
+            if float(row[column[other.id]]) >= floor and hit.score >= score_ratio * other.score:
                 order.insert(above, order.pop(at))
                 break
     return order
@@ -99,7 +110,7 @@ class FreshFirst(SearchStrategy):
     present_only: bool = param(False, doc="reorder only for a question with a word of PRESENT_CUES (current, now, "
                                           "since...), one asking for the present state")
     median_other_times: bool = param(False, doc="the pair's band is compared with the newer hit's median cosine "
-                                                 "with the top hits of other times only (not its own session's)")
+                                                 "with the top hits stated at other times than the pair's")
     own_present: bool = param(False, doc="with present_only, also for a question in which the asker asks about "
                                          "their own present state (a first-person word and a present-tense "
                                          "auxiliary, no past one: asks_about_own_present)")
