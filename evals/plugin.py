@@ -20,20 +20,17 @@ if TYPE_CHECKING:
 
 
 def register_formats(registry: Registry) -> None:
-    """The benchmarks' data files as sources: ``locomo-turns`` (one record per LoCoMo dialogue turn) and
-    ``longmemeval-turns-<protocol>`` (one per LongMemEval haystack turn, official or any-session; the mempalace
-    protocol reads the official ones).
+    """The benchmarks' data files as sources (``evals.formats.benchmark_formats``: ``locomo-turns``,
+    ``longmemeval-turns-<protocol>``).
 
     Registered unversioned, so their records' ids are what they always were (a version would be part of every
     record id, and the hierarchical architectures' aggregates order their turns by id: every eval figure would
-    move). What an edit of a parser changes is caught by ``evals.formats.benchmark_parser_versions``: an eval workspace made
-    by another version is rebuilt cold (evals/architectures.py ``IngestMarker``)."""
-    from evals.benchmarks.locomo.data import parse_turns
-    from evals.benchmarks.longmemeval.data import TURN_RECORDS, turn_items
+    move). What an edit of a parser changes is caught by ``evals.formats.benchmark_parser_versions``: an eval
+    workspace made by another version is rebuilt cold (evals/architectures.py ``IngestMarker``)."""
+    from evals.formats import benchmark_formats
 
-    registry.register("locomo-turns", lambda path, _intake: parse_turns(path))
-    for protocol in dict.fromkeys(TURN_RECORDS.values()):
-        registry.register(f"longmemeval-turns-{protocol}", turn_items(protocol))
+    for name, (parse, _module) in benchmark_formats().items():
+        registry.register(name, parse)
 
 
 def register_commands(cli: click.Group) -> None:
